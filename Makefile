@@ -1,0 +1,51 @@
+# dpstream — two commands do everything on a fresh machine:
+#   make run    create .venv, install dpstream, run the main job on the bundled data
+#   make test   create .venv, install dpstream with its test extras, run the whole suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip
+PIP_FLAGS ?= -q --disable-pip-version-check
+
+.PHONY: run test bench lint clean venv
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install $(PIP_FLAGS) --upgrade pip setuptools wheel
+
+# One stamp per extra, refreshed whenever pyproject.toml changes.
+$(VENV)/.stamp-core: pyproject.toml | $(BIN)/python
+	$(PIP) install $(PIP_FLAGS) -e .
+	@touch $@
+
+$(VENV)/.stamp-test: pyproject.toml | $(BIN)/python
+	$(PIP) install $(PIP_FLAGS) -e '.[test]'
+	@touch $@ $(VENV)/.stamp-core
+
+$(VENV)/.stamp-bench: pyproject.toml | $(BIN)/python
+	$(PIP) install $(PIP_FLAGS) -e '.[bench]'
+	@touch $@
+
+$(VENV)/.stamp-lint: pyproject.toml | $(BIN)/python
+	$(PIP) install $(PIP_FLAGS) -e '.[lint]'
+	@touch $@
+
+venv: $(VENV)/.stamp-core
+
+run: $(VENV)/.stamp-core
+	$(BIN)/dpstream run
+
+# pytest exits 5 when it collected no test; that must fail loudly, never pass.
+test: $(VENV)/.stamp-test
+	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests -- failing" >&2; exit 1; fi; \
+	exit $$rc
+
+bench: $(VENV)/.stamp-bench
+	$(BIN)/dpstream privacy --noise-multiplier 5 --sample-rate 0.1 --steps 150 --delta 1e-6
+
+lint: $(VENV)/.stamp-lint
+	$(BIN)/ruff check accounting models stream connectors tests examples
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis reports

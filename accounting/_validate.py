@@ -1,0 +1,128 @@
+"""Parameter validation shared by every mechanism and accountant.
+
+Every check raises :class:`ValueError` (or :class:`TypeError` for a wrong type)
+with a message that names the offending parameter, so a user who passes
+``epsilon=0`` learns which knob is wrong instead of getting a NaN later.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "as_generator",
+    "check_epsilon",
+    "check_delta",
+    "check_sample_rate",
+    "check_positive",
+    "check_nonnegative",
+    "check_finite_array",
+    "check_orders",
+    "check_int",
+]
+
+
+def _as_real(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if math.isnan(value):
+        raise ValueError(f"{name} must not be NaN")
+    return value
+
+
+def check_positive(name: str, value: Any, *, allow_inf: bool = False) -> float:
+    """Return ``value`` as a float after checking ``0 < value`` (and finiteness)."""
+    v = _as_real(name, value)
+    if not allow_inf and math.isinf(v):
+        raise ValueError(f"{name} must be finite, got {v}")
+    if v <= 0:
+        raise ValueError(f"{name} must be > 0, got {v}")
+    return v
+
+
+def check_nonnegative(name: str, value: Any) -> float:
+    """Return ``value`` as a float after checking ``0 <= value < inf``."""
+    v = _as_real(name, value)
+    if math.isinf(v) or v < 0:
+        raise ValueError(f"{name} must be finite and >= 0, got {v}")
+    return v
+
+
+def check_epsilon(value: Any, name: str = "epsilon") -> float:
+    """An epsilon must be a finite number > 0."""
+    return check_positive(name, value)
+
+
+def check_delta(value: Any, name: str = "delta") -> float:
+    """A delta must lie in the open interval (0, 1)."""
+    v = _as_real(name, value)
+    if not 0.0 < v < 1.0:
+        raise ValueError(f"{name} must lie in (0, 1), got {v}")
+    return v
+
+
+def check_sample_rate(value: Any, name: str = "sample_rate") -> float:
+    """A Poisson sampling rate must lie in (0, 1]."""
+    v = _as_real(name, value)
+    if not 0.0 < v <= 1.0:
+        raise ValueError(f"{name} must lie in (0, 1], got {v}")
+    return v
+
+
+def check_int(name: str, value: Any, *, minimum: int) -> int:
+    """An integer no smaller than ``minimum`` (bools are rejected)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise TypeError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def check_finite_array(name: str, values: Any, *, ndim: int | None = None,
+                       allow_empty: bool = False) -> np.ndarray:
+    """Convert to a float array and reject NaN, infinities and (by default) emptiness."""
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be numeric: {exc}") from None
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
+    if arr.size == 0 and not allow_empty:
+        raise ValueError(f"{name} must not be empty")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite (found NaN or infinity)")
+    return arr
+
+
+def check_orders(orders: Any, *, minimum: float = 1.0, integer: bool = False) -> np.ndarray:
+    """Rényi orders as a 1-d float array, each > ``minimum`` (or >= 2 integers)."""
+    arr = check_finite_array("orders", np.atleast_1d(orders), ndim=1)
+    if integer:
+        if not np.all(arr == np.round(arr)) or np.any(arr < 2):
+            raise ValueError("orders must be integers >= 2 for this bound")
+    elif np.any(arr <= minimum):
+        raise ValueError(f"orders must all be > {minimum}")
+    return arr
+
+
+def as_generator(rng: np.random.Generator | int | None) -> np.random.Generator:
+    """A numpy Generator: OS entropy for ``None``, seeded for an int, or the one given.
+
+    Seeds are for tests and benchmarks; production code passes ``None``.
+    """
+    if rng is None:
+        return np.random.default_rng()
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
+        return np.random.default_rng(int(rng))
+    raise TypeError(f"rng must be None, an int seed or a numpy Generator, got {type(rng).__name__}")

@@ -1,0 +1,176 @@
+"""Selection mechanisms: the exponential mechanism and report-noisy-max / permute-and-flip.
+
+* :class:`ExponentialMechanism` (McSherry and Talwar 2007): output ``r`` with probability
+  proportional to ``exp(eps u(r) / (2 Delta))``, or ``exp(eps u(r) / Delta)`` when the utility is
+  *monotonic* (adding a record moves every utility in the same direction). Sampled with the
+  Gumbel-max trick, which is exact and numerically stable for any utility scale.
+* :class:`ReportNoisyMax`: report-one-sided-noisy-argmax (ROSNAM, Dwork and Roth 2014; seed 004
+  addendum) — add one-sided exponential noise of scale ``Delta/eps`` (monotonic) or
+  ``2 Delta/eps`` and report the argmax — and permute-and-flip (McKenna and Sheldon 2020).
+  Ding et al. (2021) proved the two have the same output distribution; both are exposed so that
+  the statistical tests can check each implementation. This is the leaf-label mechanism for the
+  window forests: class counts are monotonic with Delta = 1 (seed 004 addendum, Table 5).
+
+The smooth-sensitivity exponential mechanism of seed 004's original paper (and seed 001) is NOT
+offered: it is not proven differentially private (seed 004 addendum). The test suite implements it
+only as a negative control and shows that it fails the privacy test that these mechanisms pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from ._validate import as_generator, check_epsilon, check_finite_array, check_int, check_positive
+
+__all__ = ["ExponentialMechanism", "ReportNoisyMax"]
+
+
+def _utilities(utilities) -> np.ndarray:
+    return check_finite_array("utilities", utilities, ndim=1)
+
+
+class ExponentialMechanism:
+    """Select an index with probability proportional to ``exp(eps * u / (2 * sensitivity))``.
+
+    Parameters
+    ----------
+    epsilon
+        Privacy parameter, > 0.
+    sensitivity
+        Largest change of any single utility between neighbouring datasets, > 0.
+    monotonic
+        ``True`` only if, between neighbours, all utilities move in the same direction; then the
+        factor 2 is dropped and the mechanism is still epsilon-DP (McSherry and Talwar 2007).
+    rng
+        ``None`` (OS entropy), an int seed (tests only) or a numpy Generator.
+
+    Examples
+    --------
+    >>> em = ExponentialMechanism(epsilon=1.0, sensitivity=1.0, rng=0)
+    >>> em.probabilities([0.0, 2.0]).round(4)
+    array([0.2689, 0.7311])
+    >>> em.select([0.0, 2.0]) in (0, 1)
+    True
+    >>> em.select([1e308, -1e308])   # extreme utilities stay stable
+    0
+    >>> em.select([])
+    Traceback (most recent call last):
+    ...
+    ValueError: utilities must not be empty
+    >>> em.select([0.0, float("nan")])
+    Traceback (most recent call last):
+    ...
+    ValueError: utilities must be finite (found NaN or infinity)
+    """
+
+    def __init__(self, *, epsilon: float, sensitivity: float, monotonic: bool = False,
+                 rng: np.random.Generator | int | None = None):
+        self.epsilon = check_epsilon(epsilon)
+        self.sensitivity = check_positive("sensitivity", sensitivity)
+        self.monotonic = bool(monotonic)
+        self.rng = as_generator(rng)
+
+    @property
+    def factor(self) -> float:
+        """The multiplier of the utility in the exponent."""
+        return self.epsilon / (self.sensitivity if self.monotonic else 2.0 * self.sensitivity)
+
+    def log_weights(self, utilities) -> np.ndarray:
+        """Unnormalised log-probabilities ``factor * u``."""
+        return self.factor * _utilities(utilities)
+
+    def probabilities(self, utilities) -> np.ndarray:
+        """The exact output distribution for these utilities."""
+        return special.softmax(self.log_weights(utilities))
+
+    def select(self, utilities, *, size: int | None = None):
+        """Sample an index (or ``size`` independent indices)."""
+        lw = self.log_weights(utilities)
+        return _gumbel_argmax(self.rng, lw, size)
+
+
+def _gumbel_argmax(rng: np.random.Generator, log_weights: np.ndarray, size: int | None):
+    """argmax(log w + Gumbel) is an exact sample from softmax(log w); -inf entries never win."""
+    if size is None:
+        return int(np.argmax(log_weights + rng.gumbel(size=log_weights.shape)))
+    n = check_int("size", size, minimum=1)
+    out = np.empty(n, dtype=np.int64)
+    chunk = max(1, 2_000_000 // max(1, log_weights.size))
+    for start in range(0, n, chunk):
+        m = min(chunk, n - start)
+        out[start:start + m] = np.argmax(
+            log_weights + rng.gumbel(size=(m, log_weights.size)), axis=1)
+    return out
+
+
+class ReportNoisyMax:
+    """Report-one-sided-noisy-argmax / permute-and-flip for count-like utilities.
+
+    Parameters
+    ----------
+    epsilon
+        Privacy parameter, > 0.
+    sensitivity
+        Largest change of any utility between neighbours (1 for class counts).
+    monotonic
+        Class counts are monotonic (adding a record never lowers a count): noise scale
+        ``sensitivity/epsilon``. Otherwise ``2*sensitivity/epsilon``.
+    method
+        ``"permute-and-flip"`` (default) or ``"exponential-noise"`` (ROSNAM); same distribution.
+    rng
+        ``None`` (OS entropy), an int seed (tests only) or a numpy Generator.
+
+    Examples
+    --------
+    >>> rnm = ReportNoisyMax(epsilon=1.0, rng=0)
+    >>> counts = [3, 40, 2]
+    >>> rnm.select(counts)
+    1
+    >>> ReportNoisyMax(epsilon=1.0, method="smooth-sensitivity")
+    Traceback (most recent call last):
+    ...
+    ValueError: method must be 'permute-and-flip' or 'exponential-noise', got 'smooth-sensitivity'
+    """
+
+    METHODS = ("permute-and-flip", "exponential-noise")
+
+    def __init__(self, *, epsilon: float, sensitivity: float = 1.0, monotonic: bool = True,
+                 method: str = "permute-and-flip", rng: np.random.Generator | int | None = None):
+        self.epsilon = check_epsilon(epsilon)
+        self.sensitivity = check_positive("sensitivity", sensitivity)
+        self.monotonic = bool(monotonic)
+        if method not in self.METHODS:
+            raise ValueError(
+                f"method must be 'permute-and-flip' or 'exponential-noise', got {method!r}")
+        self.method = method
+        self.rng = as_generator(rng)
+
+    @property
+    def scale(self) -> float:
+        """Scale of the one-sided exponential noise (``1 / rate``)."""
+        return self.sensitivity / self.epsilon * (1.0 if self.monotonic else 2.0)
+
+    def select(self, utilities, *, size: int | None = None):
+        """Report the (noisy) best index, or ``size`` independent reports."""
+        u = _utilities(utilities)
+        n = 1 if size is None else check_int("size", size, minimum=1)
+        if self.method == "exponential-noise":
+            idx = np.argmax(u + self.rng.exponential(self.scale, size=(n, u.size)), axis=1)
+        else:
+            idx = self._permute_and_flip(u, n)
+        return int(idx[0]) if size is None else idx
+
+    def _permute_and_flip(self, u: np.ndarray, n: int) -> np.ndarray:
+        # Visit candidates in a uniformly random order; accept candidate r with probability
+        # exp((u_r - max u) / scale). The best candidate is always accepted, so every row stops.
+        accept_p = np.exp((u - u.max()) / self.scale)
+        out = np.empty(n, dtype=np.int64)
+        chunk = max(1, 1_000_000 // max(1, u.size))
+        for start in range(0, n, chunk):
+            m = min(chunk, n - start)
+            order = np.argsort(self.rng.random((m, u.size)), axis=1)
+            accepted = self.rng.random((m, u.size)) < accept_p[order]
+            first = np.argmax(accepted, axis=1)
+            out[start:start + m] = order[np.arange(m), first]
+        return out

@@ -1,0 +1,120 @@
+"""The individual Rényi filter (Feldman and Zrnic 2021; seed 003 Algorithm 1 / 8, Theorems 7-8).
+
+Each record in the active pool carries its cumulative individual RDP at one fixed order
+alpha-hat. Before every round the caller computes each record's cost for that round (seed 003
+Theorem 23); a record takes part (CONT) only if its spend *including* this round's cost stays
+within the bound ``rho(alpha-hat)``; otherwise it sits the round out (HALT for this round, cost 0).
+By Theorem 8 the whole adaptive sequence of rounds is then (alpha-hat, rho)-RDP however many rounds
+run — which is what lets late records keep training new trees without extra budget.
+
+A record whose remaining budget is below the cheapest possible round (``min_cost``) can never take
+part again; :meth:`exhausted` finds those so the model can free their memory. The state is two
+numpy arrays (spend and bound check) and serialises to plain lists for checkpoints.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validate import check_finite_array, check_int, check_orders, check_positive
+
+__all__ = ["IndividualRenyiFilter"]
+
+
+class IndividualRenyiFilter:
+    """Per-record RDP spend at order ``order``, with CONT/HALT decisions against ``bound``.
+
+    Parameters
+    ----------
+    order
+        The Rényi order alpha-hat at which all costs are measured.
+    bound
+        ``rho(alpha-hat)``: no record's cumulative spend ever exceeds it.
+
+    Examples
+    --------
+    >>> f = IndividualRenyiFilter(order=8.0, bound=1.0)
+    >>> f.add(3)
+    array([0, 1, 2])
+    >>> f.step(np.array([0.4, 0.6, 0.9]))       # everyone can afford round 1
+    array([ True,  True,  True])
+    >>> f.step(np.array([0.4, 0.6, 0.05]))      # record 1 would reach 1.2 > 1: it sits out
+    array([ True, False,  True])
+    >>> f.spent
+    array([0.8 , 0.6 , 0.95])
+    >>> f.exhausted(min_cost=0.1)               # record 2 can never afford another round
+    array([False, False,  True])
+    >>> f.remove(f.exhausted(min_cost=0.1)); len(f)
+    2
+    """
+
+    def __init__(self, *, order: float, bound: float):
+        self.order = float(check_orders([order])[0])
+        self.bound = check_positive("bound", bound)
+        self.spent = np.zeros(0, dtype=np.float64)
+        self.rounds = 0
+
+    def __len__(self) -> int:
+        return int(self.spent.size)
+
+    def add(self, n: int) -> np.ndarray:
+        """Append ``n`` records with a full budget; returns their positions in the pool."""
+        n = check_int("n", n, minimum=0)
+        start = self.spent.size
+        self.spent = np.concatenate((self.spent, np.zeros(n)))
+        return np.arange(start, start + n)
+
+    def step(self, costs) -> np.ndarray:
+        """Decide one round: returns the CONT mask and charges exactly the CONT records.
+
+        ``costs`` holds each pool record's individual RDP for this round (one per record, >= 0).
+        """
+        c = check_finite_array("costs", costs, ndim=1, allow_empty=True)
+        if c.size != self.spent.size:
+            raise ValueError(f"costs must hold one value per pool record ({self.spent.size}), "
+                             f"got {c.size}")
+        if np.any(c < 0):
+            raise ValueError("costs must be >= 0")
+        after = self.spent + c
+        cont = after <= self.bound
+        self.spent = np.where(cont, after, self.spent)
+        self.rounds += 1
+        return cont
+
+    def remaining(self) -> np.ndarray:
+        """Budget left per record."""
+        return self.bound - self.spent
+
+    def exhausted(self, *, min_cost: float) -> np.ndarray:
+        """Mask of records that cannot afford even the cheapest round any more."""
+        m = check_positive("min_cost", min_cost)
+        return self.remaining() < m
+
+    def remove(self, mask) -> None:
+        """Drop the records selected by ``mask`` (they leave memory; their spend is final)."""
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != self.spent.shape:
+            raise ValueError(f"mask must have one entry per pool record ({self.spent.size})")
+        self.spent = self.spent[~mask]
+
+    def spend_summary(self) -> dict:
+        """Min, median and max spend as a fraction of the bound (empty pool: zeros)."""
+        if self.spent.size == 0:
+            return {"min": 0.0, "median": 0.0, "max": 0.0, "records": 0}
+        frac = self.spent / self.bound
+        return {"min": float(frac.min()), "median": float(np.median(frac)),
+                "max": float(frac.max()), "records": int(frac.size)}
+
+    def to_dict(self) -> dict:
+        return {"order": self.order, "bound": self.bound, "rounds": self.rounds,
+                "spent": self.spent.tolist()}
+
+    @classmethod
+    def from_dict(cls, state: dict) -> "IndividualRenyiFilter":
+        f = cls(order=state["order"], bound=state["bound"])
+        spent = check_finite_array("spent", state["spent"], ndim=1, allow_empty=True)
+        if np.any(spent < 0) or np.any(spent > f.bound):
+            raise ValueError("corrupt filter state: a spend lies outside [0, bound]")
+        f.spent = spent
+        f.rounds = check_int("rounds", state.get("rounds", 0), minimum=0)
+        return f
