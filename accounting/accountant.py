@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 import numpy as np
+
 from ._validate import (
     check_delta,
     check_epsilon,
@@ -237,6 +238,9 @@ def calibrate_noise_multiplier(*, epsilon: float, delta: float, sample_rate: flo
                        steps=t, accountant=acc)
 
 
+_HEADROOM = 1e-9
+
+
 def _leaf_scale(grad_clip: float, r1: float) -> float:
     # sigma_leaf = z * sqrt(2 (r1 + r2 g^2)) for the worst-case record (|g| = g*)
     return math.sqrt(2.0 * (r1 + (1.0 - r1) * grad_clip * grad_clip))
@@ -279,6 +283,12 @@ def calibrate_sgbdt(*, epsilon: float, delta: float, sample_rate: float, rounds:
     ...                       grad_clip=0.1, leaf_noise_split=0.2)
     >>> cal.epsilon <= 0.5, cal.order > 1
     (True, True)
+    >>> from dpstream.accounting import IndividualRenyiFilter
+    >>> f = IndividualRenyiFilter(order=cal.order, bound=cal.rho_max); _ = f.add(1)
+    >>> worst = RoundCostTable(order=cal.order, sigma_leaf=cal.sigma_leaf, leaf_noise_split=0.2,
+    ...                        sample_rate=0.1, grad_clip=0.1).max_cost
+    >>> sum(bool(f.step(np.array([worst]))[0]) for _ in range(151))   # exactly T rounds
+    150
     >>> round(cal.sigma_leaf / cal.noise_multiplier, 4)   # sqrt(2 (0.2 + 0.8 * 0.01))
     0.645
     """
@@ -286,15 +296,27 @@ def calibrate_sgbdt(*, epsilon: float, delta: float, sample_rate: float, rounds:
     r1 = float(leaf_noise_split)
     if not 0.0 < r1 < 1.0:
         raise ValueError(f"leaf_noise_split must lie in (0, 1), got {leaf_noise_split!r}")
-    cal = calibrate_noise_multiplier(epsilon=epsilon, delta=delta, sample_rate=sample_rate,
-                                     steps=rounds, accountant=accountant)
-    acc_orders = np.array([cal.order])
-    per_round = subsampled_rdp(acc_orders, sample_rate=cal.sample_rate,
-                               noise_multiplier=cal.noise_multiplier, accountant=accountant)[0]
+    target = check_epsilon(epsilon)
+    for _ in range(8):
+        cal = calibrate_noise_multiplier(epsilon=target, delta=delta, sample_rate=sample_rate,
+                                         steps=rounds, accountant=accountant)
+        per_round = subsampled_rdp(np.array([cal.order]), sample_rate=cal.sample_rate,
+                                   noise_multiplier=cal.noise_multiplier,
+                                   accountant=accountant)[0]
+        # The filter compares running float sums against rho_max; a 1e-9 relative headroom keeps
+        # T worst-case rounds inside the bound despite round-off. The guarantee is stated for this
+        # rho_max itself (Theorem 8, then conversion at alpha-hat), so it must stay in budget.
+        rho_max = float(cal.steps * per_round) * (1.0 + _HEADROOM)
+        eps_guaranteed, _ = rdp_to_epsilon([cal.order], [rho_max], cal.delta)
+        if eps_guaranteed <= epsilon:
+            break
+        target -= eps_guaranteed - epsilon
+    else:  # pragma: no cover - one correction always suffices
+        raise ArithmeticError("could not calibrate within the budget")
     return SGBDTCalibration(
         sigma_leaf=cal.noise_multiplier * _leaf_scale(g, r1),
         noise_multiplier=cal.noise_multiplier, order=cal.order,
-        rho_max=float(cal.steps * per_round), epsilon=cal.epsilon, delta=cal.delta,
+        rho_max=rho_max, epsilon=eps_guaranteed, delta=cal.delta,
         sample_rate=cal.sample_rate, rounds=cal.steps, grad_clip=g, leaf_noise_split=r1,
         accountant=accountant)
 
