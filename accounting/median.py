@@ -77,10 +77,23 @@ class PrivateMedian:
         rank = np.searchsorted(v, np.asarray(candidates, dtype=np.float64), side="right")
         return -np.abs(rank - v.size / 2.0)
 
-    def release(self, values) -> float:
-        """Draw fresh uniform candidates and return one chosen by the exponential mechanism."""
-        candidates = self.rng.uniform(self.lower, self.upper, size=self.n_candidates)
-        return float(candidates[self._em.select(self.utilities(values, candidates))])
+    def release(self, values, *, size: int | None = None):
+        """Draw fresh uniform candidates and return one chosen by the exponential mechanism.
+
+        ``size`` returns that many independent releases (each with its own candidates).
+        """
+        v = np.sort(self._values(values))
+        n = 1 if size is None else check_int("size", size, minimum=1)
+        out = np.empty(n)
+        chunk = max(1, 1_000_000 // self.n_candidates)
+        for start in range(0, n, chunk):
+            m = min(chunk, n - start)
+            cand = self.rng.uniform(self.lower, self.upper, size=(m, self.n_candidates))
+            rank = np.searchsorted(v, cand, side="right")
+            logw = self._em.factor * -np.abs(rank - v.size / 2.0)
+            pick = np.argmax(logw + self.rng.gumbel(size=logw.shape), axis=1)
+            out[start:start + m] = cand[np.arange(m), pick]
+        return float(out[0]) if size is None else out
 
     def _values(self, values) -> np.ndarray:
         v = check_finite_array("values", values, ndim=1, allow_empty=True)
