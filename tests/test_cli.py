@@ -1,0 +1,71 @@
+"""The dpstream command line: help, privacy calculator, errors, and the main job."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dpstream.stream.cli import main
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "dpstream.stream.cli", *args],
+                          capture_output=True, text=True)
+
+
+def test_help_lists_the_commands_that_exist():
+    out = run("--help")
+    assert out.returncode == 0
+    for cmd in ("privacy", "run"):
+        assert cmd in out.stdout
+    for cmd in ("privacy", "run"):
+        assert run(cmd, "--help").returncode == 0
+
+
+def test_privacy_inverse_round_trips(capsys):
+    assert main(["privacy", "--epsilon", "1.0", "--sample-rate", "0.1", "--steps", "150",
+                 "--delta", "1e-6", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["epsilon"] <= 1.0
+    assert main(["privacy", "--noise-multiplier", str(res["noise_multiplier"]), "--sample-rate",
+                 "0.1", "--steps", "150", "--delta", "1e-6", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["epsilon"] == pytest.approx(res["epsilon"], rel=1e-12)
+
+
+def test_privacy_text_output_and_zhu_wang(capsys):
+    assert main(["privacy", "--noise-multiplier", "5", "--sample-rate", "0.1", "--steps", "150",
+                 "--delta", "1e-6", "--accountant", "zhu-wang"]) == 0
+    text = capsys.readouterr().out
+    assert "epsilon =" in text and "zhu-wang" in text
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--noise-multiplier", "5", "--sample-rate", "1.5", "--steps", "3", "--delta", "1e-6"],
+     "sample_rate"),
+    (["--noise-multiplier", "5", "--steps", "3", "--delta", "1.0"], "delta"),
+    (["--epsilon", "-1", "--steps", "3", "--delta", "1e-6"], "epsilon"),
+    (["--noise-multiplier", "0", "--steps", "3", "--delta", "1e-6"], "noise_multiplier"),
+])
+def test_privacy_bad_input_exits_2_with_a_named_parameter(args, needle):
+    out = run("privacy", *args)
+    assert out.returncode == 2
+    assert needle in out.stderr and "Traceback" not in out.stderr
+
+
+def test_run_writes_a_report(tmp_path):
+    out = run("run", "--out", str(tmp_path / "rep"), "--seed", "1", "--json")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    report = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert summary["report"].endswith("report.json")
+    priv = report["privacy"]
+    assert priv["epsilon"] == 0.5 and priv["records_seen"] == 32561
+    assert report["sgbdt_plan"]["tight"]["sigma_leaf"] < report["sgbdt_plan"]["zhu-wang"][
+        "sigma_leaf"]
+    assert report["sgbdt_plan"]["tight"]["rounds_affordable_worst_record"] >= 150
+    png = (tmp_path / "rep" / "report.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
