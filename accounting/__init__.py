@@ -21,7 +21,12 @@ from .accountant import (
 from .errors import BudgetExceededError
 from .exponential import ExponentialMechanism, ReportNoisyMax
 from .filter import IndividualRenyiFilter
-from .gaussian import GaussianMechanism, NonSphericalGaussianMechanism, gaussian_delta, gaussian_epsilon
+from .gaussian import (
+    GaussianMechanism,
+    NonSphericalGaussianMechanism,
+    gaussian_delta,
+    gaussian_epsilon,
+)
 from .gridless import GridlessChoice, GridlessExponentialMechanism
 from .laplace import LaplaceMechanism
 from .ledger import BudgetLedger

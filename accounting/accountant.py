@@ -162,7 +162,7 @@ class RDPAccountant:
                 "rdp": self.rdp.tolist(), "events": list(self.events)}
 
     @classmethod
-    def from_dict(cls, state: dict) -> "RDPAccountant":
+    def from_dict(cls, state: dict) -> RDPAccountant:
         acc = cls(orders=state["orders"], accountant=state["accountant"])
         acc.rdp = np.asarray(state["rdp"], dtype=np.float64)
         acc.events = list(state.get("events", []))

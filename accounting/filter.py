@@ -110,7 +110,7 @@ class IndividualRenyiFilter:
                 "spent": self.spent.tolist()}
 
     @classmethod
-    def from_dict(cls, state: dict) -> "IndividualRenyiFilter":
+    def from_dict(cls, state: dict) -> IndividualRenyiFilter:
         f = cls(order=state["order"], bound=state["bound"])
         spent = check_finite_array("spent", state["spent"], ndim=1, allow_empty=True)
         if np.any(spent < 0) or np.any(spent > f.bound):

@@ -16,7 +16,12 @@ from ._validate import (
     check_nonnegative,
     check_positive,
 )
-from .rdp import _check_weights, effective_noise_multiplier, gaussian_rdp, non_spherical_gaussian_rdp
+from .rdp import (
+    _check_weights,
+    effective_noise_multiplier,
+    gaussian_rdp,
+    non_spherical_gaussian_rdp,
+)
 
 __all__ = ["GaussianMechanism", "NonSphericalGaussianMechanism", "gaussian_delta",
            "gaussian_epsilon"]
@@ -87,7 +92,7 @@ class GaussianMechanism:
 
     @classmethod
     def calibrated(cls, *, epsilon: float, delta: float, sensitivity: float,
-                   rng: np.random.Generator | int | None = None) -> "GaussianMechanism":
+                   rng: np.random.Generator | int | None = None) -> GaussianMechanism:
         """The mechanism with the smallest sigma that is (epsilon, delta)-DP (analytic Gaussian)."""
         eps = check_epsilon(epsilon)
         d = check_delta(delta)
@@ -125,7 +130,7 @@ class GaussianMechanism:
 
 
 class NonSphericalGaussianMechanism:
-    """Release a D-dimensional vector with noise ``N(0, D^-1 diag(sigma^2 / r_d))`` (seed 003 Thm 10).
+    """Release a D-vector with noise ``N(0, D^-1 diag(sigma^2 / r_d))`` (seed 003 Thm 10).
 
     The weights ``r_d > 0`` (summing to 1) shift noise between coordinates. DPLeaf (seed 003
     Alg. 4) releases (leaf count, clipped gradient sum) with D = 2 and weights (r1, r2), i.e. noise
@@ -176,4 +181,5 @@ class NonSphericalGaussianMechanism:
                                           sensitivities=sensitivities)
 
     def __repr__(self) -> str:
-        return f"NonSphericalGaussianMechanism(sigma={self.sigma!r}, weights={self.weights.tolist()!r})"
+        return (f"NonSphericalGaussianMechanism(sigma={self.sigma!r}, "
+                f"weights={self.weights.tolist()!r})")

@@ -5,10 +5,10 @@ For each numerical feature ``i`` the sorted data values ``v_1 <= ... <= v_n`` cu
 ``(vmin_i, v_1, ..., v_n, vmax_i)``. A split value ``s`` sends ``x <= s`` left, so every ``s``
 inside one bucket induces the same partition and the utility is constant on a bucket
 (*subset-closed*, Definition 25). Bucket ``B`` of feature ``i`` is chosen with probability
-proportional to ``w_i |B| exp(eps u(B) / (2 Delta))`` with ``w_i = r / (vmax_i - vmin_i)``; the split
-value is then drawn uniformly inside it. Each value of a categorical feature is one bucket of mass
-1 (split ``x == v``). The result is epsilon-DP for any subset-closed utility with sensitivity Delta,
-using only as many candidates as there are data points — no grid.
+proportional to ``w_i |B| exp(eps u(B) / (2 Delta))`` with ``w_i = r / (vmax_i - vmin_i)``; the
+split value is then drawn uniformly inside it. Each value of a categorical feature is one bucket of
+mass 1 (split ``x == v``). The result is epsilon-DP for any subset-closed utility with sensitivity
+Delta, using only as many candidates as there are data points — no grid.
 """
 
 from __future__ import annotations

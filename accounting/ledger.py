@@ -157,7 +157,7 @@ class BudgetLedger:
         }
 
     @classmethod
-    def from_dict(cls, state: dict) -> "BudgetLedger":
+    def from_dict(cls, state: dict) -> BudgetLedger:
         ledger = cls(total_epsilon=float(Fraction(state["total"])),
                      history=state.get("history_len") or 1000)
         ledger._total = Fraction(state["total"])

@@ -282,11 +282,12 @@ def zhu_wang_subsampled_rdp(orders, *, sample_rate: float,
         lb2 = special.gammaln(alpha + 1) - special.gammaln(3) - special.gammaln(alpha - 1)
         terms.append(lb2 + 2 * log_q + ((alpha - 2) * log_1q if alpha > 2 else 0.0) + base[0])
         if alpha >= 3:
-            l = np.arange(3, alpha + 1, dtype=np.float64)
-            lb = special.gammaln(alpha + 1) - special.gammaln(l + 1) - special.gammaln(alpha - l + 1)
+            ell = np.arange(3, alpha + 1, dtype=np.float64)
+            lb = (special.gammaln(alpha + 1) - special.gammaln(ell + 1)
+                  - special.gammaln(alpha - ell + 1))
             with np.errstate(invalid="ignore"):
-                pw = np.where(alpha - l > 0, (alpha - l) * log_1q, 0.0)
-            terms.extend(math.log(3.0) + lb + pw + l * log_q + (l - 1) * base[1: alpha - 1])
+                pw = np.where(alpha - ell > 0, (alpha - ell) * log_1q, 0.0)
+            terms.extend(math.log(3.0) + lb + pw + ell * log_q + (ell - 1) * base[1: alpha - 1])
         out[idx] = float(special.logsumexp(terms)) / (alpha - 1)
     return out
 

@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, required=True, metavar="T", help="number of releases")
     p.add_argument("--delta", type=float, required=True, metavar="D", help="delta in (0, 1)")
     p.add_argument("--accountant", choices=ACCOUNTANTS, default="tight",
-                   help="tight (exact subsampled-Gaussian RDP, default) or zhu-wang (seed 003 Thm 9)")
+                   help="tight (exact subsampled-Gaussian RDP, default) "
+                        "or zhu-wang (seed 003 Thm 9)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_privacy)
 

@@ -117,7 +117,7 @@ def _adult_rows(name: str) -> tuple[list[dict], list[bool]]:
             if len(parts) != len(_ADULT_COLUMNS) + 1:
                 raise ValueError(f"{name}: malformed line {line[:60]!r}")
             X.append({c: (float(v) if c in numeric else v)
-                      for c, v in zip(_ADULT_COLUMNS, parts[:-1])})
+                      for c, v in zip(_ADULT_COLUMNS, parts[:-1], strict=True)})
             y.append(parts[-1].rstrip(".") == ">50K")
     return X, y
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -127,7 +127,7 @@ def main_job(*, epsilon: float = 0.5, delta: float = 5e-8, out: str | None = Non
     naive.compose_laplace(epsilon=eps / 2, steps=2)
     report = {
         "job": "dpstream run (accounting demo until S-GBDT lands)",
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "dataset": {"name": "adult", "split": "train", "records": len(X)},
         "privacy": {
             "mechanism_family": "Laplace (pure epsilon-DP), parallel composition over windows",

@@ -34,13 +34,13 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = ["NumericFeature", "CategoricalFeature", "Target", "Schema", "coerce_schema"]
 
-Scalar = Union[bool, int, float, str]
+Scalar = bool | int | float | str
 
 
 class _Strict(BaseModel):
@@ -55,7 +55,7 @@ class NumericFeature(_Strict):
     max: float
 
     @model_validator(mode="after")
-    def _bounds(self) -> "NumericFeature":
+    def _bounds(self) -> NumericFeature:
         if not (math.isfinite(self.min) and math.isfinite(self.max)):
             raise ValueError("min and max must be finite numbers")
         if not self.min < self.max:
@@ -81,7 +81,7 @@ class CategoricalFeature(_Strict):
         return v
 
 
-Feature = Annotated[Union[NumericFeature, CategoricalFeature], Field(discriminator="type")]
+Feature = Annotated[NumericFeature | CategoricalFeature, Field(discriminator="type")]
 
 
 class Target(_Strict):
@@ -93,7 +93,7 @@ class Target(_Strict):
     max: float | None = None
 
     @model_validator(mode="after")
-    def _complete(self) -> "Target":
+    def _complete(self) -> Target:
         if self.type == "numeric":
             if self.min is None or self.max is None:
                 raise ValueError("a numeric target needs both min and max")
@@ -132,7 +132,7 @@ class Schema(_Strict):
         return [n for n, f in self.features.items() if isinstance(f, CategoricalFeature)]
 
     @classmethod
-    def load(cls, path: str | Path) -> "Schema":
+    def load(cls, path: str | Path) -> Schema:
         """Read a schema JSON file."""
         with open(path, encoding="utf-8") as fh:
             return cls.model_validate(json.load(fh))

@@ -61,4 +61,5 @@ def halfline_events(thresholds: Sequence[float]) -> list[Event]:
 
 def bin_events(edges: Sequence[float]) -> list[Event]:
     """``{lo <= x < hi}`` for consecutive edges."""
-    return [lambda x, lo=lo, hi=hi: (x >= lo) & (x < hi) for lo, hi in zip(edges[:-1], edges[1:])]
+    pairs = zip(edges[:-1], edges[1:], strict=True)
+    return [lambda x, lo=lo, hi=hi: (x >= lo) & (x < hi) for lo, hi in pairs]

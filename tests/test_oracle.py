@@ -68,7 +68,7 @@ def test_tight_epsilon_matches_dp_accounting_at_integer_orders(q, z, steps, delt
                                                   [0.8, 2.0, 5.0, 10.0]))
 def test_rdp_curve_matches_per_integer_order(q, z):
     ours = rdp.subsampled_gaussian_rdp(INT_ORDERS, sample_rate=q, noise_multiplier=z)
-    for order, value in zip(INT_ORDERS, ours):
+    for order, value in zip(INT_ORDERS, ours, strict=True):
         # one order at a time through the public API: epsilon = rho + const(order, delta)
         eps, _ = oracle_rdp_epsilon(q, z, 1, 1e-5, [order])
         const = math.log1p(-1 / order) - (math.log(1e-5) + math.log(order)) / (order - 1)
@@ -115,7 +115,7 @@ def test_dp_accounting_known_answers_reproduce():
     np.testing.assert_allclose(ours[2:], expected[2:], rtol=RTOL)
     # fractional orders 1.5 and 2.5: dp-accounting's answers are upper bounds (3% and 6e-5 high);
     # ours is below them and equals the numerically integrated divergence
-    for order, value, bound in zip(orders[:2], ours[:2], expected[:2]):
+    for order, value, bound in zip(orders[:2], ours[:2], expected[:2], strict=True):
         assert value <= bound
         assert value == pytest.approx(50 * _rdp_by_integration(0.01, 2.5, order), rel=1e-6)
 

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 import pytest
+from stattest import bin_events, halfline_events, outcome_events, privacy_loss_lower_bound
 
 from dpstream.accounting import (
     ExponentialMechanism,
@@ -26,7 +27,6 @@ from dpstream.accounting import (
     gaussian_delta,
 )
 from dpstream.accounting.rdp import effective_noise_multiplier
-from stattest import bin_events, halfline_events, outcome_events, privacy_loss_lower_bound
 
 EPS = 1.0
 
@@ -205,9 +205,10 @@ def test_private_median_within_epsilon_and_doubled_epsilon_caught():
 def _gridless_samples(eps, data, n, seed):
     mech = GridlessExponentialMechanism(epsilon=eps, sensitivity=0.5, bounds=[(0.0, 1.0)],
                                         categories=[[0.0, 1.0]], numeric_weight=1.0, rng=seed)
-    cat = np.asarray(data["cat"])
+    c = np.asarray(data["cat"])
+    v = np.sort(data["num"])
 
-    def utility(feature, candidates, v=np.sort(data["num"]), c=cat):
+    def utility(feature, candidates):
         if feature == 0:  # rank utility of a median split, subset-closed on buckets
             return -np.abs(np.searchsorted(v, candidates, side="right") - v.size / 2)
         return -np.abs(np.array([np.sum(c == x) for x in candidates]) - c.size / 2)
