@@ -19,7 +19,6 @@ so ``0.7 + 0.2 + 0.1`` fits a budget of ``1`` and nothing is ever rounded in eit
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from fractions import Fraction
 
@@ -105,8 +104,6 @@ class BudgetLedger:
         if partition is not None and not isinstance(partition, str):
             raise TypeError(f"partition must be a string or None, got {type(partition).__name__}")
         amount = _exact("epsilon", epsilon)
-        if math.isinf(float(amount)):  # pragma: no cover - check_nonnegative rejects inf
-            raise ValueError("epsilon must be finite")
         left = self._remaining(partition)
         if amount > left:
             raise BudgetExceededError(float(amount), float(left), partition)

@@ -27,7 +27,6 @@ import numpy as np
 from ..accounting import (
     BudgetLedger,
     LaplaceMechanism,
-    RDPAccountant,
     RoundCostTable,
     calibrate_sgbdt,
 )
@@ -46,7 +45,7 @@ def _progress(disabled: bool):
 
     return Progress(TextColumn("{task.description}"), BarColumn(),
                     TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                    disable=disabled, console=None, transient=False)
+                    disable=disabled)
 
 
 def _plan(epsilon: float, delta: float) -> dict:
@@ -123,8 +122,6 @@ def main_job(*, epsilon: float = 0.5, delta: float = 5e-8, out: str | None = Non
         f"(sequential composition would have claimed {eps * n_windows:g}); mean absolute error "
         f"of the DP share {np.mean(errs):.4f} (shown because Adult is public)")
 
-    naive = RDPAccountant()
-    naive.compose_laplace(epsilon=eps / 2, steps=2)
     report = {
         "job": "dpstream run (accounting demo until S-GBDT lands)",
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
