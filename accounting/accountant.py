@@ -241,6 +241,15 @@ def calibrate_noise_multiplier(*, epsilon: float, delta: float, sample_rate: flo
 _HEADROOM = 1e-9
 
 
+def _check_split(leaf_noise_split: float) -> float:
+    # r1 in (0, 1): DPLeaf releases the leaf count with variance sigma^2 / (2 r1) and the
+    # gradient sum with sigma^2 / (2 r2). r1 = 0 is static leaf noise: only the sum is released.
+    r1 = float(leaf_noise_split)
+    if not 0.0 <= r1 < 1.0:
+        raise ValueError(f"leaf_noise_split must lie in [0, 1), got {leaf_noise_split!r}")
+    return r1
+
+
 def _leaf_scale(grad_clip: float, r1: float) -> float:
     # sigma_leaf = z * sqrt(2 (r1 + r2 g^2)) for the worst-case record (|g| = g*)
     return math.sqrt(2.0 * (r1 + (1.0 - r1) * grad_clip * grad_clip))
@@ -293,9 +302,7 @@ def calibrate_sgbdt(*, epsilon: float, delta: float, sample_rate: float, rounds:
     0.645
     """
     g = check_positive("grad_clip", grad_clip)
-    r1 = float(leaf_noise_split)
-    if not 0.0 < r1 < 1.0:
-        raise ValueError(f"leaf_noise_split must lie in (0, 1), got {leaf_noise_split!r}")
+    r1 = _check_split(leaf_noise_split)
     target = check_epsilon(epsilon)
     for _ in range(8):
         cal = calibrate_noise_multiplier(epsilon=target, delta=delta, sample_rate=sample_rate,
@@ -346,9 +353,7 @@ class RoundCostTable:
                  grid: int = 513):
         self.order = float(check_orders([order])[0])
         self.sigma_leaf = check_positive("sigma_leaf", sigma_leaf)
-        self.leaf_noise_split = float(leaf_noise_split)
-        if not 0.0 < self.leaf_noise_split < 1.0:
-            raise ValueError(f"leaf_noise_split must lie in (0, 1), got {leaf_noise_split!r}")
+        self.leaf_noise_split = _check_split(leaf_noise_split)
         self.sample_rate = check_sample_rate(sample_rate)
         self.grad_clip = check_positive("grad_clip", grad_clip)
         self.accountant = _check_accountant(accountant)
@@ -362,6 +367,8 @@ class RoundCostTable:
         """Exact cost at one gradient magnitude (already clipped to ``[0, g*]``)."""
         g = min(abs(float(grad_abs)), self.grad_clip)
         r1 = self.leaf_noise_split
+        if r1 == 0.0 and g == 0.0:  # static leaf noise: a zero gradient moves nothing released
+            return 0.0
         z = self.sigma_leaf / math.sqrt(2.0 * (r1 + (1.0 - r1) * g * g))
         return float(subsampled_rdp([self.order], sample_rate=self.sample_rate,
                                     noise_multiplier=z, accountant=self.accountant)[0])

@@ -1,9 +1,16 @@
 """dpstream.models — DP tree ensembles on a shared array-based tree structure.
 
-The estimators (S-GBDT, median forest, random forests, DPBoost) land here issue by issue; this
-package imports from :mod:`dpstream.accounting` only, never from connectors.
+Each estimator is a river estimator (``learn_one`` / ``predict_one`` / ``learn_many`` /
+``predict_many`` / ``privacy_report``). Models import from :mod:`dpstream.accounting` only,
+never from the stream or connector layers.
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from .encoding import InvalidRecordError, RecordEncoder
+from .forest import Forest
+from .schema import Schema
+from .sgbdt import SGBDTClassifier, SGBDTRegressor
+
+__all__ = ["Forest", "InvalidRecordError", "RecordEncoder", "SGBDTClassifier", "SGBDTRegressor",
+           "Schema"]

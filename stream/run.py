@@ -1,17 +1,10 @@
-"""``dpstream run`` — the main job on the bundled Adult data.
+"""``dpstream run`` — the main job: UCI Adult replayed as a stream through S-GBDT.
 
-Until the S-GBDT model lands (issue 3) the main job exercises the accounting core end to end on
-real data, and says so:
-
-1. **Plan** — calibrates S-GBDT's tree rounds with seed 003 Algorithm 7 (sigma_leaf, alpha-hat,
-   the individual filter's bound) under both accountants, so the gain of the tight accountant is
-   visible before any model exists.
-2. **Release** — replays Adult as a stream in tumbling windows of ``window_size`` records and, per
-   window, releases the share of incomes above 50K with the Laplace mechanism (a noisy label sum
-   and a noisy count, epsilon/2 each). Every window is charged to a :class:`BudgetLedger` under
-   its own partition: windows are disjoint, so by parallel composition the whole stream costs
-   epsilon once, not once per window — the ledger proves it.
-3. **Report** — writes ``report.json`` and ``report.png`` to a folder it names.
+Every record is first predicted (progressive validation: the model has never seen it), then
+learned; :class:`~dpstream.models.SGBDTClassifier` trains one tree per ``round_size`` arrivals
+under its individual Rényi filter. The job shows a progress bar, prints the final accuracy, the
+epsilon spent and the throughput, and writes ``report.json`` (the model's privacy report, the
+accuracy curve, timings) and ``report.png`` (accuracy over the stream) to a folder it names.
 """
 
 from __future__ import annotations
@@ -24,154 +17,110 @@ from pathlib import Path
 
 import numpy as np
 
-from ..accounting import (
-    BudgetLedger,
-    LaplaceMechanism,
-    RoundCostTable,
-    calibrate_sgbdt,
-)
-from ..accounting._validate import as_generator, check_delta, check_epsilon
+from ..accounting._validate import check_delta, check_epsilon
+from ..models import SGBDTClassifier
 from .datasets import load_adult
 
 __all__ = ["main_job"]
 
-#: S-GBDT settings of the authors' reference code (seed 003; DESIGN.md §5).
-SGBDT_PLAN = {"rounds": 150, "sample_rate": 0.1, "grad_clip": 0.1, "leaf_noise_split": 0.2,
-              "init_share": 0.1}
-
 
 def _progress(disabled: bool):
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    return Progress(TextColumn("{task.description}"), BarColumn(),
-                    TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                    disable=disabled)
-
-
-def _plan(epsilon: float, delta: float) -> dict:
-    eps_trees = epsilon * (1.0 - SGBDT_PLAN["init_share"])
-    out = {}
-    for accountant in ("tight", "zhu-wang"):
-        cal = calibrate_sgbdt(epsilon=eps_trees, delta=delta,
-                              sample_rate=SGBDT_PLAN["sample_rate"],
-                              rounds=SGBDT_PLAN["rounds"], grad_clip=SGBDT_PLAN["grad_clip"],
-                              leaf_noise_split=SGBDT_PLAN["leaf_noise_split"],
-                              accountant=accountant)
-        table = RoundCostTable(order=cal.order, sigma_leaf=cal.sigma_leaf,
-                               leaf_noise_split=cal.leaf_noise_split,
-                               sample_rate=cal.sample_rate, grad_clip=cal.grad_clip,
-                               accountant=accountant, grid=65)
-        out[accountant] = {
-            **cal.to_dict(),
-            # how many rounds a record can join before the filter halts it
-            "rounds_affordable_worst_record": int(cal.rho_max // table.max_cost),
-            "rounds_affordable_zero_gradient": int(cal.rho_max // table.min_cost),
-        }
-    return out
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[status]}"), TimeElapsedColumn(), disable=disabled)
 
 
 def main_job(*, epsilon: float = 0.5, delta: float = 5e-8, out: str | None = None,
-             seed: int | None = None, as_json: bool = False, window_size: int = 4096) -> int:
+             seed: int | None = None, as_json: bool = False, round_size: int = 256,
+             limit: int | None = None) -> int:
     eps = check_epsilon(epsilon)
     d = check_delta(delta)
-    rng = as_generator(seed)
     say = (lambda *a, **k: None) if as_json else (lambda *a, **k: print(*a, **k))
+    X, y, schema = load_adult("all")
+    if limit is not None:
+        X, y = X[:limit], y[:limit]
+    n = len(X)
+    model = SGBDTClassifier(schema=schema, epsilon=eps, delta=d, round_size=round_size,
+                            seed=seed)
+    plan = model.privacy_report()
+    say(f"dpstream run: UCI Adult as a stream, {n:,} records, {len(schema.features)} public "
+        f"features (domains declared in the schema, never read from the data)")
+    say(f"S-GBDT, epsilon = {eps:g}, delta = {d:g}: sigma_leaf = {plan['sigma']:.4g}, "
+        f"alpha-hat = {plan['alpha']:g}, rho_max = {plan['rho_max']:.4g}; one tree per "
+        f"{round_size} arrivals; progressive validation (predict, then learn)")
+
+    step = max(1, n // 100)
+    curve, correct, recent = [], 0, []
+    positives = 0
     t0 = time.perf_counter()
-
-    X, y, schema = load_adult("train")
-    labels = np.asarray(y, dtype=np.float64)
-    say(f"dpstream run: UCI Adult, {len(X):,} records, {len(schema.features)} public features "
-        f"(domains declared in the schema, never read from the data)")
-    say("S-GBDT is not built yet (issue 3); this job exercises the verified accounting core.")
-
-    say("\n[1/3] Plan: S-GBDT tree rounds calibrated with seed 003 Algorithm 7 "
-        f"(epsilon_trees = {eps * (1 - SGBDT_PLAN['init_share']):g}, delta = {d:g}, "
-        f"T = {SGBDT_PLAN['rounds']}, gamma = {SGBDT_PLAN['sample_rate']}, "
-        f"g* = {SGBDT_PLAN['grad_clip']}, r1 = {SGBDT_PLAN['leaf_noise_split']})")
-    plan = _plan(eps, d)
-    for name, p in plan.items():
-        say(f"  {name:>8}: sigma_leaf = {p['sigma_leaf']:.4g}, alpha-hat = {p['order']:g}, "
-            f"rho_max = {p['rho_max']:.4g}; a worst-case record joins "
-            f"{p['rounds_affordable_worst_record']} rounds, a zero-gradient one "
-            f"{p['rounds_affordable_zero_gradient']}")
-
-    say(f"\n[2/3] Release: Adult as a stream of tumbling windows of {window_size} records; per "
-        f"window a Laplace share of >50K incomes at epsilon = {eps:g}, charged per window")
-    ledger = BudgetLedger(total_epsilon=eps)
-    noisy_sum = LaplaceMechanism(epsilon=eps / 2, sensitivity=1.0, rng=rng)
-    noisy_count = LaplaceMechanism(epsilon=eps / 2, sensitivity=1.0, rng=rng)
-    windows = []
-    n_windows = (len(labels) + window_size - 1) // window_size
     with _progress(as_json) as progress:
-        task = progress.add_task("windows", total=n_windows)
-        for w in range(n_windows):
-            part = f"window-{w}"
-            chunk = labels[w * window_size:(w + 1) * window_size]
-            ledger.charge(eps / 2, partition=part, label="noisy label sum")
-            s = noisy_sum.release(chunk.sum())
-            ledger.charge(eps / 2, partition=part, label="noisy count")
-            c = noisy_count.release(float(chunk.size))
-            windows.append({"window": w, "records": int(chunk.size),
-                            "dp_share": float(np.clip(s / max(c, 1.0), 0.0, 1.0)),
-                            "true_share": float(chunk.mean())})
-            ledger.close(part)
-            progress.advance(task)
+        task = progress.add_task("records", total=n, status="")
+        for i, (xi, yi) in enumerate(zip(X, y, strict=True), start=1):
+            hit = model.predict_one(xi) == yi
+            correct += hit
+            recent.append(hit)
+            positives += yi
+            model.learn_one(xi, yi)
+            if i % step == 0 or i == n:
+                window = recent[-step:]
+                recent = []
+                curve.append({"records": i, "accuracy": correct / i,
+                              "window_accuracy": float(np.mean(window)),
+                              "majority_baseline": max(positives, i - positives) / i,
+                              "trees": len(model.engine.forest) if model._engine else 0})
+                progress.update(task, completed=i,
+                                status=f"accuracy {correct / i:.3f}, "
+                                       f"{curve[-1]['trees']} trees")
     elapsed = time.perf_counter() - t0
-    errs = [abs(wd["dp_share"] - wd["true_share"]) for wd in windows]
-    say(f"  {n_windows} windows released; ledger: epsilon spent {ledger.spent:g} of {eps:g} "
-        f"(sequential composition would have claimed {eps * n_windows:g}); mean absolute error "
-        f"of the DP share {np.mean(errs):.4f} (shown because Adult is public)")
+    report = model.privacy_report()
+    summary = {"accuracy": correct / n, "error": 1 - correct / n, "records": n,
+               "epsilon_spent": report["epsilon"], "delta": report["delta"],
+               "seconds": round(elapsed, 3), "rows_per_s": round(n / elapsed, 1)}
+    say(f"final progressive accuracy {summary['accuracy']:.4f} (majority class "
+        f"{curve[-1]['majority_baseline']:.4f}); epsilon spent {report['epsilon']:.4g} of "
+        f"{eps:g} at delta {report['delta']:g}; {report['rounds']} rounds; "
+        f"{summary['rows_per_s']:,.0f} rows/s")
 
-    report = {
-        "job": "dpstream run (accounting demo until S-GBDT lands)",
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "dataset": {"name": "adult", "split": "train", "records": len(X)},
-        "privacy": {
-            "mechanism_family": "Laplace (pure epsilon-DP), parallel composition over windows",
-            "epsilon": ledger.spent, "delta": 0.0, "records_seen": len(X),
-            "records_learned": len(X), "per_window_epsilon": eps,
-            "guarantee": ("each record lies in exactly one tumbling window; each window's two "
-                          "Laplace releases cost epsilon/2 each; disjoint windows compose in "
-                          "parallel, so the whole stream is epsilon-DP"),
-            "ledger": ledger.report(),
-        },
-        "sgbdt_plan": plan,
-        "windows": windows,
-        "seconds": elapsed,
-        "rows_per_s": len(X) / elapsed if elapsed > 0 else None,
-    }
     folder = Path(out) if out else Path("reports") / (
         "run-" + datetime.now().strftime("%Y%m%d-%H%M%S"))
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-    _plot(folder / "report.png", windows, plan, eps)
-    say(f"\n[3/3] Report: {folder / 'report.json'} and {folder / 'report.png'} "
-        f"({elapsed:.1f} s)")
+    doc = {"job": "dpstream run: S-GBDT on UCI Adult with progressive validation",
+           "created": datetime.now(UTC).isoformat(timespec="seconds"),
+           "dataset": {"name": "adult", "split": "all (adult.data then adult.test)",
+                       "records": n},
+           "model": {"class": "SGBDTClassifier", "params": {
+               k: v for k, v in model._get_params().items() if k != "schema"}},
+           "summary": summary, "privacy": report, "curve": curve}
+    (folder / "report.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    _plot(folder / "report.png", curve, report, eps)
+    say(f"report: {folder / 'report.json'} and {folder / 'report.png'}")
     if as_json:
-        print(json.dumps({"report": str(folder / "report.json"), "epsilon": ledger.spent,
-                          "windows": n_windows, "seconds": elapsed}))
+        print(json.dumps({"report": str(folder / "report.json"), **summary}))
     sys.stdout.flush()
     return 0
 
 
-def _plot(path: Path, windows: list[dict], plan: dict, eps: float) -> None:
+def _plot(path: Path, curve: list[dict], report: dict, eps: float) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    w = [x["window"] for x in windows]
-    ax1.plot(w, [x["true_share"] for x in windows], "o-", label="true share (public data)")
-    ax1.plot(w, [x["dp_share"] for x in windows], "s--", label=f"DP share (epsilon={eps:g})")
-    ax1.set_xlabel("window")
-    ax1.set_ylabel("share of incomes > 50K")
-    ax1.set_title("Per-window Laplace releases (parallel composition)")
-    ax1.legend()
-    names = list(plan)
-    ax2.bar(names, [plan[n]["sigma_leaf"] for n in names], color=["tab:green", "tab:gray"])
-    ax2.set_ylabel("sigma_leaf (lower is better)")
-    ax2.set_title("S-GBDT leaf noise for the same (epsilon, delta)")
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    r = [c["records"] for c in curve]
+    ax.plot(r, [c["accuracy"] for c in curve], lw=2, label="progressive accuracy (cumulative)")
+    ax.plot(r, [c["window_accuracy"] for c in curve], lw=1, alpha=0.7,
+            label="accuracy of the last 1% of records")
+    ax.plot(r, [c["majority_baseline"] for c in curve], "--", color="gray",
+            label="majority class (non-private)")
+    ax.set_xlabel("records seen")
+    ax.set_ylabel("accuracy")
+    ax.set_ylim(0.5, 1.0)
+    ax.set_title(f"S-GBDT on Adult as a stream: epsilon {report['epsilon']:.3g} "
+                 f"(budget {eps:g}), delta {report['delta']:g}, {report['rounds']} trees")
+    ax.legend(loc="lower right")
+    ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

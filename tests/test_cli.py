@@ -19,9 +19,9 @@ def run(*args):
 def test_help_lists_the_commands_that_exist():
     out = run("--help")
     assert out.returncode == 0
-    for cmd in ("privacy", "run"):
+    for cmd in ("privacy", "run", "bench"):
         assert cmd in out.stdout
-    for cmd in ("privacy", "run"):
+    for cmd in ("privacy", "run", "bench"):
         assert run(cmd, "--help").returncode == 0
 
 
@@ -63,9 +63,34 @@ def test_run_writes_a_report(tmp_path):
     report = json.loads((tmp_path / "rep" / "report.json").read_text())
     assert summary["report"].endswith("report.json")
     priv = report["privacy"]
-    assert priv["epsilon"] == 0.5 and priv["records_seen"] == 32561
-    assert report["sgbdt_plan"]["tight"]["sigma_leaf"] < report["sgbdt_plan"]["zhu-wang"][
-        "sigma_leaf"]
-    assert report["sgbdt_plan"]["tight"]["rounds_affordable_worst_record"] >= 150
+    assert priv["epsilon"] <= 0.5 and priv["epsilon_budget"] == 0.5
+    assert priv["records_seen"] == 48842 and priv["rounds"] == 48842 // 256
+    assert report["summary"]["accuracy"] > 0.8        # majority class: 0.761
+    assert report["curve"][-1]["records"] == 48842
     png = (tmp_path / "rep" / "report.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_bench_prints_the_json_contract():
+    out = run("bench", "--model", "sgbdt", "--dataset", "abalone", "--epsilon", "0.5,1",
+              "--repeats", "1", "--folds", "2", "--set", "n_trees=10", "--json")
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(line) for line in out.stdout.strip().splitlines()]
+    assert [r["epsilon"] for r in lines] == [0.5, 1.0]
+    for r in lines:
+        assert {"model", "dataset", "epsilon", "delta", "metric", "mean", "std", "repeats",
+                "folds", "seconds", "rows_per_s"} <= set(r)
+        assert r["metric"] == "r2" and r["params"] == {"n_trees": 10}
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--model", "nope", "--dataset", "adult", "--epsilon", "1"], "unknown model"),
+    (["--model", "sgbdt", "--dataset", "nope", "--epsilon", "1"], "unknown dataset"),
+    (["--model", "sgbdt", "--dataset", "adult", "--epsilon", "x"], "expected numbers"),
+    (["--model", "sgbdt", "--dataset", "abalone", "--epsilon", "1", "--set", "depth=0"],
+     "depth"),
+])
+def test_bench_bad_arguments_exit_2(args, needle):
+    out = run("bench", *args)
+    assert out.returncode == 2
+    assert needle in out.stderr and "Traceback" not in out.stderr

@@ -1,0 +1,182 @@
+"""The shared array-based tree structure: a forest stored as flat numpy arrays.
+
+Every node ``g`` (a global index ``tree * stride + local``) has a ``feature`` column of the
+encoded record (:mod:`dpstream.models.encoding`), a ``threshold``, a ``left`` child (the right
+child is always ``left + 1``) and a ``value``. A record goes left iff ``x[feature] <= threshold``.
+A leaf routes through column 0 (the constant 0.0) with threshold ``+inf`` and is its own left
+child, so it stays put. Prediction of a batch is therefore ``max_depth`` rounds of the same
+handful of array operations over all (row, tree) pairs at once, chunked to stay in cache — no
+Python loop per row or per tree.
+
+Examples
+--------
+>>> import numpy as np
+>>> forest = Forest(max_nodes=3, max_depth=1)
+>>> t = forest.add_tree(feature=[1, 0, 0], threshold=[0.5, np.inf, np.inf],
+...                     left=[1, 1, 2], value=[0.0, -1.0, 2.0])
+>>> X = np.array([[0.0, 0.2], [0.0, 0.9], [0.0, np.nan]])
+>>> forest.predict_sum(X).tolist()            # NaN (missing) goes right
+[-1.0, 2.0, 2.0]
+>>> forest.apply(t, X).tolist()               # leaf (local index) per row
+[1, 2, 2]
+>>> len(forest)
+1
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["Forest", "complete_tree_layout"]
+
+_CHUNK = 512  # rows x 150 trees per step stays in cache (see docs/benchmarks.md)
+
+
+def complete_tree_layout(depth: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """Heap layout of a complete binary tree: ``(n_nodes, internal_ids, leaf_ids)``.
+
+    Internal node ``i`` has children ``2i + 1`` and ``2i + 2``.
+
+    >>> n, internal, leaves = complete_tree_layout(2)
+    >>> n, internal.tolist(), leaves.tolist()
+    (7, [0, 1, 2], [3, 4, 5, 6])
+    """
+    n_internal = 2**depth - 1
+    n_nodes = 2 * n_internal + 1
+    return n_nodes, np.arange(n_internal), np.arange(n_internal, n_nodes)
+
+
+class Forest:
+    """Trees as flat arrays ``(feature, threshold, left, value)`` with vectorised prediction.
+
+    Parameters
+    ----------
+    max_nodes
+        Nodes per tree (the stride); smaller trees are padded with unreachable leaves.
+    max_depth
+        The longest root-to-leaf path; prediction runs this many routing steps.
+    """
+
+    def __init__(self, *, max_nodes: int, max_depth: int):
+        if max_nodes < 1 or max_depth < 0:
+            raise ValueError("max_nodes must be >= 1 and max_depth >= 0")
+        self.max_nodes = int(max_nodes)
+        self.max_depth = int(max_depth)
+        self.n_trees = 0
+        cap = 8 * self.max_nodes
+        self.feature = np.zeros(cap, dtype=np.int32)
+        self.threshold = np.full(cap, np.inf)
+        self.left = np.zeros(cap, dtype=np.int32)
+        self.value = np.zeros(cap)
+
+    def __len__(self) -> int:
+        return self.n_trees
+
+    def _grow(self) -> None:
+        cap = 2 * self.feature.size
+        for name, fill in (("feature", 0), ("threshold", np.inf), ("left", 0), ("value", 0.0)):
+            old = getattr(self, name)
+            new = np.full(cap, fill, dtype=old.dtype)
+            new[: old.size] = old
+            setattr(self, name, new)
+
+    def add_tree(self, *, feature, threshold, left, value) -> int:
+        """Append one tree given by local arrays (length ``<= max_nodes``); returns its index.
+
+        ``left`` holds local child indices (the right child is ``left + 1``); a leaf must be
+        its own left child, route through feature 0 and have threshold ``+inf``.
+        """
+        feature = np.asarray(feature, dtype=np.int32)
+        n = feature.size
+        if not 0 < n <= self.max_nodes:
+            raise ValueError(f"a tree has 1..{self.max_nodes} nodes, got {n}")
+        if (self.n_trees + 1) * self.max_nodes > self.feature.size:
+            self._grow()
+        base = self.n_trees * self.max_nodes
+        sl = slice(base, base + n)
+        self.feature[sl] = feature
+        self.threshold[sl] = np.asarray(threshold, dtype=np.float64)
+        self.left[sl] = np.asarray(left, dtype=np.int32) + base
+        self.value[sl] = np.asarray(value, dtype=np.float64)
+        # padding nodes: self-looping leaves
+        pad = slice(base + n, base + self.max_nodes)
+        self.feature[pad] = 0
+        self.threshold[pad] = np.inf
+        self.left[pad] = np.arange(base + n, base + self.max_nodes, dtype=np.int32)
+        self.value[pad] = 0.0
+        self.n_trees += 1
+        return self.n_trees - 1
+
+    def set_values(self, tree: int, local_ids, values) -> None:
+        """Overwrite node values of one tree (e.g. its leaves once they are computed)."""
+        base = self._base(tree)
+        self.value[base + np.asarray(local_ids, dtype=np.int64)] = values
+
+    def _base(self, tree: int) -> int:
+        if not 0 <= tree < self.n_trees:
+            raise IndexError(f"tree {tree} out of range (forest has {self.n_trees})")
+        return tree * self.max_nodes
+
+    def _route(self, X: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """Global node reached from ``start`` (shape (m, k)) after ``max_depth`` steps."""
+        m, width = X.shape
+        flat = np.ascontiguousarray(X).ravel()
+        rowoff = (np.arange(m, dtype=np.int32) * width)[:, None]
+        g = start
+        feature, threshold, left = self.feature, self.threshold, self.left
+        for _ in range(self.max_depth):
+            # take(mode="clip") skips bounds checks: every index is valid by construction
+            xv = flat.take(feature.take(g, mode="clip") + rowoff, mode="clip")
+            g = left.take(g, mode="clip") + ~(xv <= threshold.take(g, mode="clip"))  # NaN: right
+        return g
+
+    def apply(self, tree: int, X: np.ndarray) -> np.ndarray:
+        """Local index of the node each row of ``X`` reaches in one tree."""
+        X = np.asarray(X, dtype=np.float64)
+        base = self._base(tree)
+        out = np.empty(X.shape[0], dtype=np.int64)
+        for s in range(0, X.shape[0], 16 * _CHUNK):
+            Xc = X[s:s + 16 * _CHUNK]
+            start = np.full((Xc.shape[0], 1), base, dtype=np.int32)
+            out[s:s + Xc.shape[0]] = self._route(Xc, start)[:, 0] - base
+        return out
+
+    def predict_tree(self, tree: int, X: np.ndarray) -> np.ndarray:
+        """Value of the node each row reaches in one tree."""
+        return self.value[self.apply(tree, X) + self._base(tree)]
+
+    def predict_sum(self, X: np.ndarray, *, trees: slice | None = None) -> np.ndarray:
+        """Sum over trees of the value each row reaches (the raw boosting score)."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError("X must be a 2-d array of encoded records")
+        ids = np.arange(self.n_trees)[trees if trees is not None else slice(None)]
+        out = np.zeros(X.shape[0])
+        if ids.size == 0 or X.shape[0] == 0:
+            return out
+        roots = (ids * self.max_nodes).astype(np.int32)[None, :]
+        chunk = max(1, (_CHUNK * 150) // ids.size)
+        for s in range(0, X.shape[0], chunk):
+            Xc = X[s:s + chunk]
+            g = self._route(Xc, np.broadcast_to(roots, (Xc.shape[0], ids.size)))
+            out[s:s + Xc.shape[0]] = self.value[g].sum(axis=1)
+        return out
+
+    def to_dict(self) -> dict:
+        """Plain-list state (JSON-friendly)."""
+        n = self.n_trees * self.max_nodes
+        return {"max_nodes": self.max_nodes, "max_depth": self.max_depth,
+                "feature": self.feature[:n].tolist(), "threshold": self.threshold[:n].tolist(),
+                "left": (self.left[:n] - np.repeat(np.arange(self.n_trees) * self.max_nodes,
+                                                   self.max_nodes)).tolist(),
+                "value": self.value[:n].tolist()}
+
+    @classmethod
+    def from_dict(cls, state: dict) -> Forest:
+        forest = cls(max_nodes=state["max_nodes"], max_depth=state["max_depth"])
+        k = forest.max_nodes
+        for t in range(len(state["feature"]) // k):
+            sl = slice(t * k, (t + 1) * k)
+            forest.add_tree(feature=state["feature"][sl], threshold=state["threshold"][sl],
+                            left=state["left"][sl], value=state["value"][sl])
+        return forest

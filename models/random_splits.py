@@ -1,0 +1,104 @@
+"""Random complete trees whose splits come from the public schema only (seed 003 §VI-C).
+
+Each internal node draws a feature (weight ``numeric_weight`` for a numeric feature, 1 for a
+categorical one, as in the paper) and then a split: a threshold uniform in the feature's public
+interval, or one of its public values for an "==" split. The interval is narrowed along the path
+(below a split ``x <= t`` the left subtree draws thresholds in ``[min, t]``) and a category that
+the path already decided is not drawn again; both use only the tree drawn so far, never data,
+so the layout leaks nothing. The tree is complete (``2**depth`` leaves, empty ones included).
+
+Examples
+--------
+>>> import numpy as np
+>>> from dpstream.models.encoding import RecordEncoder
+>>> enc = RecordEncoder({"features": {"x": {"type": "numeric", "min": 0, "max": 10},
+...                                   "c": {"type": "categorical", "values": ["a", "b"]}},
+...                      "target": {"type": "numeric", "min": 0, "max": 1}})
+>>> tree = random_complete_tree(enc, depth=2, rng=np.random.default_rng(0))
+>>> len(tree.feature), tree.leaves.tolist()
+(7, [3, 4, 5, 6])
+>>> bool(np.all(tree.threshold[tree.leaves] == np.inf))
+True
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .encoding import RecordEncoder
+from .forest import complete_tree_layout
+
+__all__ = ["RandomTree", "feature_order", "random_complete_tree"]
+
+
+class RandomTree(NamedTuple):
+    """Local arrays of one complete tree in heap layout (see :class:`~.forest.Forest`)."""
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    leaves: np.ndarray
+
+
+def feature_order(encoder: RecordEncoder) -> list[str]:
+    """Feature names in the order :func:`random_complete_tree` indexes them."""
+    schema = encoder.schema
+    return schema.numeric_features + schema.categorical_features
+
+
+def random_complete_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.Generator,
+                         numeric_weight: float = 1.0,
+                         only_feature: int | None = None) -> RandomTree:
+    """Draw one complete tree of ``depth`` from the encoder's public domains.
+
+    ``only_feature`` (an index into the schema's features, numeric ones first, then categorical
+    ones — see :func:`feature_order`) restricts every split of the tree to that one feature:
+    the tree is then a step function of one feature, and an ensemble that cycles through the
+    features is an additive model (the authors' "cyclical feature interactions").
+    """
+    n_nodes, internal, leaves = complete_tree_layout(depth)
+    feature = np.zeros(n_nodes, dtype=np.int32)
+    threshold = np.full(n_nodes, np.inf)
+    left = np.arange(n_nodes, dtype=np.int32)
+    left[internal] = 2 * internal + 1
+    numeric = encoder.numeric_columns()
+    categorical = encoder.categorical_columns()
+    n_num = len(numeric)
+
+    # per-node state: numeric intervals and, per categorical feature, the columns still open
+    # (None once the path has fixed the value)
+    intervals = {0: [(lo, hi) for _, lo, hi in numeric]}
+    open_cats: dict[int, list[list[int] | None]] = {0: [list(c) for c in categorical]}
+    for node in internal:
+        iv, cats = intervals.pop(node), open_cats.pop(node)
+        weights = np.array([numeric_weight if hi > lo else 0.0 for lo, hi in iv]
+                           + [1.0 if (c is not None and len(c) > 1) else 0.0 for c in cats])
+        if only_feature is not None:
+            keep = np.zeros_like(weights)
+            keep[only_feature] = 1.0 if weights[only_feature] > 0 else 0.0
+            weights = keep
+        total = weights.sum()
+        l_iv, r_iv = list(iv), list(iv)
+        l_cats, r_cats = list(cats), list(cats)
+        if total <= 0:  # nothing left to split on: everything goes left
+            feature[node], threshold[node] = 0, np.inf
+        else:
+            j = int(rng.choice(weights.size, p=weights / total))
+            if j < n_num:
+                lo, hi = iv[j]
+                t = float(rng.uniform(lo, hi))
+                feature[node], threshold[node] = numeric[j][0], t
+                l_iv[j], r_iv[j] = (lo, t), (t, hi)
+            else:
+                k = j - n_num
+                cols = cats[k]
+                col = cols[int(rng.integers(len(cols)))]
+                feature[node], threshold[node] = col, 0.5   # left iff value == this category
+                l_cats[k] = None
+                r_cats[k] = [c for c in cols if c != col]
+        for child, civ, ccat in ((2 * node + 1, l_iv, l_cats), (2 * node + 2, r_iv, r_cats)):
+            if child < internal.size:
+                intervals[child], open_cats[child] = civ, ccat
+    return RandomTree(feature, threshold, left, leaves)

@@ -1,0 +1,243 @@
+"""The S-GBDT training engine shared by :class:`~dpstream.models.SGBDTRegressor` and
+:class:`~dpstream.models.SGBDTClassifier` (seed 003, Algorithms 4-8).
+
+State: the public encoder, the forest, the DP initial score, and the *active pool* — the encoded
+records that still have individual Rényi budget, with their labels and current raw scores. One
+training round (:meth:`SGBDTEngine.round`):
+
+1. per-record gradient of the loss at the current score, clipped to ``[-g*, g*]``;
+2. per-record cost of this round from its clipped gradient (Theorem 23, rounded *up* on a grid
+   by :class:`~dpstream.accounting.RoundCostTable`) — or the worst-case cost for every record when
+   the individual filter is off;
+3. the individual Rényi filter (Theorems 7/8) keeps the records that can afford it and charges
+   exactly them;
+4. Poisson subsample with rate ``gamma`` of the kept records;
+5. a random complete tree from the public domains (Alg. 5);
+6. DPLeaf per leaf (Alg. 4): ``n~ = max(lambda, n + N(0, sigma^2 / (2 r1)))``,
+   ``s~ = sum clip(g) + N(0, sigma^2 / (2 r2))``, value ``-lr * s~ / n~`` (static leaf noise:
+   ``-lr * s~ / lambda`` with only the sum released); the value is then clamped to
+   ``[-lr g*, lr g*]`` (post-processing: the noiseless mean gradient lies there);
+7. the pool's scores move by the new tree, and records that cannot afford even the cheapest
+   round leave memory for good.
+
+The number of rounds never depends on the data (a fixed count in batch, one per ``round_size``
+arrivals in a stream), and which records take part depends only on each record's own spend, so
+Theorem 8 applies to any number of rounds: no record's RDP at order alpha-hat ever passes
+``rho_max``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..accounting import IndividualRenyiFilter, LaplaceMechanism, RoundCostTable, calibrate_sgbdt
+from .encoding import RecordEncoder
+from .forest import Forest, complete_tree_layout
+from .random_splits import random_complete_tree
+
+__all__ = ["SGBDTConfig", "SGBDTEngine"]
+
+
+@dataclass(frozen=True)
+class SGBDTConfig:
+    """Validated hyper-parameters (names as in seed 003; see the estimators' docstrings)."""
+
+    loss: str
+    epsilon: float
+    delta: float
+    n_trees: int
+    extra_trees: int
+    depth: int
+    learning_rate: float
+    subsample: float
+    grad_clip: float
+    label_clip: float
+    init_share: float
+    leaf_noise_split: float
+    l2: float
+    accountant: str
+    dynamic_leaf_noise: bool
+    individual_filter: bool
+    numeric_weight: float
+    cyclical_features: bool
+
+    @property
+    def epsilon_init(self) -> float:
+        return self.epsilon * self.init_share
+
+    @property
+    def epsilon_trees(self) -> float:
+        return self.epsilon - self.epsilon_init
+
+    @property
+    def r1(self) -> float:
+        return self.leaf_noise_split if self.dynamic_leaf_noise else 0.0
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
+class SGBDTEngine:
+    """Pool, filter, forest and rounds. Built lazily by the estimators; pickles as a whole."""
+
+    def __init__(self, config: SGBDTConfig, encoder: RecordEncoder, rng: np.random.Generator):
+        self.config = config
+        self.encoder = encoder
+        self.rng = rng
+        c = config
+        self.calibration = calibrate_sgbdt(
+            epsilon=c.epsilon_trees, delta=c.delta, sample_rate=c.subsample, rounds=c.n_trees,
+            grad_clip=c.grad_clip, leaf_noise_split=c.r1, accountant=c.accountant)
+        self.costs = RoundCostTable(
+            order=self.calibration.order, sigma_leaf=self.calibration.sigma_leaf,
+            leaf_noise_split=c.r1, sample_rate=c.subsample, grad_clip=c.grad_clip,
+            accountant=c.accountant)
+        self.filter = IndividualRenyiFilter(order=self.calibration.order,
+                                            bound=self.calibration.rho_max)
+        n_nodes, _, self.leaves = complete_tree_layout(c.depth)
+        self.forest = Forest(max_nodes=n_nodes, max_depth=c.depth)
+        self.n_features = len(encoder.schema.features)
+        self.init_score: float | None = None
+        self.init_records = 0
+        width = encoder.n_columns
+        self.X = np.empty((0, width))
+        self.y = np.empty(0)
+        self.score = np.empty(0)
+        self.ids = np.empty(0, dtype=np.int64)   # arrival number of each pool record
+        self.last_round: dict[str, np.ndarray] = {}
+        self.rounds = 0
+        self.records_added = 0
+        self.records_exhausted = 0
+        self.records_evicted = 0
+
+    # ------------------------------------------------------------------ scores
+    @property
+    def base_score(self) -> float:
+        """The initial score, or the public default before any data (0: the scaled mid-range
+        for regression, probability 1/2 for classification)."""
+        return 0.0 if self.init_score is None else self.init_score
+
+    def raw_scores(self, X: np.ndarray) -> np.ndarray:
+        return self.base_score + self.forest.predict_sum(X)
+
+    # -------------------------------------------------------------------- pool
+    def __len__(self) -> int:
+        return int(self.y.size)
+
+    def add(self, X: np.ndarray, y: np.ndarray) -> None:
+        """Records enter the pool with a full individual budget."""
+        if X.shape[0] == 0:
+            return
+        self.X = np.concatenate((self.X, X))
+        self.y = np.concatenate((self.y, y))
+        self.score = np.concatenate((self.score, self.raw_scores(X)))
+        self.ids = np.concatenate((self.ids, self.records_added + np.arange(X.shape[0])))
+        self.filter.add(X.shape[0])
+        self.records_added += X.shape[0]
+
+    def evict_oldest(self, keep: int) -> int:
+        """Drop the oldest records beyond ``keep`` (arrival order is public; see the docs)."""
+        extra = len(self) - keep
+        if extra <= 0:
+            return 0
+        mask = np.zeros(len(self), dtype=bool)
+        mask[:extra] = True
+        self._remove(mask)
+        self.records_evicted += extra
+        return extra
+
+    def _remove(self, mask: np.ndarray) -> None:
+        self.X, self.y, self.score = self.X[~mask], self.y[~mask], self.score[~mask]
+        self.ids = self.ids[~mask]
+        self.filter.remove(mask)
+
+    # ------------------------------------------------------------- init score
+    def fit_init_score(self) -> None:
+        """DPInitScore (Alg. 6) on the records in the pool, once.
+
+        |D| is not public in a stream, so the clipped label sum and the record count are each
+        released with Laplace noise at ``epsilon_init / 2`` (pure epsilon_init-DP together) and
+        the score is their clamped ratio. With ``init_share = 0`` the score stays the public 0.
+        """
+        if self.init_score is not None:
+            return
+        c = self.config
+        m = c.label_clip
+        if c.epsilon_init <= 0 or len(self) == 0:
+            self.init_score = 0.0
+        else:
+            if c.loss == "squared":
+                labels, sens = np.clip(self.y, -m, m), m
+            else:
+                labels, sens = self.y, 1.0
+            half = c.epsilon_init / 2.0
+            s = LaplaceMechanism(epsilon=half, sensitivity=sens, rng=self.rng).release(
+                float(labels.sum()))
+            n = LaplaceMechanism(epsilon=half, sensitivity=1.0, rng=self.rng).release(
+                float(len(self)))
+            mean = s / max(n, 1.0)
+            if c.loss == "squared":
+                self.init_score = float(np.clip(mean, -m, m))
+            else:
+                p = float(np.clip(mean, _sigmoid(np.array(-m)), _sigmoid(np.array(m))))
+                self.init_score = math.log(p / (1.0 - p))
+            self.init_records = len(self)
+        self.score = self.score + self.init_score
+
+    # ------------------------------------------------------------------ rounds
+    def gradients(self) -> np.ndarray:
+        if self.config.loss == "squared":
+            return self.score - self.y
+        return _sigmoid(self.score) - self.y
+
+    def round(self) -> dict:
+        """One TrainSingleTree round under the individual filter (Alg. 8, lines 5-9)."""
+        c, cal = self.config, self.calibration
+        if self.init_score is None:
+            self.fit_init_score()
+        g = np.clip(self.gradients(), -c.grad_clip, c.grad_clip)
+        if c.individual_filter:
+            cost = self.costs.cost(np.abs(g))
+        else:
+            cost = np.full(len(self), self.costs.max_cost)
+        cont = self.filter.step(cost)
+        sampled = cont & (self.rng.random(len(self)) < c.subsample)
+
+        only = self.rounds % self.n_features if c.cyclical_features else None
+        tree = random_complete_tree(self.encoder, depth=c.depth, rng=self.rng,
+                                    numeric_weight=c.numeric_weight, only_feature=only)
+        t = self.forest.add_tree(feature=tree.feature, threshold=tree.threshold,
+                                 left=tree.left, value=np.zeros(tree.feature.size))
+        first_leaf = int(self.leaves[0])
+        n_leaves = self.leaves.size
+        leaf = self.forest.apply(t, self.X[sampled]) - first_leaf
+        counts = np.bincount(leaf, minlength=n_leaves).astype(np.float64)
+        sums = np.bincount(leaf, weights=g[sampled], minlength=n_leaves)
+        sigma = cal.sigma_leaf
+        if c.dynamic_leaf_noise:
+            noisy_n = counts + self.rng.normal(0.0, sigma / math.sqrt(2 * c.r1), n_leaves)
+            noisy_s = sums + self.rng.normal(0.0, sigma / math.sqrt(2 * (1 - c.r1)), n_leaves)
+            value = noisy_s / np.maximum(c.l2, noisy_n)
+        else:
+            value = (sums + self.rng.normal(0.0, sigma / math.sqrt(2.0), n_leaves)) / c.l2
+        value = -c.learning_rate * np.clip(value, -c.grad_clip, c.grad_clip)
+        self.forest.set_values(t, self.leaves, value)
+
+        self.score = self.score + self.forest.predict_tree(t, self.X)
+        self.last_round = {"cont": self.ids[cont], "sampled": self.ids[sampled],
+                           "cost": cost[cont]}
+        floor = self.costs.min_cost if c.individual_filter else self.costs.max_cost
+        if floor <= 0:  # static leaf noise: a zero gradient is free; drop at the next grid cost
+            floor = float(self.costs.table[1])
+        done = self.filter.exhausted(min_cost=floor)
+        n_done = int(done.sum())
+        if n_done:
+            self._remove(done)
+            self.records_exhausted += n_done
+        self.rounds += 1
+        return {"round": self.rounds, "active": int(cont.sum()), "sampled": int(sampled.sum()),
+                "exhausted": n_done}

@@ -1,0 +1,280 @@
+"""S-GBDT estimators: river conventions, privacy accounting, stream semantics, bad input."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from river import checks
+
+from dpstream.accounting import RoundCostTable, calibrate_sgbdt
+from dpstream.models import InvalidRecordError, SGBDTClassifier, SGBDTRegressor
+
+SCHEMA = {"features": {"a": {"type": "numeric", "min": 0, "max": 10},
+                       "b": {"type": "numeric", "min": -1, "max": 1},
+                       "c": {"type": "categorical", "values": ["x", "y", "z"]}},
+          "target": {"type": "binary", "values": [False, True]}}
+REG_SCHEMA = {**SCHEMA, "target": {"type": "numeric", "min": 0, "max": 10}}
+
+
+def _rows(n, seed=0):
+    rng = np.random.default_rng(seed)
+    X = [{"a": float(rng.uniform(0, 10)), "b": float(rng.uniform(-1, 1)),
+          "c": str(rng.choice(["x", "y", "z"]))} for _ in range(n)]
+    y = [bool(x["a"] + 3 * x["b"] > 5) for x in X]
+    return X, y
+
+
+def _river_checks():
+    for cls in (SGBDTRegressor, SGBDTClassifier):
+        for params in cls._unit_test_params():
+            model = cls(**params)
+            for check in checks.yield_checks(model):
+                yield pytest.param(model, check, id=f"{cls.__name__}-{check.__name__}")
+
+
+@pytest.mark.parametrize(("model", "check"), list(_river_checks()))
+def test_river_checks(model, check):
+    check(model.clone())
+
+
+@pytest.mark.parametrize("cls", [SGBDTClassifier, SGBDTRegressor])
+def test_pickle_round_trip_keeps_model_and_budgets(cls):
+    schema = SCHEMA if cls is SGBDTClassifier else REG_SCHEMA
+    X, y = _rows(600)
+    if cls is SGBDTRegressor:
+        y = [x["a"] for x in X]
+    model = cls(schema=schema, epsilon=1.0, n_trees=10, round_size=50, seed=3)
+    for xi, yi in zip(X, y, strict=True):
+        model.learn_one(xi, yi)
+    clone = pickle.loads(pickle.dumps(model))
+    assert [clone.predict_one(x) for x in X[:50]] == [model.predict_one(x) for x in X[:50]]
+    assert clone.privacy_report() == model.privacy_report()
+    np.testing.assert_array_equal(clone.engine.filter.spent, model.engine.filter.spent)
+    # both continue identically (same RNG state)
+    for xi, yi in zip(X[:100], y[:100], strict=True):
+        model.learn_one(xi, yi)
+        clone.learn_one(xi, yi)
+    assert clone.privacy_report() == model.privacy_report()
+
+
+def test_privacy_report_matches_the_calibration():
+    model = SGBDTClassifier(schema=SCHEMA, epsilon=0.5, delta=1e-6, n_trees=60, subsample=0.2,
+                            grad_clip=0.5, leaf_noise_split=0.3, init_share=0.2, seed=0)
+    X, y = _rows(300)
+    model.learn_many(X, y)
+    rep = model.privacy_report()
+    cal = calibrate_sgbdt(epsilon=0.4, delta=1e-6, sample_rate=0.2, rounds=60, grad_clip=0.5,
+                          leaf_noise_split=0.3)
+    assert rep["sigma"] == cal.sigma_leaf
+    assert rep["alpha"] == cal.order
+    assert rep["rho_max"] == cal.rho_max
+    assert rep["epsilon_trees"] == cal.epsilon <= 0.4 + 1e-12
+    assert rep["epsilon"] == pytest.approx(0.1 + cal.epsilon)
+    assert rep["epsilon"] <= 0.5 + 1e-12
+    assert rep["delta"] == 1e-6
+    assert rep["accountant"] == "tight"
+    assert rep["rounds"] == model.n_trees + model.extra_trees == rep["trees"]
+    assert rep["records_seen"] == rep["records_learned"] == 300
+    assert rep["records_active"] + rep["records_exhausted"] + rep["records_evicted"] == 300
+    assert 0.0 <= rep["spend_fraction"]["min"] <= rep["spend_fraction"]["median"] \
+        <= rep["spend_fraction"]["max"] <= 1.0
+
+
+def test_zhu_wang_accountant_adds_noise():
+    tight = SGBDTRegressor(schema=REG_SCHEMA, epsilon=0.5).privacy_report()
+    loose = SGBDTRegressor(schema=REG_SCHEMA, epsilon=0.5, accountant="zhu-wang")
+    assert loose.privacy_report()["sigma"] > tight["sigma"]
+
+
+def _trace_rounds(model, X, y, *, learn_many=False):
+    """Run the model and record, per round, which records were charged and how much."""
+    spent: dict[int, float] = {}
+    halted_for_good: set[int] = set()
+    used_after_halt = []
+    rho = model.privacy_report()["rho_max"]
+    engine = model.engine
+    original = engine.round
+
+    def traced():
+        before = set(engine.ids.tolist())
+        out = original()
+        last = engine.last_round
+        for i, c in zip(last["cont"].tolist(), last["cost"].tolist(), strict=True):
+            if i in halted_for_good:
+                used_after_halt.append(i)
+            spent[i] = spent.get(i, 0.0) + c
+        halted_for_good.update(before - set(engine.ids.tolist()))
+        return out
+
+    engine.round = traced
+    if learn_many:
+        model.learn_many(X, y)
+    else:
+        for xi, yi in zip(X, y, strict=True):
+            model.learn_one(xi, yi)
+    return spent, used_after_halt, rho
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(50, 400), round_size=st.integers(5, 60), n_trees=st.integers(1, 12),
+       subsample=st.floats(0.05, 1.0), grad_clip=st.floats(0.05, 2.0),
+       individual_filter=st.booleans(), regression=st.booleans(), seed=st.integers(0, 10**6))
+def test_no_record_ever_exceeds_rho_max(n, round_size, n_trees, subsample, grad_clip,
+                                        individual_filter, regression, seed):
+    X, y = _rows(n, seed=seed)
+    if regression:
+        y = [float(np.random.default_rng(seed + i).uniform(0, 10)) for i in range(n)]
+        model = SGBDTRegressor(schema=REG_SCHEMA, n_trees=n_trees, round_size=round_size,
+                               subsample=subsample, grad_clip=grad_clip,
+                               individual_filter=individual_filter, seed=seed)
+    else:
+        model = SGBDTClassifier(schema=SCHEMA, n_trees=n_trees, round_size=round_size,
+                                subsample=subsample, grad_clip=grad_clip,
+                                individual_filter=individual_filter, seed=seed)
+    spent, used_after_halt, rho = _trace_rounds(model, X, y)
+    assert not used_after_halt
+    assert all(s <= rho for s in spent.values())
+    assert np.all(model.engine.filter.spent <= rho)
+    if not individual_filter:  # worst case for everyone: at most n_trees rounds each
+        worst = model.engine.costs.max_cost
+        assert all(round(s / worst) <= n_trees for s in spent.values())
+
+
+def test_a_halted_record_never_trains_again_regression():
+    X, y = _rows(400, seed=5)
+    model = SGBDTClassifier(schema=SCHEMA, n_trees=3, round_size=20, subsample=1.0, seed=1)
+    spent, used_after_halt, rho = _trace_rounds(model, X, y)
+    assert not used_after_halt
+    assert model.privacy_report()["records_exhausted"] > 0
+    # every exhausted record left memory: the pool holds only records with budget left
+    assert set(model.engine.ids.tolist()).isdisjoint(
+        {i for i, s in spent.items() if rho - s < model.engine.costs.min_cost})
+
+
+def test_individual_costs_match_theorem_23():
+    X, y = _rows(200, seed=2)
+    model = SGBDTClassifier(schema=SCHEMA, n_trees=20, subsample=0.5, grad_clip=0.3,
+                            leaf_noise_split=0.05, seed=2)
+    model.learn_many(X, y, rounds=1)
+    e = model.engine
+    cal = e.calibration
+    table = RoundCostTable(order=cal.order, sigma_leaf=cal.sigma_leaf, leaf_noise_split=0.05,
+                           sample_rate=0.5, grad_clip=0.3)
+    g = np.clip(1 / (1 + np.exp(-(e.score - e.forest.predict_sum(e.X)))) - e.y, -0.3, 0.3)
+    np.testing.assert_allclose(e.filter.spent, table.cost(np.abs(g)))
+    assert np.all(e.filter.spent >= [table.exact_cost(v) for v in g])
+
+
+def test_stream_rounds_every_round_size_records_and_late_records_train():
+    X, y = _rows(1000, seed=4)
+    model = SGBDTClassifier(schema=SCHEMA, n_trees=5, round_size=100, seed=4)
+    assert model.predict_proba_one(X[0]) == {False: 0.5, True: 0.5}   # public default
+    for i, (xi, yi) in enumerate(zip(X[:450], y[:450], strict=True), start=1):
+        model.learn_one(xi, yi)
+        assert model.engine.rounds == i // 100 if model._engine else i < 100
+    rep = model.privacy_report()
+    assert rep["records_pending"] == 50 and rep["init_score_records"] == 100
+    # the first records are exhausted after n_trees worst-case rounds at most; a late batch
+    # enters with a full budget and trains the next trees
+    for xi, yi in zip(X[450:], y[450:], strict=True):
+        model.learn_one(xi, yi)
+    last = model.engine.last_round
+    assert last["cont"].size > 0 and last["cont"].min() >= 500
+
+
+def test_max_active_evicts_the_oldest():
+    X, y = _rows(500, seed=6)
+    model = SGBDTClassifier(schema=SCHEMA, n_trees=50, round_size=10, max_active=120, seed=6)
+    for xi, yi in zip(X, y, strict=True):
+        model.learn_one(xi, yi)
+        assert len(model.engine) <= 120 if model._engine else True
+    assert model.engine.ids.min() >= 500 - 120 - 10
+    assert model.privacy_report()["records_evicted"] > 0
+
+
+def test_predict_many_matches_predict_one():
+    X, y = _rows(500, seed=7)
+    for model in (SGBDTClassifier(schema=SCHEMA, n_trees=10, seed=7),
+                  SGBDTRegressor(schema=REG_SCHEMA, n_trees=10, seed=7)):
+        model.learn_many(X, [float(x["a"]) for x in X] if model._loss == "squared" else y)
+        many = list(model.predict_many(X[:100]))
+        assert many == pytest.approx([model.predict_one(x) for x in X[:100]])
+    proba = model_proba = SGBDTClassifier(schema=SCHEMA, n_trees=10, seed=7)
+    model_proba.learn_many(X, y)
+    table = proba.predict_proba_many(X[:20])
+    assert table[True].tolist() == pytest.approx([proba.predict_proba_one(x)[True]
+                                                  for x in X[:20]])
+
+
+def test_learn_many_runs_the_papers_rounds_and_the_filter_allows_extra():
+    X, y = _rows(300, seed=8)
+    model = SGBDTClassifier(schema=SCHEMA, n_trees=10, extra_trees=7, seed=8)
+    model.learn_many(X, y)
+    assert model.privacy_report()["rounds"] == 17
+    model.learn_many(X[:10], y[:10], rounds=3)
+    assert model.privacy_report()["rounds"] == 20
+
+
+BAD = [
+    ({"a": 1.0, "b": 0.0, "c": "x", "zz": 1}, True, "zz", "unknown feature"),
+    ({"a": math.nan, "b": 0.0, "c": "x"}, True, "a", "NaN"),
+    ({"a": 11.0, "b": 0.0, "c": "x"}, True, "a", "outside the public domain"),
+    ({"a": "3", "b": 0.0, "c": "x"}, True, "a", "expected a number"),
+    ({"a": 1.0, "b": 0.0, "c": "w"}, True, "c", "not one of the declared categories"),
+    ({"a": True, "b": 0.0, "c": "x"}, True, "a", "expected a number"),
+    ({"a": 1.0, "b": 0.0, "c": "x"}, "yes", "y", "not one of the declared classes"),
+    ({"a": 1.0, "b": 0.0, "c": "x"}, 1, "y", "not one of the declared classes"),
+    ([1, 2, 3], True, "x", "expected a dict"),
+]
+
+
+@pytest.mark.parametrize(("x", "y", "field", "reason"), BAD)
+def test_bad_input_names_the_field_and_changes_nothing(x, y, field, reason):
+    X, Y = _rows(130, seed=9)
+    model = SGBDTClassifier(schema=SCHEMA, n_trees=5, round_size=50, seed=9)
+    for xi, yi in zip(X, Y, strict=True):
+        model.learn_one(xi, yi)
+    before = pickle.dumps(model)
+    with pytest.raises(InvalidRecordError, match=reason) as info:
+        model.learn_one(x, y)
+    assert info.value.field == field
+    with pytest.raises(InvalidRecordError):
+        model.learn_many([X[0], x], [Y[0], y])
+    assert pickle.dumps(model) == before
+
+
+def test_regression_label_outside_the_range_is_rejected():
+    model = SGBDTRegressor(schema=REG_SCHEMA, seed=0)
+    with pytest.raises(InvalidRecordError, match="outside the public target range") as info:
+        model.learn_one({"a": 1.0}, 11.0)
+    assert info.value.field == "y"
+    assert model.records_seen == 0
+
+
+@pytest.mark.parametrize(("param", "value"), [
+    ("epsilon", 0), ("delta", 1.0), ("n_trees", 0), ("depth", 0), ("subsample", 1.5),
+    ("leaf_noise_split", 1.0), ("accountant", "moments"), ("l2", -1), ("round_size", 0),
+    ("individual_filter", "yes"), ("init_share", 1.0), ("grad_clip", math.inf)])
+def test_bad_parameters_are_rejected_by_name(param, value):
+    with pytest.raises(ValueError, match=param):
+        SGBDTClassifier(schema=SCHEMA, **{param: value})
+
+
+def test_schema_target_must_fit_the_estimator():
+    with pytest.raises(ValueError, match="binary target"):
+        SGBDTClassifier(schema=REG_SCHEMA)
+    with pytest.raises(ValueError, match="numeric target"):
+        SGBDTRegressor(schema=SCHEMA)
+
+
+def test_missing_features_route_right_and_are_not_errors():
+    X, y = _rows(300, seed=10)
+    model = SGBDTClassifier(schema=SCHEMA, n_trees=5, seed=10)
+    model.learn_many(X, y)
+    p = model.predict_proba_one({"c": "x"})
+    assert set(p) == {False, True} and abs(sum(p.values()) - 1) < 1e-12
