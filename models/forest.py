@@ -145,12 +145,12 @@ class Forest:
         """Value of the node each row reaches in one tree."""
         return self.value[self.apply(tree, X) + self._base(tree)]
 
-    def predict_sum(self, X: np.ndarray, *, trees: slice | None = None) -> np.ndarray:
+    def predict_sum(self, X: np.ndarray) -> np.ndarray:
         """Sum over trees of the value each row reaches (the raw boosting score)."""
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2:
             raise ValueError("X must be a 2-d array of encoded records")
-        ids = np.arange(self.n_trees)[trees if trees is not None else slice(None)]
+        ids = np.arange(self.n_trees)
         out = np.zeros(X.shape[0])
         if ids.size == 0 or X.shape[0] == 0:
             return out

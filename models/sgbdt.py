@@ -86,36 +86,19 @@ _PARAMS_DOC = """
 class _SGBDTBase(base.Estimator):
     _loss = "squared"
 
-    def __init__(self, schema: Any, epsilon: float = 1.0, delta: float = 5e-8,
-                 n_trees: int = 150, extra_trees: int = 0, depth: int = 2,
-                 learning_rate: float = 0.1, subsample: float = 0.1, grad_clip: float = 0.1,
-                 label_clip: float | None = None, init_share: float = 0.1,
-                 leaf_noise_split: float = 0.2, l2: float = 15.0, round_size: int = 256,
-                 max_active: int = 1_000_000, accountant: str = "tight",
-                 dynamic_leaf_noise: bool = True, individual_filter: bool = True,
-                 numeric_weight: float = 1.0, cyclical_features: bool = False,
-                 seed: int | None = None):
+    # the subclasses declare the parameters with their own tuned defaults (river reads the
+    # subclass signature); the base only stores them
+    _PARAMS = ("epsilon", "delta", "n_trees", "extra_trees", "depth", "learning_rate",
+               "subsample", "grad_clip", "label_clip", "init_share", "leaf_noise_split", "l2",
+               "round_size", "max_active", "accountant", "dynamic_leaf_noise",
+               "individual_filter", "numeric_weight", "cyclical_features", "seed")
+
+    def __init__(self, schema: Any, **params: Any):
         self.schema = schema
-        self.epsilon = epsilon
-        self.delta = delta
-        self.n_trees = n_trees
-        self.extra_trees = extra_trees
-        self.depth = depth
-        self.learning_rate = learning_rate
-        self.subsample = subsample
-        self.grad_clip = grad_clip
-        self.label_clip = label_clip
-        self.init_share = init_share
-        self.leaf_noise_split = leaf_noise_split
-        self.l2 = l2
-        self.round_size = round_size
-        self.max_active = max_active
-        self.accountant = accountant
-        self.dynamic_leaf_noise = dynamic_leaf_noise
-        self.individual_filter = individual_filter
-        self.numeric_weight = numeric_weight
-        self.cyclical_features = cyclical_features
-        self.seed = seed
+        for name in self._PARAMS:
+            setattr(self, name, params.pop(name))
+        if params:  # pragma: no cover - the subclass signatures forbid it
+            raise TypeError(f"unexpected parameters {sorted(params)}")
         self._config = self._validate()
         self._encoder = RecordEncoder(schema)
         self._check_target(self._encoder)

@@ -32,14 +32,11 @@ def _progress(disabled: bool):
 
 
 def main_job(*, epsilon: float = 0.5, delta: float = 5e-8, out: str | None = None,
-             seed: int | None = None, as_json: bool = False, round_size: int = 256,
-             limit: int | None = None) -> int:
+             seed: int | None = None, as_json: bool = False, round_size: int = 256) -> int:
     eps = check_epsilon(epsilon)
     d = check_delta(delta)
     say = (lambda *a, **k: None) if as_json else (lambda *a, **k: print(*a, **k))
     X, y, schema = load_adult("all")
-    if limit is not None:
-        X, y = X[:limit], y[:limit]
     n = len(X)
     model = SGBDTClassifier(schema=schema, epsilon=eps, delta=d, round_size=round_size,
                             seed=seed)

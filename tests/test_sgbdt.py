@@ -123,19 +123,22 @@ def _trace_rounds(model, X, y, *, learn_many=False):
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(50, 400), round_size=st.integers(5, 60), n_trees=st.integers(1, 12),
        subsample=st.floats(0.05, 1.0), grad_clip=st.floats(0.05, 2.0),
-       individual_filter=st.booleans(), regression=st.booleans(), seed=st.integers(0, 10**6))
+       individual_filter=st.booleans(), dynamic=st.booleans(), regression=st.booleans(),
+       seed=st.integers(0, 10**6))
 def test_no_record_ever_exceeds_rho_max(n, round_size, n_trees, subsample, grad_clip,
-                                        individual_filter, regression, seed):
+                                        individual_filter, dynamic, regression, seed):
     X, y = _rows(n, seed=seed)
     if regression:
         y = [float(np.random.default_rng(seed + i).uniform(0, 10)) for i in range(n)]
         model = SGBDTRegressor(schema=REG_SCHEMA, n_trees=n_trees, round_size=round_size,
                                subsample=subsample, grad_clip=grad_clip,
-                               individual_filter=individual_filter, seed=seed)
+                               individual_filter=individual_filter,
+                               dynamic_leaf_noise=dynamic, seed=seed)
     else:
         model = SGBDTClassifier(schema=SCHEMA, n_trees=n_trees, round_size=round_size,
                                 subsample=subsample, grad_clip=grad_clip,
-                                individual_filter=individual_filter, seed=seed)
+                                individual_filter=individual_filter,
+                                dynamic_leaf_noise=dynamic, seed=seed)
     spent, used_after_halt, rho = _trace_rounds(model, X, y)
     assert not used_after_halt
     assert all(s <= rho for s in spent.values())
@@ -210,8 +213,8 @@ def test_predict_many_matches_predict_one():
         model.learn_many(X, [float(x["a"]) for x in X] if model._loss == "squared" else y)
         many = list(model.predict_many(X[:100]))
         assert many == pytest.approx([model.predict_one(x) for x in X[:100]])
-    proba = model_proba = SGBDTClassifier(schema=SCHEMA, n_trees=10, seed=7)
-    model_proba.learn_many(X, y)
+    proba = SGBDTClassifier(schema=SCHEMA, n_trees=10, seed=7)
+    proba.learn_many(X, y)
     table = proba.predict_proba_many(X[:20])
     assert table[True].tolist() == pytest.approx([proba.predict_proba_one(x)[True]
                                                   for x in X[:20]])
