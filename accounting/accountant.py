@@ -387,5 +387,12 @@ class RoundCostTable:
         """Per-record costs for gradient magnitudes (clipped to g*), rounded up to the grid."""
         g = np.minimum(np.abs(check_finite_array("grad_abs", grad_abs, allow_empty=True)),
                        self.grad_clip)
-        idx = np.searchsorted(self.grid, g, side="left")
-        return self.table[np.minimum(idx, self.grid.size - 1)]
+        # the grid is uniform: guess the first grid point >= g arithmetically, then correct
+        # the guess by one step either way so float rounding can never charge less
+        last = self.grid.size - 1
+        idx = np.minimum(np.ceil(g * (last / self.grad_clip)).astype(np.int64), last)
+        idx += self.grid.take(idx) < g
+        np.minimum(idx, last, out=idx)
+        lower = np.maximum(idx - 1, 0)
+        idx -= (idx > 0) & (self.grid.take(lower) >= g)
+        return self.table.take(idx)

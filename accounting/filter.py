@@ -97,6 +97,16 @@ class IndividualRenyiFilter:
             raise ValueError(f"mask must have one entry per pool record ({self.spent.size})")
         self.spent = self.spent[~mask]
 
+    def select(self, index) -> None:
+        """Keep only the records at positions ``index`` (distinct), in that order; the others
+        leave memory like :meth:`remove`'s. Lets a pool reorder its records as it compacts."""
+        index = np.asarray(index, dtype=np.int64)
+        if index.ndim != 1 or (index.size and (index.min() < 0 or index.max() >= self.spent.size)):
+            raise ValueError(f"index must be 1-d positions in [0, {self.spent.size})")
+        if np.unique(index).size != index.size:
+            raise ValueError("index must not repeat a record")
+        self.spent = self.spent[index]
+
     def spend_summary(self) -> dict:
         """Min, median and max spend as a fraction of the bound (empty pool: zeros)."""
         if self.spent.size == 0:

@@ -38,8 +38,11 @@ dpstream.models.encoding.InvalidRecordError: age: value 120 is outside the publi
 
 from __future__ import annotations
 
+import gc
+import itertools
 import math
 import numbers
+import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -91,6 +94,26 @@ class RecordEncoder:
                 self.columns.append(name)
         self.n_columns = len(self.columns)
         self._template = [0.0] + [math.nan] * (self.n_columns - 1)
+        self._names = set(self.schema.features)
+        self._names_list = list(self.schema.features)
+        self._ones = {k: [1.0] * k for _, _, k in self._categorical.values()}
+        self._bool_code = {name: [isinstance(v, bool) for v in f.values]
+                           for name, f in self.schema.features.items()
+                           if isinstance(f, CategoricalFeature)}
+        # True == 1 == 1.0: the value types a batch column may hold for the fast path to agree
+        # with _row's strict bool check (None: any type; set(): fall back to _row)
+        self._cat_types: dict[str, set | None] = {}
+        for name, f in self.schema.features.items():
+            if isinstance(f, CategoricalFeature):
+                bools = [isinstance(v, bool) for v in f.values]
+                if all(bools):
+                    self._cat_types[name] = {bool, type(None)}
+                elif any(bools):
+                    self._cat_types[name] = set()
+                elif any(isinstance(v, numbers.Number) for v in f.values):
+                    self._cat_types[name] = {"no bools"}
+                else:
+                    self._cat_types[name] = None
         target = self.schema.target
         self._classes = list(target.values) if target.values is not None else None
         self._target_range = (target.min, target.max)
@@ -111,7 +134,9 @@ class RecordEncoder:
             spec = numeric.get(name)
             if spec is not None:
                 col, lo, hi = spec
-                if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                kind = type(value)
+                if kind is not float and kind is not int and (
+                        isinstance(value, bool) or not isinstance(value, numbers.Real)):
                     raise InvalidRecordError(
                         name, f"expected a number, got {type(value).__name__} {_describe(value)}")
                 v = float(value)
@@ -131,25 +156,123 @@ class RecordEncoder:
                 code = codes.get(value)
             except TypeError:
                 code = None
-            if code is None or (isinstance(value, bool) is not isinstance(
-                    self.schema.features[name].values[code], bool)):
+            if code is None or (isinstance(value, bool) is not self._bool_code[name][code]):
                 raise InvalidRecordError(
                     name, f"{_describe(value)} is not one of the declared categories")
-            row[start:start + k] = [1.0] * k
+            row[start:start + k] = self._ones[k]
             row[start + code] = 0.0
         return row
 
     def encode_many(self, X: Iterable[Mapping] | Any) -> np.ndarray:
-        """Many records (dicts, or a pandas DataFrame whose NaN cells mean *missing*)."""
-        if hasattr(X, "to_dict") and hasattr(X, "columns"):
-            rows = [{k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))}
-                    for r in X.to_dict("records")]
+        """Many records (dicts, or a pandas DataFrame whose NaN cells mean *missing*).
+
+        Validation is the same as :meth:`encode_one`'s and the first bad record raises its
+        :class:`InvalidRecordError`; clean batches are encoded column by column with numpy.
+        """
+        frame = hasattr(X, "to_dict") and hasattr(X, "columns")
+        if not frame and not isinstance(X, list):
+            X = list(X)
+        paused = gc.isenabled()
+        if paused:   # transposing builds many small tuples; a cyclic-GC pass over them only costs
+            gc.disable()
+        try:
+            out = self._encode_columns(X, frame) if len(X) else np.empty((0, self.n_columns))
+        finally:
+            if paused:
+                gc.enable()
+        if out is not None:
+            return out
+        # slow path: record by record, so the first bad record raises with its field
+        if frame:
+            X = [{k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))}
+                 for r in X.to_dict("records")]
+        return np.array([self._row(x) for x in X], dtype=np.float64)
+
+    def _columns(self, X: list) -> dict | None:
+        """Dict records transposed to columns (``None`` -> missing), or ``None`` if odd."""
+        names = self._names_list
+        try:   # usual case: every record carries every feature
+            if set(map(len, X)) == {len(names)}:
+                if len(names) == 1:
+                    return {names[0]: [r[names[0]] for r in X]}
+                rows = map(operator.itemgetter(*names), X)
+                return dict(zip(names, zip(*rows, strict=True), strict=True))
+        except (KeyError, TypeError):
+            pass
+        if not all(isinstance(r, Mapping) for r in X) or not set().union(*X) <= self._names:
+            return None
+        return {name: [r.get(name) for r in X] for name in names}
+
+    def _encode_columns(self, X: Any, frame: bool) -> np.ndarray | None:
+        """Vectorised encoding of a clean batch; ``None`` when anything needs a closer look."""
+        if frame:
+            if not {str(k) for k in X.columns} <= self._names:
+                return None
+            columns = {str(k): X[k] for k in X.columns}
         else:
-            rows = X
-        out = [self._row(x) for x in rows]
-        if not out:
-            return np.empty((0, self.n_columns))
-        return np.array(out, dtype=np.float64)
+            columns = self._columns(X)
+            if columns is None:
+                return None
+        n = len(X)
+        out = np.full((n, self.n_columns), np.nan)
+        out[:, 0] = 0.0
+        for name, col in columns.items():
+            if frame:
+                missing = np.asarray(col.isna().to_numpy(), dtype=bool)
+                col = col.to_numpy()
+                if col.dtype.kind == "O":
+                    col = col.tolist()
+                    if missing.any():   # NaN / None / pd.NA cells all mean missing
+                        for i in np.flatnonzero(missing).tolist():
+                            col[i] = None
+            spec = self._numeric.get(name)
+            if spec is not None:
+                values = self._numeric_column(col, frame)
+                if values is None:
+                    return None
+                c, lo, hi = spec
+                present = values[~np.isnan(values)]
+                if present.size and (present.min() < lo or present.max() > hi):
+                    return None
+                out[:, c] = values
+                continue
+            start, codes, k = self._categorical[name]
+            allowed = self._cat_types[name]
+            if allowed is not None:
+                kinds = set(map(type, col))
+                if allowed == {"no bools"}:
+                    if not kinds.isdisjoint({bool, np.bool_}):
+                        return None
+                elif not kinds <= allowed:
+                    return None
+            try:
+                idx = np.array(list(map(codes.get, col, itertools.repeat(-1, n))), dtype=np.int64)
+            except TypeError:   # an unhashable value
+                return None
+            n_missing = col.count(None) if isinstance(col, (list, tuple)) else 0
+            unknown = idx == -1
+            if int(unknown.sum()) != n_missing:
+                return None
+            block = out[:, start:start + k]
+            block[:] = 1.0
+            rows = np.flatnonzero(~unknown)
+            block[rows, idx[rows]] = 0.0
+            if n_missing:
+                block[unknown] = np.nan
+        return out
+
+    @staticmethod
+    def _numeric_column(col: Any, frame: bool) -> np.ndarray | None:
+        if isinstance(col, np.ndarray) and col.dtype.kind in "fiu":
+            return col.astype(np.float64)
+        kinds = set(map(type, col)) - {type(None)}
+        if not all(issubclass(t, numbers.Real) and not issubclass(t, (bool, np.bool_))
+                   for t in kinds):
+            return None
+        values = np.array(col, dtype=np.float64)   # None -> NaN
+        if not frame and int(np.isnan(values).sum()) != col.count(None):
+            return None   # dicts: NaN is an error, only None (or absence) is missing
+        return values
 
     # ------------------------------------------------------------------- target
     @property

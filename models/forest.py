@@ -121,13 +121,16 @@ class Forest:
         """Global node reached from ``start`` (shape (m, k)) after ``max_depth`` steps."""
         m, width = X.shape
         flat = np.ascontiguousarray(X).ravel()
+        if np.isnan(flat).any():
+            flat = np.where(np.isnan(flat), np.inf, flat)   # missing -> +inf: goes right below
         rowoff = (np.arange(m, dtype=np.int32) * width)[:, None]
         g = start
         feature, threshold, left = self.feature, self.threshold, self.left
         for _ in range(self.max_depth):
-            # take(mode="clip") skips bounds checks: every index is valid by construction
+            # take(mode="clip") skips bounds checks: every index is valid by construction;
+            # a leaf compares the constant 0 with +inf (0 > inf is False) and stays put
             xv = flat.take(feature.take(g, mode="clip") + rowoff, mode="clip")
-            g = left.take(g, mode="clip") + ~(xv <= threshold.take(g, mode="clip"))  # NaN: right
+            g = left.take(g, mode="clip") + (xv > threshold.take(g, mode="clip"))
         return g
 
     def apply(self, tree: int, X: np.ndarray) -> np.ndarray:
@@ -159,8 +162,20 @@ class Forest:
         for s in range(0, X.shape[0], chunk):
             Xc = X[s:s + chunk]
             g = self._route(Xc, np.broadcast_to(roots, (Xc.shape[0], ids.size)))
-            out[s:s + Xc.shape[0]] = self.value[g].sum(axis=1)
+            out[s:s + Xc.shape[0]] = self.value.take(g).sum(axis=1)
         return out
+
+    def predict_sum_one(self, row: np.ndarray) -> float:
+        """:meth:`predict_sum` of one encoded row (a 1-d array), without the batch set-up."""
+        if self.n_trees == 0:
+            return 0.0
+        row = np.where(row == row, row, np.inf)   # missing (NaN) -> +inf: goes right below
+        g = np.arange(0, self.n_trees * self.max_nodes, self.max_nodes, dtype=np.intp)
+        feature, threshold, left = self.feature, self.threshold, self.left
+        for _ in range(self.max_depth):
+            # leaves compare the constant 0 with +inf: 0 > inf is False, so they stay put
+            g = left.take(g) + (row.take(feature.take(g)) > threshold.take(g))
+        return float(self.value.take(g).sum())
 
     def to_dict(self) -> dict:
         """Plain-list state (JSON-friendly)."""

@@ -105,6 +105,7 @@ class _SGBDTBase(base.Estimator):
         self._engine: SGBDTEngine | None = None
         self._buffer_X: list[list[float]] = []
         self._buffer_y: list[float] = []
+        self._last: tuple | None = None   # (x, copy of x, row): predict_one's encoding
         self.records_seen = 0
 
     # ------------------------------------------------------------ validation
@@ -183,7 +184,11 @@ class _SGBDTBase(base.Estimator):
         The record is validated first: a bad record raises
         :class:`~dpstream.models.encoding.InvalidRecordError` and changes nothing.
         """
-        row = self._encoder._row(x)
+        last, self._last = self._last, None
+        if last is not None and last[0] is x and last[1] == x:
+            row = last[2]   # predict_one just validated and encoded this very record
+        else:
+            row = self._encoder._row(x)
         target = self._encoder.encode_target_one(y)
         self._buffer_X.append(row)
         self._buffer_y.append(target)
@@ -215,10 +220,12 @@ class _SGBDTBase(base.Estimator):
 
     # ------------------------------------------------------------ predicting
     def _raw_one(self, x: Mapping) -> float:
-        row = self._encoder.encode_one(x)[None, :]
+        row = self._encoder._row(x)
+        self._last = (x, dict(x), row)
         if self._engine is None:
             return 0.0
-        return float(self._engine.raw_scores(row)[0])
+        engine = self._engine
+        return engine.base_score + engine.forest.predict_sum_one(np.array(row))
 
     def _raw_many(self, X: Any) -> np.ndarray:
         Xe = self._encoder.encode_many(X)
@@ -397,9 +404,7 @@ class SGBDTClassifier(_SGBDTBase, base.Classifier):
     def predict_many(self, X: Any) -> Any:
         neg, pos = self._encoder.classes
         raw = self._raw_many(X)
-        out = np.empty(raw.size, dtype=object)
-        out[:] = [pos if r > 0.0 else neg for r in raw]
-        return _like(X, out)
+        return _like(X, np.array([neg, pos], dtype=object).take((raw > 0.0).astype(np.intp)))
 
     @classmethod
     def _test_schema(cls) -> dict:

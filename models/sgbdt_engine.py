@@ -104,7 +104,8 @@ class SGBDTEngine:
         self.init_score: float | None = None
         self.init_records = 0
         width = encoder.n_columns
-        self.X = np.empty((0, width))
+        self._X = np.zeros((0, width))   # pool rows live in [:_n]; the tail is kept zeroed
+        self._n = 0
         self.y = np.empty(0)
         self.score = np.empty(0)
         self.ids = np.empty(0, dtype=np.int64)   # arrival number of each pool record
@@ -126,13 +127,29 @@ class SGBDTEngine:
 
     # -------------------------------------------------------------------- pool
     def __len__(self) -> int:
-        return int(self.y.size)
+        return self._n
+
+    @property
+    def X(self) -> np.ndarray:
+        """The encoded records of the active pool (a view; arrival order)."""
+        return self._X[:self._n]
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_X"] = self._X[:self._n].copy()   # spare capacity is not state
+        return state
 
     def add(self, X: np.ndarray, y: np.ndarray) -> None:
         """Records enter the pool with a full individual budget."""
         if X.shape[0] == 0:
             return
-        self.X = np.concatenate((self.X, X))
+        n, m = self._n, X.shape[0]
+        if n + m > self._X.shape[0]:   # grow geometrically: amortised O(1) per record
+            grown = np.zeros((max(2 * self._X.shape[0], n + m, 1024), self._X.shape[1]))
+            grown[:n] = self._X[:n]
+            self._X = grown
+        self._X[n:n + m] = X
+        self._n = n + m
         self.y = np.concatenate((self.y, y))
         self.score = np.concatenate((self.score, self.raw_scores(X)))
         self.ids = np.concatenate((self.ids, self.records_added + np.arange(X.shape[0])))
@@ -145,15 +162,28 @@ class SGBDTEngine:
         if extra <= 0:
             return 0
         mask = np.zeros(len(self), dtype=bool)
-        mask[:extra] = True
+        mask[np.argsort(self.ids, kind="stable")[:extra]] = True
         self._remove(mask)
         self.records_evicted += extra
         return extra
 
     def _remove(self, mask: np.ndarray) -> None:
-        self.X, self.y, self.score = self.X[~mask], self.y[~mask], self.score[~mask]
-        self.ids = self.ids[~mask]
-        self.filter.remove(mask)
+        """Drop the masked records; survivors from the tail fill the holes (O(removed) rows
+        move, so the pool is not kept in arrival order — ``ids`` records it)."""
+        n = self._n
+        keep = ~mask
+        k = int(keep.sum())
+        holes = np.flatnonzero(mask[:k])
+        movers = np.flatnonzero(keep[k:n]) + k
+        order = np.arange(k)
+        order[holes] = movers
+        self._X[holes] = self._X[movers]
+        self._X[k:n] = 0.0   # removed records leave memory, not just the index range
+        self._n = k
+        if k < self._X.shape[0] // 4 and self._X.shape[0] > 1024:
+            self._X = self._X[:max(2 * k, 1024)].copy()
+        self.y, self.score, self.ids = self.y[order], self.score[order], self.ids[order]
+        self.filter.select(order)
 
     # ------------------------------------------------------------- init score
     def fit_init_score(self) -> None:

@@ -10,7 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpstream.accounting import BudgetExceededError, BudgetLedger, IndividualRenyiFilter
+from dpstream.accounting import (
+    BudgetExceededError,
+    BudgetLedger,
+    IndividualRenyiFilter,
+    RoundCostTable,
+)
 
 eps_values = st.floats(min_value=0.0, max_value=2.0, allow_nan=False, allow_infinity=False)
 charges = st.lists(st.tuples(st.one_of(st.none(), st.sampled_from(["w0", "w1", "w2", "w3"])),
@@ -116,3 +121,29 @@ def test_filter_state_rejects_corruption():
     state["spent"] = [0.5, 1.5]
     with pytest.raises(ValueError, match="outside"):
         IndividualRenyiFilter.from_dict(state)
+
+
+def test_filter_select_keeps_the_chosen_records_in_order():
+    f = IndividualRenyiFilter(order=4.0, bound=1.0)
+    f.add(4)
+    f.step(np.array([0.1, 0.2, 0.3, 0.4]))
+    f.select([3, 1])
+    np.testing.assert_allclose(f.spent, [0.4, 0.2])
+    for bad in ([0, 0], [2], [[0]]):
+        with pytest.raises(ValueError, match="index"):
+            f.select(bad)
+
+
+@settings(max_examples=100, deadline=None)
+@given(clip=st.floats(0.01, 5.0), grid=st.integers(2, 600), seed=st.integers(0, 10**6))
+def test_round_cost_lookup_never_undercharges(clip, grid, seed):
+    """The arithmetic grid lookup equals a binary search for the first grid point >= |g|."""
+    table = RoundCostTable(order=8.0, sigma_leaf=2.0, leaf_noise_split=0.1, sample_rate=0.2,
+                           grad_clip=clip, grid=grid)
+    rng = np.random.default_rng(seed)
+    g = np.concatenate([rng.uniform(0, clip, 500), table.grid, np.nextafter(table.grid, 0),
+                        np.nextafter(table.grid, np.inf), [clip, 2 * clip, 0.0]])
+    capped = np.minimum(g, clip)
+    idx = np.minimum(np.searchsorted(table.grid, capped, side="left"), grid - 1)
+    np.testing.assert_array_equal(table.cost(g), table.table[idx])
+    assert np.all(table.grid[idx] >= capped)

@@ -143,6 +143,12 @@ def test_no_record_ever_exceeds_rho_max(n, round_size, n_trees, subsample, grad_
     assert not used_after_halt
     assert all(s <= rho for s in spent.values())
     assert np.all(model.engine.filter.spent <= rho)
+    # the pool moves records around as it compacts: rows, spends and ids must move together
+    e = model.engine
+    for pos, i in enumerate(e.ids.tolist()):
+        assert e.filter.spent[pos] == pytest.approx(spent.get(i, 0.0), rel=1e-12, abs=1e-15)
+    if len(e):
+        np.testing.assert_array_equal(e.X, model._encoder.encode_many([X[i] for i in e.ids]))
     if not individual_filter:  # worst case for everyone: at most n_trees rounds each
         worst = model.engine.costs.max_cost
         assert all(round(s / worst) <= n_trees for s in spent.values())
