@@ -1,8 +1,15 @@
 """dpstream.connectors — sources and sinks (file replay, Kafka, dead letters, checkpoints).
 
-Connectors feed :mod:`dpstream.stream`; nothing in models or accounting imports them.
+Connectors feed :mod:`dpstream.stream`; they import nothing of ours beyond this package, and
+nothing in models or accounting imports them. Kafka classes live in
+:mod:`dpstream.connectors.kafka` (imported on use).
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from .checkpoint import CheckpointError, CheckpointLocked, CheckpointStore
+from .files import FileSource, JsonlDeadLetterSink, file_format
+from .records import SourceError, SourceRecord
+
+__all__ = ["CheckpointError", "CheckpointLocked", "CheckpointStore", "FileSource",
+           "JsonlDeadLetterSink", "SourceError", "SourceRecord", "file_format"]

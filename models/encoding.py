@@ -274,6 +274,36 @@ class RecordEncoder:
             return None   # dicts: NaN is an error, only None (or absence) is missing
         return values
 
+    # ------------------------------------------------------------ compact rows
+    def compact(self, rows: np.ndarray) -> dict:
+        """Encoded rows in a small lossless form (numeric columns, and one category code per
+        categorical feature, -1 when missing) — for checkpoints; :meth:`expand` inverts it."""
+        rows = np.asarray(rows, dtype=np.float64)
+        numeric = rows[:, [c for c, _, _ in self._numeric.values()]]
+        # a block holds 1 everywhere but a 0 at the code: code = sum(0..k-1) - block @ (0..k-1);
+        # a missing value (NaN block) stays NaN
+        codes = np.full((rows.shape[0], len(self._categorical)), -1, dtype=np.int32)
+        for j, (start, _, k) in enumerate(self._categorical.values()):
+            raw = k * (k - 1) / 2 - rows[:, start:start + k] @ np.arange(k, dtype=np.float64)
+            present = ~np.isnan(raw)
+            codes[present, j] = np.rint(raw[present])
+        return {"numeric": numeric, "codes": codes}
+
+    def expand(self, compact: dict) -> np.ndarray:
+        """Inverse of :meth:`compact`."""
+        numeric, codes = compact["numeric"], compact["codes"]
+        out = np.full((numeric.shape[0], self.n_columns), np.nan)
+        out[:, 0] = 0.0
+        for j, (c, _, _) in enumerate(self._numeric.values()):
+            out[:, c] = numeric[:, j]
+        for j, (start, _, k) in enumerate(self._categorical.values()):
+            present = codes[:, j] >= 0
+            block = out[:, start:start + k]
+            block[present] = 1.0
+            rows = np.flatnonzero(present)
+            block[rows, codes[rows, j]] = 0.0
+        return out
+
     # ------------------------------------------------------------------- target
     @property
     def classes(self) -> list | None:

@@ -9,7 +9,9 @@ The schema file format (DESIGN.md §6)::
                   "workclass": {"type": "categorical", "values": ["Private", "..."]}},
      "target": {"type": "binary", "values": [false, true]}}
 
-A numeric feature without both bounds, a categorical feature without values, or a target without
+A feature may add ``"required": true``: the stream service then rejects a record without it
+(otherwise an absent feature is *missing*, which the models handle). A numeric feature without
+both bounds, a categorical feature without values, or a target without
 its classes (or bounds) is an error, not a warning: a mechanism that had to look at the data to
 find them would leak.
 
@@ -56,6 +58,7 @@ class NumericFeature(_Strict):
     type: Literal["numeric"]
     min: float
     max: float
+    required: bool = False
 
     @model_validator(mode="after")
     def _bounds(self) -> NumericFeature:
@@ -75,6 +78,7 @@ class CategoricalFeature(_Strict):
 
     type: Literal["categorical"]
     values: list[Scalar] = Field(min_length=1)
+    required: bool = False
 
     @field_validator("values")
     @classmethod

@@ -136,8 +136,15 @@ class SGBDTEngine:
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_X"] = self._X[:self._n].copy()   # spare capacity is not state
+        # the pool travels compactly (one code per categorical feature, not its one-hot
+        # columns) and without spare capacity: checkpoints stay small and fast
+        state["_X"] = self.encoder.compact(self._X[:self._n])
         return state
+
+    def __setstate__(self, state: dict) -> None:
+        if isinstance(state["_X"], dict):
+            state["_X"] = state["encoder"].expand(state["_X"])
+        self.__dict__.update(state)
 
     def add(self, X: np.ndarray, y: np.ndarray) -> None:
         """Records enter the pool with a full individual budget."""

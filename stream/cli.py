@@ -1,7 +1,8 @@
 """The ``dpstream`` command line.
 
-Commands that exist today: ``privacy`` (the privacy calculator), ``run`` (the main job) and
-``bench`` (accuracy by cross-validation).
+Commands: ``privacy`` (the privacy calculator), ``run`` (the main job), ``bench`` (accuracy by
+cross-validation), ``serve`` (the Kafka service), ``replay`` (a file, bundled dataset or topic
+to its end) and ``status`` (a checkpoint's counters and privacy report).
 Every command has ``--help``; ``--json`` prints one JSON object per result line.
 """
 
@@ -110,7 +111,82 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a model parameter, e.g. --set n_trees=300 (repeatable)")
     b.add_argument("--json", action="store_true", help="one JSON object per epsilon")
     b.set_defaults(func=_cmd_bench)
+
+    sv = sub.add_parser("serve", help="consume a Kafka topic and train continuously",
+                        description=SERVE_HELP,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sv.add_argument("--bootstrap", metavar="HOST:PORT", help="Kafka broker")
+    sv.add_argument("--topic", help="topic to consume")
+    sv.add_argument("--group", help="consumer group (default dpstream)")
+    sv.add_argument("--schema", dest="schema_path", metavar="SCHEMA.json", help="schema file")
+    sv.add_argument("--model", help="model name (default sgbdt)")
+    sv.add_argument("--epsilon", type=float, help="total privacy budget")
+    sv.add_argument("--checkpoint-dir", metavar="DIR", help="checkpoint directory (one writer)")
+    sv.add_argument("--dead-letter-topic", metavar="T", help="dead letters to this topic")
+    sv.add_argument("--dead-letter-file", metavar="PATH",
+                    help="dead letters to this JSONL file (default DIR/dead-letters.jsonl)")
+    sv.add_argument("--predictions-topic", metavar="T", help="publish predictions here")
+    sv.add_argument("--metrics-port", type=int, metavar="PORT",
+                    help="/metrics and /healthz port (default 9108; 0 = any free port)")
+    sv.add_argument("--metrics-host", metavar="HOST", help="bind address (default 127.0.0.1)")
+    sv.add_argument("--checkpoint-interval", type=float, metavar="S",
+                    help="seconds between checkpoints without a training round (default 5)")
+    sv.add_argument("--session-timeout-ms", type=int, metavar="MS", help="default 6000")
+    sv.add_argument("--seed", type=int, help="seed for tests only (default: OS entropy)")
+    sv.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="model parameter, e.g. --set round_size=1024 (repeatable)")
+    sv.set_defaults(func=_cmd_serve)
+
+    rp = sub.add_parser("replay", help="run the service's runner over a file or topic to its end",
+                        description=REPLAY_HELP,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    rp.add_argument("--source", required=True, metavar="PATH_OR_KAFKA_URL",
+                    help="file (.csv/.jsonl[.gz]), adult, abalone, or kafka://HOST:PORT/TOPIC")
+    rp.add_argument("--schema", metavar="SCHEMA.json", help="schema file (bundled: implied)")
+    rp.add_argument("--model", default="sgbdt", help="model name (default sgbdt)")
+    rp.add_argument("--epsilon", type=float, required=True, help="total privacy budget")
+    rp.add_argument("--label", default="y", help="CSV column holding the label (default y)")
+    rp.add_argument("--checkpoint-dir", metavar="DIR",
+                    help="resume from / save to DIR (default: a temporary directory)")
+    rp.add_argument("--dead-letter-file", metavar="PATH",
+                    help="dead letters (default DIR/dead-letters.jsonl)")
+    rp.add_argument("--seed", type=int, help="seed for tests and benchmarks only")
+    rp.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="model parameter (repeatable)")
+    rp.add_argument("--json", action="store_true", help="print one JSON summary")
+    rp.set_defaults(func=_cmd_replay)
+
+    st = sub.add_parser("status", help="counters and privacy report of a checkpoint",
+                        description="Read a checkpoint directory (no lock: works while "
+                                    "`dpstream serve` runs) and print its counters, source "
+                                    "positions and privacy report.")
+    st.add_argument("--checkpoint-dir", required=True, metavar="DIR")
+    st.add_argument("--json", action="store_true", help="print one JSON object")
+    st.set_defaults(func=_cmd_status)
     return parser
+
+
+SERVE_HELP = """\
+Consume a Kafka topic as a consumer-group member and train the model record by record, with
+exactly-once checkpoints (see docs/service.md). Every flag can also be set as an environment
+variable DPSTREAM_<FLAG> (e.g. DPSTREAM_BOOTSTRAP, DPSTREAM_SCHEMA, DPSTREAM_EPSILON,
+DPSTREAM_CHECKPOINT_DIR); flags win. SIGTERM/SIGINT: finish the record, checkpoint, exit 0.
+
+example:
+  dpstream serve --bootstrap 127.0.0.1:9092 --topic records --group dp --schema schema.json \\
+      --epsilon 1.0 --checkpoint-dir /var/lib/dpstream --dead-letter-topic records-dlq
+"""
+
+REPLAY_HELP = """\
+Replay a file (CSV with a header, or JSONL messages; plain or gzip), a bundled dataset (adult,
+abalone) or a Kafka topic (kafka://HOST:PORT/TOPIC?group=G) through the service's runner until
+its end, and print a summary. With --checkpoint-dir a later replay resumes where this one
+stopped and learns nothing twice.
+
+examples:
+  dpstream replay --source adult --epsilon 1.0 --json
+  dpstream replay --source records.jsonl.gz --schema schema.json --epsilon 0.5 --checkpoint-dir ck
+"""
 
 
 BENCH_HELP = """\
@@ -185,12 +261,107 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     as_json=args.json)
 
 
+def _logging() -> None:
+    import logging
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(logging.ERROR)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import threading
+
+    from pydantic import ValidationError
+
+    from .service import ServeSettings, install_signal_handlers, serve
+
+    _logging()
+    given = {k: v for k, v in vars(args).items()
+             if k not in ("command", "func", "set") and v is not None}
+    if args.set:
+        given["params"] = _parse_sets(args.set)
+    try:
+        settings = ServeSettings(**given)
+    except ValidationError as exc:
+        lines = [f"  {'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}"
+                 for e in exc.errors()]
+        raise ValueError("invalid settings (flag or DPSTREAM_* variable):\n"
+                         + "\n".join(lines)) from None
+    stop = threading.Event()
+    install_signal_handlers(stop)
+    return serve(settings, stop=stop)
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from .service import replay
+
+    _logging()
+    progress = None
+    if not args.json:
+        def progress(done: int, total: int | None) -> None:
+            if done % 5000 == 0:
+                of = f"/{total}" if total else ""
+                print(f"  {done}{of} records", end="\r", file=sys.stderr, flush=True)
+    res = replay(args.source, schema=args.schema, model=args.model, epsilon=args.epsilon,
+                 checkpoint_dir=args.checkpoint_dir, dead_letter_file=args.dead_letter_file,
+                 label=args.label, seed=args.seed, params=_parse_sets(args.set),
+                 progress=progress)
+    if args.json:
+        print(json.dumps(res))
+    else:
+        p = res["privacy"]
+        print(f"replayed {res['source']}: {res['records_this_run']} records in "
+              f"{res['seconds']:.1f} s ({res['rows_per_s']} rows/s)")
+        print(f"  learned {res['records_learned']}, dead letters {res['dead_letters']} "
+              f"(-> {res['dead_letter_file']}), duplicates {res['duplicates']}, unlabeled "
+              f"{res['unlabeled']}, clipped values {res['clipped']}")
+        print(f"  guarantee: ({p['epsilon']:.4g}, {p['delta']:g})-DP per record; "
+              f"{p['trees']} trees")
+        if res["error"]:
+            print(f"  source error: {res['error']}")
+    return 1 if res["error"] else 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    import time
+
+    from ..connectors import CheckpointStore
+
+    state = CheckpointStore.read(args.checkpoint_dir)
+    if state is None:
+        raise ValueError(f"no checkpoint in {args.checkpoint_dir}")
+    counters = state["counters"]
+    out = {"checkpoint_dir": str(args.checkpoint_dir), "model": state["model_name"],
+           "records_seen": counters["seen"], "records_learned": counters["learned"],
+           **{k: v for k, v in counters.items() if k not in ("seen", "learned")},
+           "offsets": state["positions"],
+           "checkpoint_age_s": round(time.time() - state["written"], 3),
+           "privacy": state["model"].privacy_report()}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        p = out["privacy"]
+        print(f"{out['model']} checkpoint in {out['checkpoint_dir']} "
+              f"({out['checkpoint_age_s']:.0f} s old)")
+        print(f"  seen {out['records_seen']}, learned {out['records_learned']}, dead letters "
+              f"{out['dead_letters']}, duplicates {out['duplicates']}, unlabeled "
+              f"{out['unlabeled']}")
+        print(f"  offsets {out['offsets']}")
+        print(f"  guarantee: ({p['epsilon']:.4g}, {p['delta']:g})-DP per record; {p['trees']} "
+              f"trees; {p['records_active']} records hold budget")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from ..connectors import CheckpointError, CheckpointLocked, SourceError
+
     try:
         return int(args.func(args))
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OSError, CheckpointError, CheckpointLocked,
+            SourceError) as exc:
         parser.exit(2, f"dpstream {args.command}: error: {exc}\n")
     return 0  # pragma: no cover
 

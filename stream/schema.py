@@ -1,19 +1,183 @@
-"""The public schema of a stream (DESIGN.md §6), re-exported for the record flow.
+"""The public schema of a stream and the message format (DESIGN.md §6), with the service's
+record validation.
 
-The definitions live in :mod:`dpstream.models.schema` because the models validate records
-against them and data flows one way (connectors -> stream -> models -> accounting); the stream
-layer reads schema files and hands the same objects to the models.
+The schema definitions live in :mod:`dpstream.models.schema` because the models validate
+records against them and data flows one way (connectors -> stream -> models -> accounting); the
+stream layer reads schema files and hands the same objects to the models.
+
+:class:`RecordValidator` turns one raw message (bytes or an already-decoded dict) into a
+:class:`ValidRecord` or raises :class:`RejectedRecord` with a reason. The policy is the
+schema's:
+
+* a numeric value outside ``[min, max]`` is **clipped** to the domain and counted (the public
+  domain is a promise about the data; clipping keeps the record and the guarantee);
+* unparsable JSON, a message without ``x``, an unknown feature, an undeclared category, NaN or
+  infinity, a wrong type, a missing ``required`` feature, or a label outside the declared
+  classes are **rejected** (the service sends them to the dead-letter sink);
+* a numeric label outside the target range is clipped like a feature;
+* ``y`` null or absent is an *unlabeled* record (counted; supervised models skip it).
 
 Examples
 --------
->>> from dpstream.stream.schema import Schema
->>> Schema.model_validate({"features": {"x": {"type": "numeric", "min": 0, "max": 1}},
-...                        "target": {"type": "numeric", "min": 0, "max": 1}}).feature_names
-['x']
+>>> from dpstream.stream.schema import RecordValidator, RejectedRecord, Schema
+>>> v = RecordValidator({"features": {"age": {"type": "numeric", "min": 17, "max": 90},
+...                                   "sex": {"type": "categorical", "values": ["F", "M"]}},
+...                      "target": {"type": "binary", "values": [False, True]}})
+>>> r = v.validate(b'{"id": 7, "x": {"age": 95, "sex": "M"}, "y": true}')
+>>> r.id, r.x, r.y, r.clipped
+(7, {'age': 90.0, 'sex': 'M'}, True, 1)
+>>> v.validate(b'{"id": 8, "x": {"age": 40, "sex": "X"}, "y": false}')
+Traceback (most recent call last):
+...
+dpstream.stream.schema.RejectedRecord: x.sex: 'X' is not one of the declared categories
+>>> v.validate(b'{"id": 9, "x": {"age": 4')
+Traceback (most recent call last):
+...
+dpstream.stream.schema.RejectedRecord: unparsable JSON: Expecting ',' delimiter at char 24
 """
 
 from __future__ import annotations
 
+import json
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from ..models.schema import CategoricalFeature, NumericFeature, Schema, Target, coerce_schema
 
-__all__ = ["NumericFeature", "CategoricalFeature", "Target", "Schema", "coerce_schema"]
+__all__ = ["NumericFeature", "CategoricalFeature", "Target", "Schema", "coerce_schema",
+           "Message", "ValidRecord", "RejectedRecord", "RecordValidator"]
+
+
+class Message(BaseModel):
+    """One stream message: ``{"id": str|int, "x": {feature: value}, "y": label|null,
+    "public": bool}`` (``y`` absent = unlabeled, ``public`` absent = a private record)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    id: str | int
+    x: dict[str, Any]
+    y: Any = None
+    public: bool = False
+
+
+class RejectedRecord(ValueError):
+    """A message that breaks the schema or the message format; ``reason`` says how."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ValidRecord:
+    """A validated record: values inside the public domain, ``clipped`` values counted."""
+
+    id: str | int
+    x: dict[str, Any]
+    y: Any
+    public: bool
+    clipped: int
+
+    @property
+    def labeled(self) -> bool:
+        return self.y is not None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class RecordValidator:
+    """Validate raw messages against a schema (see the module docstring for the policy)."""
+
+    def __init__(self, schema: Schema | Mapping | str):
+        self.schema = coerce_schema(dict(schema) if isinstance(schema, Mapping) else schema)
+        self._required = [n for n, f in self.schema.features.items() if f.required]
+
+    def validate(self, raw: bytes | str | Mapping) -> ValidRecord:
+        """One message -> :class:`ValidRecord`, or :class:`RejectedRecord` with the reason."""
+        if isinstance(raw, (bytes, bytearray, memoryview)):
+            try:
+                raw = bytes(raw).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise RejectedRecord(f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw, parse_constant=_reject_constant)
+            except json.JSONDecodeError as exc:
+                raise RejectedRecord(f"unparsable JSON: {exc.msg} at char {exc.pos}") from None
+            except ValueError as exc:
+                raise RejectedRecord(f"unparsable JSON: {exc}") from None
+        if not isinstance(raw, Mapping):
+            raise RejectedRecord(f"a message is a JSON object, got {type(raw).__name__}")
+        try:
+            msg = Message.model_validate(dict(raw))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "message"
+            raise RejectedRecord(f"{where}: {err['msg']}") from None
+        x, clipped = self._features(msg.x)
+        y, label_clipped = self._label(msg.y)
+        return ValidRecord(id=msg.id, x=x, y=y, public=msg.public,
+                           clipped=clipped + label_clipped)
+
+    def _features(self, x: dict) -> tuple[dict, int]:
+        out: dict[str, Any] = {}
+        clipped = 0
+        features = self.schema.features
+        for name, value in x.items():
+            spec = features.get(name)
+            if spec is None:
+                raise RejectedRecord(f"x.{name}: unknown feature (not declared in the schema)")
+            if value is None:
+                continue
+            if isinstance(spec, NumericFeature):
+                v = _number(f"x.{name}", value)
+                if v < spec.min or v > spec.max:
+                    v = min(max(v, spec.min), spec.max)
+                    clipped += 1
+                out[name] = v
+            else:
+                out[name] = _category(f"x.{name}", value, spec.values)
+        for name in self._required:
+            if name not in out:
+                raise RejectedRecord(f"x.{name}: required feature is missing")
+        return out, clipped
+
+    def _label(self, y: Any) -> tuple[Any, int]:
+        target = self.schema.target
+        if y is None:
+            return None, 0
+        if target.values is not None:
+            return _category("y", y, target.values, what="classes"), 0
+        v = _number("y", y)
+        if v < target.min or v > target.max:
+            return min(max(v, target.min), target.max), 1
+        return v, 0
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _number(where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise RejectedRecord(f"{where}: expected a number, got {type(value).__name__} "
+                             f"{_short(value)}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise RejectedRecord(f"{where}: {v} is not a finite number")
+    return v
+
+
+def _category(where: str, value: Any, values: list, what: str = "categories") -> Any:
+    for declared in values:
+        if value == declared and isinstance(value, bool) == isinstance(declared, bool):
+            return declared
+    raise RejectedRecord(f"{where}: {_short(value)} is not one of the declared {what}")

@@ -1,0 +1,240 @@
+"""Kafka source and sinks on kafka-python (consumer groups, manual commits).
+
+:class:`KafkaSource` subscribes a consumer group to one topic with ``enable_auto_commit=False``
+and a rebalance listener wired to the runner:
+
+* **before partitions are revoked (or lost)** the listener calls ``on_revoke`` — the runner
+  writes a checkpoint, so what was processed on them is saved before anyone else may read them;
+* **on assignment** it seeks each partition to ``position_of(partition)`` — the next offset in
+  the runner's checkpoint — or to the beginning of a partition the checkpoint has never seen.
+
+kafka-python 3.x runs the listener on its IO thread, so the runner guards its state with a lock
+and never calls a blocking consumer method while holding it. Offsets are committed with
+``commit_async`` and only ever the checkpointed ones: Kafka's committed offsets serve
+monitoring; the checkpoint is the source of truth.
+
+A broker that is down at start is retried with exponential backoff (a log line per attempt);
+one that goes away later is retried by the client itself while ``poll`` returns nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .records import SourceRecord
+
+__all__ = ["KafkaSource", "KafkaSink", "KafkaDeadLetterSink", "connect_with_backoff",
+           "partition_key"]
+
+log = logging.getLogger("dpstream.kafka")
+
+#: tansu holds a join for about half the session timeout; these keep rebalances short
+DEFAULT_CONSUMER = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000,
+                    "max_poll_interval_ms": 300000, "auto_offset_reset": "earliest",
+                    "bootstrap_timeout_ms": 5000, "max_poll_records": 2000}
+
+
+def partition_key(topic: str, partition: int) -> str:
+    return f"{topic}:{partition}"
+
+
+def connect_with_backoff(factory: Callable[[], Any], *, what: str, stop: threading.Event,
+                         first_delay: float = 0.5, max_delay: float = 15.0) -> Any:
+    """Call ``factory`` until it stops raising Kafka connection errors (or ``stop`` is set,
+    then return ``None``), sleeping ``first_delay * 2**k`` (capped) between attempts."""
+    from kafka.errors import KafkaError
+
+    delay = first_delay
+    attempt = 1
+    while not stop.is_set():
+        try:
+            return factory()
+        except KafkaError as exc:
+            log.warning("%s unreachable (attempt %d: %s); retrying in %.1f s",
+                        what, attempt, exc, delay)
+            if stop.wait(delay):
+                break
+            delay = min(2 * delay, max_delay)
+            attempt += 1
+    return None
+
+
+class KafkaSource:
+    """A consumer-group member reading one topic (see the module docstring).
+
+    Parameters
+    ----------
+    bootstrap
+        ``HOST:PORT`` of a broker.
+    topic, group
+        The topic and the consumer group.
+    position_of
+        ``partition key -> next offset`` from the checkpoint (``None``: start at the beginning).
+    on_revoke
+        Called (on kafka-python's IO thread) before partitions are revoked or lost.
+    consumer_config
+        Extra ``KafkaConsumer`` settings (override :data:`DEFAULT_CONSUMER`).
+    """
+
+    def __init__(self, bootstrap: str, topic: str, group: str, *,
+                 position_of: Callable[[str], int | None], on_revoke: Callable[[], None],
+                 consumer_config: dict | None = None):
+        self.bootstrap, self.topic, self.group = bootstrap, topic, group
+        self.position_of = position_of
+        self.on_revoke = on_revoke
+        self.config = {**DEFAULT_CONSUMER, **(consumer_config or {})}
+        self.consumer: Any = None
+        self.assigned: set[str] = set()
+        self.rebalances = 0
+
+    def connect(self, stop: threading.Event) -> bool:
+        """Create the consumer and subscribe (retrying while the broker is away)."""
+        from kafka import KafkaConsumer
+
+        self.consumer = connect_with_backoff(
+            lambda: KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group,
+                                  enable_auto_commit=False, **self.config),
+            what=f"Kafka broker {self.bootstrap}", stop=stop)
+        if self.consumer is None:
+            return False
+        self.consumer.subscribe([self.topic], listener=self._listener())
+        log.info("subscribed to %s as group %s at %s", self.topic, self.group, self.bootstrap)
+        return True
+
+    def _listener(self) -> Any:
+        from kafka import ConsumerRebalanceListener
+
+        source = self
+
+        class _Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked):
+                if revoked:
+                    source.on_revoke()
+                    source.assigned -= {partition_key(tp.topic, tp.partition) for tp in revoked}
+                    log.info("partitions revoked: %s (checkpoint written)", sorted(
+                        partition_key(tp.topic, tp.partition) for tp in revoked))
+
+            def on_partitions_assigned(self, assigned):
+                source.rebalances += 1
+                for tp in assigned:
+                    key = partition_key(tp.topic, tp.partition)
+                    pos = source.position_of(key)
+                    if pos is None:
+                        source.consumer.seek_to_beginning(tp)
+                    else:
+                        source.consumer.seek(tp, pos)
+                    source.assigned.add(key)
+                log.info("partitions assigned: %s", sorted(source.assigned))
+
+        return _Listener()
+
+    def poll(self, timeout_ms: int = 200) -> list[SourceRecord]:
+        batches = self.consumer.poll(timeout_ms=timeout_ms)
+        out = []
+        for tp, messages in batches.items():
+            key = partition_key(tp.topic, tp.partition)
+            for m in messages:
+                value = m.value if m.value is not None else b""
+                out.append(SourceRecord(value=value, partition=key, offset=m.offset, raw=value,
+                                        meta={"topic": tp.topic, "kafka_partition": tp.partition}))
+        return out
+
+    def commit(self, positions: dict[str, int]) -> None:
+        """Commit checkpointed next offsets of the partitions this member holds (async)."""
+        from kafka import OffsetAndMetadata, TopicPartition
+
+        offsets = {}
+        for key, off in positions.items():
+            topic, _, part = key.rpartition(":")
+            if topic == self.topic and key in self.assigned:
+                offsets[TopicPartition(topic, int(part))] = OffsetAndMetadata(off, "", -1)
+        if offsets:
+            try:
+                self.consumer.commit_async(offsets, callback=_log_commit)
+            except Exception as exc:   # monitoring only: the checkpoint already holds them
+                log.warning("offset commit failed: %s", exc)
+
+    def lag(self, positions: dict[str, int]) -> int | None:
+        """Messages behind the high watermark, from cached fetch metadata (no network call)."""
+        from kafka import TopicPartition
+
+        total, known = 0, False
+        for key in list(self.assigned):
+            topic, _, part = key.rpartition(":")
+            high = self.consumer.highwater(TopicPartition(topic, int(part)))
+            if high is not None:
+                known = True
+                total += max(0, high - positions.get(key, 0))
+        return total if known else None
+
+    def end_offsets(self) -> dict[str, int]:
+        """Current end offsets of every partition of the topic (a network call)."""
+        from kafka import TopicPartition
+
+        parts = self.consumer.partitions_for_topic(self.topic) or set()
+        tps = [TopicPartition(self.topic, p) for p in parts]
+        ends = self.consumer.end_offsets(tps)
+        return {partition_key(tp.topic, tp.partition): off for tp, off in ends.items()}
+
+    def close(self) -> None:
+        if self.consumer is not None:
+            try:
+                self.consumer.close(autocommit=False)
+            except Exception as exc:  # closing a consumer whose broker is gone
+                log.warning("consumer close: %s", exc)
+            self.consumer = None
+
+
+def _log_commit(offsets, response) -> None:
+    if isinstance(response, Exception):
+        log.warning("offset commit failed: %s", response)
+
+
+class KafkaSink:
+    """Messages to one topic (predictions: ``{"id", "prediction", "offset"}`` JSON values)."""
+
+    def __init__(self, bootstrap: str, topic: str, *, stop: threading.Event,
+                 producer_config: dict | None = None):
+        from kafka import KafkaProducer
+
+        self.topic = topic
+        config = {"bootstrap_timeout_ms": 5000, "max_block_ms": 60000, "acks": "all",
+                  "linger_ms": 5, **(producer_config or {})}
+        self.producer = connect_with_backoff(
+            lambda: KafkaProducer(bootstrap_servers=bootstrap, **config),
+            what=f"Kafka broker {bootstrap} (producer for {topic})", stop=stop)
+        self.sent = 0
+
+    def send_json(self, value: dict, key: bytes | None = None) -> None:
+        self.producer.send(self.topic, json.dumps(value).encode("utf-8"), key=key)
+        self.sent += 1
+
+    def flush(self, timeout: float | None = None) -> None:
+        if self.producer is not None:
+            self.producer.flush(timeout=timeout)
+
+    def close(self) -> None:
+        if self.producer is not None:
+            self.producer.flush()
+            self.producer.close()
+            self.producer = None
+
+
+class KafkaDeadLetterSink(KafkaSink):
+    """Dead letters to a topic: the value is the original bytes, untouched; headers carry
+    ``dpstream-reason`` and ``dpstream-position`` (JSON). Flushed before every checkpoint
+    (at-least-once, like the file sink)."""
+
+    def send(self, raw: bytes, reason: str, position: dict) -> None:
+        headers = [("dpstream-reason", reason.encode("utf-8")),
+                   ("dpstream-position", json.dumps(position).encode("utf-8"))]
+        self.producer.send(self.topic, raw, headers=headers)
+        self.sent += 1
+
+    def flush(self, timeout: float | None = None) -> None:
+        if self.producer is not None:
+            self.producer.flush(timeout=timeout)

@@ -1,0 +1,328 @@
+"""The runner: source -> validate -> predict (optional sink) -> learn -> checkpoint -> commit.
+
+One :class:`Runner` owns a model and everything needed to resume it exactly:
+
+* ``positions`` — per source partition, the next offset to process;
+* ``counters`` — records seen / learned / dead-lettered / duplicates / unlabeled / clipped;
+* a bounded memory of recent record ids (a redelivered id is counted as a duplicate and not
+  learned);
+* the model itself (with its accountant and RNG state).
+
+Its state changes one record at a time under ``lock``; :meth:`checkpoint` writes all of it in one
+atomic file (:class:`~dpstream.connectors.checkpoint.CheckpointStore`). When predictions are
+published the runner checkpoints right after every training round — before any prediction uses
+the new trees, so nothing derived from unsaved training ever leaves the process — and in any
+case every ``checkpoint_interval`` seconds. (Without a predictions sink nothing derived from the
+trees is published between checkpoints, so a round lost in a crash is simply trained again,
+from the same records, after the restart.) A restart loads the checkpoint and resumes each
+partition at its saved position, so a record is in the model **iff** its offset lies below the
+saved position: nothing is learned twice and nothing acknowledged is lost. Dead letters and
+predictions are flushed before the checkpoint that moves past them (at-least-once to their
+sinks).
+
+Examples
+--------
+>>> import tempfile
+>>> from dpstream.connectors import CheckpointStore, SourceRecord
+>>> from dpstream.stream import ADULT_SCHEMA
+>>> store = CheckpointStore(tempfile.mkdtemp())
+>>> runner = Runner.create("sgbdt", ADULT_SCHEMA, store=store, epsilon=1.0, seed=0)
+>>> runner.process(SourceRecord(b'{"id": 1, "x": {"age": 39}, "y": false}', "t:0", 0))
+>>> runner.process(SourceRecord(b'{"id": 2, "x": {"age": "old"}}', "t:0", 1))
+>>> runner.process(SourceRecord(b'{"id": 1, "x": {"age": 39}, "y": false}', "t:0", 2))
+>>> runner.counters["learned"], runner.counters["dead_letters"], runner.counters["duplicates"]
+(1, 1, 1)
+>>> runner.checkpoint(); store.close()
+>>> resumed = Runner.resume(CheckpointStore(store.directory))
+>>> resumed.positions, resumed.counters["seen"]
+({'t:0': 3}, 3)
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from ..connectors import CheckpointStore, SourceRecord
+from ..models import SGBDTClassifier, SGBDTRegressor
+from .schema import RecordValidator, RejectedRecord, Schema, coerce_schema
+
+__all__ = ["Runner", "build_model", "SERVICE_MODELS", "COUNTERS", "csv_message"]
+
+log = logging.getLogger("dpstream.runner")
+
+#: models the service can run, by name -> (target type -> class)
+SERVICE_MODELS: dict[str, dict[str, type]] = {
+    "sgbdt": {"numeric": SGBDTRegressor, "binary": SGBDTClassifier},
+}
+
+COUNTERS = ("seen", "learned", "dead_letters", "duplicates", "unlabeled", "clipped",
+            "predictions", "checkpoints")
+
+
+def build_model(name: str, schema: Schema | dict | str, *, epsilon: float,
+                seed: int | None = None, params: dict | None = None) -> Any:
+    """The model called ``name`` for the schema's target type, with ``params`` overrides."""
+    schema = coerce_schema(schema)
+    if name not in SERVICE_MODELS:
+        raise ValueError(f"unknown model {name!r}; the service runs {sorted(SERVICE_MODELS)}")
+    by_target = SERVICE_MODELS[name]
+    kind = schema.target.type
+    if kind not in by_target:
+        raise ValueError(f"model {name!r} does not take a {kind!r} target "
+                         f"(it takes {sorted(by_target)})")
+    return by_target[kind](schema=schema, epsilon=epsilon, seed=seed, **(params or {}))
+
+
+def csv_message(row: dict[str, str], schema: Schema, *, label: str | None,
+                id_value: Any) -> dict:
+    """A CSV row (column -> text) as a message: numbers parsed for numeric features and a
+    numeric target, empty cells missing, the ``label`` column as ``y``. Text that is not a
+    number stays text, so the validator rejects it with the column's name."""
+    x: dict[str, Any] = {}
+    for col, text in row.items():
+        if col == label:
+            continue
+        x[col] = _cell(text, schema.features[col].type == "numeric"
+                       if col in schema.features else False)
+    y = None
+    if label is not None and label in row:
+        target = schema.target
+        cell = row[label]
+        if target.values is not None:
+            y = _class_cell(cell, target.values)
+        else:
+            y = _cell(cell, True)
+    return {"id": id_value, "x": x, "y": y}
+
+
+def _cell(text: str, numeric: bool) -> Any:
+    text = text.strip()
+    if text == "":
+        return None
+    if numeric:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+    return text
+
+
+def _class_cell(text: str, values: list) -> Any:
+    text = text.strip()
+    if text == "":
+        return None
+    for v in values:   # the class whose text form matches (True <- "True"/"true"/"1")
+        if str(v) == text or (isinstance(v, bool) and text.lower() in (
+                ("true", "1") if v else ("false", "0"))):
+            return v
+    try:
+        return float(text) if "." in text else int(text)
+    except ValueError:
+        return text
+
+
+class Runner:
+    """Feeds records into a model with exactly-once checkpoints (see the module docstring).
+
+    Parameters
+    ----------
+    model
+        A dpstream model (``learn_one`` / ``predict_one`` / ``privacy_report``).
+    store
+        The checkpoint store (holds the directory lock).
+    dead_letters
+        Sink with ``send(raw, reason, position)`` and ``flush()``; ``None`` counts only.
+    predictions
+        Sink with ``send_json(dict)`` and ``flush()``; ``None``: no predictions are published.
+    id_memory
+        How many recent record ids are remembered to reject redelivered duplicates.
+    checkpoint_interval
+        Seconds between checkpoints when no training round forces one.
+    csv_label
+        For CSV sources: the column holding the label.
+    checkpoint_every_round
+        Checkpoint right after each training round. Default: when ``predictions`` is set.
+    """
+
+    def __init__(self, model: Any, *, store: CheckpointStore, model_name: str = "sgbdt",
+                 dead_letters: Any = None, predictions: Any = None, id_memory: int = 100_000,
+                 checkpoint_interval: float = 5.0, csv_label: str | None = "y",
+                 checkpoint_every_round: bool | None = None):
+        self.model = model
+        self.model_name = model_name
+        self.schema: Schema = model._encoder.schema
+        self.validator = RecordValidator(self.schema)
+        self.store = store
+        self.dead_letters = dead_letters
+        self.predictions = predictions
+        self.id_memory = int(id_memory)
+        self.checkpoint_interval = float(checkpoint_interval)
+        self.csv_label = csv_label
+        self.checkpoint_every_round = (predictions is not None if checkpoint_every_round is None
+                                       else bool(checkpoint_every_round))
+        self.positions: dict[str, int] = {}
+        self.saved_positions: dict[str, int] = {}
+        self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        self.ids: OrderedDict = OrderedDict()
+        self.lock = threading.RLock()
+        self.last_checkpoint = time.monotonic()
+        self.last_checkpoint_wall: float | None = None
+        self.on_checkpoint: Callable[[dict], None] | None = None
+
+    # ------------------------------------------------------------ life cycle
+    @classmethod
+    def create(cls, model_name: str, schema: Any, *, store: CheckpointStore, epsilon: float,
+               seed: int | None = None, params: dict | None = None, **kwargs: Any) -> Runner:
+        """A runner that resumes ``store``'s checkpoint if there is one, else starts fresh.
+
+        A checkpoint made for another model, schema or epsilon is an error (resuming it
+        under different settings would silently change the guarantee).
+        """
+        state = store.load()
+        if state is None:
+            model = build_model(model_name, schema, epsilon=epsilon, seed=seed, params=params)
+            return cls(model, store=store, model_name=model_name, **kwargs)
+        runner = cls._from_state(state, store, **kwargs)
+        schema = coerce_schema(schema)
+        problems = []
+        if runner.model_name != model_name:
+            problems.append(f"model {runner.model_name!r} (asked: {model_name!r})")
+        if runner.model.epsilon != epsilon:
+            problems.append(f"epsilon {runner.model.epsilon} (asked: {epsilon})")
+        if runner.schema != schema:
+            problems.append("a different schema")
+        if problems:
+            raise ValueError(f"the checkpoint in {store.directory} was made with "
+                             f"{', '.join(problems)}; use another --checkpoint-dir or the same "
+                             f"settings")
+        return runner
+
+    @classmethod
+    def resume(cls, store: CheckpointStore, **kwargs: Any) -> Runner:
+        """The runner saved in ``store`` (an error if there is no checkpoint)."""
+        state = store.load()
+        if state is None:
+            raise FileNotFoundError(f"no checkpoint in {store.directory}")
+        return cls._from_state(state, store, **kwargs)
+
+    @classmethod
+    def _from_state(cls, state: dict, store: CheckpointStore, **kwargs: Any) -> Runner:
+        runner = cls(state["model"], store=store, model_name=state["model_name"], **kwargs)
+        runner.positions = dict(state["positions"])
+        runner.saved_positions = dict(state["positions"])
+        runner.counters.update(state["counters"])
+        runner.ids = OrderedDict.fromkeys(state["ids"])
+        runner.last_checkpoint_wall = state.get("written")
+        log.info("resumed from %s: %d records seen, %d learned, positions %s",
+                 store.directory, runner.counters["seen"], runner.counters["learned"],
+                 runner.positions)
+        return runner
+
+    # ------------------------------------------------------------ records
+    def position_of(self, partition: str) -> int | None:
+        with self.lock:
+            return self.saved_positions.get(partition)
+
+    def process(self, rec: SourceRecord) -> None:
+        """One record: validate, deduplicate, predict, learn; checkpoint after a round."""
+        with self.lock:
+            if rec.offset < self.positions.get(rec.partition, 0):
+                return   # already processed (a re-fetch after a seek): never twice
+            self.counters["seen"] += 1
+            try:
+                record = self._validate(rec)
+            except RejectedRecord as exc:
+                self.counters["dead_letters"] += 1
+                if self.dead_letters is not None:
+                    self.dead_letters.send(rec.raw, exc.reason, rec.position)
+                self.positions[rec.partition] = rec.offset + 1
+                return
+            key = (type(record.id).__name__, record.id)
+            if key in self.ids:
+                self.counters["duplicates"] += 1
+                self.positions[rec.partition] = rec.offset + 1
+                return
+            self.counters["clipped"] += record.clipped
+            model = self.model
+            if self.predictions is not None:
+                pred = model.predict_one(record.x)
+                self.predictions.send_json({"id": record.id, "prediction": _jsonable(pred),
+                                            "partition": rec.partition, "offset": rec.offset})
+                self.counters["predictions"] += 1
+            self._remember(key)
+            self.positions[rec.partition] = rec.offset + 1
+            if not record.labeled:
+                self.counters["unlabeled"] += 1   # S-GBDT is supervised: nothing to learn
+                return
+            if not self.checkpoint_every_round:
+                model.learn_one(record.x, record.y)
+                self.counters["learned"] += 1
+                return
+            rounds = model.engine.rounds if model._engine is not None else 0
+            model.learn_one(record.x, record.y)
+            self.counters["learned"] += 1
+            if model._engine is not None and model.engine.rounds != rounds:
+                self.checkpoint()   # before any prediction can use the new tree
+
+    def _validate(self, rec: SourceRecord):
+        value = rec.value
+        if value is None:
+            raise RejectedRecord(rec.meta.get("error", "empty record"))
+        if isinstance(value, dict) and "x" not in value:   # a CSV row
+            value = csv_message(value, self.schema, label=self.csv_label,
+                                id_value=f"{rec.partition}@{rec.offset}")
+        return self.validator.validate(value)
+
+    def _remember(self, key: tuple) -> None:
+        self.ids[key] = None
+        if len(self.ids) > self.id_memory:
+            self.ids.popitem(last=False)
+
+    # ------------------------------------------------------------ checkpoints
+    def state(self) -> dict:
+        return {"model_name": self.model_name, "model": self.model,
+                "positions": dict(self.positions), "counters": dict(self.counters),
+                "ids": list(self.ids)}
+
+    def checkpoint(self) -> None:
+        """Flush the sinks, then save everything atomically."""
+        with self.lock:
+            for sink in (self.dead_letters, self.predictions):
+                if sink is not None:
+                    sink.flush()
+            self.counters["checkpoints"] += 1
+            state = self.state()
+            self.store.save(state)
+            self.saved_positions = dict(self.positions)
+            self.last_checkpoint = time.monotonic()
+            self.last_checkpoint_wall = time.time()
+            if self.on_checkpoint is not None:
+                self.on_checkpoint(self.saved_positions)
+
+    def maybe_checkpoint(self) -> bool:
+        """Checkpoint if ``checkpoint_interval`` passed and something changed."""
+        with self.lock:
+            due = time.monotonic() - self.last_checkpoint >= self.checkpoint_interval
+            if due and self.positions != self.saved_positions:
+                self.checkpoint()
+                return True
+            return False
+
+    def summary(self) -> dict:
+        """Counters, positions and the model's privacy report."""
+        with self.lock:
+            return {"model": self.model_name, **{f"records_{k}" if k in (
+                "seen", "learned") else k: v for k, v in self.counters.items()},
+                "positions": dict(self.positions),
+                "privacy": self.model.privacy_report()}
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    return value

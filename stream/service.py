@@ -1,0 +1,262 @@
+"""``dpstream serve`` and ``dpstream replay``: the runner around a Kafka topic or a file.
+
+Configuration comes from command-line flags or ``DPSTREAM_*`` environment variables
+(:class:`ServeSettings`, pydantic-settings; flags win). SIGTERM / SIGINT stop the service
+gracefully: the current record is finished, a checkpoint written, checkpointed offsets
+committed, exit status 0. See ``docs/service.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from pydantic import AliasChoices, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ..connectors import CheckpointStore, FileSource, JsonlDeadLetterSink, SourceRecord
+from .runner import Runner
+from .schema import Schema
+
+__all__ = ["ServeSettings", "serve", "replay", "install_signal_handlers"]
+
+log = logging.getLogger("dpstream.service")
+
+
+class ServeSettings(BaseSettings):
+    """Settings of ``dpstream serve`` (each also ``DPSTREAM_<NAME>`` in the environment)."""
+
+    model_config = SettingsConfigDict(env_prefix="DPSTREAM_", extra="forbid",
+                                      populate_by_name=True)
+
+    bootstrap: str = Field(description="HOST:PORT of a Kafka broker")
+    topic: str = Field(description="topic to consume")
+    group: str = Field("dpstream", description="consumer group")
+    schema_path: str = Field(validation_alias=AliasChoices("schema_path", "DPSTREAM_SCHEMA"),
+                             description="schema JSON file")
+    model: str = "sgbdt"
+    epsilon: float = Field(gt=0)
+    checkpoint_dir: str
+    dead_letter_topic: str | None = None
+    dead_letter_file: str | None = Field(
+        None, description="JSONL dead letters (default: DIR/dead-letters.jsonl when no topic)")
+    predictions_topic: str | None = None
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = Field(9108, description="0: any free port; unset: no server")
+    seed: int | None = None
+    params: dict[str, Any] = Field(default_factory=dict, description="model parameters")
+    checkpoint_interval: float = Field(5.0, gt=0)
+    session_timeout_ms: int = Field(6000, gt=0)
+    heartbeat_interval_ms: int = Field(1000, gt=0)
+
+    @model_validator(mode="after")
+    def _one_dead_letter_sink(self) -> ServeSettings:
+        if self.dead_letter_topic and self.dead_letter_file:
+            raise ValueError("give --dead-letter-topic or --dead-letter-file, not both")
+        return self
+
+
+def install_signal_handlers(stop: threading.Event) -> None:
+    """SIGTERM and SIGINT set ``stop`` (the loop finishes its record and shuts down)."""
+    def handler(signum, frame):
+        log.info("received %s: finishing the current record, then checkpoint and exit",
+                 signal.Signals(signum).name)
+        stop.set()
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> int:
+    """Consume ``settings.topic`` until stopped; returns the exit status."""
+    from ..connectors.kafka import KafkaDeadLetterSink, KafkaSink, KafkaSource
+    from .metrics import MetricsServer, ServiceCollector
+
+    stop = stop or threading.Event()
+    schema = Schema.load(settings.schema_path)
+    store = CheckpointStore(settings.checkpoint_dir)
+    sinks: list[Any] = []
+    metrics = source = None
+    try:
+        if settings.dead_letter_topic:
+            dead = KafkaDeadLetterSink(settings.bootstrap, settings.dead_letter_topic, stop=stop)
+        else:
+            dead = JsonlDeadLetterSink(settings.dead_letter_file
+                                       or Path(settings.checkpoint_dir) / "dead-letters.jsonl")
+        sinks.append(dead)
+        preds = None
+        if settings.predictions_topic:
+            preds = KafkaSink(settings.bootstrap, settings.predictions_topic, stop=stop)
+            sinks.append(preds)
+        if stop.is_set():
+            return 0
+        runner = Runner.create(settings.model, schema, store=store, epsilon=settings.epsilon,
+                               seed=settings.seed, params=settings.params, dead_letters=dead,
+                               predictions=preds,
+                               checkpoint_interval=settings.checkpoint_interval)
+        source = KafkaSource(settings.bootstrap, settings.topic, settings.group,
+                             position_of=runner.position_of, on_revoke=runner.checkpoint,
+                             consumer_config={
+                                 "session_timeout_ms": settings.session_timeout_ms,
+                                 "heartbeat_interval_ms": settings.heartbeat_interval_ms})
+        if settings.metrics_port is not None:
+            metrics = MetricsServer(
+                ServiceCollector(runner, lag=lambda: source.lag(runner.positions)
+                                 if source.consumer is not None else None),
+                host=settings.metrics_host, port=settings.metrics_port)
+            log.info("metrics on http://%s:%d/metrics (health: /healthz)",
+                     settings.metrics_host, metrics.port)
+        if not source.connect(stop):
+            log.info("stopped before the broker was reachable")
+        committed: dict[str, int] = {}
+        while not stop.is_set():
+            records = source.poll(timeout_ms=200)
+            for rec in records:
+                if stop.is_set():
+                    break
+                runner.process(rec)
+            runner.maybe_checkpoint()
+            if metrics is not None:
+                metrics.beat()
+            saved = runner.saved_positions
+            if saved != committed:
+                source.commit(saved)
+                committed = dict(saved)
+        runner.checkpoint()
+        if source.consumer is not None:
+            source.commit(runner.saved_positions)
+        s = runner.summary()
+        log.info("stopped: %d seen, %d learned, %d dead letters, %d duplicates; checkpoint in %s",
+                 s["records_seen"], s["records_learned"], s["dead_letters"], s["duplicates"],
+                 settings.checkpoint_dir)
+        return 0
+    finally:
+        if source is not None:
+            source.close()
+        for sink in sinks:
+            try:
+                sink.close()
+            except Exception as exc:  # a sink whose broker is gone: the checkpoint is written
+                log.warning("closing a sink: %s", exc)
+        if metrics is not None:
+            metrics.close()
+        store.close()
+
+
+# ---------------------------------------------------------------------------- replay
+BUNDLED = ("adult", "abalone")
+
+
+def _bundled_records(name: str):
+    from .datasets import load_abalone, load_adult
+
+    X, y, schema = load_adult("all") if name == "adult" else load_abalone()
+    partition = f"bundled:{name}"
+
+    def records(start: int):
+        for i in range(start, len(X)):
+            yield SourceRecord(value={"id": i, "x": X[i], "y": y[i]}, partition=partition,
+                               offset=i)
+    return schema, records, len(X)
+
+
+def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: float,
+           checkpoint_dir: str | None = None, dead_letter_file: str | None = None,
+           label: str | None = "y", seed: int | None = None, params: dict | None = None,
+           progress: Any = None, stop: threading.Event | None = None) -> dict:
+    """Run the runner over a file (CSV / JSONL, optionally gzip), a bundled dataset
+    (``adult``, ``abalone``) or a Kafka topic (``kafka://HOST:PORT/TOPIC?group=G``) until its
+    end; returns the summary. With ``checkpoint_dir`` a second replay resumes where the first
+    stopped (nothing is learned twice); without one, a temporary directory is used."""
+    stop = stop or threading.Event()
+    tmp = None
+    if checkpoint_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="dpstream-replay-")
+        checkpoint_dir = tmp.name
+    bundled = source in BUNDLED
+    if bundled:
+        bundled_schema, records, total = _bundled_records(source)
+        schema = schema if schema is not None else bundled_schema
+    elif schema is None:
+        raise ValueError("--schema is required unless the source is a bundled dataset "
+                         f"({', '.join(BUNDLED)})")
+    else:
+        schema = Schema.load(schema) if isinstance(schema, (str, Path)) else schema
+    store = CheckpointStore(checkpoint_dir)
+    dead = JsonlDeadLetterSink(dead_letter_file or Path(checkpoint_dir) / "dead-letters.jsonl")
+    error = None
+    try:
+        runner = Runner.create(model, schema, store=store, epsilon=epsilon, seed=seed,
+                               params=params, dead_letters=dead, csv_label=label)
+        seen_before = runner.counters["seen"]
+        t0 = time.perf_counter()
+        try:
+            if source.startswith("kafka://"):
+                _replay_kafka(source, runner, stop, progress)
+            else:
+                if bundled:
+                    partition = f"bundled:{source}"
+                    it = records(runner.positions.get(partition, 0))
+                else:
+                    fs = FileSource(source)
+                    total = None
+                    it = iter(FileSource(source, start=runner.positions.get(fs.partition, 0)))
+                for rec in it:
+                    if stop.is_set():
+                        break
+                    runner.process(rec)
+                    if progress is not None:
+                        progress(runner.counters["seen"], total)
+        except Exception as exc:   # a source that breaks: keep what was read, then report
+            from ..connectors import SourceError
+            if not isinstance(exc, SourceError):
+                raise
+            error = str(exc)
+            log.error("%s", error)
+        runner.checkpoint()
+        seconds = time.perf_counter() - t0
+        out = runner.summary()
+        seen = out["records_seen"] - seen_before
+        out.update({"source": source, "seconds": round(seconds, 3),
+                    "rows_per_s": round(seen / seconds) if seconds > 0 else None,
+                    "records_this_run": seen, "error": error,
+                    "checkpoint_dir": None if tmp else str(checkpoint_dir),
+                    "dead_letter_file": str(dead.path)})
+        return out
+    finally:
+        dead.close()
+        store.close()
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def _replay_kafka(url: str, runner: Runner, stop: threading.Event, progress: Any) -> None:
+    from ..connectors.kafka import KafkaSource
+
+    u = urlparse(url)
+    topic = u.path.strip("/")
+    if not u.netloc or not topic:
+        raise ValueError(f"expected kafka://HOST:PORT/TOPIC[?group=G], got {url!r}")
+    group = parse_qs(u.query).get("group", ["dpstream-replay"])[0]
+    source = KafkaSource(u.netloc, topic, group, position_of=runner.position_of,
+                         on_revoke=runner.checkpoint)
+    try:
+        if not source.connect(stop):
+            return
+        ends = source.end_offsets()
+        while not stop.is_set():
+            for rec in source.poll(timeout_ms=200):
+                runner.process(rec)
+            if progress is not None:
+                progress(runner.counters["seen"], None)
+            if all(runner.positions.get(k, 0) >= end for k, end in ends.items()):
+                break
+        runner.checkpoint()
+        source.commit(runner.saved_positions)
+    finally:
+        source.close()
