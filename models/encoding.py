@@ -67,6 +67,14 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _is_missing(value: Any, frame: bool) -> bool:
+    if value is None:
+        return True
+    if not frame:
+        return False
+    return (isinstance(value, float) and value != value) or type(value).__name__ == "NAType"
+
+
 class RecordEncoder:
     """Validate records against a :class:`~dpstream.models.schema.Schema` and encode them.
 
@@ -217,15 +225,14 @@ class RecordEncoder:
         out = np.full((n, self.n_columns), np.nan)
         out[:, 0] = 0.0
         for name, col in columns.items():
+            spec = self._numeric.get(name)
             if frame:
-                missing = np.asarray(col.isna().to_numpy(), dtype=bool)
-                col = col.to_numpy()
+                series, col = col, col.to_numpy()
                 if col.dtype.kind == "O":
                     col = col.tolist()
-                    if missing.any():   # NaN / None / pd.NA cells all mean missing
-                        for i in np.flatnonzero(missing).tolist():
+                    if spec is not None:   # NaN / None / pd.NA cells all mean missing
+                        for i in np.flatnonzero(series.isna().to_numpy()).tolist():
                             col[i] = None
-            spec = self._numeric.get(name)
             if spec is not None:
                 values = self._numeric_column(col, frame)
                 if values is None:
@@ -249,15 +256,16 @@ class RecordEncoder:
                 idx = np.array(list(map(codes.get, col, itertools.repeat(-1, n))), dtype=np.int64)
             except TypeError:   # an unhashable value
                 return None
-            n_missing = col.count(None) if isinstance(col, (list, tuple)) else 0
-            unknown = idx == -1
-            if int(unknown.sum()) != n_missing:
+            unknown = np.flatnonzero(idx == -1)
+            # a value outside the codes must be a missing one: None (or NaN / pd.NA in a frame)
+            if unknown.size and not all(_is_missing(col[i], frame) for i in unknown.tolist()):
                 return None
             block = out[:, start:start + k]
             block[:] = 1.0
-            rows = np.flatnonzero(~unknown)
+            known = idx >= 0
+            rows = np.flatnonzero(known)
             block[rows, idx[rows]] = 0.0
-            if n_missing:
+            if unknown.size:
                 block[unknown] = np.nan
         return out
 

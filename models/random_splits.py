@@ -85,7 +85,10 @@ def random_complete_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.G
         if total <= 0:  # nothing left to split on: everything goes left
             feature[node], threshold[node] = 0, np.inf
         else:
-            j = int(rng.choice(weights.size, p=weights / total))
+            # inverse-CDF draw of a feature with probability weight / total
+            cum = np.cumsum(weights)
+            j = min(int(np.searchsorted(cum, rng.random() * cum[-1], side="right")),
+                    int(np.flatnonzero(weights)[-1]))
             if j < n_num:
                 lo, hi = iv[j]
                 t = float(rng.uniform(lo, hi))

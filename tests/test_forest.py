@@ -142,6 +142,7 @@ def _records(draw):
 @settings(max_examples=300, deadline=None)
 @given(batch=st.lists(_records(), min_size=1, max_size=12))
 def test_batch_encoding_matches_record_by_record(batch):
+    pd = pytest.importorskip("pandas")
     """The vectorised batch path accepts and rejects exactly what ``encode_one`` does."""
     enc = RecordEncoder(_MIXED_SCHEMA)
     expected, error = [], None
@@ -154,6 +155,8 @@ def test_batch_encoding_matches_record_by_record(batch):
     if error is None:
         np.testing.assert_array_equal(enc.encode_many(batch), np.array(expected))
         np.testing.assert_array_equal(enc._encode_columns(batch, False), np.array(expected))
+        frame = pd.DataFrame(batch, columns=sorted({k for r in batch for k in r}))
+        np.testing.assert_array_equal(enc.encode_many(frame), np.array(expected))
     else:
         with pytest.raises(InvalidRecordError) as info:
             enc.encode_many(batch)
@@ -204,3 +207,20 @@ def test_compact_rows_round_trip_exactly():
     small = enc.compact(rows)
     assert small["numeric"].nbytes + small["codes"].nbytes < rows.nbytes / 5
     np.testing.assert_array_equal(enc.expand(small), rows)
+
+
+def test_split_features_are_drawn_with_the_declared_weights():
+    """Root split of many depth-1 trees: numeric features carry weight r, categorical ones 1."""
+    enc = RecordEncoder(ADULT_SCHEMA)
+    rng = np.random.default_rng(3)
+    n = 20000
+    roots = np.array([random_complete_tree(enc, depth=1, rng=rng, numeric_weight=2.0).feature[0]
+                      for _ in range(n)])
+    numeric_cols = [c for c, _, _ in enc.numeric_columns()]
+    total = 2.0 * len(numeric_cols) + len(enc.categorical_columns())
+    for col in numeric_cols:                            # each numeric feature: 2 / total
+        p = 2.0 / total
+        assert abs(np.mean(roots == col) - p) < 4 * np.sqrt(p * (1 - p) / n)
+    for cols in enc.categorical_columns():              # each categorical feature: 1 / total
+        p = 1.0 / total
+        assert abs(np.mean(np.isin(roots, cols)) - p) < 4 * np.sqrt(p * (1 - p) / n)
