@@ -99,6 +99,9 @@ class RecordValidator:
     def __init__(self, schema: Schema | Mapping | str):
         self.schema = coerce_schema(dict(schema) if isinstance(schema, Mapping) else schema)
         self._required = [n for n, f in self.schema.features.items() if f.required]
+        # value -> declared value, per categorical feature (True == 1 is sorted out below)
+        self._lookup = {n: {v: v for v in f.values} for n, f in self.schema.features.items()
+                        if isinstance(f, CategoricalFeature)}
 
     def validate(self, raw: bytes | str | Mapping) -> ValidRecord:
         """One message -> :class:`ValidRecord`, or :class:`RejectedRecord` with the reason."""
@@ -138,13 +141,25 @@ class RecordValidator:
             if value is None:
                 continue
             if isinstance(spec, NumericFeature):
-                v = _number(f"x.{name}", value)
+                kind = type(value)
+                if kind is float or kind is int:
+                    v = float(value)
+                    if v != v or v in (math.inf, -math.inf):
+                        raise RejectedRecord(f"x.{name}: {v} is not a finite number")
+                else:
+                    v = _number(f"x.{name}", value)
                 if v < spec.min or v > spec.max:
                     v = min(max(v, spec.min), spec.max)
                     clipped += 1
                 out[name] = v
             else:
-                out[name] = _category(f"x.{name}", value, spec.values)
+                try:
+                    declared = self._lookup[name].get(value, _ABSENT)
+                except TypeError:   # unhashable
+                    declared = _ABSENT
+                if declared is _ABSENT or isinstance(declared, bool) != isinstance(value, bool):
+                    declared = _category(f"x.{name}", value, spec.values)
+                out[name] = declared
         for name in self._required:
             if name not in out:
                 raise RejectedRecord(f"x.{name}: required feature is missing")
@@ -160,6 +175,9 @@ class RecordValidator:
         if v < target.min or v > target.max:
             return min(max(v, target.min), target.max), 1
         return v, 0
+
+
+_ABSENT = object()
 
 
 def _reject_constant(name: str) -> float:

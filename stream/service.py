@@ -174,6 +174,8 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
     end; returns the summary. With ``checkpoint_dir`` a second replay resumes where the first
     stopped (nothing is learned twice); without one, a temporary directory is used."""
     stop = stop or threading.Event()
+    if source not in BUNDLED and not source.startswith("kafka://"):
+        FileSource(source)   # an absent or unnamed file is a usage error, before any state
     tmp = None
     if checkpoint_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="dpstream-replay-")

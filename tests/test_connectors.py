@@ -1,0 +1,275 @@
+"""File replay, the record validator, checkpoints and the runner — real files, no broker."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpstream.connectors import (
+    CheckpointError,
+    CheckpointLocked,
+    CheckpointStore,
+    FileSource,
+    SourceError,
+    SourceRecord,
+)
+from dpstream.stream import ABALONE_SCHEMA, ADULT_SCHEMA, load_abalone, load_adult
+from dpstream.stream.runner import Runner, build_model
+from dpstream.stream.schema import RecordValidator, RejectedRecord
+from dpstream.stream.service import replay
+
+DPSTREAM = [sys.executable, "-m", "dpstream.stream.cli"]
+
+
+# ------------------------------------------------------------------ validator
+@pytest.mark.parametrize("raw, reason", [
+    (b'{"id": 1, "x": {"age": 4', "unparsable JSON"),
+    (b"\xff\xfe", "not UTF-8"),
+    (b"[1, 2]", "a message is a JSON object"),
+    (b'{"x": {"age": 40}}', "id: Field required"),
+    (b'{"id": 1}', "x: Field required"),
+    (b'{"id": 1.5, "x": {}}', "id"),
+    (b'{"id": 1, "x": {}, "extra": 1}', "extra: Extra inputs are not permitted"),
+    (b'{"id": 1, "x": {"colour": "red"}}', "x.colour: unknown feature"),
+    (b'{"id": 1, "x": {"age": "old"}}', "x.age: expected a number, got str"),
+    (b'{"id": 1, "x": {"age": true}}', "x.age: expected a number, got bool"),
+    (b'{"id": 1, "x": {"age": NaN}}', "unparsable JSON: NaN is not a JSON value"),
+    (b'{"id": 1, "x": {"age": 1e999}}', "x.age: inf is not a finite number"),
+    (b'{"id": 1, "x": {"sex": "Robot"}}', "x.sex: 'Robot' is not one of the declared categories"),
+    (b'{"id": 1, "x": {"sex": 1}}', "x.sex: 1 is not one of the declared categories"),
+    (b'{"id": 1, "x": {}, "y": "rich"}', "y: 'rich' is not one of the declared classes"),
+    (b'{"id": 1, "x": {}, "y": 1}', "y: 1 is not one of the declared classes"),
+])
+def test_validator_rejects_with_a_reason(raw, reason):
+    with pytest.raises(RejectedRecord) as info:
+        RecordValidator(ADULT_SCHEMA).validate(raw)
+    assert reason in info.value.reason
+
+
+def test_validator_clips_numbers_and_keeps_missing_and_unlabeled():
+    v = RecordValidator(ADULT_SCHEMA)
+    r = v.validate({"id": "a", "x": {"age": 120, "fnlwgt": -5, "sex": "Male", "race": None}})
+    assert r.x == {"age": 90.0, "fnlwgt": 0.0, "sex": "Male"} and r.clipped == 2
+    assert r.y is None and not r.labeled and r.public is False
+    reg = RecordValidator(ABALONE_SCHEMA).validate({"id": 1, "x": {"sex": "M"}, "y": 40})
+    assert reg.y == 29.0 and reg.clipped == 1             # a numeric label is clipped too
+
+
+def test_required_features_are_enforced():
+    schema = ADULT_SCHEMA.model_dump()
+    schema["features"]["age"]["required"] = True
+    v = RecordValidator(schema)
+    with pytest.raises(RejectedRecord, match="x.age: required feature is missing"):
+        v.validate({"id": 1, "x": {"sex": "Male"}, "y": True})
+    with pytest.raises(RejectedRecord, match="x.age: required"):
+        v.validate({"id": 1, "x": {"age": None}, "y": True})
+    assert v.validate({"id": 1, "x": {"age": 30}, "y": True}).x == {"age": 30.0}
+
+
+def test_every_valid_record_is_accepted_by_the_model():
+    """What the validator lets through (after clipping), the model's encoder accepts."""
+    v = RecordValidator(ADULT_SCHEMA)
+    model = build_model("sgbdt", ADULT_SCHEMA, epsilon=1.0, seed=0)
+    X, y, _ = load_adult("test")
+    rng = np.random.default_rng(0)
+    for i in rng.integers(0, len(X), 300):
+        x = dict(X[i])
+        x["age"] = float(x["age"]) * rng.choice([0.1, 1.0, 3.0])   # some out of the domain
+        r = v.validate({"id": int(i), "x": x, "y": y[i]})
+        model.learn_one(r.x, r.y)
+    assert model.records_seen == 300
+
+
+# ------------------------------------------------------------------ files
+def _jsonl_lines(n: int) -> list[bytes]:
+    X, y, _ = load_adult("train")
+    return [json.dumps({"id": i, "x": X[i], "y": y[i]}).encode() for i in range(n)]
+
+
+def test_file_source_handles_bom_crlf_blank_lines_and_a_truncated_last_line(tmp_path):
+    lines = _jsonl_lines(5)
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b"\r\n".join(lines[:3]) + b"\r\n\r\n" + lines[3]
+                     + b"\r\n" + lines[4][:25])
+    recs = list(FileSource(path))
+    assert [r.offset for r in recs] == [0, 1, 2, 4, 5]            # line 3 was blank
+    v = RecordValidator(ADULT_SCHEMA)
+    assert [v.validate(r.value).id for r in recs[:4]] == [0, 1, 2, 3]
+    with pytest.raises(RejectedRecord, match="unparsable JSON"):
+        v.validate(recs[4].value)
+    assert recs[4].raw == lines[4][:25]
+
+
+def test_csv_rows_with_the_wrong_field_count_carry_a_reason(tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_text("sex,length,rings\nM,0.4,9\nF,0.5\nI,0.3,7,extra\n", encoding="utf-8")
+    recs = list(FileSource(path))
+    assert recs[0].value == {"sex": "M", "length": "0.4", "rings": "9"}
+    assert recs[1].value is None and "2 fields" in recs[1].meta["error"]
+    assert recs[2].value is None and "4 fields" in recs[2].meta["error"]
+
+
+def test_a_gzip_file_cut_short_is_a_clear_error_after_its_complete_lines(tmp_path):
+    lines = _jsonl_lines(2000)
+    data = gzip.compress(b"\n".join(lines) + b"\n")
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(data[: len(data) * 2 // 3])
+    seen = []
+    with pytest.raises(SourceError, match="cut.jsonl.gz: compressed data ends early"):
+        for r in FileSource(path):
+            seen.append(r)
+    assert 0 < len(seen) < 2000
+    v = RecordValidator(ADULT_SCHEMA)
+    assert [v.validate(r.value).id for r in seen] == list(range(len(seen)))   # all complete
+
+
+def test_replay_resumes_and_learns_nothing_twice(tmp_path):
+    lines = _jsonl_lines(1500)
+    lines[100] = b'{"id": "bad", "x": {"age": "x"}}'
+    data = gzip.compress(b"\n".join(lines) + b"\n")
+    cut = tmp_path / "part.jsonl.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    ck = tmp_path / "ck"
+    first = replay(str(cut), schema=ADULT_SCHEMA, epsilon=1.0, checkpoint_dir=str(ck), seed=0)
+    assert first["error"] and "ends early" in first["error"]
+    done = first["records_seen"]
+    assert 100 < done < 1500 and first["dead_letters"] == 1
+    whole = tmp_path / "part.jsonl.gz"          # the producer rewrites the complete file
+    whole.write_bytes(data)
+    second = replay(str(whole), schema=ADULT_SCHEMA, epsilon=1.0, checkpoint_dir=str(ck),
+                    seed=0)
+    assert second["error"] is None
+    assert second["records_this_run"] == 1500 - done
+    assert (second["records_seen"], second["records_learned"]) == (1500, 1499)
+    assert second["privacy"]["records_seen"] == 1499
+    third = replay(str(whole), schema=ADULT_SCHEMA, epsilon=1.0, checkpoint_dir=str(ck), seed=0)
+    assert third["records_this_run"] == 0 and third["records_learned"] == 1499
+    dead = [json.loads(x) for x in (ck / "dead-letters.jsonl").read_text().splitlines()]
+    assert len(dead) == 1 and dead[0]["position"]["offset"] == 100
+    assert "x.age: expected a number" in dead[0]["reason"]
+
+
+def test_replay_of_a_csv_file_parses_by_the_schema(tmp_path):
+    X, y, _ = load_abalone()
+    path = tmp_path / "abalone.csv"
+    header = list(X[0]) + ["rings"]
+    rows = [",".join(str(r[k]) for k in X[0]) + f",{t}" for r, t in zip(X, y, strict=True)]
+    rows[5] = "M,abc,0.3,0.1,0.5,0.2,0.1,0.1,9"           # not a number
+    path.write_text("\r\n".join([",".join(header), *rows]) + "\r\n", encoding="utf-8-sig")
+    res = replay(str(path), schema=ABALONE_SCHEMA, epsilon=1.0, label="rings", seed=0)
+    assert (res["records_seen"], res["records_learned"], res["dead_letters"]) == (
+        len(X), len(X) - 1, 1)
+
+
+def test_replay_command_prints_json_and_exits_nonzero_on_a_broken_source(tmp_path):
+    schema = tmp_path / "schema.json"
+    ADULT_SCHEMA.dump(schema)
+    lines = _jsonl_lines(300)
+    data = gzip.compress(b"\n".join(lines))
+    (tmp_path / "cut.jsonl.gz").write_bytes(data[:-20])
+    out = subprocess.run([*DPSTREAM, "replay", "--source", str(tmp_path / "cut.jsonl.gz"),
+                          "--schema", str(schema), "--epsilon", "1", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    res = json.loads(out.stdout)
+    assert res["error"] and res["records_learned"] == res["records_seen"] > 0
+    missing = subprocess.run([*DPSTREAM, "replay", "--source", str(tmp_path / "none.jsonl"),
+                              "--schema", str(schema), "--epsilon", "1"],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+# ------------------------------------------------------------------ checkpoints
+def test_checkpoint_is_atomic_locked_and_checked(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.save({"n": 1})
+    with pytest.raises(CheckpointLocked, match="in use by another dpstream process"):
+        CheckpointStore(tmp_path)
+    store.save({"n": 2})
+    assert store.load() == {"n": 2, "written": store.load()["written"]}
+    assert not (tmp_path / "checkpoint.tmp").exists()
+    store.close()
+    CheckpointStore(tmp_path).close()                     # the lock was released
+    data = (tmp_path / "checkpoint.pkl").read_bytes()
+    (tmp_path / "checkpoint.pkl").write_bytes(data[:-3])  # truncated
+    with pytest.raises(CheckpointError, match="corrupt"):
+        CheckpointStore.read(tmp_path)
+    (tmp_path / "checkpoint.pkl").write_bytes(b"hello\n")
+    with pytest.raises(CheckpointError, match="not a dpstream checkpoint"):
+        CheckpointStore.read(tmp_path)
+
+
+def test_a_killed_holder_releases_the_lock(tmp_path):
+    code = (f"from dpstream.connectors import CheckpointStore; import os, time; "
+            f"s = CheckpointStore({str(tmp_path)!r}); print('locked', flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    with pytest.raises(CheckpointLocked):
+        CheckpointStore(tmp_path)
+    proc.kill()
+    proc.wait()
+    CheckpointStore(tmp_path).close()
+
+
+def test_resuming_under_other_settings_is_refused(tmp_path):
+    store = CheckpointStore(tmp_path)
+    runner = Runner.create("sgbdt", ADULT_SCHEMA, store=store, epsilon=1.0, seed=0)
+    runner.process(SourceRecord(b'{"id": 1, "x": {"age": 30}, "y": true}', "t:0", 0))
+    runner.checkpoint()
+    with pytest.raises(ValueError, match="epsilon 1.0 \\(asked: 0.5\\)"):
+        Runner.create("sgbdt", ADULT_SCHEMA, store=store, epsilon=0.5)
+    with pytest.raises(ValueError, match="a different schema"):
+        Runner.create("sgbdt", ABALONE_SCHEMA, store=store, epsilon=1.0)
+    again = Runner.create("sgbdt", ADULT_SCHEMA, store=store, epsilon=1.0)
+    assert again.counters["learned"] == 1 and again.positions == {"t:0": 1}
+    store.close()
+
+
+def test_runner_checkpoints_after_each_round_when_it_publishes_predictions(tmp_path):
+    class Sink:
+        def __init__(self):
+            self.sent = []
+
+        def send_json(self, value):
+            self.sent.append(value)
+
+        def flush(self):
+            pass
+
+    store = CheckpointStore(tmp_path)
+    sink = Sink()
+    runner = Runner.create("sgbdt", ADULT_SCHEMA, store=store, epsilon=1.0, seed=0,
+                           params={"round_size": 50}, predictions=sink,
+                           checkpoint_interval=3600)
+    X, y, _ = load_adult("train")
+    for i in range(120):
+        runner.process(SourceRecord({"id": i, "x": X[i], "y": y[i]}, "f", i))
+        state = store.load()
+        if runner.model.engine.rounds:
+            # the checkpoint on disk already holds every tree a prediction could use
+            assert len(state["model"].engine.forest) == runner.model.engine.rounds
+    assert runner.counters["checkpoints"] == 2 and len(sink.sent) == 120
+    store.close()
+
+
+def test_status_command_reads_a_checkpoint(tmp_path):
+    res = replay("abalone", epsilon=1.0, checkpoint_dir=str(tmp_path), seed=0)
+    out = subprocess.run([*DPSTREAM, "status", "--checkpoint-dir", str(tmp_path), "--json"],
+                         capture_output=True, text=True, check=True, timeout=120)
+    status = json.loads(out.stdout)
+    assert status["records_learned"] == res["records_learned"] == 4177
+    assert status["offsets"] == {"bundled:abalone": 4177}
+    assert status["privacy"]["epsilon"] <= 1.0
+    empty = subprocess.run([*DPSTREAM, "status", "--checkpoint-dir", str(tmp_path / "none")],
+                           capture_output=True, text=True, timeout=120)
+    assert empty.returncode == 2 and "no checkpoint" in empty.stderr
+
+
+def test_files_are_real_paths():
+    assert Path(FileSource.__module__.replace(".", "/")).name == "files"
