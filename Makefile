@@ -41,9 +41,10 @@ test: $(VENV)/.stamp-test
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests -- failing" >&2; exit 1; fi; \
 	exit $$rc
 
-# The S-GBDT figures of docs/benchmarks.md (5 repeats of 5-fold CV; tens of minutes).
+# The S-GBDT and service figures of docs/benchmarks.md (5 repeats of 5-fold CV; tens of minutes).
 bench: $(VENV)/.stamp-bench
 	$(BIN)/python benchmarks/speed_sgbdt.py
+	$(BIN)/python benchmarks/service_bench.py
 	$(BIN)/dpstream bench --model sgbdt --dataset abalone --epsilon 0.15,0.54 --repeats 5
 	$(BIN)/dpstream bench --model sgbdt --dataset adult --epsilon 0.07,0.15,0.54 --repeats 5
 	$(BIN)/dpstream bench --model sgbdt --dataset abalone-late --epsilon 0.55 --repeats 5

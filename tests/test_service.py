@@ -14,9 +14,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from kafka_broker import Broker, free_port
 
 from dpstream.connectors import CheckpointStore
+from dpstream.connectors.local_broker import LocalBroker as Broker
+from dpstream.connectors.local_broker import free_port
 from dpstream.stream import ADULT_SCHEMA, load_adult
 
 pytestmark = pytest.mark.kafka
@@ -271,3 +272,22 @@ def test_settings_come_from_the_environment(broker, tmp_path):
               tmp_path)
     assert _stop(proc) == 0
     assert _status(tmp_path)["model"].epsilon == 0.5
+
+
+def test_replay_of_a_topic_runs_to_its_end_and_resumes(broker, tmp_path):
+    values, m = _messages(800, bad_every=100)
+    broker.create_topic("records", partitions=2)
+    broker.produce("records", values[:500], partitions=2)
+    schema = _schema_file(tmp_path)
+    url = f"kafka://{broker.bootstrap}/records?group=replayer"
+    cmd = [*DPSTREAM, "replay", "--source", url, "--schema", str(schema), "--epsilon", "1",
+           "--checkpoint-dir", str(tmp_path / "ck"), "--json"]
+    first = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
+                                      timeout=180).stdout)
+    assert first["records_seen"] == 500 and first["dead_letters"] == 5
+    broker.produce("records", values[500:], partitions=2)
+    second = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
+                                       timeout=180).stdout)
+    assert second["records_this_run"] == 300
+    assert (second["records_seen"], second["records_learned"], second["dead_letters"]) == (
+        800, 800 - m, m)

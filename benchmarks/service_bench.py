@@ -1,0 +1,91 @@
+"""Stream-service throughput and memory (docs/benchmarks.md, "Stream service").
+
+Usage: python benchmarks/service_bench.py [--records N] [--soak N] [--json]
+
+* ``file_replay_rows_per_s``: ``replay()`` of a gzip JSONL file of N Adult records (cycled,
+  unique ids) — read, validate, learn, checkpoint every 5 s;
+* ``kafka_msgs_per_s``: the same N messages pre-produced to a 2-partition topic on a local tansu
+  broker, consumed to the end by ``replay("kafka://...")`` (consumer group, validation,
+  learning, checkpoints, offset commits); producing is not timed;
+* ``soak``: a ``Runner`` fed ``--soak`` records (default 1,000,000) in process; resident set
+  size (RSS) and the model's active pool every 100k records.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from dpstream.connectors import CheckpointStore, SourceRecord
+from dpstream.connectors.local_broker import LocalBroker
+from dpstream.stream import load_adult
+from dpstream.stream.runner import Runner
+from dpstream.stream.service import replay
+
+
+def _arg(name: str, default: int) -> int:
+    return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as fh:
+        pages = int(fh.read().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
+def main() -> None:
+    n, soak = _arg("--records", 200_000), _arg("--soak", 1_000_000)
+    X, y, schema = load_adult("all")
+    messages = [json.dumps({"id": i, "x": X[i % len(X)], "y": y[i % len(X)]}).encode()
+                for i in range(n)]
+    out: dict = {"records": n}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "records.jsonl.gz"
+        path.write_bytes(gzip.compress(b"\n".join(messages) + b"\n", compresslevel=1))
+        res = replay(str(path), schema=schema, epsilon=1.0, seed=0)
+        out["file_replay_rows_per_s"] = res["rows_per_s"]
+        with LocalBroker() as broker:
+            broker.create_topic("bench", partitions=2)
+            broker.produce("bench", messages, partitions=2)
+            t0 = time.perf_counter()
+            res = replay(f"kafka://{broker.bootstrap}/bench?group=bench", schema=schema,
+                         epsilon=1.0, seed=0)
+            wall = time.perf_counter() - t0
+            assert res["records_seen"] == n, res
+            out["kafka_msgs_per_s"] = res["rows_per_s"]
+            out["kafka_wall_s_incl_group_join"] = round(wall, 1)
+
+        store = CheckpointStore(Path(tmp) / "soak")
+        runner = Runner.create("sgbdt", schema, store=store, epsilon=1.0, seed=0)
+        samples = []
+        t0 = time.perf_counter()
+        for i in range(soak):
+            j = i % len(X)
+            runner.process(SourceRecord({"id": i, "x": X[j], "y": y[j]}, "soak", i))
+            if (i + 1) % 100_000 == 0:
+                runner.maybe_checkpoint()
+                samples.append({"records": i + 1, "rss_mib": round(_rss_mib(), 1),
+                                "active": len(runner.model.engine),
+                                "trees": len(runner.model.engine.forest)})
+        runner.checkpoint()
+        store.close()
+        out["soak_rows_per_s"] = round(soak / (time.perf_counter() - t0))
+        out["soak"] = samples
+    if "--json" in sys.argv:
+        print(json.dumps(out))
+    else:
+        for k, v in out.items():
+            if k != "soak":
+                print(f"{k}: {v}")
+        for s in out["soak"]:
+            print(f"  after {s['records']:>9,} records: RSS {s['rss_mib']:7.1f} MiB, "
+                  f"active pool {s['active']:6,}, trees {s['trees']:5,}")
+
+
+if __name__ == "__main__":
+    main()
