@@ -103,7 +103,9 @@ class IndividualRenyiFilter:
         index = np.asarray(index, dtype=np.int64)
         if index.ndim != 1 or (index.size and (index.min() < 0 or index.max() >= self.spent.size)):
             raise ValueError(f"index must be 1-d positions in [0, {self.spent.size})")
-        if np.unique(index).size != index.size:
+        hit = np.zeros(self.spent.size, dtype=bool)
+        hit[index] = True
+        if int(hit.sum()) != index.size:
             raise ValueError("index must not repeat a record")
         self.spent = self.spent[index]
 

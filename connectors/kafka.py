@@ -35,7 +35,8 @@ log = logging.getLogger("dpstream.kafka")
 #: tansu holds a join for about half the session timeout; these keep rebalances short
 DEFAULT_CONSUMER = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000,
                     "max_poll_interval_ms": 300000, "auto_offset_reset": "earliest",
-                    "bootstrap_timeout_ms": 5000, "max_poll_records": 2000}
+                    "bootstrap_timeout_ms": 5000, "max_poll_records": 2000,
+                    "max_partition_fetch_bytes": 8 * 2**20}
 
 
 def partition_key(topic: str, partition: int) -> str:

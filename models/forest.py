@@ -107,6 +107,18 @@ class Forest:
         self.n_trees += 1
         return self.n_trees - 1
 
+    def drop_oldest(self, k: int = 1) -> None:
+        """Retire the ``k`` oldest trees (the others keep their order; indices shift by ``k``)."""
+        if not 0 <= k <= self.n_trees:
+            raise ValueError(f"can drop 0..{self.n_trees} trees, got {k}")
+        if k == 0:
+            return
+        shift, end = k * self.max_nodes, self.n_trees * self.max_nodes
+        for arr in (self.feature, self.threshold, self.left, self.value):
+            arr[: end - shift] = arr[shift:end]
+        self.left[: end - shift] -= shift
+        self.n_trees -= k
+
     def set_values(self, tree: int, local_ids, values) -> None:
         """Overwrite node values of one tree (e.g. its leaves once they are computed)."""
         base = self._base(tree)

@@ -69,6 +69,11 @@ _PARAMS_DOC = """
         individual filter a well-fitted record pays little per round and may stay for
         thousands of rounds, so this cap is what bounds memory on an endless stream (default
         100,000 records; about 0.9 KB each for Adult's 107 encoded columns).
+    max_trees
+        Streaming: the most trees kept; a round beyond it first retires the oldest tree (the
+        pool's scores drop its contribution, so later rounds fit what it carried). Retiring is
+        post-processing and costs no privacy; it keeps prediction and round time flat on an
+        endless stream. ``None``: unbounded. Must be at least ``n_trees + extra_trees``.
     accountant
         ``"tight"`` (exact subsampled-Gaussian RDP, default) or ``"zhu-wang"`` (the paper's).
     dynamic_leaf_noise
@@ -93,7 +98,7 @@ class _SGBDTBase(base.Estimator):
     # subclass signature); the base only stores them
     _PARAMS = ("epsilon", "delta", "n_trees", "extra_trees", "depth", "learning_rate",
                "subsample", "grad_clip", "label_clip", "init_share", "leaf_noise_split", "l2",
-               "round_size", "max_active", "accountant", "dynamic_leaf_noise",
+               "round_size", "max_active", "max_trees", "accountant", "dynamic_leaf_noise",
                "individual_filter", "numeric_weight", "cyclical_features", "seed")
 
     def __init__(self, schema: Any, **params: Any):
@@ -150,6 +155,12 @@ class _SGBDTBase(base.Estimator):
             integer("seed", 0)
         integer("round_size", 1)
         integer("max_active", 1)
+        max_trees = self.max_trees
+        if max_trees is not None:
+            max_trees = integer("max_trees", 1)
+            if max_trees < self.n_trees + self.extra_trees:
+                raise ValueError(f"max_trees ({max_trees}) must be >= n_trees + extra_trees "
+                                 f"({self.n_trees + self.extra_trees}), or None")
         return SGBDTConfig(
             loss=self._loss, epsilon=real("epsilon", 0), delta=real("delta", 0, 1),
             n_trees=integer("n_trees", 1), extra_trees=integer("extra_trees", 0),
@@ -161,7 +172,7 @@ class _SGBDTBase(base.Estimator):
             accountant=self.accountant, dynamic_leaf_noise=bool(self.dynamic_leaf_noise),
             individual_filter=bool(self.individual_filter),
             numeric_weight=real("numeric_weight", 0, lo_open=False),
-            cyclical_features=bool(self.cyclical_features))
+            cyclical_features=bool(self.cyclical_features), max_trees=max_trees)
 
     # ---------------------------------------------------------------- engine
     @property
@@ -267,6 +278,7 @@ class _SGBDTBase(base.Estimator):
             "dynamic_leaf_noise": c.dynamic_leaf_noise,
             "rounds": e.rounds,
             "trees": len(e.forest),
+            "trees_retired": e.trees_retired,
             "records_seen": self.records_seen,
             "records_learned": e.records_added,
             "records_pending": len(self._buffer_y),
@@ -315,7 +327,8 @@ class SGBDTRegressor(_SGBDTBase, base.Regressor):
                  learning_rate: float = 0.1, subsample: float = 0.1, grad_clip: float = 0.2,
                  label_clip: float | None = None, init_share: float = 0.1,
                  leaf_noise_split: float = 0.05, l2: float = 15.0, round_size: int = 256,
-                 max_active: int = 100_000, accountant: str = "tight",
+                 max_active: int = 100_000, max_trees: int | None = 1000,
+                 accountant: str = "tight",
                  dynamic_leaf_noise: bool = True, individual_filter: bool = True,
                  numeric_weight: float = 1.0, cyclical_features: bool = False,
                  seed: int | None = None):
@@ -370,7 +383,8 @@ class SGBDTClassifier(_SGBDTBase, base.Classifier):
                  learning_rate: float = 0.5, subsample: float = 0.1, grad_clip: float = 1.0,
                  label_clip: float | None = None, init_share: float = 0.1,
                  leaf_noise_split: float = 0.05, l2: float = 15.0, round_size: int = 256,
-                 max_active: int = 100_000, accountant: str = "tight",
+                 max_active: int = 100_000, max_trees: int | None = 1000,
+                 accountant: str = "tight",
                  dynamic_leaf_noise: bool = True, individual_filter: bool = True,
                  numeric_weight: float = 1.0, cyclical_features: bool = False,
                  seed: int | None = None):

@@ -63,6 +63,7 @@ class SGBDTConfig:
     individual_filter: bool
     numeric_weight: float
     cyclical_features: bool
+    max_trees: int | None = None
 
     @property
     def epsilon_init(self) -> float:
@@ -114,6 +115,7 @@ class SGBDTEngine:
         self.records_added = 0
         self.records_exhausted = 0
         self.records_evicted = 0
+        self.trees_retired = 0
 
     # ------------------------------------------------------------------ scores
     @property
@@ -169,7 +171,7 @@ class SGBDTEngine:
         if extra <= 0:
             return 0
         mask = np.zeros(len(self), dtype=bool)
-        mask[np.argsort(self.ids, kind="stable")[:extra]] = True
+        mask[np.argpartition(self.ids, extra - 1)[:extra]] = True   # ids are distinct
         self._remove(mask)
         self.records_evicted += extra
         return extra
@@ -245,6 +247,11 @@ class SGBDTEngine:
         sampled = cont & (self.rng.random(len(self)) < c.subsample)
 
         only = self.rounds % self.n_features if c.cyclical_features else None
+        if c.max_trees is not None and len(self.forest) >= c.max_trees:
+            # retire the oldest tree (post-processing): the pool forgets its contribution
+            self.score = self.score - self.forest.predict_tree(0, self.X)
+            self.forest.drop_oldest(1)
+            self.trees_retired += 1
         tree = random_complete_tree(self.encoder, depth=c.depth, rng=self.rng,
                                     numeric_weight=c.numeric_weight, only_feature=only)
         t = self.forest.add_tree(feature=tree.feature, threshold=tree.threshold,

@@ -173,6 +173,7 @@ class Runner:
         self.last_checkpoint = time.monotonic()
         self.last_checkpoint_wall: float | None = None
         self.on_checkpoint: Callable[[dict], None] | None = None
+        self.first_record_at: float | None = None   # monotonic time of this process's first
 
     # ------------------------------------------------------------ life cycle
     @classmethod
@@ -233,6 +234,8 @@ class Runner:
         with self.lock:
             if rec.offset < self.positions.get(rec.partition, 0):
                 return   # already processed (a re-fetch after a seek): never twice
+            if self.first_record_at is None:
+                self.first_record_at = time.monotonic()
             self.counters["seen"] += 1
             try:
                 record = self._validate(rec)

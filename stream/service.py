@@ -224,8 +224,12 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
         seconds = time.perf_counter() - t0
         out = runner.summary()
         seen = out["records_seen"] - seen_before
+        streaming = (time.monotonic() - runner.first_record_at
+                     if runner.first_record_at is not None else 0.0)
         out.update({"source": source, "seconds": round(seconds, 3),
                     "rows_per_s": round(seen / seconds) if seconds > 0 else None,
+                    # from the first record on: excludes connecting and the group join
+                    "rows_per_s_streaming": round(seen / streaming) if streaming > 0 else None,
                     "records_this_run": seen, "error": error,
                     "checkpoint_dir": None if tmp else str(checkpoint_dir),
                     "dead_letter_file": str(dead.path)})

@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 from river import checks
 
 from dpstream.accounting import RoundCostTable, calibrate_sgbdt
-from dpstream.models import InvalidRecordError, SGBDTClassifier, SGBDTRegressor
+from dpstream.models import (
+    Forest,
+    InvalidRecordError,
+    RecordEncoder,
+    SGBDTClassifier,
+    SGBDTRegressor,
+)
 
 SCHEMA = {"features": {"a": {"type": "numeric", "min": 0, "max": 10},
                        "b": {"type": "numeric", "min": -1, "max": 1},
@@ -293,3 +299,36 @@ def test_missing_features_route_right_and_are_not_errors():
     model.learn_many(X, y)
     p = model.predict_proba_one({"c": "x"})
     assert set(p) == {False, True} and abs(sum(p.values()) - 1) < 1e-12
+
+
+def test_max_trees_retires_the_oldest_tree_and_keeps_scores_consistent():
+    X, y = _rows(600, seed=9)
+    model = SGBDTClassifier(schema=SCHEMA, n_trees=5, extra_trees=0, round_size=20, max_trees=8,
+                            seed=3)
+    for xi, yi in zip(X, y, strict=True):
+        model.learn_one(xi, yi)
+    e = model.engine
+    assert len(e.forest) == 8 and e.trees_retired == e.rounds - 8 > 0
+    assert model.privacy_report()["trees_retired"] == e.trees_retired
+    # the pool's cached scores are exactly what the kept trees give
+    np.testing.assert_allclose(e.score, e.raw_scores(e.X), atol=1e-9)
+    with pytest.raises(ValueError, match="max_trees"):
+        SGBDTClassifier(schema=SCHEMA, n_trees=100, extra_trees=100, max_trees=150)
+
+
+def test_forest_drop_oldest_keeps_the_rest():
+    from dpstream.models.forest import complete_tree_layout
+    from dpstream.models.random_splits import random_complete_tree
+    enc = RecordEncoder(SCHEMA)
+    rng = np.random.default_rng(0)
+    forest = Forest(max_nodes=complete_tree_layout(3)[0], max_depth=3)
+    for _ in range(6):
+        t = random_complete_tree(enc, depth=3, rng=rng)
+        forest.add_tree(feature=t.feature, threshold=t.threshold, left=t.left,
+                        value=rng.normal(size=t.feature.size))
+    rows = enc.encode_many(_rows(50, seed=1)[0])
+    expected = sum(forest.predict_tree(i, rows) for i in range(2, 6))
+    forest.drop_oldest(2)
+    assert len(forest) == 4
+    np.testing.assert_allclose(forest.predict_sum(rows), expected)
+    np.testing.assert_allclose([forest.predict_sum_one(r) for r in rows], expected)
