@@ -19,9 +19,8 @@ def run(*args):
 def test_help_lists_the_commands_that_exist():
     out = run("--help")
     assert out.returncode == 0
-    for cmd in ("privacy", "run", "bench"):
+    for cmd in ("privacy", "run", "bench", "serve", "replay", "status"):
         assert cmd in out.stdout
-    for cmd in ("privacy", "run", "bench"):
         assert run(cmd, "--help").returncode == 0
 
 
@@ -93,4 +92,21 @@ def test_bench_prints_the_json_contract():
 def test_bench_bad_arguments_exit_2(args, needle):
     out = run("bench", *args)
     assert out.returncode == 2
+    assert needle in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    ([], "bootstrap: Field required"),
+    (["--bootstrap", "x:1", "--topic", "t", "--schema", "s.json", "--checkpoint-dir", "ck",
+      "--epsilon", "-1"], "epsilon: Input should be greater than 0"),
+    (["--bootstrap", "x:1", "--topic", "t", "--schema", "missing.json", "--checkpoint-dir",
+      "ck", "--epsilon", "1"], "missing.json"),
+    (["--bootstrap", "x:1", "--topic", "t", "--schema", "s.json", "--checkpoint-dir", "ck",
+      "--epsilon", "1", "--dead-letter-topic", "d", "--dead-letter-file", "f"], "not both"),
+])
+def test_serve_bad_settings_exit_2_and_name_them(tmp_path, args, needle):
+    out = subprocess.run([sys.executable, "-m", "dpstream.stream.cli", "serve", *args],
+                         capture_output=True, text=True, cwd=tmp_path,
+                         env={"PATH": "/usr/bin:/bin"})
+    assert out.returncode == 2, out.stderr
     assert needle in out.stderr and "Traceback" not in out.stderr
