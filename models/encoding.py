@@ -147,7 +147,10 @@ class RecordEncoder:
                         isinstance(value, bool) or not isinstance(value, numbers.Real)):
                     raise InvalidRecordError(
                         name, f"expected a number, got {type(value).__name__} {_describe(value)}")
-                v = float(value)
+                try:
+                    v = float(value)
+                except OverflowError:   # an integer too large for a float
+                    v = math.inf
                 if not lo <= v <= hi:
                     if math.isnan(v):
                         raise InvalidRecordError(
@@ -277,7 +280,10 @@ class RecordEncoder:
         if not all(issubclass(t, numbers.Real) and not issubclass(t, (bool, np.bool_))
                    for t in kinds):
             return None
-        values = np.array(col, dtype=np.float64)   # None -> NaN
+        try:
+            values = np.array(col, dtype=np.float64)   # None -> NaN
+        except OverflowError:   # an integer too large for a float: let _row name it
+            return None
         if not frame and int(np.isnan(values).sum()) != col.count(None):
             return None   # dicts: NaN is an error, only None (or absence) is missing
         return values

@@ -142,8 +142,8 @@ class RecordValidator:
                 continue
             if isinstance(spec, NumericFeature):
                 kind = type(value)
-                if kind is float or kind is int:
-                    v = float(value)
+                if kind is float:
+                    v = value
                     if v != v or v in (math.inf, -math.inf):
                         raise RejectedRecord(f"x.{name}: {v} is not a finite number")
                 else:
@@ -188,7 +188,10 @@ def _number(where: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise RejectedRecord(f"{where}: expected a number, got {type(value).__name__} "
                              f"{_short(value)}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:   # an integer too large for a float
+        raise RejectedRecord(f"{where}: {_short(value)} is not a finite number") from None
     if not math.isfinite(v):
         raise RejectedRecord(f"{where}: {v} is not a finite number")
     return v

@@ -41,6 +41,7 @@ DPSTREAM = [sys.executable, "-m", "dpstream.stream.cli"]
     (b'{"id": 1, "x": {"age": true}}', "x.age: expected a number, got bool"),
     (b'{"id": 1, "x": {"age": NaN}}', "unparsable JSON: NaN is not a JSON value"),
     (b'{"id": 1, "x": {"age": 1e999}}', "x.age: inf is not a finite number"),
+    (b'{"id": 1, "x": {"age": 1' + b"0" * 400 + b'}}', "is not a finite number"),
     (b'{"id": 1, "x": {"sex": "Robot"}}', "x.sex: 'Robot' is not one of the declared categories"),
     (b'{"id": 1, "x": {"sex": 1}}', "x.sex: 1 is not one of the declared categories"),
     (b'{"id": 1, "x": {}, "y": "rich"}', "y: 'rich' is not one of the declared classes"),

@@ -109,7 +109,8 @@ _MIXED_SCHEMA = {
 _VALUES = {
     "x": st.one_of(st.floats(-5, 5), st.integers(-5, 5), st.none(),
                    st.sampled_from([6.0, float("nan"), True, "1", [1]])),
-    "n": st.one_of(st.integers(0, 100), st.none(), st.sampled_from([-1, 101, np.float64(3.5)])),
+    "n": st.one_of(st.integers(0, 100), st.none(),
+                   st.sampled_from([-1, 101, np.float64(3.5), 10**400])),
     "colour": st.one_of(st.sampled_from(["red", "green", "blue"]), st.none(),
                         st.sampled_from(["pink", 1, float("nan"), ("red",)])),
     "level": st.one_of(st.sampled_from([1, 2, 3, 2.0]), st.none(),
