@@ -117,6 +117,8 @@ class RecordValidator:
                 raise RejectedRecord(f"unparsable JSON: {exc.msg} at char {exc.pos}") from None
             except ValueError as exc:
                 raise RejectedRecord(f"unparsable JSON: {exc}") from None
+            except RecursionError:
+                raise RejectedRecord("unparsable JSON: nested too deeply") from None
         if not isinstance(raw, Mapping):
             raise RejectedRecord(f"a message is a JSON object, got {type(raw).__name__}")
         try:

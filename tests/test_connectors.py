@@ -32,6 +32,7 @@ DPSTREAM = [sys.executable, "-m", "dpstream.stream.cli"]
     (b'{"id": 1, "x": {"age": 4', "unparsable JSON"),
     (b"\xff\xfe", "not UTF-8"),
     (b"[1, 2]", "a message is a JSON object"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
     (b'{"x": {"age": 40}}', "id: Field required"),
     (b'{"id": 1}', "x: Field required"),
     (b'{"id": 1.5, "x": {}}', "id"),
