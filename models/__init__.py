@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from .encoding import InvalidRecordError, RecordEncoder
 from .forest import Forest
+from .median_forest import MedianForestClassifier
 from .schema import Schema
 from .sgbdt import SGBDTClassifier, SGBDTRegressor
 
-__all__ = ["Forest", "InvalidRecordError", "RecordEncoder", "SGBDTClassifier", "SGBDTRegressor",
-           "Schema"]
+__all__ = ["Forest", "InvalidRecordError", "MedianForestClassifier", "RecordEncoder",
+           "SGBDTClassifier", "SGBDTRegressor", "Schema"]
