@@ -160,21 +160,31 @@ class Forest:
         """Value of the node each row reaches in one tree."""
         return self.value[self.apply(tree, X) + self._base(tree)]
 
-    def predict_sum(self, X: np.ndarray) -> np.ndarray:
-        """Sum over trees of the value each row reaches (the raw boosting score)."""
+    def _routed(self, X: np.ndarray):
+        """``(start, nodes)`` per block of rows: the global node each row reaches in each tree."""
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2:
             raise ValueError("X must be a 2-d array of encoded records")
-        ids = np.arange(self.n_trees)
-        out = np.zeros(X.shape[0])
-        if ids.size == 0 or X.shape[0] == 0:
-            return out
-        roots = (ids * self.max_nodes).astype(np.int32)[None, :]
-        chunk = max(1, (_CHUNK * 150) // ids.size)
+        if self.n_trees == 0 or X.shape[0] == 0:
+            return
+        roots = (np.arange(self.n_trees) * self.max_nodes).astype(np.int32)[None, :]
+        chunk = max(1, (_CHUNK * 150) // self.n_trees)
         for s in range(0, X.shape[0], chunk):
             Xc = X[s:s + chunk]
-            g = self._route(Xc, np.broadcast_to(roots, (Xc.shape[0], ids.size)))
-            out[s:s + Xc.shape[0]] = self.value.take(g).sum(axis=1)
+            yield s, self._route(Xc, np.broadcast_to(roots, (Xc.shape[0], self.n_trees)))
+
+    def predict_sum(self, X: np.ndarray) -> np.ndarray:
+        """Sum over trees of the value each row reaches (the raw boosting score)."""
+        out = np.zeros(np.shape(X)[0])
+        for s, g in self._routed(X):
+            out[s:s + g.shape[0]] = self.value.take(g).sum(axis=1)
+        return out
+
+    def leaf_values(self, X: np.ndarray) -> np.ndarray:
+        """The value each row reaches in each tree, shape ``(rows, trees)`` (e.g. votes)."""
+        out = np.zeros((np.shape(X)[0], self.n_trees))
+        for s, g in self._routed(X):
+            out[s:s + g.shape[0]] = self.value.take(g)
         return out
 
     def predict_sum_one(self, row: np.ndarray) -> float:

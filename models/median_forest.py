@@ -105,9 +105,9 @@ class MedianForestClassifier(WindowForestBase):
         depth = self.depth_for(window_size)
         budgets = self.split_budgets(depth)
         n_nodes = 2 ** (depth + 1) - 1
-        feature = np.zeros(n_nodes, dtype=np.int64)
+        feature = np.zeros(n_nodes, dtype=np.int32)
         threshold = np.full(n_nodes, np.inf)
-        left = np.arange(n_nodes, dtype=np.int64)
+        left = np.arange(n_nodes, dtype=np.int32)
         numeric = enc.numeric_columns()
         categorical = enc.categorical_columns()
         state = {0: ([(lo, hi) for _, lo, hi in numeric], [list(c) for c in categorical])}
@@ -157,7 +157,7 @@ class MedianForestClassifier(WindowForestBase):
         np.add.at(counts, (node_of - first_leaf, y), 1.0)
         eps_l = float(self.epsilon) * (1.0 - float(self.split_share))
         noisy = LaplaceMechanism(epsilon=eps_l, sensitivity=1.0, rng=rng).release(counts)
-        leaf_class = np.zeros(n_nodes, dtype=np.int64)
+        leaf_class = np.zeros(n_nodes)
         leaf_class[first_leaf:] = np.argmax(noisy, axis=1)
         return feature, threshold, left, leaf_class, depth
 

@@ -23,6 +23,7 @@ from river import base
 
 from ..accounting import BudgetLedger
 from .encoding import RecordEncoder
+from .forest import Forest
 
 __all__ = ["WindowForestBase"]
 
@@ -30,9 +31,11 @@ __all__ = ["WindowForestBase"]
 class WindowForestBase(base.Classifier):
     """Classifier over tumbling windows; subclasses build one tree from one part of a window.
 
-    A built tree is ``(feature, threshold, left, leaf_class)`` on the encoder's columns (the
-    :class:`~dpstream.models.forest.Forest` layout: go left iff ``x[feature] <= threshold``,
-    right child ``left + 1``, leaves self-looping through column 0 with threshold ``+inf``).
+    A built tree is ``(feature, threshold, left, value, depth)`` in the
+    :class:`~dpstream.models.forest.Forest` layout (local indices; go left iff
+    ``x[feature] <= threshold``, right child ``left + 1``, leaves self-looping through column 0
+    with threshold ``+inf``), a leaf's value being its class index. Each closed window's trees
+    form one ``Forest``.
     """
 
     def __init__(self, schema: Any, epsilon: float, n_trees: int, window_size: int,
@@ -51,7 +54,7 @@ class WindowForestBase(base.Classifier):
         self._ledger = BudgetLedger(total_epsilon=float(epsilon))
         self._buffer_X: list[list[float]] = []
         self._buffer_y: list[int] = []
-        self._windows: list[list[tuple]] = []     # per closed window: its trees
+        self._windows: list[Forest] = []          # per closed window: its trees
         self.windows_closed = 0
         self.last_depth: int | None = None
         self.records_seen = 0
@@ -115,14 +118,17 @@ class WindowForestBase(base.Classifier):
         # deal the records into n_trees disjoint parts (a random permutation: data-independent)
         order = self._rng.permutation(y.size)
         parts = np.array_split(order, self.n_trees)
-        trees = []
+        forest = None
         for t, idx in enumerate(parts):
             self._ledger.charge(float(self.epsilon), partition=f"window-{w}/tree-{t}",
                                 label=type(self).__name__)
-            tree = self._build_tree(X[idx], y[idx], window_size=y.size)
-            self.last_depth = tree[-1]
-            trees.append(tree)
-        self._windows.append(trees)
+            feature, threshold, left, value, depth = self._build_tree(X[idx], y[idx],
+                                                                      window_size=y.size)
+            if forest is None:
+                forest = Forest(max_nodes=feature.size, max_depth=depth)
+            forest.add_tree(feature=feature, threshold=threshold, left=left, value=value)
+            self.last_depth = depth
+        self._windows.append(forest)
         if self.max_windows is not None and len(self._windows) > self.max_windows:
             del self._windows[0]          # retiring trees is post-processing
         self.windows_closed += 1
@@ -135,13 +141,10 @@ class WindowForestBase(base.Classifier):
     def _votes(self, X: np.ndarray) -> np.ndarray:
         k = len(self._encoder.classes)
         votes = np.zeros((X.shape[0], k))
-        for trees in self._windows:
-            for feature, threshold, left, leaf_class, depth in trees:
-                node = np.zeros(X.shape[0], dtype=np.int64)
-                for _ in range(depth):
-                    xv = X[np.arange(X.shape[0]), feature[node]]
-                    node = left[node] + ~(xv <= threshold[node])   # NaN (missing): right
-                np.add.at(votes, (np.arange(X.shape[0]), leaf_class[node]), 1.0)
+        for forest in self._windows:
+            leaf_class = forest.leaf_values(X).astype(np.int64)
+            for c in range(k):
+                votes[:, c] += (leaf_class == c).sum(axis=1)
         return votes
 
     def predict_proba_one(self, x: Mapping, **kwargs) -> dict:
@@ -167,7 +170,7 @@ class WindowForestBase(base.Classifier):
     # ----------------------------------------------------------------- report
     @property
     def n_trees_kept(self) -> int:
-        return sum(len(t) for t in self._windows)
+        return sum(len(f) for f in self._windows)
 
     def _report_base(self) -> dict:
         return {

@@ -327,17 +327,13 @@ def _cmd_status(args: argparse.Namespace) -> int:
     import time
 
     from ..connectors import CheckpointStore
+    from .runner import describe
 
     state = CheckpointStore.read(args.checkpoint_dir)
     if state is None:
         raise ValueError(f"no checkpoint in {args.checkpoint_dir}")
-    counters = state["counters"]
-    out = {"checkpoint_dir": str(args.checkpoint_dir), "model": state["model_name"],
-           "records_seen": counters["seen"], "records_learned": counters["learned"],
-           **{k: v for k, v in counters.items() if k not in ("seen", "learned")},
-           "offsets": state["positions"],
-           "checkpoint_age_s": round(time.time() - state["written"], 3),
-           "privacy": state["model"].privacy_report()}
+    out = {"checkpoint_dir": str(args.checkpoint_dir), **describe(state),
+           "checkpoint_age_s": round(time.time() - state["written"], 3)}
     if args.json:
         print(json.dumps(out))
     else:

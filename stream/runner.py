@@ -51,7 +51,7 @@ from ..connectors import CheckpointStore, SourceRecord
 from ..models import SGBDTClassifier, SGBDTRegressor
 from .schema import RecordValidator, RejectedRecord, Schema, coerce_schema
 
-__all__ = ["Runner", "build_model", "SERVICE_MODELS", "COUNTERS", "csv_message"]
+__all__ = ["Runner", "build_model", "describe", "SERVICE_MODELS", "COUNTERS", "csv_message"]
 
 log = logging.getLogger("dpstream.runner")
 
@@ -317,12 +317,19 @@ class Runner:
             return False
 
     def summary(self) -> dict:
-        """Counters, positions and the model's privacy report."""
+        """Counters, offsets and the model's privacy report (see :func:`describe`)."""
         with self.lock:
-            return {"model": self.model_name, **{f"records_{k}" if k in (
-                "seen", "learned") else k: v for k, v in self.counters.items()},
-                "positions": dict(self.positions),
-                "privacy": self.model.privacy_report()}
+            return describe(self.state())
+
+
+def describe(state: dict) -> dict:
+    """A runner state (live, or read from a checkpoint) as the flat summary the CLI prints."""
+    counters = state["counters"]
+    return {"model": state["model_name"], "records_seen": counters["seen"],
+            "records_learned": counters["learned"],
+            **{k: v for k, v in counters.items() if k not in ("seen", "learned")},
+            "offsets": dict(state["positions"]),
+            "privacy": state["model"].privacy_report()}
 
 
 def _jsonable(value: Any) -> Any:

@@ -174,8 +174,9 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
     end; returns the summary. With ``checkpoint_dir`` a second replay resumes where the first
     stopped (nothing is learned twice); without one, a temporary directory is used."""
     stop = stop or threading.Event()
+    file_source = None
     if source not in BUNDLED and not source.startswith("kafka://"):
-        FileSource(source)   # an absent or unnamed file is a usage error, before any state
+        file_source = FileSource(source)   # an absent or unnamed file: a usage error, early
     tmp = None
     if checkpoint_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="dpstream-replay-")
@@ -205,9 +206,9 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
                     partition = f"bundled:{source}"
                     it = records(runner.positions.get(partition, 0))
                 else:
-                    fs = FileSource(source)
                     total = None
-                    it = iter(FileSource(source, start=runner.positions.get(fs.partition, 0)))
+                    file_source.start = runner.positions.get(file_source.partition, 0)
+                    it = iter(file_source)
                 for rec in it:
                     if stop.is_set():
                         break

@@ -6,7 +6,6 @@ import gzip
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -272,6 +271,3 @@ def test_status_command_reads_a_checkpoint(tmp_path):
                            capture_output=True, text=True, timeout=120)
     assert empty.returncode == 2 and "no checkpoint" in empty.stderr
 
-
-def test_files_are_real_paths():
-    assert Path(FileSource.__module__.replace(".", "/")).name == "files"
