@@ -182,22 +182,33 @@ class Forest:
 
     def leaf_values(self, X: np.ndarray) -> np.ndarray:
         """The value each row reaches in each tree, shape ``(rows, trees)`` (e.g. votes)."""
-        out = np.zeros((np.shape(X)[0], self.n_trees))
+        return self.value.take(self.nodes(X))
+
+    def nodes(self, X: np.ndarray) -> np.ndarray:
+        """The global node each row reaches in each tree, shape ``(rows, trees)``.
+
+        Index any per-node table with it (e.g. leaf class counts of shape ``(nodes, k)``).
+        """
+        out = np.zeros((np.shape(X)[0], self.n_trees), dtype=np.int64)
         for s, g in self._routed(X):
-            out[s:s + g.shape[0]] = self.value.take(g)
+            out[s:s + g.shape[0]] = g
         return out
 
-    def predict_sum_one(self, row: np.ndarray) -> float:
-        """:meth:`predict_sum` of one encoded row (a 1-d array), without the batch set-up."""
-        if self.n_trees == 0:
-            return 0.0
+    def nodes_one(self, row: np.ndarray) -> np.ndarray:
+        """:meth:`nodes` of one encoded row (a 1-d array), without the batch set-up."""
         row = np.where(row == row, row, np.inf)   # missing (NaN) -> +inf: goes right below
         g = np.arange(0, self.n_trees * self.max_nodes, self.max_nodes, dtype=np.intp)
         feature, threshold, left = self.feature, self.threshold, self.left
         for _ in range(self.max_depth):
             # leaves compare the constant 0 with +inf: 0 > inf is False, so they stay put
             g = left.take(g) + (row.take(feature.take(g)) > threshold.take(g))
-        return float(self.value.take(g).sum())
+        return g
+
+    def predict_sum_one(self, row: np.ndarray) -> float:
+        """:meth:`predict_sum` of one encoded row (a 1-d array), without the batch set-up."""
+        if self.n_trees == 0:
+            return 0.0
+        return float(self.value.take(self.nodes_one(row)).sum())
 
     def to_dict(self) -> dict:
         """Plain-list state (JSON-friendly)."""

@@ -1,20 +1,48 @@
-"""The median-split private ensemble of seed 000 (Huang, Lei, Kabán), Alg. 1-2, on windows.
+"""The median-split private ensembles of seed 000 (Huang, Lei, Kabán) on tumbling windows.
 
-Each tree: at every internal node a split attribute is drawn uniformly among the attributes that
-can still split (public information), and the split point is a private median of the node's
-values (:class:`~dpstream.accounting.PrivateMedian`: exponential mechanism over uniform
-candidates in the node's PUBLIC interval — the schema domain narrowed by the split path; the
-paper's ``[min V, max V]`` would leak the extremes). Categorical attributes choose a category by
-the seed's count utility and split "== category". The split budget ``epsilon_s`` is spread over
-the depths geometrically, ``epsilon_i = C * epsilon_s * (3/2)**i``; nodes of one depth hold
-disjoint records, so they compose in parallel. Leaves release their class counts with Laplace
-noise (``epsilon_l``); a tree votes for its leaf's noisy majority class.
+Each tree is grown top-down: at every internal node a split attribute is drawn uniformly among
+the attributes that can still split (public information), and the split point is the median of
+the node's values — a private median (:class:`~dpstream.accounting.PrivateMedian`: exponential
+mechanism over uniform candidates in the node's PUBLIC interval, the schema domain narrowed by
+the split path; the paper's ``[min V, max V]`` would leak the extremes) when features are
+private, the exact median when they are public. Categorical attributes choose a category by the
+seed's count utility and split "== category". The split budget is spread over the depths
+geometrically, ``epsilon_i = C * epsilon_s * (3/2)**i``; nodes of one depth hold disjoint
+records, so they compose in parallel. Leaves release their class counts with Laplace noise; a
+prediction averages the leaves' (clipped, normalised) class distributions over every kept tree
+(see :mod:`~dpstream.models.window_forest` for why not the seed's raw sum).
+
+Four algorithms, chosen by ``privacy`` / ``transductive`` and the window's labeled share:
+
+* **SPE** (Alg. 2; ``privacy="features_and_labels"``, a window with fewer unlabeled than labeled
+  records): part ``i`` (its labeled and unlabeled records) grows tree ``i`` with
+  ``epsilon_s = split_share * epsilon``; its labeled records fill the leaves with the rest.
+* **SSPE-1** (Alg. 3, setting I; ``privacy="features_and_labels"``, a window with at least as
+  many unlabeled as labeled records): tree ``i`` is grown from the unlabeled part ``D_i`` with
+  the full epsilon and labelled from ``S_i`` with the full epsilon (disjoint records).
+* **SSPE-2** (Alg. 3, setting II; ``privacy="labels_only"``): features are public, so every tree
+  is grown from all the window's features with exact medians (``S' ∪ D``); labels are private
+  and ``S_i`` fills tree ``i``'s leaves with epsilon.
+* **PTE** (Alg. 4; ``privacy="labels_only", transductive=True``): SSPE-2 trees (ensemble 1)
+  pseudo-label the window's unlabeled records; ``n_trees_second`` more trees (ensemble 2, exact
+  medians) are filled with those pseudo-labels. Pseudo-labels are post-processing of ensemble 1
+  and public features, so ensemble 2 costs nothing. Three sound departures, measured on Adult
+  (20% labels, ε = 2, 5 seeds): its counts are exact (the paper adds ``Lap(1/epsilon)``, which
+  protects nothing here); each record adds ensemble 1's class *distribution* rather than its
+  argmax (80.7% vs 80.3% with the paper's disjoint parts); and, labels being free, every tree of
+  ensemble 2 is filled with all of ``D`` at the depth ``|D|`` supports rather than a tenth of it
+  (81.0%).
+
+Which records carry a label, like arrival counts, is the stream's public shape. A window
+without any labeled record trains nothing and spends nothing.
 
 **Departure (sound).** The paper stops splitting a node with at most 10 records: a
-data-dependent shape leaks. Trees here are complete, of depth
-``min(number of features, floor(log2(part_size / 10)))`` where ``part_size =
-window_size // n_trees`` is public — the depth at which median splits would leave about 10
-records per leaf — or ``max_depth`` if smaller. Nothing about the shape is read from the data.
+data-dependent shape leaks when features are private. Trees here are complete, of public depth
+``ceil(log2(n / leaf_size))`` (0 when ``n <= leaf_size``) — where ``n`` is the number of labeled
+records per tree, the records that fill the leaves (PTE's second ensemble: all pseudo-labeled
+records) — the depth at which median splits leave between ``leaf_size / 2`` and
+``leaf_size`` records per leaf, capped by the number of features (the paper's default depth)
+and by ``max_depth``. Nothing about the shape is read from private data.
 
 Examples
 --------
@@ -27,6 +55,16 @@ Examples
 (2, 2.0)
 >>> model.predict_one(X[20_000]) in (False, True)
 True
+
+Semi-supervised: ``learn_one(x, None)`` adds an unlabeled record to the window.
+
+>>> ssl = MedianForestClassifier(schema=schema, privacy="labels_only", transductive=True,
+...                              window_size=5_000, seed=0)
+>>> for i, (xi, yi) in enumerate(zip(X[:5_000], y[:5_000])):
+...     ssl.learn_one(xi, yi if i % 5 == 0 else None)
+>>> report = ssl.privacy_report()
+>>> report["windows"][-1]["algorithm"], report["trees"], report["protects"]
+('PTE', 20, 'labels')
 """
 
 from __future__ import annotations
@@ -37,13 +75,99 @@ from typing import Any
 import numpy as np
 
 from ..accounting import LaplaceMechanism, PrivateMedian
-from .window_forest import WindowForestBase
+from .window_forest import UNLABELED, WindowForestBase, WindowTree, leaf_proba
 
-__all__ = ["MedianForestClassifier"]
+__all__ = ["MedianForestClassifier", "grow_median_tree"]
+
+PRIVACY_SETTINGS = ("features_and_labels", "labels_only")
+
+
+def grow_median_tree(X: np.ndarray, depth: int, *, numeric: list, categorical: list,
+                     rng: np.random.Generator, budgets: list[float] | None,
+                     n_candidates: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """A complete median-split tree of ``depth`` over encoded rows ``X`` (heap layout).
+
+    ``budgets[i]`` is the epsilon of every split at depth ``i`` (private medians); ``None``
+    takes exact medians (features public). Returns ``(feature, threshold)``; leaves route
+    through column 0 with threshold ``+inf``.
+
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.c_[np.zeros(100), np.arange(100.0)]
+    >>> f, t = grow_median_tree(X, 1, numeric=[(1, 0.0, 99.0)], categorical=[], rng=rng,
+    ...                         budgets=None)
+    >>> f.tolist(), t.tolist()
+    ([1, 0, 0], [49.5, inf, inf])
+    """
+    n_nodes = 2 ** (depth + 1) - 1
+    n_internal = 2 ** depth - 1
+    feature = np.zeros(n_nodes, dtype=np.int32)
+    threshold = np.full(n_nodes, np.inf)
+    # per node: remaining numeric intervals and categorical columns still splittable
+    state: dict[int, tuple[list, list]] = {
+        0: ([(lo, hi) for _, lo, hi in numeric], [list(c) for c in categorical])}
+    node_of = np.zeros(X.shape[0], dtype=np.int64)
+    for level in range(depth):
+        first = 2 ** level - 1
+        order = np.argsort(node_of, kind="stable")
+        bounds = np.searchsorted(node_of[order], np.arange(first, 2 * first + 2))
+        for node in range(first, 2 * first + 1):
+            here = order[bounds[node - first]:bounds[node - first + 1]]
+            intervals, cats = state.pop(node)
+            l_iv, r_iv, l_cat, r_cat = intervals, intervals, cats, cats
+            options = [j for j, (lo, hi) in enumerate(intervals) if hi > lo] + \
+                      [len(numeric) + k for k, c in enumerate(cats) if len(c) > 1]
+            if options:   # otherwise a pass-through node: column 0 <= inf, everything left
+                j = options[int(rng.integers(len(options)))]
+                if j < len(numeric):
+                    col, _, _ = numeric[j]
+                    lo, hi = intervals[j]
+                    values = X[here, col]
+                    values = values[~np.isnan(values)]
+                    if budgets is not None:
+                        t = PrivateMedian(epsilon=budgets[level], lower=lo, upper=hi,
+                                          n_candidates=n_candidates, rng=rng).release(values)
+                    elif values.size:
+                        t = float(np.median(values))
+                    else:
+                        t = (lo + hi) / 2.0      # an empty node: the public midpoint
+                    feature[node], threshold[node] = col, t
+                    l_iv, r_iv = list(intervals), list(intervals)
+                    l_iv[j], r_iv[j] = (lo, t), (t, hi)
+                else:
+                    k = j - len(numeric)
+                    cols = cats[k]
+                    block = X[np.ix_(here, cols)]
+                    present = ~np.isnan(block[:, 0]) & (block.min(axis=1) == 0.0)
+                    codes = np.argmin(block[present], axis=1)
+                    if budgets is not None:
+                        pick = PrivateMedian.categorical(codes, n_categories=len(cols),
+                                                         epsilon=budgets[level], rng=rng)
+                    else:
+                        counts = np.bincount(codes, minlength=len(cols))
+                        pick = int(np.argmin(np.abs(counts - codes.size / 2.0)))
+                    feature[node], threshold[node] = cols[pick], 0.5   # left iff == category
+                    l_cat, r_cat = list(cats), list(cats)
+                    l_cat[k] = []
+                    r_cat[k] = [c for c in cols if c != cols[pick]]
+            node_of[here] = 2 * node + 1 + ~(X[here, feature[node]] <= threshold[node])
+            state[2 * node + 1], state[2 * node + 2] = (l_iv, l_cat), (r_iv, r_cat)
+    assert not state or min(state) >= n_internal
+    return feature, threshold
+
+
+def route_complete(feature: np.ndarray, threshold: np.ndarray, depth: int,
+                   X: np.ndarray) -> np.ndarray:
+    """Leaf (heap index) each row of ``X`` reaches in a complete tree of ``depth``."""
+    node = np.zeros(X.shape[0], dtype=np.int64)
+    rows = np.arange(X.shape[0])
+    for _ in range(depth):
+        xv = X[rows, feature[node]]
+        node = 2 * node + 1 + ~(xv <= threshold[node])   # NaN (missing) goes right
+    return node
 
 
 class MedianForestClassifier(WindowForestBase):
-    """Median-split private forest (seed 000, Alg. 1-2) refreshed on tumbling windows.
+    """Median-split private forests (seed 000: SPE, SSPE-1, SSPE-2, PTE) on tumbling windows.
 
     Parameters
     ----------
@@ -54,127 +178,179 @@ class MedianForestClassifier(WindowForestBase):
     n_trees
         Trees per window (the window's records are dealt disjointly among them).
     window_size
-        Records per tumbling window.
+        Records (labeled or not) per tumbling window; ``None`` with ``window_seconds``.
     max_windows
         Windows whose trees are kept (older ones retire); ``None``: all.
+    privacy
+        ``"features_and_labels"`` (SPE / SSPE-1: features and labels private) or
+        ``"labels_only"`` (SSPE-2 / PTE: features are public, labels private).
+    transductive
+        With ``privacy="labels_only"``: PTE (Alg. 4), a second, pseudo-labeled ensemble.
+    n_trees_second
+        PTE's second ensemble size; ``None``: ``n_trees``.
     split_share
-        Share of epsilon for the splits (epsilon_s); the rest labels the leaves (epsilon_l).
+        SPE's share of epsilon for the splits (epsilon_s); the rest labels the leaves.
     max_depth
         Upper bound on the (public) tree depth; ``None``: the number of features.
+    leaf_size
+        Records per leaf the public depth aims at (the paper's minimum node size, 10).
     n_candidates
         Uniform candidates of each private median.
+    window_seconds
+        Also close a window when a record arrives this long after its first one.
     seed
         ``None`` for OS entropy; an int for tests and benchmarks.
     """
 
     def __init__(self, schema: Any, epsilon: float = 2.0, n_trees: int = 10,
-                 window_size: int = 10_000, max_windows: int | None = 5,
-                 split_share: float = 0.5, max_depth: int | None = None,
-                 n_candidates: int = 256, seed: int | None = None):
+                 window_size: int | None = 10_000, max_windows: int | None = 5,
+                 privacy: str = "features_and_labels", transductive: bool = False,
+                 n_trees_second: int | None = None, split_share: float = 0.5,
+                 max_depth: int | None = None, leaf_size: int = 5, n_candidates: int = 256,
+                 window_seconds: float | None = None, seed: int | None = None):
+        self.privacy = privacy
+        self.transductive = transductive
+        self.n_trees_second = n_trees_second
         self.split_share = split_share
         self.max_depth = max_depth
+        self.leaf_size = leaf_size
         self.n_candidates = n_candidates
+        if privacy not in PRIVACY_SETTINGS:
+            raise ValueError(f"privacy must be one of {PRIVACY_SETTINGS}, got {privacy!r}")
+        if not isinstance(transductive, bool):
+            raise ValueError(f"transductive must be a bool, got {transductive!r}")
+        if transductive and privacy != "labels_only":
+            raise ValueError("transductive (PTE) needs privacy='labels_only': its "
+                             "pseudo-labeled records' features are released")
         if isinstance(split_share, bool) or not isinstance(split_share, (int, float)) \
                 or not 0 < split_share < 1:
             raise ValueError(f"split_share must be in (0, 1), got {split_share!r}")
-        if max_depth is not None and (isinstance(max_depth, bool) or
-                                      not isinstance(max_depth, int) or max_depth < 0):
-            raise ValueError(f"max_depth must be an integer >= 0 or None, got {max_depth!r}")
-        if isinstance(n_candidates, bool) or not isinstance(n_candidates, int) \
-                or n_candidates < 1:
-            raise ValueError(f"n_candidates must be an integer >= 1, got {n_candidates!r}")
-        super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed)
+        for name, value, lo, none_ok in (("max_depth", max_depth, 0, True),
+                                         ("n_trees_second", n_trees_second, 1, True),
+                                         ("leaf_size", leaf_size, 1, False),
+                                         ("n_candidates", n_candidates, 1, False)):
+            if value is None and none_ok:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+                raise ValueError(f"{name} must be an integer >= {lo}"
+                                 f"{' or None' if none_ok else ''}, got {value!r}")
+        super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
+                         window_seconds)
 
-    # ------------------------------------------------------------ the tree
-    def depth_for(self, window_size: int) -> int:
-        """The public depth for a window of ``window_size`` records."""
-        part = max(1, window_size // self.n_trees)
-        depth = min(len(self._encoder.schema.features),
-                    max(0, int(math.floor(math.log2(max(part / 10.0, 1.0))))))
+    # ------------------------------------------------------------ the trees
+    def depth_for(self, n_per_tree: int) -> int:
+        """The public depth for trees whose leaves are filled by ``n_per_tree`` records."""
+        n = max(0, int(n_per_tree))
+        depth = math.ceil(math.log2(n / self.leaf_size)) if n > self.leaf_size else 0
+        depth = min(len(self._encoder.schema.features), depth)
         return depth if self.max_depth is None else min(depth, self.max_depth)
 
-    def split_budgets(self, depth: int) -> list[float]:
+    @staticmethod
+    def split_budgets(depth: int, epsilon_s: float) -> list[float]:
         """epsilon_i = C * epsilon_s * (3/2)**i for i < depth, summing to epsilon_s."""
-        eps_s = float(self.epsilon) * float(self.split_share)
         w = [1.5 ** i for i in range(depth)]
         total = sum(w)
-        return [eps_s * wi / total for wi in w]
+        return [epsilon_s * wi / total for wi in w]
 
-    def _build_tree(self, X: np.ndarray, y: np.ndarray, *, window_size: int) -> tuple:
-        enc, rng = self._encoder, self._rng
-        depth = self.depth_for(window_size)
-        budgets = self.split_budgets(depth)
-        n_nodes = 2 ** (depth + 1) - 1
-        feature = np.zeros(n_nodes, dtype=np.int32)
-        threshold = np.full(n_nodes, np.inf)
-        left = np.arange(n_nodes, dtype=np.int32)
-        numeric = enc.numeric_columns()
-        categorical = enc.categorical_columns()
-        state = {0: ([(lo, hi) for _, lo, hi in numeric], [list(c) for c in categorical])}
-        node_of = np.zeros(y.size, dtype=np.int64)
-        for node in range(2 ** depth - 1):
-            level = int(math.floor(math.log2(node + 1)))
-            intervals, cats = state.pop(node)
-            left[node] = 2 * node + 1
-            here = np.flatnonzero(node_of == node)
-            options = [j for j, (lo, hi) in enumerate(intervals) if hi > lo] + \
-                      [len(numeric) + k for k, c in enumerate(cats) if len(c) > 1]
-            l_iv, r_iv, l_cat, r_cat = list(intervals), list(intervals), list(cats), list(cats)
-            if not options:   # nothing left to split on: a pass-through node (all go left)
-                feature[node], threshold[node] = 0, np.inf
-            else:
-                j = options[int(rng.integers(len(options)))]
-                eps = budgets[level]
-                if j < len(numeric):
-                    col, _, _ = numeric[j]
-                    lo, hi = intervals[j]
-                    values = X[here, col]
-                    values = values[~np.isnan(values)]
-                    t = PrivateMedian(epsilon=eps, lower=lo, upper=hi,
-                                      n_candidates=self.n_candidates, rng=rng).release(values)
-                    feature[node], threshold[node] = col, t
-                    l_iv[j], r_iv[j] = (lo, t), (t, hi)
-                else:
-                    k = j - len(numeric)
-                    cols = cats[k]
-                    block = X[np.ix_(here, cols)]
-                    present = ~np.isnan(block[:, 0]) & (block.min(axis=1) == 0.0)
-                    codes = np.argmin(block[present], axis=1)
-                    pick = PrivateMedian.categorical(codes, n_categories=len(cols),
-                                                     epsilon=eps, rng=rng)
-                    feature[node], threshold[node] = cols[pick], 0.5   # left iff == category
-                    l_cat[k] = []
-                    r_cat[k] = [c for c in cols if c != cols[pick]]
-            xv = X[here, feature[node]]
-            go_right = ~(xv <= threshold[node])
-            node_of[here] = left[node] + go_right
-            for child, iv, cat in ((2 * node + 1, l_iv, l_cat), (2 * node + 2, r_iv, r_cat)):
-                state[child] = (iv, cat)
-        # leaves: Laplace-noised class counts (each record is in one leaf: sensitivity 1)
+    def algorithm_for(self, n_labeled: int, n_unlabeled: int) -> str:
+        """Which of the seed's algorithms a window with these (public) counts runs."""
+        if self.privacy == "labels_only":
+            return "PTE" if self.transductive and n_unlabeled > 0 else "SSPE-2"
+        return "SSPE-1" if n_unlabeled >= max(1, n_labeled) else "SPE"
+
+    def _grow(self, X: np.ndarray, depth: int, budgets: list[float] | None) -> tuple:
+        enc = self._encoder
+        return grow_median_tree(X, depth, numeric=enc.numeric_columns(),
+                                categorical=enc.categorical_columns(), rng=self._rng,
+                                budgets=budgets, n_candidates=self.n_candidates)
+
+    def _tree(self, feature, threshold, depth, X_lab, y_lab, eps_l: float | None) -> WindowTree:
+        """Fill the leaves with class counts (Laplace noise of ``eps_l``; ``None``: exact)."""
+        k = len(self._encoder.classes)
+        counts = np.zeros((feature.size, k))
+        leaf = route_complete(feature, threshold, depth, X_lab)
+        if y_lab.ndim == 2:    # soft labels: a class distribution per record
+            np.add.at(counts, leaf, y_lab)
+        else:
+            np.add.at(counts, (leaf, y_lab), 1.0)
         first_leaf = 2 ** depth - 1
-        k = len(enc.classes)
-        counts = np.zeros((n_nodes - first_leaf, k))
-        np.add.at(counts, (node_of - first_leaf, y), 1.0)
-        eps_l = float(self.epsilon) * (1.0 - float(self.split_share))
-        noisy = LaplaceMechanism(epsilon=eps_l, sensitivity=1.0, rng=rng).release(counts)
-        leaf_class = np.zeros(n_nodes)
-        leaf_class[first_leaf:] = np.argmax(noisy, axis=1)
-        return feature, threshold, left, leaf_class, depth
+        if eps_l is not None:   # each record is in one leaf: sensitivity 1 per count vector
+            counts[first_leaf:] = LaplaceMechanism(epsilon=eps_l, sensitivity=1.0,
+                                                   rng=self._rng).release(counts[first_leaf:])
+        return WindowTree(feature=feature, threshold=threshold, counts=counts, depth=depth)
+
+    def _train_window(self, X: np.ndarray, y: np.ndarray):
+        eps = float(self.epsilon)
+        lab = np.flatnonzero(y != UNLABELED)
+        unl = np.flatnonzero(y == UNLABELED)
+        algo = self.algorithm_for(lab.size, unl.size)
+        lab_parts = [lab[p] for p in self.deal(lab.size)]
+        depth = self.depth_for(lab.size // self.n_trees)
+        trees: list[WindowTree] = []
+        extra: dict = {"depth": depth}
+        if algo in ("SPE", "SSPE-1"):
+            unl_parts = [unl[p] for p in self.deal(unl.size)]
+            if algo == "SPE":
+                eps_s, eps_l = eps * float(self.split_share), eps * (1 - float(self.split_share))
+            else:
+                eps_s, eps_l = eps, eps
+            budgets = self.split_budgets(depth, eps_s)
+            extra.update(epsilon_splits=eps_s, epsilon_leaves=eps_l, split_budgets=budgets)
+            for s_i, d_i in zip(lab_parts, unl_parts, strict=True):
+                rows = d_i if algo == "SSPE-1" else np.concatenate([s_i, d_i])
+                f, t = self._grow(X[rows], depth, budgets)
+                trees.append(self._tree(f, t, depth, X[s_i], y[s_i], eps_l))
+        else:   # SSPE-2 / PTE: features public -> exact medians on every record's features
+            extra.update(epsilon_splits=None, epsilon_leaves=eps)
+            for s_i in lab_parts:
+                f, t = self._grow(X, depth, None)
+                trees.append(self._tree(f, t, depth, X[s_i], y[s_i], eps))
+            if algo == "PTE":
+                # ensemble 1's class distributions on D are post-processing (labels enter
+                # only through its noisy counts; features are public): soft pseudo-labels
+                first = _ensemble_scores(trees, X[unl])
+                pseudo = first / np.maximum(first.sum(axis=1, keepdims=True), 1e-12)
+                n2 = self.n_trees_second or self.n_trees
+                depth2 = self.depth_for(unl.size)
+                extra.update(depth_second=depth2, trees_second=n2)
+                for _ in range(n2):   # free labels: every tree of ensemble 2 gets all of D
+                    f, t = self._grow(X, depth2, None)
+                    trees.append(self._tree(f, t, depth2, X[unl], pseudo, None))
+        return trees, algo, extra
 
     # ------------------------------------------------------------- report
     def privacy_report(self) -> dict:
         """Pure epsilon-DP: what was spent where, and why the windows compose in parallel."""
-        depth = self.last_depth if self.last_depth is not None else \
-            self.depth_for(self.window_size)
+        labels_only = self.privacy == "labels_only"
+        guarantee = (
+            "pure epsilon-DP per record for the whole stream: each record lies in exactly one "
+            "window and one tree's disjoint part, each tree's mechanisms spend epsilon, so "
+            "windows and trees compose in parallel; retired trees are post-processing")
+        if labels_only:
+            guarantee = ("pure epsilon label-DP: features are treated as PUBLIC and are not "
+                         "protected (exact medians); each label lies in exactly one window and "
+                         "one tree's disjoint part and is released once through Laplace leaf "
+                         "counts with epsilon; pseudo-labels (PTE) are post-processing")
+        windows = [{"algorithm": w.kind, "records": w.records, "labeled": w.labeled,
+                    "trees": len(w.trees), **w.extra} for w in self._windows]
         return {"mechanism": "median-split private forest (seed 000): exponential-mechanism "
-                             "medians over public intervals, Laplace leaf counts",
+                             "medians over public intervals (exact when features are public), "
+                             "Laplace leaf counts",
                 **self._report_base(),
-                "epsilon_splits": float(self.epsilon) * float(self.split_share),
-                "epsilon_leaves": float(self.epsilon) * (1 - float(self.split_share)),
-                "depth": depth, "split_budgets": self.split_budgets(depth)}
+                "guarantee": guarantee,
+                "protects": "labels" if labels_only else "features and labels",
+                "privacy": self.privacy,
+                "depth": self.last_depth, "windows": windows}
 
     @classmethod
     def _unit_test_params(cls):
         from .sgbdt import SGBDTClassifier
         yield {"schema": SGBDTClassifier._test_schema(), "window_size": 100, "n_trees": 5,
                "seed": 1}
+
+
+def _ensemble_scores(trees: list[WindowTree], X: np.ndarray) -> np.ndarray:
+    out = np.zeros((X.shape[0], trees[0].counts.shape[1]))
+    for tr in trees:
+        out += leaf_proba(tr.counts)[route_complete(tr.feature, tr.threshold, tr.depth, X)]
+    return out

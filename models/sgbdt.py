@@ -192,6 +192,12 @@ class _SGBDTBase(base.Estimator):
             self.engine.evict_oldest(self.max_active)
 
     # ------------------------------------------------------------ learning
+    @property
+    def training_rounds(self) -> int:
+        """Boosting rounds run so far (the runner checkpoints after each when it publishes
+        predictions)."""
+        return self._engine.rounds if self._engine is not None else 0
+
     def learn_one(self, x: Mapping, y: Any, **kwargs) -> None:
         """Add one record to the pool; a round runs every ``round_size`` records.
 

@@ -1,11 +1,24 @@
-"""``dpstream bench``: accuracy at given epsilons by repeated K-fold cross-validation.
+"""``dpstream bench``: a model's accuracy at given epsilons, under the protocol of its paper.
 
-Datasets (DESIGN.md §6): ``abalone`` (R², 5-fold CV), ``adult`` (error, 5-fold CV of adult.data
-+ adult.test), and the seed 003 §VIII-E scenarios ``abalone-late`` / ``adult-late``: inside each
-training fold a subpopulation (Abalone: rings <= 9; Adult: income <= 50K) arrives first and
-trains ``n_trees`` rounds; then the rest of the fold arrives and ``n_trees`` more rounds run.
-With the individual filter the early records keep training while their budget lasts; without
-it they have spent their worst-case budget and only the late batch trains the new trees.
+Protocols, by model:
+
+* ``sgbdt`` (seed 003): repeated K-fold cross-validation. Datasets ``abalone`` (R²), ``adult``
+  (error, adult.data + adult.test), and the §VIII-E scenarios ``abalone-late`` /
+  ``adult-late``: inside each training fold a subpopulation (Abalone: rings <= 9; Adult: income
+  <= 50K) arrives first and trains ``n_trees`` rounds; then the rest of the fold arrives and
+  ``n_trees`` more rounds run. With the individual filter the early records keep training while
+  their budget lasts; without it they have spent their worst-case budget and only the late
+  batch trains the new trees.
+* ``median-forest`` (seed 000 §6): a random 90/10 train/test split, repeated (50 times in the
+  paper), accuracy; the whole training set is one window (batch mode). Datasets ``adult``
+  (adult.data, the paper's 32,561 rows), ``iris``, ``wine``, ``syn5d``, ``syn10d``, ``syn15d``.
+  ``labeled_fraction`` keeps the labels of that random share of the training rows and hands the
+  rest over unlabeled (seed 000 Table 2 uses 0.2).
+* any classifier on ``agrawal-drift``: prequential (predict each record, then learn it) over a
+  stream whose concept drifts half-way; the metric is the accuracy on the records after the
+  drift, and ``curve`` holds the accuracy of every block of ``block`` records. Window forests
+  run with ``window_size=5000, max_windows=2`` unless overridden — compare with
+  ``max_windows=None`` (every window kept) to see what refreshing buys.
 
 Examples
 --------
@@ -15,6 +28,9 @@ Examples
 ('r2', 2, 1)
 >>> sorted(result) == sorted(RESULT_FIELDS)
 True
+>>> iris = run_bench("median-forest", "iris", 2.0, repeats=3, seed=0)
+>>> iris["metric"], iris["protocol"], 0.0 <= iris["mean"] <= 1.0
+('accuracy', 'holdout 90/10', True)
 """
 
 from __future__ import annotations
@@ -25,14 +41,15 @@ from typing import Any
 
 import numpy as np
 
-from ..models import SGBDTClassifier, SGBDTRegressor
+from ..models import MedianForestClassifier, SGBDTClassifier, SGBDTRegressor
+from .bench_datasets import load_agrawal_drift, load_iris, load_synthetic, load_wine
 from .datasets import load_abalone, load_adult
 
 __all__ = ["BENCH_DATASETS", "BENCH_MODELS", "RESULT_FIELDS", "fold_indices", "score_model",
-           "run_bench"]
+           "run_bench", "run_drift"]
 
 RESULT_FIELDS = ("model", "dataset", "epsilon", "delta", "metric", "mean", "std", "repeats",
-                 "folds", "seconds", "rows_per_s", "params")
+                 "folds", "seconds", "rows_per_s", "params", "protocol", "labeled_fraction")
 
 
 def _abalone():
@@ -48,11 +65,28 @@ def _adult():
 BENCH_DATASETS: dict[str, Callable[[], tuple]] = {
     "abalone": _abalone, "adult": _adult, "abalone-late": _abalone, "adult-late": _adult}
 
+# seed 000's datasets (accuracy, 90/10 holdout); Adult is adult.data as in its Table 1
+HOLDOUT_DATASETS: dict[str, Callable[[], tuple]] = {
+    "adult": lambda: load_adult("train"), "iris": load_iris, "wine": load_wine,
+    "syn5d": lambda: load_synthetic(5), "syn10d": lambda: load_synthetic(10),
+    "syn15d": lambda: load_synthetic(15)}
+
+STREAM_DATASETS = ("agrawal-drift",)
+
 # the first population of each late scenario (seed 003 §VIII-E, as in the authors' code)
 _EARLY: dict[str, Callable[[Any], bool]] = {
     "abalone-late": lambda label: label <= 9, "adult-late": lambda label: not label}
 
-BENCH_MODELS = {"sgbdt": {"r2": SGBDTRegressor, "error": SGBDTClassifier}}
+BENCH_MODELS: dict[str, dict[str, type]] = {
+    "sgbdt": {"r2": SGBDTRegressor, "error": SGBDTClassifier},
+    "median-forest": {"accuracy": MedianForestClassifier},
+}
+#: how each model is evaluated (its paper's protocol)
+PROTOCOL = {"sgbdt": "cv", "median-forest": "holdout"}
+DEFAULT_REPEATS = {"cv": 5, "holdout": 50, "prequential": 3}
+
+#: window-forest settings of the drift scenario (overridable with params)
+DRIFT_PARAMS = {"window_size": 5_000, "max_windows": 2}
 
 
 def fold_indices(n: int, folds: int, *, seed: int) -> list[np.ndarray]:
@@ -66,56 +100,130 @@ def _metric(name: str, y_true: np.ndarray, y_pred: np.ndarray) -> float:
     if name == "r2":
         y_true, y_pred = y_true.astype(float), y_pred.astype(float)
         return float(1.0 - ((y_true - y_pred) ** 2).sum() / ((y_true - y_true.mean()) ** 2).sum())
+    if name == "accuracy":
+        return float(np.mean(y_true == y_pred))
     return float(np.mean(y_true != y_pred))
 
 
 def score_model(model, X: Sequence, y: Sequence, train: np.ndarray, test: np.ndarray,
-                metric: str, *, late: Callable[[Any], bool] | None = None) -> float:
-    """Train on ``train`` rows (batch; or early-then-late), return the metric on ``test``."""
+                metric: str, *, late: Callable[[Any], bool] | None = None,
+                labeled: np.ndarray | None = None) -> float:
+    """Train on ``train`` rows (batch; or early-then-late), return the metric on ``test``.
+
+    ``labeled`` (a mask over ``train``) hands the other training rows over unlabeled.
+    """
     if late is None:
-        model.learn_many([X[i] for i in train], [y[i] for i in train])
+        labels = [y[i] for i in train] if labeled is None else \
+            [y[i] if keep else None for i, keep in zip(train, labeled, strict=True)]
+        model.learn_many([X[i] for i in train], labels)
     else:
         early = np.array([late(y[i]) for i in train], dtype=bool)
         first, second = train[early], train[~early]
         model.learn_many([X[i] for i in first], [y[i] for i in first], rounds=model.n_trees)
         model.learn_many([X[i] for i in second], [y[i] for i in second], rounds=model.n_trees)
-    pred = np.asarray(model.predict_many([X[i] for i in test]))
-    truth = np.array([y[i] for i in test])
+    pred = np.asarray(model.predict_many([X[i] for i in test]), dtype=object)
+    truth = np.array([y[i] for i in test], dtype=object)
     return _metric(metric, truth, pred)
 
 
-def run_bench(model: str, dataset: str, epsilon: float, *, repeats: int = 5, folds: int = 5,
-              seed: int = 0, params: dict | None = None,
+def run_bench(model: str, dataset: str, epsilon: float, *, repeats: int | None = None,
+              folds: int = 5, seed: int = 0, params: dict | None = None,
+              labeled_fraction: float = 1.0,
               progress: Callable[[int, int], None] | None = None) -> dict:
-    """Mean and std of the metric over ``repeats`` x ``folds`` fits (one JSON result)."""
+    """Mean and std of the metric over repeated fits under the model's protocol."""
     if model not in BENCH_MODELS:
         raise ValueError(f"unknown model {model!r}; choose from {sorted(BENCH_MODELS)}")
-    if dataset not in BENCH_DATASETS:
-        raise ValueError(f"unknown dataset {dataset!r}; choose from {sorted(BENCH_DATASETS)}")
+    protocol = "prequential" if dataset in STREAM_DATASETS else PROTOCOL[model]
+    names = {"cv": BENCH_DATASETS, "holdout": HOLDOUT_DATASETS}.get(protocol)
+    if names is not None and dataset not in names:
+        known = sorted(set(names) | set(STREAM_DATASETS))
+        raise ValueError(f"unknown dataset {dataset!r} for {model}; choose from {known}")
+    repeats = DEFAULT_REPEATS[protocol] if repeats is None else repeats
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    X, y, schema, metric = BENCH_DATASETS[dataset]()
-    cls = BENCH_MODELS[model][metric]
+    if not 0 < labeled_fraction <= 1:
+        raise ValueError(f"labeled_fraction must lie in (0, 1], got {labeled_fraction}")
+    if labeled_fraction < 1 and protocol != "holdout":
+        raise ValueError("labeled_fraction applies to the semi-supervised median forest's "
+                         "holdout benchmarks")
     params = dict(params or {})
-    scores, rows, done = [], 0, 0
+    if protocol == "prequential":
+        return run_drift(model, epsilon, repeats=repeats, seed=seed, params=params,
+                         progress=progress)
     t0 = time.perf_counter()
-    delta = None
-    for r in range(repeats):
-        parts = fold_indices(len(y), folds, seed=seed + r)
-        for k in range(folds):
+    if protocol == "cv":
+        X, y, schema, metric = BENCH_DATASETS[dataset]()
+        splits = [(r, k) for r in range(repeats) for k in range(folds)]
+    else:
+        X, y, schema = HOLDOUT_DATASETS[dataset]()
+        metric, folds = "accuracy", 1
+        splits = [(r, 0) for r in range(repeats)]
+    cls = BENCH_MODELS[model][metric]
+    scores, rows, delta = [], 0, None
+    parts: list[np.ndarray] = []
+    for done, (r, k) in enumerate(splits, start=1):
+        labeled = None
+        if protocol == "cv":
+            if k == 0:
+                parts = fold_indices(len(y), folds, seed=seed + r)
             test = parts[k]
             train = np.concatenate([parts[j] for j in range(folds) if j != k])
-            est = cls(schema=schema, epsilon=epsilon, seed=seed * 7919 + r * folds + k,
-                      **params)
-            scores.append(score_model(est, X, y, train, test, metric,
-                                      late=_EARLY.get(dataset)))
-            delta = est.privacy_report()["delta"]
-            rows += len(y)
-            done += 1
-            if progress is not None:
-                progress(done, repeats * folds)
+        else:
+            rng = np.random.default_rng(seed + r)
+            order = rng.permutation(len(y))
+            cut = int(round(0.9 * len(y)))
+            train, test = order[:cut], order[cut:]
+            if labeled_fraction < 1:
+                labeled = rng.random(train.size) < labeled_fraction
+        est = cls(schema=schema, epsilon=epsilon, seed=seed * 7919 + r * folds + k, **params)
+        scores.append(score_model(est, X, y, train, test, metric, late=_EARLY.get(dataset),
+                                  labeled=labeled))
+        delta = est.privacy_report()["delta"]
+        rows += len(y)
+        if progress is not None:
+            progress(done, len(splits))
     seconds = time.perf_counter() - t0
     return {"model": model, "dataset": dataset, "epsilon": float(epsilon), "delta": delta,
             "metric": metric, "mean": float(np.mean(scores)), "std": float(np.std(scores)),
             "repeats": repeats, "folds": folds, "seconds": round(seconds, 3),
-            "rows_per_s": round(rows / seconds, 1), "params": params}
+            "rows_per_s": round(rows / seconds, 1), "params": params,
+            "protocol": "holdout 90/10" if protocol == "holdout" else f"{folds}-fold CV",
+            "labeled_fraction": labeled_fraction}
+
+
+def run_drift(model: str, epsilon: float, *, repeats: int = 3, seed: int = 0,
+              params: dict | None = None, n: int = 60_000, drift_at: int = 30_000,
+              width: int = 1_000, block: int = 2_500,
+              progress: Callable[[int, int], None] | None = None) -> dict:
+    """Prequential accuracy on ``agrawal-drift`` (see the module docstring)."""
+    classes = BENCH_MODELS[model]
+    cls = classes.get("accuracy") or classes.get("error")
+    if cls is None:
+        raise ValueError(f"{model} is not a classifier; agrawal-drift needs one")
+    user = dict(params or {})
+    merged = {**(DRIFT_PARAMS if model == "median-forest" else {}), **user}
+    after, before, curves, t0 = [], [], [], time.perf_counter()
+    delta = None
+    for r in range(repeats):
+        X, y, schema = load_agrawal_drift(n, drift_at=drift_at, width=width, seed=seed + r)
+        est = cls(schema=schema, epsilon=epsilon, seed=seed * 7919 + r, **merged)
+        hits = np.zeros(n, dtype=bool)
+        for i, (xi, yi) in enumerate(zip(X, y, strict=True)):
+            hits[i] = est.predict_one(xi) == yi
+            est.learn_one(xi, yi)
+        settled = drift_at + width
+        before.append(float(hits[:drift_at].mean()))
+        after.append(float(hits[settled:].mean()))
+        curves.append(hits[: n - n % block].reshape(-1, block).mean(axis=1))
+        delta = est.privacy_report()["delta"]
+        if progress is not None:
+            progress(r + 1, repeats)
+    seconds = time.perf_counter() - t0
+    return {"model": model, "dataset": "agrawal-drift", "epsilon": float(epsilon),
+            "delta": delta, "metric": "accuracy", "mean": float(np.mean(after)),
+            "std": float(np.std(after)), "repeats": repeats, "folds": 1,
+            "seconds": round(seconds, 3), "rows_per_s": round(repeats * n / seconds, 1),
+            "params": merged, "protocol": f"prequential, {n} records, drift at {drift_at} "
+                                          f"(width {width}); mean = accuracy after the drift",
+            "labeled_fraction": 1.0, "accuracy_before_drift": float(np.mean(before)),
+            "block": block, "curve": np.mean(curves, axis=0).round(4).tolist()}

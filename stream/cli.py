@@ -94,17 +94,28 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print one JSON summary line")
     r.set_defaults(func=_cmd_run)
 
-    b = sub.add_parser("bench", help="accuracy at given epsilons by repeated K-fold CV",
+    b = sub.add_parser("bench", help="accuracy at given epsilons under the model's protocol",
                        description=BENCH_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    b.add_argument("--model", required=True, help="model name (sgbdt)")
+    b.add_argument("--model", required=True, help="model name: sgbdt | median-forest")
     b.add_argument("--dataset", required=True,
-                   help="abalone | adult | abalone-late | adult-late")
+                   help="sgbdt: abalone | adult | abalone-late | adult-late; median-forest: "
+                        "adult | iris | wine | syn5d | syn10d | syn15d; any classifier: "
+                        "agrawal-drift")
     b.add_argument("--epsilon", required=True, type=_floats, metavar="E[,E...]",
                    help="one or more total privacy budgets, comma-separated")
-    b.add_argument("--repeats", type=int, default=5, help="repeats of K-fold CV (default 5)")
-    b.add_argument("--folds", type=int, default=5, help="K (default 5)")
-    b.add_argument("--seed", type=int, default=0, help="seed of folds and models (default 0)")
+    b.add_argument("--repeats", type=int, default=None,
+                   help="repeats (default: 5 for K-fold CV, 50 for the 90/10 holdout, 3 for "
+                        "agrawal-drift)")
+    b.add_argument("--folds", type=int, default=5, help="K of K-fold CV (default 5)")
+    b.add_argument("--seed", type=int, default=0, help="seed of splits and models (default 0)")
+    b.add_argument("--labeled-fraction", type=float, default=1.0, metavar="F",
+                   help="keep the labels of this share of the training rows (semi-supervised; "
+                        "default 1)")
+    b.add_argument("--privacy", choices=["features_and_labels", "labels_only"], default=None,
+                   help="median forest: what is private (default features_and_labels)")
+    b.add_argument("--transductive", action="store_true",
+                   help="median forest with --privacy labels_only: PTE (seed 000 Alg. 4)")
     b.add_argument("--no-individual-filter", action="store_true",
                    help="S-GBDT without the individual Renyi filter (ablation)")
     b.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
@@ -119,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--topic", help="topic to consume")
     sv.add_argument("--group", help="consumer group (default dpstream)")
     sv.add_argument("--schema", dest="schema_path", metavar="SCHEMA.json", help="schema file")
-    sv.add_argument("--model", help="model name (default sgbdt)")
+    sv.add_argument("--model", help="model name: sgbdt (default) | median-forest")
     sv.add_argument("--epsilon", type=float, help="total privacy budget")
     sv.add_argument("--checkpoint-dir", metavar="DIR", help="checkpoint directory (one writer)")
     sv.add_argument("--dead-letter-topic", metavar="T", help="dead letters to this topic")
@@ -143,7 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--source", required=True, metavar="PATH_OR_KAFKA_URL",
                     help="file (.csv/.jsonl[.gz]), adult, abalone, or kafka://HOST:PORT/TOPIC")
     rp.add_argument("--schema", metavar="SCHEMA.json", help="schema file (bundled: implied)")
-    rp.add_argument("--model", default="sgbdt", help="model name (default sgbdt)")
+    rp.add_argument("--model", default="sgbdt",
+                    help="model name: sgbdt (default) | median-forest")
     rp.add_argument("--epsilon", type=float, required=True, help="total privacy budget")
     rp.add_argument("--label", default="y", help="CSV column holding the label (default y)")
     rp.add_argument("--checkpoint-dir", metavar="DIR",
@@ -190,12 +202,18 @@ examples:
 
 
 BENCH_HELP = """\
-Mean and standard deviation of a model's test metric over repeated K-fold cross-validation
-(R^2 on abalone, error on adult). The -late datasets follow seed 003 section VIII-E.
+Mean and standard deviation of a model's test metric under its paper's protocol: S-GBDT by
+repeated K-fold cross-validation (R^2 on abalone, error on adult; the -late datasets follow
+seed 003 section VIII-E); the median forest by repeated random 90/10 splits (accuracy, seed 000
+section 6); agrawal-drift by prequential accuracy after a concept drift.
 
 examples:
   dpstream bench --model sgbdt --dataset abalone --epsilon 0.15,0.54 --json
   dpstream bench --model sgbdt --dataset adult-late --epsilon 0.54 --no-individual-filter
+  dpstream bench --model median-forest --dataset adult --epsilon 2
+  dpstream bench --model median-forest --dataset adult --epsilon 2 --labeled-fraction 0.2 \\
+      --privacy labels_only --transductive
+  dpstream bench --model median-forest --dataset agrawal-drift --epsilon 2 --set max_windows=null
 """
 
 
@@ -229,19 +247,32 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     params = _parse_sets(args.set)
     if args.no_individual_filter:
         params["individual_filter"] = False
+    if args.privacy is not None:
+        params["privacy"] = args.privacy
+    if args.transductive:
+        params["transductive"] = True
     for eps in args.epsilon:
         def progress(done: int, total: int, eps: float = eps) -> None:
             if not args.json:
                 print(f"  epsilon {eps:g}: fit {done}/{total}", end="\r", file=sys.stderr,
                       flush=True)
         res = run_bench(args.model, args.dataset, eps, repeats=args.repeats, folds=args.folds,
-                        seed=args.seed, params=params, progress=progress)
+                        seed=args.seed, params=params, labeled_fraction=args.labeled_fraction,
+                        progress=progress)
+        if not args.json:
+            print(" " * 40, end="\r", file=sys.stderr, flush=True)   # clear the progress line
         if args.json:
             print(json.dumps(res), flush=True)
         else:
+            labels = (f", {res['labeled_fraction']:g} of the labels"
+                      if res["labeled_fraction"] < 1 else "")
             print(f"{res['model']} on {res['dataset']} at epsilon {eps:g} (delta "
                   f"{res['delta']:g}): {res['metric']} {res['mean']:.4f} +- {res['std']:.4f} "
-                  f"over {res['repeats']}x{res['folds']}-fold CV, {res['seconds']:.1f} s")
+                  f"over {res['repeats']} x {res['protocol']}{labels}, "
+                  f"{res['seconds']:.1f} s")
+            if "curve" in res:
+                print(f"  accuracy before the drift {res['accuracy_before_drift']:.4f}; per "
+                      f"{res['block']} records: {' '.join(f'{v:.2f}' for v in res['curve'])}")
     return 0
 
 

@@ -48,7 +48,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..connectors import CheckpointStore, SourceRecord
-from ..models import SGBDTClassifier, SGBDTRegressor
+from ..models import MedianForestClassifier, SGBDTClassifier, SGBDTRegressor
 from .schema import RecordValidator, RejectedRecord, Schema, coerce_schema
 
 __all__ = ["Runner", "build_model", "describe", "SERVICE_MODELS", "COUNTERS", "csv_message"]
@@ -58,6 +58,7 @@ log = logging.getLogger("dpstream.runner")
 #: models the service can run, by name -> (target type -> class)
 SERVICE_MODELS: dict[str, dict[str, type]] = {
     "sgbdt": {"numeric": SGBDTRegressor, "binary": SGBDTClassifier},
+    "median-forest": {"binary": MedianForestClassifier, "categorical": MedianForestClassifier},
 }
 
 COUNTERS = ("seen", "learned", "dead_letters", "duplicates", "unlabeled", "clipped",
@@ -260,17 +261,17 @@ class Runner:
             self._remember(key)
             self.positions[rec.partition] = rec.offset + 1
             if not record.labeled:
-                self.counters["unlabeled"] += 1   # S-GBDT is supervised: nothing to learn
-                return
-            if not self.checkpoint_every_round:
+                self.counters["unlabeled"] += 1
+                if not getattr(model, "learns_unlabeled", False):
+                    return   # a supervised model: nothing to learn
+            rounds = model.training_rounds
+            if record.public:
+                model.learn_one(record.x, record.y, public=True)
+            else:
                 model.learn_one(record.x, record.y)
-                self.counters["learned"] += 1
-                return
-            rounds = model.engine.rounds if model._engine is not None else 0
-            model.learn_one(record.x, record.y)
             self.counters["learned"] += 1
-            if model._engine is not None and model.engine.rounds != rounds:
-                self.checkpoint()   # before any prediction can use the new tree
+            if self.checkpoint_every_round and model.training_rounds != rounds:
+                self.checkpoint()   # before any prediction can use the new trees
 
     def _validate(self, rec: SourceRecord):
         value = rec.value

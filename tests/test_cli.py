@@ -82,8 +82,27 @@ def test_bench_prints_the_json_contract():
         assert r["metric"] == "r2" and r["params"] == {"n_trees": 10}
 
 
+def test_bench_median_forest_semi_supervised_json():
+    out = run("bench", "--model", "median-forest", "--dataset", "syn5d", "--epsilon", "2",
+              "--repeats", "3", "--labeled-fraction", "0.2", "--privacy", "labels_only",
+              "--transductive", "--json")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert (r["metric"], r["protocol"], r["repeats"], r["labeled_fraction"]) == \
+        ("accuracy", "holdout 90/10", 3, 0.2)
+    assert r["params"] == {"privacy": "labels_only", "transductive": True}
+    assert 0.8 < r["mean"] <= 1.0 and r["delta"] == 0.0
+
+
 @pytest.mark.parametrize(("args", "needle"), [
     (["--model", "nope", "--dataset", "adult", "--epsilon", "1"], "unknown model"),
+    (["--model", "median-forest", "--dataset", "abalone", "--epsilon", "1"], "unknown dataset"),
+    (["--model", "sgbdt", "--dataset", "adult", "--epsilon", "1", "--labeled-fraction", "0.2"],
+     "labeled_fraction"),
+    (["--model", "median-forest", "--dataset", "iris", "--epsilon", "1", "--labeled-fraction",
+      "0"], "labeled_fraction"),
+    (["--model", "median-forest", "--dataset", "iris", "--epsilon", "1", "--transductive"],
+     "labels_only"),
     (["--model", "sgbdt", "--dataset", "nope", "--epsilon", "1"], "unknown dataset"),
     (["--model", "sgbdt", "--dataset", "adult", "--epsilon", "x"], "expected numbers"),
     (["--model", "sgbdt", "--dataset", "abalone", "--epsilon", "1", "--set", "depth=0"],

@@ -232,7 +232,10 @@ def test_resuming_under_other_settings_is_refused(tmp_path):
     store.close()
 
 
-def test_runner_checkpoints_after_each_round_when_it_publishes_predictions(tmp_path):
+@pytest.mark.parametrize("model, params", [("sgbdt", {"round_size": 50}),
+                                           ("median-forest", {"window_size": 50, "n_trees": 2})])
+def test_runner_checkpoints_after_each_round_when_it_publishes_predictions(tmp_path, model,
+                                                                           params):
     class Sink:
         def __init__(self):
             self.sent = []
@@ -245,17 +248,21 @@ def test_runner_checkpoints_after_each_round_when_it_publishes_predictions(tmp_p
 
     store = CheckpointStore(tmp_path)
     sink = Sink()
-    runner = Runner.create("sgbdt", ADULT_SCHEMA, store=store, epsilon=1.0, seed=0,
-                           params={"round_size": 50}, predictions=sink,
-                           checkpoint_interval=3600)
+    runner = Runner.create(model, ADULT_SCHEMA, store=store, epsilon=1.0, seed=0,
+                           params=params, predictions=sink, checkpoint_interval=3600)
     X, y, _ = load_adult("train")
     for i in range(120):
-        runner.process(SourceRecord({"id": i, "x": X[i], "y": y[i]}, "f", i))
+        label = y[i] if i % 4 else None     # the median forest learns unlabeled records too
+        runner.process(SourceRecord({"id": i, "x": X[i], "y": label}, "f", i))
         state = store.load()
-        if runner.model.engine.rounds:
+        if runner.model.training_rounds:
             # the checkpoint on disk already holds every tree a prediction could use
-            assert len(state["model"].engine.forest) == runner.model.engine.rounds
-    assert runner.counters["checkpoints"] == 2 and len(sink.sent) == 120
+            assert state["model"].training_rounds == runner.model.training_rounds
+            assert state["model"].predict_one(X[200]) == runner.model.predict_one(X[200])
+    rounds = 90 // 50 if model == "sgbdt" else 120 // 50
+    assert runner.model.training_rounds == rounds
+    assert runner.counters["checkpoints"] == rounds and len(sink.sent) == 120
+    assert runner.counters["unlabeled"] == 30
     store.close()
 
 

@@ -50,11 +50,14 @@ def test_every_record_is_trained_once_in_one_window(n, window, n_trees, max_wind
 
 def test_split_budgets_are_geometric_and_sum_to_the_split_share():
     model = MedianForestClassifier(schema=ADULT_SCHEMA, epsilon=2.0, split_share=0.5)
-    b = model.split_budgets(6)
+    b = model.split_budgets(6, 1.0)
     assert sum(b) == pytest.approx(1.0)
     assert all(b[i + 1] == pytest.approx(1.5 * b[i]) for i in range(5))
-    assert model.depth_for(10_000) == 6          # log2(1000 / 10) = 6.6, public quantities only
-    assert model.depth_for(10) == 0
+    # public quantities only: ceil(log2(n / leaf_size)), capped by the number of features
+    assert model.depth_for(1000) == 8          # log2(1000 / 5) = 7.6
+    assert model.depth_for(5) == 0 and model.depth_for(6) == 1
+    assert model.depth_for(10**9) == len(ADULT_SCHEMA.features)
+    assert MedianForestClassifier(schema=ADULT_SCHEMA, max_depth=3).depth_for(10**6) == 3
 
 
 def test_pickle_keeps_the_partial_window_and_the_trees():
@@ -88,21 +91,44 @@ def test_bad_input_names_the_field_and_changes_nothing():
 
 @pytest.mark.parametrize("name, value", [("epsilon", 0), ("n_trees", 0), ("window_size", 5),
                                          ("split_share", 1.0), ("max_depth", -1),
-                                         ("max_windows", 0), ("n_candidates", 0)])
+                                         ("max_windows", 0), ("n_candidates", 0),
+                                         ("leaf_size", 0), ("n_trees_second", 0),
+                                         ("privacy", "features"), ("transductive", "yes"),
+                                         ("window_seconds", -1.0), ("window_seconds", True)])
 def test_bad_parameters_are_rejected_by_name(name, value):
     with pytest.raises(ValueError, match=name):
         MedianForestClassifier(schema=ADULT_SCHEMA, **{name: value})
 
 
-def test_adult_accuracy_floor_at_epsilon_2():
-    """Paper Table 1 protocol (90/10 split), 3 seeded repeats; target 82.05%, floor 80%."""
-    X, y, _ = load_adult("all")
+def _holdout(frac=1.0, seeds=range(3), **params):
+    """Seed 000's protocol on adult.data: 90/10 split; ``frac`` of the training labels kept."""
+    X, y, _ = load_adult("train")
     accs = []
-    for seed in range(3):
-        idx = np.random.default_rng(seed).permutation(len(X))
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        idx = rng.permutation(len(X))
         cut = int(0.9 * len(X))
-        model = MedianForestClassifier(schema=ADULT_SCHEMA, epsilon=2.0, seed=seed)
-        model.learn_many([X[i] for i in idx[:cut]], [y[i] for i in idx[:cut]])
+        keep = rng.random(cut) < frac
+        model = MedianForestClassifier(schema=ADULT_SCHEMA, epsilon=2.0, seed=seed, **params)
+        model.learn_many([X[i] for i in idx[:cut]],
+                         [y[i] if k else None for i, k in zip(idx[:cut], keep, strict=True)])
         pred = model.predict_many([X[i] for i in idx[cut:]])
         accs.append(np.mean(pred == np.array([y[i] for i in idx[cut:]], dtype=object)))
-    assert np.mean(accs) >= 0.80, accs
+    return float(np.mean(accs)), model
+
+
+def test_adult_accuracy_floor_at_epsilon_2():
+    """Paper Table 1 protocol, 3 seeded repeats; target 82.05% (bench: 50 repeats), floor 81%."""
+    acc, model = _holdout()
+    assert model.privacy_report()["windows"][0]["algorithm"] == "SPE"
+    assert acc >= 0.81, acc
+
+
+@pytest.mark.parametrize("privacy, transductive, algorithm", [
+    ("features_and_labels", False, "SSPE-1"), ("labels_only", False, "SSPE-2"),
+    ("labels_only", True, "PTE")])
+def test_adult_semi_supervised_floor_with_20_percent_labels(privacy, transductive, algorithm):
+    """Paper Table 2 protocol (20% of the labels), 2 seeded repeats; targets 80.29-80.88%."""
+    acc, model = _holdout(0.2, range(2), privacy=privacy, transductive=transductive)
+    assert model.privacy_report()["windows"][0]["algorithm"] == algorithm
+    assert acc >= 0.795, acc

@@ -1,0 +1,129 @@
+"""Benchmark datasets beyond the bundled two (DESIGN.md §6): seed 000's small UCI sets and
+synthetic sets, and a drifting stream.
+
+* ``iris``, ``wine`` — scikit-learn's bundled copies of the UCI data (no download; scikit-learn
+  comes with the ``test`` and ``bench`` extras). Their schemas declare domains from the UCI
+  documentation's attribute ranges rounded outward — public knowledge, not read from the rows.
+* ``syn5d``, ``syn10d``, ``syn15d`` — seed 000 §6: "3,000 samples with 5, 10 and 15
+  attributes, 2 classes, normally distributed clusters with random centres" from scikit-learn's
+  ``make_classification``. The seed gives no other setting, so every other argument keeps its
+  default (2 informative, 2 redundant features, 2 clusters per class) with
+  ``random_state=0``. The generator's public parameters bound a feature by ``3·sqrt(d) + 2``;
+  a rare value beyond would be clipped to the domain, as the service does.
+* ``agrawal-drift`` — river's Agrawal generator (classification function 0, then 2) joined by
+  river's ``ConceptDriftStream``; domains from the generator's definition.
+
+Examples
+--------
+>>> X, y, schema = load_synthetic(5)
+>>> len(X), sorted(set(y)), list(schema.features)[:2]
+(3000, [0, 1], ['x0', 'x1'])
+>>> X, y, schema = load_agrawal_drift(1000, drift_at=500, seed=1)
+>>> len(X), schema.features["elevel"].values
+(1000, [0, 1, 2, 3, 4])
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from .datasets import Dataset
+from .schema import Schema
+
+__all__ = ["load_iris", "load_wine", "load_synthetic", "load_agrawal_drift", "IRIS_SCHEMA",
+           "WINE_SCHEMA", "AGRAWAL_SCHEMA"]
+
+
+def _num(lo: float, hi: float) -> dict:
+    return {"type": "numeric", "min": lo, "max": hi}
+
+
+# UCI iris.names, "Summary Statistics" (min-max per attribute), rounded outward
+IRIS_SCHEMA = Schema.model_validate({
+    "features": {"sepal length (cm)": _num(4, 8), "sepal width (cm)": _num(2, 4.5),
+                 "petal length (cm)": _num(1, 7), "petal width (cm)": _num(0, 2.5)},
+    "target": {"type": "categorical", "values": ["setosa", "versicolor", "virginica"]}})
+
+# UCI wine: attribute ranges of the documented chemical analysis, rounded outward
+WINE_SCHEMA = Schema.model_validate({
+    "features": {
+        "alcohol": _num(11, 15), "malic_acid": _num(0, 6), "ash": _num(1, 3.5),
+        "alcalinity_of_ash": _num(10, 30), "magnesium": _num(70, 170),
+        "total_phenols": _num(0.5, 4), "flavanoids": _num(0, 5.5),
+        "nonflavanoid_phenols": _num(0, 0.7), "proanthocyanins": _num(0, 4),
+        "color_intensity": _num(1, 13.5), "hue": _num(0.4, 1.8),
+        "od280/od315_of_diluted_wines": _num(1, 4), "proline": _num(250, 1700)},
+    "target": {"type": "categorical", "values": ["class_0", "class_1", "class_2"]}})
+
+# river.datasets.synth.Agrawal: the generator's documented ranges
+AGRAWAL_SCHEMA = Schema.model_validate({
+    "features": {
+        "salary": _num(20_000, 150_000), "commission": _num(0, 85_000), "age": _num(20, 80),
+        "elevel": {"type": "categorical", "values": [0, 1, 2, 3, 4]},
+        "car": _num(1, 20), "zipcode": {"type": "categorical", "values": list(range(9))},
+        "hvalue": _num(0, 1_350_000), "hyears": _num(1, 30), "loan": _num(0, 500_000)},
+    "target": {"type": "binary", "values": [0, 1]}})
+
+
+def _sklearn(name: str):
+    try:
+        from sklearn import datasets
+    except ImportError as exc:   # pragma: no cover - depends on the environment
+        raise ImportError(f"the {name!r} benchmark dataset is scikit-learn's bundled copy: "
+                          "pip install 'dpstream[bench]'") from exc
+    return getattr(datasets, f"load_{name}")()
+
+
+def _bundled(name: str, schema: Schema) -> Dataset:
+    data = _sklearn(name)
+    names = list(schema.features)
+    classes = schema.target.values
+    X = [dict(zip(names, (float(v) for v in row), strict=True)) for row in data.data]
+    return Dataset(X, [classes[int(t)] for t in data.target], schema)
+
+
+def load_iris() -> Dataset:
+    """UCI Iris (150 rows, 4 features, 3 classes), scikit-learn's bundled copy."""
+    return _bundled("iris", IRIS_SCHEMA)
+
+
+def load_wine() -> Dataset:
+    """UCI Wine (178 rows, 13 features, 3 classes), scikit-learn's bundled copy."""
+    return _bundled("wine", WINE_SCHEMA)
+
+
+def load_synthetic(d: int, n: int = 3000, *, random_state: int = 0) -> Dataset:
+    """Seed 000's SynNd: ``make_classification(n_samples=n, n_features=d, n_classes=2)``."""
+    try:
+        from sklearn.datasets import make_classification
+    except ImportError as exc:   # pragma: no cover - depends on the environment
+        raise ImportError("synthetic benchmark data needs scikit-learn: "
+                          "pip install 'dpstream[bench]'") from exc
+    Xa, ya = make_classification(n_samples=n, n_features=d, n_classes=2,
+                                 random_state=random_state)
+    bound = round(3 * math.sqrt(d) + 2, 1)
+    names = [f"x{j}" for j in range(d)]
+    schema = Schema.model_validate({"features": {c: _num(-bound, bound) for c in names},
+                                    "target": {"type": "binary", "values": [0, 1]}})
+    Xa = np.clip(Xa, -bound, bound)
+    X = [dict(zip(names, row.tolist(), strict=True)) for row in Xa]
+    return Dataset(X, [int(v) for v in ya], schema)
+
+
+def load_agrawal_drift(n: int = 60_000, *, drift_at: int = 30_000, width: int = 1_000,
+                       seed: int = 0) -> Dataset:
+    """``n`` records of Agrawal function 0 drifting to function 2 around ``drift_at``."""
+    from river.datasets import synth
+
+    stream = synth.ConceptDriftStream(
+        stream=synth.Agrawal(classification_function=0, seed=seed),
+        drift_stream=synth.Agrawal(classification_function=2, seed=seed + 1),
+        position=drift_at, width=width, seed=seed)
+    X, y = [], []
+    for x, label in itertools.islice(stream, n):
+        X.append(dict(x))
+        y.append(int(label))
+    return Dataset(X, y, AGRAWAL_SCHEMA)

@@ -1,0 +1,229 @@
+"""The window framework and the semi-supervised median forests (seed 000, Section 5): which
+records each tree sees (parallel composition, checked record by record), what each mode spends,
+time-based windows, and a resumed replay that equals an uninterrupted one."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dpstream.models import MedianForestClassifier
+from dpstream.models.median_forest import grow_median_tree
+from dpstream.stream import load_adult
+from dpstream.stream.service import replay
+
+SCHEMA = {"features": {"uid": {"type": "numeric", "min": 0, "max": 10**6},
+                       "a": {"type": "numeric", "min": 0, "max": 1},
+                       "c": {"type": "categorical", "values": ["p", "q", "r"]}},
+          "target": {"type": "categorical", "values": ["u", "v", "w"]}}
+UID = 1   # encoded column of "uid" (column 0 is the constant)
+
+
+class Spy(MedianForestClassifier):
+    """Records, per closed window, which uids grew each tree and which filled its leaves."""
+
+    def _close_window(self):
+        self.log.append(("none", [], []))     # replaced if the window trains
+        super()._close_window()
+
+    def _train_window(self, X, y):
+        self.seen_structure, self.seen_leaves = [], []
+        trees, algo, extra = super()._train_window(X, y)
+        self.log[-1] = (algo, self.seen_structure, self.seen_leaves)
+        return trees, algo, extra
+
+    def _grow(self, X, depth, budgets):
+        self.seen_structure.append((set(X[:, UID].astype(int).tolist()), budgets is None))
+        return super()._grow(X, depth, budgets)
+
+    def _tree(self, feature, threshold, depth, X_lab, y_lab, eps_l):
+        self.seen_leaves.append((set(X_lab[:, UID].astype(int).tolist()), eps_l))
+        return super()._tree(feature, threshold, depth, X_lab, y_lab, eps_l)
+
+
+def _record(i, rng):
+    return {"uid": i, "a": float(rng.random()), "c": "pqr"[int(rng.integers(3))]}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(0, 400), window=st.integers(5, 120), n_trees=st.integers(1, 5),
+       labeled_share=st.sampled_from([0.0, 0.2, 0.5, 1.0]),
+       mode=st.sampled_from(["features_and_labels", "labels_only", "pte"]),
+       seed=st.integers(0, 10**6))
+def test_each_record_feeds_one_window_and_one_tree_part(n, window, n_trees, labeled_share,
+                                                         mode, seed):
+    window = max(window, n_trees)
+    rng = np.random.default_rng(seed)
+    model = Spy(schema=SCHEMA, epsilon=1.0, n_trees=n_trees, window_size=window,
+                max_windows=None, privacy="features_and_labels" if mode ==
+                "features_and_labels" else "labels_only", transductive=mode == "pte",
+                seed=seed)
+    model.log = []
+    labeled = set()
+    for i in range(n):
+        lab = rng.random() < labeled_share
+        labeled |= {i} if lab else set()
+        model.learn_one(_record(i, rng), "uvw"[i % 3] if lab else None)
+    closed = n // window
+    trained = set(range(closed * window))
+    rep = model.privacy_report()
+    assert rep["records_learned"] == len(trained) and rep["records_pending"] == n - len(trained)
+    windows_with_labels = 0
+    used_private = []      # every record whose private content some mechanism read
+    for w, (algo, structure, leaves) in enumerate(model.log):
+        in_window = set(range(w * window, (w + 1) * window))
+        # leaves: the window's labeled records, each in exactly one tree's part
+        leaf_sets = [s for s, eps in leaves if eps is not None]
+        assert sum(map(len, leaf_sets)) == len(set().union(*leaf_sets)) if leaf_sets else True
+        assert set().union(*leaf_sets) == in_window & labeled if leaf_sets else True
+        if not (in_window & labeled):
+            assert algo.startswith("none") and not structure
+            continue
+        windows_with_labels += 1
+        assert len(leaf_sets) == n_trees
+        used_private += [u for s in leaf_sets for u in s]
+        private_structure = [s for s, exact in structure if not exact]
+        if algo in ("SPE", "SSPE-1"):
+            assert len(private_structure) == n_trees
+            assert set().union(*private_structure) == (
+                in_window if algo == "SPE" else in_window - labeled)
+            used_private += [u for s in private_structure for u in s]
+            for s_struct, s_leaf in zip(private_structure, leaf_sets, strict=True):
+                # one tree's part: its structure and its leaves hold the same records (SPE) or
+                # disjoint ones (SSPE-1) -- never another tree's
+                assert s_leaf <= s_struct if algo == "SPE" else not (s_leaf & s_struct)
+        else:   # features public: exact medians on every record of the window
+            assert not private_structure
+            assert all(s == in_window for s, exact in structure)
+            assert algo == ("PTE" if mode == "pte" and in_window - labeled else "SSPE-2")
+            # PTE's second ensemble: pseudo-labels, no noise, no budget
+            assert all(s <= in_window - labeled for s, eps in leaves if eps is None)
+    if mode == "features_and_labels":
+        # a record's private content is read by one tree's mechanisms only, SPE records once
+        # for the structure and once for the leaves of the same tree (epsilon_s + epsilon_l)
+        counts = np.bincount(used_private, minlength=n) if used_private else np.zeros(n)
+        assert counts.max(initial=0) <= 2
+    assert rep["ledger_partitions"] == windows_with_labels * n_trees
+    assert rep["epsilon"] == (1.0 if windows_with_labels else 0.0)
+
+
+def test_modes_spend_what_the_paper_says():
+    X, y, schema = load_adult("train")
+    kw = {"schema": schema, "epsilon": 2.0, "window_size": 2000, "seed": 0}
+    half = [yi if i % 2 else None for i, yi in enumerate(y[:2000])]   # 50% labeled
+    few = [yi if i % 5 == 0 else None for i, yi in enumerate(y[:2000])]
+    cases = [(MedianForestClassifier(**kw), y[:2000], "SPE", 1.0, 1.0),
+             (MedianForestClassifier(**kw), half, "SSPE-1", 2.0, 2.0),
+             (MedianForestClassifier(**kw, privacy="labels_only"), few, "SSPE-2", None, 2.0),
+             (MedianForestClassifier(**kw, privacy="labels_only", transductive=True), few,
+              "PTE", None, 2.0)]
+    for model, labels, algo, eps_s, eps_l in cases:
+        for xi, yi in zip(X[:2000], labels, strict=True):
+            model.learn_one(xi, yi)
+        rep = model.privacy_report()
+        win = rep["windows"][0]
+        assert (win["algorithm"], win["epsilon_splits"], win["epsilon_leaves"]) == \
+            (algo, eps_s, eps_l)
+        assert rep["epsilon"] == 2.0 and rep["ledger_partitions"] == 10
+        assert rep["trees"] == (20 if algo == "PTE" else 10)
+        assert rep["protects"] == ("labels" if algo in ("SSPE-2", "PTE")
+                                   else "features and labels")
+        assert "PUBLIC" in rep["guarantee"] if algo in ("SSPE-2", "PTE") else True
+        if eps_s is not None:
+            assert sum(win["split_budgets"]) == pytest.approx(eps_s)
+    with pytest.raises(ValueError, match="labels_only"):
+        MedianForestClassifier(schema=schema, transductive=True)
+
+
+def test_a_window_without_labels_trains_and_spends_nothing():
+    X, _, schema = load_adult("train")
+    model = MedianForestClassifier(schema=schema, window_size=100, seed=0)
+    for xi in X[:250]:
+        model.learn_one(xi, None)
+    rep = model.privacy_report()
+    assert rep["windows_closed"] == 2 and rep["trees"] == 0 and rep["epsilon"] == 0.0
+    assert rep["unlabeled_seen"] == 250 and rep["records_pending"] == 50
+    assert model.predict_proba_one(X[0]) == {False: 0.5, True: 0.5}
+
+
+def test_exact_medians_when_features_are_public():
+    rng = np.random.default_rng(4)
+    X = np.c_[np.zeros(501), rng.normal(size=501), rng.uniform(size=501)]
+    numeric = [(1, -10.0, 10.0), (2, 0.0, 1.0)]
+    feature, threshold = grow_median_tree(X, 2, numeric=numeric, categorical=[],
+                                          rng=np.random.default_rng(0), budgets=None)
+    col = feature[0]
+    assert threshold[0] == np.median(X[:, col])
+    left = X[:, col] <= threshold[0]
+    assert threshold[1] == np.median(X[left, feature[1]])
+    assert threshold[2] == np.median(X[~left, feature[2]])
+    assert np.all(np.isinf(threshold[3:])) and np.all(feature[3:] == 0)
+
+
+def test_time_based_windows_close_on_the_clock_and_survive_pickling():
+    X, y, schema = load_adult("train")
+    model = MedianForestClassifier(schema=schema, window_size=None, window_seconds=60.0,
+                                   n_trees=2, seed=0)
+    for i in range(300):                       # one record a second: windows of 60 records
+        model.learn_one(X[i], y[i], t=1000.0 + i)
+    rep = model.privacy_report()
+    assert rep["windows_closed"] == 4 and rep["records_pending"] == 60
+    assert [w["records"] for w in rep["windows"]] == [60, 60, 60, 60]
+    clone = pickle.loads(pickle.dumps(model))
+    clone.learn_one(X[300], y[300], t=1000.0 + 300)   # 60 s after the open window's start
+    assert clone.privacy_report()["windows_closed"] == 5
+    # both limits: whichever comes first
+    both = MedianForestClassifier(schema=schema, window_size=25, window_seconds=60.0,
+                                  n_trees=2, seed=0)
+    for i in range(100):
+        both.learn_one(X[i], y[i], t=float(i))
+    assert both.privacy_report()["windows_closed"] == 4
+    with pytest.raises(ValueError, match="window_size"):
+        MedianForestClassifier(schema=schema, window_size=None)
+    with pytest.raises(ValueError, match="t must"):
+        model.learn_one(X[0], y[0], t=float("nan"))
+
+
+def test_streaming_prediction_matches_batch_prediction():
+    X, y, schema = load_adult("train")
+    model = MedianForestClassifier(schema=schema, window_size=3000, seed=2)
+    for xi, yi in zip(X[:9000], y[:9000], strict=True):
+        model.learn_one(xi, yi)
+    batch = model.predict_many(X[9000:9500])
+    assert list(batch) == [model.predict_one(x) for x in X[9000:9500]]
+    proba = model.predict_proba_one(X[9000])
+    assert sum(proba.values()) == pytest.approx(1.0)
+
+
+def test_resumed_replay_equals_an_uninterrupted_one(tmp_path):
+    """A file replayed in two runs (the second resuming the first's checkpoint, with the
+    partial window inside it) trains exactly what one run trains: same trees, same report."""
+    X, y, schema = load_adult("train")
+    lines = []
+    for i in range(2600):
+        label = y[i] if i % 3 else None                       # a third unlabeled
+        lines.append(json.dumps({"id": i, "x": X[i], "y": label}))
+    lines.insert(700, '{"id": "bad", "x": {"age": "old"}}')  # a dead letter
+    path = tmp_path / "records.jsonl"
+    schema_file = tmp_path / "schema.json"
+    schema_file.write_text(schema.model_dump_json())
+    params = {"window_size": 1000, "privacy": "labels_only", "transductive": True}
+    run = {"schema": str(schema_file), "model": "median-forest", "epsilon": 2.0, "seed": 7,
+           "params": params}
+    path.write_text("\n".join(lines) + "\n")
+    whole = replay(str(path), checkpoint_dir=str(tmp_path / "one"), **run)
+    path.write_text("\n".join(lines[:1500]) + "\n")
+    first = replay(str(path), checkpoint_dir=str(tmp_path / "two"), **run)
+    assert first["privacy"]["records_pending"] == 499          # 1499 valid: one window + 499
+    path.write_text("\n".join(lines) + "\n")
+    second = replay(str(path), checkpoint_dir=str(tmp_path / "two"), **run)
+    assert second["records_this_run"] == len(lines) - 1500
+    assert second["privacy"] == whole["privacy"]
+    assert second["dead_letters"] == whole["dead_letters"] == 1
+    assert second["unlabeled"] == whole["unlabeled"] == 2600 // 3 + 1
+    assert whole["privacy"]["windows_closed"] == 2 and whole["privacy"]["records_pending"] == 600
