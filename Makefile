@@ -41,7 +41,7 @@ test: $(VENV)/.stamp-test
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests -- failing" >&2; exit 1; fi; \
 	exit $$rc
 
-# The S-GBDT and service figures of docs/benchmarks.md (5 repeats of 5-fold CV; tens of minutes).
+# Every figure of docs/benchmarks.md (S-GBDT, service, median forest; tens of minutes).
 bench: $(VENV)/.stamp-bench
 	$(BIN)/python benchmarks/speed_sgbdt.py
 	$(BIN)/python benchmarks/service_bench.py
@@ -53,6 +53,19 @@ bench: $(VENV)/.stamp-bench
 	$(BIN)/dpstream bench --model sgbdt --dataset adult-late --epsilon 0.54 --repeats 5
 	$(BIN)/dpstream bench --model sgbdt --dataset adult-late --epsilon 0.54 --repeats 5 \
 		--no-individual-filter
+	$(BIN)/python benchmarks/speed_median_forest.py
+	for d in adult iris wine syn5d syn10d syn15d; do \
+		$(BIN)/dpstream bench --model median-forest --dataset $$d --epsilon 2 || exit 1; done
+	$(BIN)/dpstream bench --model median-forest --dataset adult --epsilon 2 \
+		--labeled-fraction 0.2 --privacy features_and_labels
+	$(BIN)/dpstream bench --model median-forest --dataset adult --epsilon 2 \
+		--labeled-fraction 0.2 --privacy labels_only
+	$(BIN)/dpstream bench --model median-forest --dataset adult --epsilon 2 \
+		--labeled-fraction 0.2 --privacy labels_only --transductive
+	$(BIN)/dpstream bench --model median-forest --dataset syn5d --epsilon 2 \
+		--labeled-fraction 0.2 --privacy labels_only
+	$(BIN)/python benchmarks/drift_median_forest.py
+	$(BIN)/python benchmarks/ablation_median_forest.py
 
 lint: $(VENV)/.stamp-lint
 	$(BIN)/ruff check accounting models stream connectors tests examples benchmarks

@@ -51,8 +51,10 @@ def main() -> None:
     spe = MedianForestClassifier(schema=schema, epsilon=2.0, seed=1)
     pte = MedianForestClassifier(schema=schema, epsilon=2.0, privacy="labels_only",
                                  transductive=True, seed=1)
-    spe.learn_many(X[:9_999], y[:9_999])        # buffered: the next record closes the window
-    spe_s = _best_of(lambda: spe.learn_many(X[9_999:10_000], y[9_999:10_000]), repeats=1)
+    for xi, yi in zip(X[:9_999], y[:9_999], strict=True):
+        spe.learn_one(xi, yi)                   # buffered: the next record closes the window
+    spe_s = _best_of(lambda: spe.learn_one(X[9_999], y[9_999]), repeats=1)
+    assert spe.windows_closed == 1
     labels = [v if i % 5 == 0 else None for i, v in enumerate(y[:10_000])]
     pte_s = _best_of(lambda: pte.learn_many(X[:10_000], labels), repeats=1)
     out = {"records": 2 * n,

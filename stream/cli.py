@@ -375,8 +375,13 @@ def _cmd_status(args: argparse.Namespace) -> int:
               f"{out['dead_letters']}, duplicates {out['duplicates']}, unlabeled "
               f"{out['unlabeled']}")
         print(f"  offsets {out['offsets']}")
+        if "records_active" in p:
+            detail = f"{p['records_active']} records hold budget"
+        else:
+            detail = (f"{p['windows_closed']} windows closed, {p['records_pending']} records in "
+                      f"the open window; protects {p.get('protects', 'features and labels')}")
         print(f"  guarantee: ({p['epsilon']:.4g}, {p['delta']:g})-DP per record; {p['trees']} "
-              f"trees; {p['records_active']} records hold budget")
+              f"trees; {detail}")
     return 0
 
 

@@ -48,16 +48,24 @@ class ServiceCollector:
                                 value=float(report["epsilon"]))
         yield GaugeMetricFamily("dpstream_epsilon_budget", "The promised epsilon",
                                 value=float(report["epsilon_budget"]))
-        spent = GaugeMetricFamily("dpstream_record_budget_spent_fraction",
-                                  "Renyi budget used by the active records (fraction of rho_max)",
-                                  labels=["stat"])
-        for stat, value in report["spend_fraction"].items():
-            spent.add_metric([stat], float(value))
-        yield spent
         yield GaugeMetricFamily("dpstream_trees", "Trees in the model",
                                 value=float(report["trees"]))
-        yield GaugeMetricFamily("dpstream_active_records", "Records holding budget in memory",
-                                value=float(report["records_active"]))
+        if "spend_fraction" in report:     # S-GBDT: individual Renyi budgets
+            spent = GaugeMetricFamily(
+                "dpstream_record_budget_spent_fraction",
+                "Renyi budget used by the active records (fraction of rho_max)", labels=["stat"])
+            for stat, value in report["spend_fraction"].items():
+                spent.add_metric([stat], float(value))
+            yield spent
+            yield GaugeMetricFamily("dpstream_active_records",
+                                    "Records holding budget in memory",
+                                    value=float(report["records_active"]))
+        if "windows_closed" in report:     # window forests
+            yield CounterMetricFamily("dpstream_windows_closed", "Tumbling windows trained",
+                                      value=report["windows_closed"])
+            yield GaugeMetricFamily("dpstream_window_pending_records",
+                                    "Records in the open window (checkpointed, not yet trained)",
+                                    value=float(report["records_pending"]))
         lag = self.lag() if self.lag is not None else None
         if lag is not None:
             yield GaugeMetricFamily("dpstream_consumer_lag", "Messages behind the high watermark",

@@ -278,3 +278,30 @@ def test_status_command_reads_a_checkpoint(tmp_path):
                            capture_output=True, text=True, timeout=120)
     assert empty.returncode == 2 and "no checkpoint" in empty.stderr
 
+
+
+def test_status_and_metrics_of_a_window_forest(tmp_path):
+    """The service's read-outs work for a window forest (no per-record Renyi budgets)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from dpstream.stream.metrics import ServiceCollector
+
+    store = CheckpointStore(tmp_path)
+    runner = Runner.create("median-forest", ADULT_SCHEMA, store=store, epsilon=2.0, seed=0,
+                           params={"window_size": 100, "n_trees": 4})
+    X, y, _ = load_adult("train")
+    for i in range(250):
+        runner.process(SourceRecord({"id": i, "x": X[i], "y": y[i] if i % 2 else None}, "f", i))
+    runner.checkpoint()
+    registry = CollectorRegistry()
+    registry.register(ServiceCollector(runner))
+    text = generate_latest(registry).decode()
+    assert "dpstream_windows_closed_total 2.0" in text
+    assert "dpstream_window_pending_records 50.0" in text
+    assert "dpstream_trees 8.0" in text and "dpstream_epsilon 2.0" in text
+    store.close()
+    out = subprocess.run([*DPSTREAM, "status", "--checkpoint-dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "2 windows closed, 50 records in the open window" in out.stdout
+    assert "unlabeled 125" in out.stdout

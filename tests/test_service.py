@@ -311,3 +311,31 @@ def test_replay_of_a_topic_runs_to_its_end_and_resumes(broker, tmp_path):
     assert second["records_this_run"] == 300
     assert (second["records_seen"], second["records_learned"], second["dead_letters"]) == (
         800, 800 - m, m)
+
+
+def test_median_forest_over_a_topic_keeps_its_open_window_across_runs(broker, tmp_path):
+    """The window forest behind the real broker: unlabeled messages join the windows, the
+    open window survives between runs in the checkpoint, nothing is trained twice."""
+    X, y, _ = load_adult("train")
+    values = [json.dumps({"id": i, "x": X[i], "y": y[i] if i % 4 == 0 else None}).encode()
+              for i in range(900)]
+    broker.create_topic("semi", partitions=1)       # one partition: a deterministic order
+    broker.produce("semi", values[:500], partitions=1)
+    schema = _schema_file(tmp_path)
+    url = f"kafka://{broker.bootstrap}/semi?group=windows"
+    cmd = [*DPSTREAM, "replay", "--source", url, "--schema", str(schema), "--epsilon", "2",
+           "--model", "median-forest", "--set", "window_size=200", "--set",
+           "privacy=labels_only", "--checkpoint-dir", str(tmp_path / "ck"), "--json"]
+    first = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
+                                      timeout=180).stdout)
+    p = first["privacy"]
+    assert (p["windows_closed"], p["records_pending"], p["trees"]) == (2, 100, 20)
+    assert first["unlabeled"] == 375 and first["records_learned"] == 500
+    broker.produce("semi", values[500:], partitions=1)
+    second = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
+                                       timeout=180).stdout)
+    p = second["privacy"]
+    assert second["records_this_run"] == 400
+    assert (p["windows_closed"], p["records_pending"], p["records_learned"]) == (4, 100, 800)
+    assert p["epsilon"] == 2.0 and p["protects"] == "labels"
+    assert [w["algorithm"] for w in p["windows"]] == ["SSPE-2"] * 4
