@@ -15,21 +15,12 @@ Usage: python benchmarks/speed_median_forest.py [--json]
 
 from __future__ import annotations
 
-import json
-import sys
 import time
+
+from _timing import best_of, emit  # a sibling: benchmarks/ is on sys.path
 
 from dpstream.models import MedianForestClassifier
 from dpstream.stream import load_adult
-
-
-def _best_of(fn, repeats: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def main() -> None:
@@ -53,22 +44,17 @@ def main() -> None:
                                  transductive=True, seed=1)
     for xi, yi in zip(X[:9_999], y[:9_999], strict=True):
         spe.learn_one(xi, yi)                   # buffered: the next record closes the window
-    spe_s = _best_of(lambda: spe.learn_one(X[9_999], y[9_999]), repeats=1)
+    spe_s = best_of(lambda: spe.learn_one(X[9_999], y[9_999]), repeats=1)
     assert spe.windows_closed == 1
     labels = [v if i % 5 == 0 else None for i, v in enumerate(y[:10_000])]
-    pte_s = _best_of(lambda: pte.learn_many(X[:10_000], labels), repeats=1)
+    pte_s = best_of(lambda: pte.learn_many(X[:10_000], labels), repeats=1)
     out = {"records": 2 * n,
            "stream_learn_predict_rows_per_s": round(2 * n / (first_s + second_s)),
            "stream_steady_rows_per_s": round(n / second_s),
            "trees_voting_at_the_end": trees,
-           "predict_many_dicts_rows_per_s": round(n / _best_of(lambda: model.predict_many(X))),
+           "predict_many_dicts_rows_per_s": round(n / best_of(lambda: model.predict_many(X))),
            "window_train_s": {"spe_10k": round(spe_s, 3), "pte_10k_20pct_labels": round(pte_s, 3)}}
-    if "--json" in sys.argv:
-        print(json.dumps(out))
-    else:
-        for k, v in out.items():
-            print(f"{k:>36}: {v}")
-
+    emit(out)
 
 if __name__ == "__main__":
     main()

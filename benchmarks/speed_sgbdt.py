@@ -13,24 +13,13 @@ Usage: python benchmarks/speed_sgbdt.py [--json]
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 
-import numpy as np
 import pandas as pd
+from _timing import best_of, emit  # a sibling: benchmarks/ is on sys.path
 
 from dpstream.models import SGBDTClassifier
 from dpstream.stream import load_adult
-
-
-def _best_of(fn, repeats: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def main() -> None:
@@ -54,18 +43,13 @@ def main() -> None:
            "calibration_s": round(calibration_s, 2),
            "stream_learn_predict_rows_per_s": round(len(X) / stream_s),
            "stream_rounds": model.engine.rounds,
-           "predict_many_dataframe_rows_per_s": round(len(X) / _best_of(
+           "predict_many_dataframe_rows_per_s": round(len(X) / best_of(
                lambda: big.predict_many(frame))),
-           "predict_many_dicts_rows_per_s": round(len(X) / _best_of(lambda: big.predict_many(X))),
-           "scoring_encoded_rows_per_s": round(len(X) / _best_of(
+           "predict_many_dicts_rows_per_s": round(len(X) / best_of(lambda: big.predict_many(X))),
+           "scoring_encoded_rows_per_s": round(len(X) / best_of(
                lambda: big.engine.raw_scores(rows))),
            "trees": len(big.engine.forest), "depth": 6}
-    if "--json" in sys.argv:
-        print(json.dumps(out))
-    else:
-        for k, v in out.items():
-            print(f"{k}: {v:,}" if isinstance(v, (int, np.integer)) else f"{k}: {v}")
-
+    emit(out)
 
 if __name__ == "__main__":
     main()

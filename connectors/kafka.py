@@ -140,8 +140,11 @@ class KafkaSource:
             key = partition_key(tp.topic, tp.partition)
             for m in messages:
                 value = m.value if m.value is not None else b""
+                meta = {"topic": tp.topic, "kafka_partition": tp.partition}
+                if m.timestamp is not None and m.timestamp >= 0:
+                    meta["timestamp"] = m.timestamp / 1000.0   # the broker's, in seconds
                 out.append(SourceRecord(value=value, partition=key, offset=m.offset, raw=value,
-                                        meta={"topic": tp.topic, "kafka_partition": tp.partition}))
+                                        meta=meta))
         return out
 
     def commit(self, positions: dict[str, int]) -> None:

@@ -265,10 +265,10 @@ class Runner:
                 if not getattr(model, "learns_unlabeled", False):
                     return   # a supervised model: nothing to learn
             rounds = model.training_rounds
-            if record.public:
-                model.learn_one(record.x, record.y, public=True)
-            else:
-                model.learn_one(record.x, record.y)
+            kwargs: dict[str, Any] = {"public": True} if record.public else {}
+            if getattr(model, "window_seconds", None) is not None and "timestamp" in rec.meta:
+                kwargs["t"] = rec.meta["timestamp"]   # time windows follow the broker's clock
+            model.learn_one(record.x, record.y, **kwargs)
             self.counters["learned"] += 1
             if self.checkpoint_every_round and model.training_rounds != rounds:
                 self.checkpoint()   # before any prediction can use the new trees

@@ -339,3 +339,24 @@ def test_median_forest_over_a_topic_keeps_its_open_window_across_runs(broker, tm
     assert (p["windows_closed"], p["records_pending"], p["records_learned"]) == (4, 100, 800)
     assert p["epsilon"] == 2.0 and p["protects"] == "labels"
     assert [w["algorithm"] for w in p["windows"]] == ["SSPE-2"] * 4
+
+
+def test_time_windows_follow_the_broker_timestamps(broker, tmp_path):
+    """With window_seconds the service passes each record's broker timestamp as its time."""
+    X, y, _ = load_adult("train")
+    broker.create_topic("timed", partitions=1)
+    broker.produce("timed", [json.dumps({"id": i, "x": X[i], "y": y[i]}).encode()
+                             for i in range(300)], partitions=1)
+    time.sleep(2.5)
+    broker.produce("timed", [json.dumps({"id": i, "x": X[i], "y": y[i]}).encode()
+                             for i in range(300, 400)], partitions=1)
+    url = f"kafka://{broker.bootstrap}/timed?group=clock"
+    cmd = [*DPSTREAM, "replay", "--source", url, "--schema", str(_schema_file(tmp_path)),
+           "--epsilon", "2", "--model", "median-forest", "--set", "window_size=100000",
+           "--set", "window_seconds=2.0", "--set", "n_trees=3",
+           "--checkpoint-dir", str(tmp_path / "ck"), "--json"]
+    out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
+                                    timeout=180).stdout)
+    # the first 300 were produced together; the 301st arrived 2.5 s later and closed them
+    assert [w["records"] for w in out["privacy"]["windows"]] == [300]
+    assert out["privacy"]["records_pending"] == 100
