@@ -347,6 +347,8 @@ class MedianForestClassifier(WindowForestBase):
         from .sgbdt import SGBDTClassifier
         yield {"schema": SGBDTClassifier._test_schema(), "window_size": 100, "n_trees": 5,
                "seed": 1}
+        yield {"schema": SGBDTClassifier._test_schema(), "window_size": 60, "n_trees": 3,
+               "privacy": "labels_only", "transductive": True, "seed": 2}
 
 
 def _ensemble_scores(trees: list[WindowTree], X: np.ndarray) -> np.ndarray:

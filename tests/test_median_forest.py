@@ -15,14 +15,18 @@ from dpstream.models import InvalidRecordError, MedianForestClassifier
 from dpstream.stream import ADULT_SCHEMA, load_adult
 
 
+PARAMS = list(MedianForestClassifier._unit_test_params())
+
+
 def _params():
-    return list(MedianForestClassifier._unit_test_params())[0]
+    return PARAMS[0]
 
 
+@pytest.mark.parametrize("params", PARAMS, ids=["SPE", "PTE"])
 @pytest.mark.parametrize("check", list(checks.yield_checks(
-    MedianForestClassifier(**_params()))), ids=lambda c: c.__name__)
-def test_river_checks(check):
-    check(MedianForestClassifier(**_params()))
+    MedianForestClassifier(**PARAMS[0]))), ids=lambda c: c.__name__)
+def test_river_checks(check, params):
+    check(MedianForestClassifier(**params))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
