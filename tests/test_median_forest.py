@@ -14,7 +14,6 @@ from river import checks
 from dpstream.models import InvalidRecordError, MedianForestClassifier
 from dpstream.stream import ADULT_SCHEMA, load_adult
 
-
 PARAMS = list(MedianForestClassifier._unit_test_params())
 
 
