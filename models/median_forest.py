@@ -75,7 +75,8 @@ from typing import Any
 import numpy as np
 
 from ..accounting import LaplaceMechanism, PrivateMedian
-from .window_forest import UNLABELED, WindowForestBase, WindowTree, leaf_proba
+from ._params import check_integer, check_real
+from .window_forest import UNLABELED, WindowForestBase, WindowTree, pack_trees
 
 __all__ = ["MedianForestClassifier", "grow_median_tree"]
 
@@ -155,17 +156,6 @@ def grow_median_tree(X: np.ndarray, depth: int, *, numeric: list, categorical: l
     return feature, threshold
 
 
-def route_complete(feature: np.ndarray, threshold: np.ndarray, depth: int,
-                   X: np.ndarray) -> np.ndarray:
-    """Leaf (heap index) each row of ``X`` reaches in a complete tree of ``depth``."""
-    node = np.zeros(X.shape[0], dtype=np.int64)
-    rows = np.arange(X.shape[0])
-    for _ in range(depth):
-        xv = X[rows, feature[node]]
-        node = 2 * node + 1 + ~(xv <= threshold[node])   # NaN (missing) goes right
-    return node
-
-
 class MedianForestClassifier(WindowForestBase):
     """Median-split private forests (seed 000: SPE, SSPE-1, SSPE-2, PTE) on tumbling windows.
 
@@ -222,18 +212,11 @@ class MedianForestClassifier(WindowForestBase):
         if transductive and privacy != "labels_only":
             raise ValueError("transductive (PTE) needs privacy='labels_only': its "
                              "pseudo-labeled records' features are released")
-        if isinstance(split_share, bool) or not isinstance(split_share, (int, float)) \
-                or not 0 < split_share < 1:
-            raise ValueError(f"split_share must be in (0, 1), got {split_share!r}")
-        for name, value, lo, none_ok in (("max_depth", max_depth, 0, True),
-                                         ("n_trees_second", n_trees_second, 1, True),
-                                         ("leaf_size", leaf_size, 1, False),
-                                         ("n_candidates", n_candidates, 1, False)):
-            if value is None and none_ok:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-                raise ValueError(f"{name} must be an integer >= {lo}"
-                                 f"{' or None' if none_ok else ''}, got {value!r}")
+        check_real("split_share", split_share, 0, 1)
+        check_integer("max_depth", max_depth, 0, none_ok=True)
+        check_integer("n_trees_second", n_trees_second, 1, none_ok=True)
+        check_integer("leaf_size", leaf_size, 1)
+        check_integer("n_candidates", n_candidates, 1)
         super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
                          window_seconds)
 
@@ -268,7 +251,8 @@ class MedianForestClassifier(WindowForestBase):
         """Fill the leaves with class counts (Laplace noise of ``eps_l``; ``None``: exact)."""
         k = len(self._encoder.classes)
         counts = np.zeros((feature.size, k))
-        leaf = route_complete(feature, threshold, depth, X_lab)
+        tree = WindowTree(feature=feature, threshold=threshold, counts=counts, depth=depth)
+        leaf = tree.leaves(X_lab)
         if y_lab.ndim == 2:    # soft labels: a class distribution per record
             np.add.at(counts, leaf, y_lab)
         else:
@@ -277,7 +261,7 @@ class MedianForestClassifier(WindowForestBase):
         if eps_l is not None:   # each record is in one leaf: sensitivity 1 per count vector
             counts[first_leaf:] = LaplaceMechanism(epsilon=eps_l, sensitivity=1.0,
                                                    rng=self._rng).release(counts[first_leaf:])
-        return WindowTree(feature=feature, threshold=threshold, counts=counts, depth=depth)
+        return tree
 
     def _train_window(self, X: np.ndarray, y: np.ndarray):
         eps = float(self.epsilon)
@@ -308,7 +292,8 @@ class MedianForestClassifier(WindowForestBase):
             if algo == "PTE":
                 # ensemble 1's class distributions on D are post-processing (labels enter
                 # only through its noisy counts; features are public): soft pseudo-labels
-                first = _ensemble_scores(trees, X[unl])
+                forest, table = pack_trees(trees, len(self._encoder.classes))
+                first = table[forest.nodes(X[unl])].sum(axis=1)
                 pseudo = first / np.maximum(first.sum(axis=1, keepdims=True), 1e-12)
                 n2 = self.n_trees_second or self.n_trees
                 depth2 = self.depth_for(unl.size)
@@ -350,9 +335,3 @@ class MedianForestClassifier(WindowForestBase):
         yield {"schema": SGBDTClassifier._test_schema(), "window_size": 60, "n_trees": 3,
                "privacy": "labels_only", "transductive": True, "seed": 2}
 
-
-def _ensemble_scores(trees: list[WindowTree], X: np.ndarray) -> np.ndarray:
-    out = np.zeros((X.shape[0], trees[0].counts.shape[1]))
-    for tr in trees:
-        out += leaf_proba(tr.counts)[route_complete(tr.feature, tr.threshold, tr.depth, X)]
-    return out

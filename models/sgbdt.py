@@ -26,6 +26,7 @@ import numpy as np
 from river import base
 
 from ..accounting import ACCOUNTANTS
+from ._params import check_integer, check_real
 from .encoding import RecordEncoder
 from .sgbdt_engine import SGBDTConfig, SGBDTEngine
 
@@ -122,20 +123,11 @@ class _SGBDTBase(base.Estimator):
 
     def _validate(self) -> SGBDTConfig:
         def real(name, lo=None, hi=None, lo_open=True, hi_open=True):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"{name} must be a finite number, got {v!r}")
-            if lo is not None and (v <= lo if lo_open else v < lo):
-                raise ValueError(f"{name} must be {'>' if lo_open else '>='} {lo}, got {v!r}")
-            if hi is not None and (v >= hi if hi_open else v > hi):
-                raise ValueError(f"{name} must be {'<' if hi_open else '<='} {hi}, got {v!r}")
-            return float(v)
+            return check_real(name, getattr(self, name), lo, hi, lo_open=lo_open,
+                              hi_open=hi_open)
 
         def integer(name, lo):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-            return int(v)
+            return check_integer(name, getattr(self, name), lo)
 
         if self.accountant not in ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {list(ACCOUNTANTS)}, "

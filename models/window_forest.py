@@ -42,10 +42,11 @@ import numpy as np
 from river import base
 
 from ..accounting import BudgetLedger
+from ._params import check_integer, check_real
 from .encoding import RecordEncoder
 from .forest import Forest
 
-__all__ = ["WindowForestBase", "WindowTree", "UNLABELED", "leaf_proba"]
+__all__ = ["WindowForestBase", "WindowTree", "UNLABELED", "leaf_proba", "pack_trees"]
 
 #: the label code of an unlabeled record inside a window buffer
 UNLABELED = -1
@@ -77,6 +78,27 @@ class WindowTree:
         n = self.feature.size
         internal = np.arange(n) < (n - 1) // 2
         return np.where(internal, 2 * np.arange(n) + 1, np.arange(n)).astype(np.int32)
+
+    def leaves(self, X: np.ndarray) -> np.ndarray:
+        """The node (heap index) each encoded row of ``X`` reaches."""
+        forest = Forest(max_nodes=self.feature.size, max_depth=self.depth)
+        forest.add_tree(feature=self.feature, threshold=self.threshold, left=self.left,
+                        value=np.zeros(self.feature.size))
+        return forest.apply(0, X)
+
+
+def pack_trees(trees: list[WindowTree], n_classes: int) -> tuple[Forest, np.ndarray]:
+    """Trees in one :class:`Forest`, plus each node's leaf class distribution
+    (:func:`leaf_proba`) in a table indexed by global node: ``table[forest.nodes(X)].sum(1)``
+    scores a batch."""
+    stride = max((tr.feature.size for tr in trees), default=1)
+    forest = Forest(max_nodes=stride, max_depth=max((tr.depth for tr in trees), default=0))
+    table = np.zeros((max(1, len(trees)) * stride, n_classes))
+    for i, tr in enumerate(trees):
+        forest.add_tree(feature=tr.feature, threshold=tr.threshold, left=tr.left,
+                        value=np.zeros(tr.feature.size))
+        table[i * stride:i * stride + tr.feature.size] = leaf_proba(tr.counts)
+    return forest, table
 
 
 @dataclass
@@ -126,33 +148,18 @@ class WindowForestBase(base.Classifier):
 
     # --------------------------------------------------------------- params
     def _check_params(self) -> None:
-        def integer(name: str, lo: int) -> int:
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-            return int(v)
-
-        e = self.epsilon
-        if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0 < e < float("inf"):
-            raise ValueError(f"epsilon must be a positive finite number, got {e!r}")
-        integer("n_trees", 1)
-        ws = self.window_seconds
-        if ws is not None and (isinstance(ws, bool) or not isinstance(ws, (int, float))
-                               or not 0 < ws < float("inf")):
-            raise ValueError(f"window_seconds must be a positive finite number or None, "
-                             f"got {ws!r}")
+        check_real("epsilon", self.epsilon, 0)
+        check_integer("n_trees", self.n_trees, 1)
+        if self.window_seconds is not None:
+            check_real("window_seconds", self.window_seconds, 0)
         if self.window_size is None:
-            if ws is None:
+            if self.window_seconds is None:
                 raise ValueError("window_size may be None only with window_seconds set")
-        else:
-            integer("window_size", 1)
-            if self.window_size < self.n_trees:
-                raise ValueError(f"window_size ({self.window_size}) must be >= n_trees "
-                                 f"({self.n_trees}): each tree needs its own records")
-        if self.max_windows is not None:
-            integer("max_windows", 1)
-        if self.seed is not None:
-            integer("seed", 0)
+        elif check_integer("window_size", self.window_size, 1) < self.n_trees:
+            raise ValueError(f"window_size ({self.window_size}) must be >= n_trees "
+                             f"({self.n_trees}): each tree needs its own records")
+        check_integer("max_windows", self.max_windows, 1, none_ok=True)
+        check_integer("seed", self.seed, 0, none_ok=True)
 
     # --------------------------------------------------------------- learning
     def learn_one(self, x: Mapping, y: Any, *, public: bool = False, t: float | None = None,
@@ -251,17 +258,8 @@ class WindowForestBase(base.Classifier):
     def _serve(self) -> tuple[Forest, np.ndarray]:
         """All kept trees in one Forest, plus their counts indexed by global node."""
         if self._serving is None:
-            trees = [tr for win in self._windows for tr in win.trees]
-            k = len(self._encoder.classes)
-            stride = max((tr.feature.size for tr in trees), default=1)
-            depth = max((tr.depth for tr in trees), default=0)
-            forest = Forest(max_nodes=stride, max_depth=depth)
-            counts = np.zeros((max(1, len(trees)) * stride, k))
-            for i, tr in enumerate(trees):
-                forest.add_tree(feature=tr.feature, threshold=tr.threshold, left=tr.left,
-                                value=np.zeros(tr.feature.size))
-                counts[i * stride:i * stride + tr.feature.size] = leaf_proba(tr.counts)
-            self._serving = (forest, counts)
+            self._serving = pack_trees([tr for win in self._windows for tr in win.trees],
+                                       len(self._encoder.classes))
         return self._serving
 
     def _scores(self, X: np.ndarray) -> np.ndarray:

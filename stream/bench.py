@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..models import MedianForestClassifier, SGBDTClassifier, SGBDTRegressor
+from ..models.window_forest import WindowForestBase
 from .bench_datasets import load_agrawal_drift, load_iris, load_synthetic, load_wine
 from .datasets import load_abalone, load_adult
 
@@ -201,7 +202,7 @@ def run_drift(model: str, epsilon: float, *, repeats: int = 3, seed: int = 0,
     if cls is None:
         raise ValueError(f"{model} is not a classifier; agrawal-drift needs one")
     user = dict(params or {})
-    merged = {**(DRIFT_PARAMS if model == "median-forest" else {}), **user}
+    merged = {**(DRIFT_PARAMS if issubclass(cls, WindowForestBase) else {}), **user}
     after, before, curves, t0 = [], [], [], time.perf_counter()
     delta = None
     for r in range(repeats):
