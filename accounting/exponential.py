@@ -161,6 +161,18 @@ class ReportNoisyMax:
             idx = self._permute_and_flip(u, n)
         return int(idx[0]) if size is None else idx
 
+    def select_rows(self, utilities) -> np.ndarray:
+        """One independent report per row of a 2-d utility array (e.g. the class counts of
+        many disjoint leaves), by exponential noise — the same distribution as either method.
+
+        >>> ReportNoisyMax(epsilon=5.0, rng=0).select_rows([[0, 9], [9, 0], [4, 4]]).tolist()[:2]
+        [1, 0]
+        """
+        U = check_finite_array("utilities", utilities, ndim=2, allow_empty=True)
+        if U.size == 0:
+            return np.zeros(U.shape[0], dtype=np.int64)
+        return np.argmax(U + self.rng.exponential(self.scale, size=U.shape), axis=1)
+
     def _permute_and_flip(self, u: np.ndarray, n: int) -> np.ndarray:
         # Visit candidates in a uniformly random order; accept candidate r with probability
         # exp((u_r - max u) / scale). The best candidate is always accepted, so every row stops.

@@ -10,8 +10,10 @@ from __future__ import annotations
 from .encoding import InvalidRecordError, RecordEncoder
 from .forest import Forest
 from .median_forest import MedianForestClassifier
+from .random_forest import RandomDecisionForestClassifier
 from .schema import Schema
 from .sgbdt import SGBDTClassifier, SGBDTRegressor
 
-__all__ = ["Forest", "InvalidRecordError", "MedianForestClassifier", "RecordEncoder",
-           "SGBDTClassifier", "SGBDTRegressor", "Schema"]
+__all__ = ["Forest", "InvalidRecordError", "MedianForestClassifier",
+           "RandomDecisionForestClassifier", "RecordEncoder", "SGBDTClassifier",
+           "SGBDTRegressor", "Schema"]

@@ -234,14 +234,14 @@ class WindowForestBase(base.Classifier):
                                     label=type(self).__name__)
             self.ledger_partitions += self.n_trees
             trees, kind, extra = self._train_window(X, y)
-            self.last_depth = max(tr.depth for tr in trees)
+            self.last_depth = max((tr.depth for tr in trees), default=None)
         else:   # no label to fill a leaf with: nothing is trained, nothing released or spent
             trees, kind, extra = [], "none (no labeled record)", {}
         self._windows.append(_Window(trees=trees, records=int(y.size),
                                      labeled=int((y != UNLABELED).sum()), kind=kind,
                                      extra=extra))
         if self.max_windows is not None and len(self._windows) > self.max_windows:
-            del self._windows[0]          # retiring trees is post-processing
+            self._retire(self._windows.pop(0))   # retiring trees is post-processing
         self._serving = None
         self.windows_closed += 1
         self.records_trained += int(y.size)
@@ -249,6 +249,9 @@ class WindowForestBase(base.Classifier):
     def _train_window(self, X: np.ndarray, y: np.ndarray) -> tuple[list[WindowTree], str, dict]:
         """Trees for one closed window (``y == UNLABELED`` marks unlabeled rows)."""
         raise NotImplementedError
+
+    def _retire(self, window: _Window) -> None:
+        """Hook: a window's trees leave the ensemble (subclasses free what they hold)."""
 
     def deal(self, n: int) -> list[np.ndarray]:
         """A random partition of ``range(n)`` into ``n_trees`` parts (data-independent)."""

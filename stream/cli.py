@@ -105,9 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--epsilon", required=True, type=_floats, metavar="E[,E...]",
                    help="one or more total privacy budgets, comma-separated")
     b.add_argument("--repeats", type=int, default=None,
-                   help="repeats (default: 5 for K-fold CV, 50 for the 90/10 holdout, 3 for "
-                        "agrawal-drift)")
-    b.add_argument("--folds", type=int, default=5, help="K of K-fold CV (default 5)")
+                   help="repeats (default: 5 for S-GBDT CV, 10 for the random forest CV, "
+                        "50 for the 90/10 holdout, 3 for agrawal-drift)")
+    b.add_argument("--folds", type=int, default=None,
+                   help="K of K-fold CV (default: 5 for S-GBDT, 10 for the random forest)")
     b.add_argument("--seed", type=int, default=0, help="seed of splits and models (default 0)")
     b.add_argument("--labeled-fraction", type=float, default=1.0, metavar="F",
                    help="keep the labels of this share of the training rows (semi-supervised; "

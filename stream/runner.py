@@ -48,7 +48,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ..connectors import CheckpointStore, SourceRecord
-from ..models import MedianForestClassifier, SGBDTClassifier, SGBDTRegressor
+from ..models import (
+    MedianForestClassifier,
+    RandomDecisionForestClassifier,
+    SGBDTClassifier,
+    SGBDTRegressor,
+)
 from .schema import RecordValidator, RejectedRecord, Schema, coerce_schema
 
 __all__ = ["Runner", "build_model", "describe", "SERVICE_MODELS", "COUNTERS", "csv_message"]
@@ -59,6 +64,8 @@ log = logging.getLogger("dpstream.runner")
 SERVICE_MODELS: dict[str, dict[str, type]] = {
     "sgbdt": {"numeric": SGBDTRegressor, "binary": SGBDTClassifier},
     "median-forest": {"binary": MedianForestClassifier, "categorical": MedianForestClassifier},
+    "random-forest": {"binary": RandomDecisionForestClassifier,
+                      "categorical": RandomDecisionForestClassifier},
 }
 
 COUNTERS = ("seen", "learned", "dead_letters", "duplicates", "unlabeled", "clipped",

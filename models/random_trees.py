@@ -1,0 +1,258 @@
+"""Random decision trees that are never built: every node is a function of its key (seeds 004, 002).
+
+A random decision tree (Fan et al. 2003) is drawn without looking at any data: every node picks
+an attribute uniformly among those it may still split; a numeric attribute splits at a point
+drawn uniformly from the node's current *public* interval (the schema domain narrowed by the
+splits above it) and may be picked again below; a categorical attribute splits into one child
+per public value and is not picked again on that path. A node at the tree's depth is a leaf, as
+is a node with nothing left to split.
+
+Complete trees of the depths the seeds prescribe are far too big to build on mixed data: at
+Theorem-2 depth 9 a random tree over Adult's 6 numeric and 8 categorical attributes has about
+2.5 million leaves on average, nearly all of them empty. :class:`ImplicitRandomTrees` builds
+nothing. Every node of the complete tree has a 64-bit key — the root's derived from a secret
+drawn once per model and the tree's id, a child's from its parent's key and its branch — and
+its split is a pseudo-random function of its key (splitmix64). Routing a record walks its path,
+computing each split from the key and the interval the path has narrowed so far, and ends at
+the key of its leaf: ``depth`` rounds of array operations over all (record, tree) pairs at once.
+
+The trees are therefore fixed before any data arrives, exactly as the papers require. What a
+model stores is one output per leaf that a training record reached (:class:`LeafTable`, looked
+up by key); a leaf no training record reached outputs what its mechanism gives on zero counts,
+drawn from its key (``empty="label"``: a uniformly random label, report-noisy-argmax on zero
+counts; ``"laplace"``: Laplace noise per class). Every leaf of the complete tree thus has its
+own independent output, predictions are a pure function of the model, and memory is bounded by
+the training records, however long the stream being predicted. Which keys the table holds is
+internal state, like the raw records of an open window: the *predictions* are the DP release.
+Keys are secret-dependent: whoever knows the model's seed can replay its noise (as with any
+seeded mechanism in dpstream).
+
+Missing values (NaN) read as +inf: right at a numeric split, the last value's child at a
+categorical one — as everywhere in dpstream, missing goes right.
+
+Examples
+--------
+>>> from dpstream.models.encoding import RecordEncoder
+>>> enc = RecordEncoder({"features": {"age": {"type": "numeric", "min": 0, "max": 100},
+...                                   "sex": {"type": "categorical", "values": ["F", "M"]}},
+...                      "target": {"type": "binary", "values": [False, True]}})
+>>> trees = ImplicitRandomTrees(enc, depth=2, secret=7)
+>>> V = trees.matrix(enc.encode_many([{"age": 30, "sex": "F"}, {"age": 70}, {"age": 30}]))
+>>> V.tolist()
+[[0.0, 30.0, 0.0], [0.0, 70.0, nan], [0.0, 30.0, nan]]
+>>> keys = trees.leaf_keys(V, np.arange(4))        # (records, trees): the leaf each reaches
+>>> keys.shape, keys.dtype.name
+((3, 4), 'uint64')
+>>> bool((trees.leaf_keys(V, np.arange(4)) == keys).all())   # a pure function
+True
+>>> table = LeafTable.build(keys[:1, :2].ravel(), np.array([[3.0, 1.0], [0.0, 2.0]]))
+>>> table.lookup(keys[0, :2], empty=lambda k: np.zeros((k.size, 2))).tolist()
+[[3.0, 1.0], [0.0, 2.0]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .encoding import RecordEncoder
+
+__all__ = ["ImplicitRandomTrees", "LeafTable", "uniform_of", "uniform_label",
+           "laplace_of"]
+
+_U64 = np.uint64
+_GOLDEN = _U64(0x9E3779B97F4A7C15)
+# salts of the pseudo-random draws a node makes: attribute, split point, leaf output
+_ATTR, _POINT, _OUT = 0xA7, 0xB3, 0xC5
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, element-wise on uint64 (wrapping arithmetic)."""
+    z = z + _GOLDEN
+    z = (z ^ (z >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> _U64(27))) * _U64(0x94D049BB133111EB)
+    return z ^ (z >> _U64(31))
+
+
+def _salted(salt: int) -> np.uint64:
+    return _mix(np.array([salt], dtype=_U64))[0]
+
+
+_SALTS = {s: _salted(s) for s in (_ATTR, _POINT, _OUT)}
+_DRAW = _SALTS[_ATTR]
+_BRANCH = _U64(0xD6E8FEB86659FD93)      # odd: distinct branches give distinct child keys
+_LOW32 = _U64(0xFFFFFFFF)
+
+
+def uniform_of(keys: np.ndarray, salt: int) -> np.ndarray:
+    """A uniform [0, 1) draw per key: a pure function of ``(key, salt)``.
+
+    >>> u = uniform_of(np.arange(100_000, dtype=np.uint64), 1)
+    >>> bool(0 <= u.min() and u.max() < 1), round(float(u.mean()), 2)
+    (True, 0.5)
+    """
+    s = _SALTS.get(salt)
+    z = _mix(np.asarray(keys, dtype=_U64) ^ (_salted(salt) if s is None else s))
+    return (z >> _U64(11)).astype(np.float64) * 2.0 ** -53
+
+
+def uniform_label(keys: np.ndarray, n_classes: int) -> np.ndarray:
+    """One-hot rows of a uniformly random label per key (report-noisy-argmax on zero counts)."""
+    label = np.minimum((uniform_of(keys, _OUT) * n_classes).astype(np.intp), n_classes - 1)
+    out = np.zeros((np.size(keys), n_classes))
+    out[np.arange(np.size(keys)), label] = 1.0
+    return out
+
+
+def laplace_of(keys: np.ndarray, n_classes: int, scale: float) -> np.ndarray:
+    """``Lap(scale)`` per class per key (Laplace counts of an empty leaf), by inverse CDF."""
+    u = np.column_stack([uniform_of(keys, _OUT + 1 + c) for c in range(n_classes)]) - 0.5
+    u = u.reshape(np.size(keys), n_classes)
+    return -scale * np.sign(u) * np.log1p(-2.0 * np.abs(u))
+
+
+class ImplicitRandomTrees:
+    """The random decision trees of one schema, each named by an integer id.
+
+    Parameters
+    ----------
+    encoder
+        The schema's :class:`~dpstream.models.encoding.RecordEncoder` (public domains only).
+    depth
+        Levels of splits from the root to a leaf.
+    secret
+        The key every tree derives from (draw it from the model's private random source).
+    """
+
+    def __init__(self, encoder: RecordEncoder, *, depth: int, secret: int):
+        numeric = encoder.numeric_columns()
+        self._num_cols = np.array([c for c, _, _ in numeric], dtype=np.intp)
+        self._cat_groups = [np.array(g, dtype=np.intp) for g in encoder.categorical_columns()]
+        self.s, self.r = len(numeric), len(self._cat_groups)
+        self._lo = np.array([lo for _, lo, _ in numeric], dtype=np.float64)
+        self._hi = np.array([hi for _, _, hi in numeric], dtype=np.float64)
+        self._last = np.array([g.size - 1 for g in self._cat_groups], dtype=np.float64)
+        self.depth = int(depth)
+        self.secret = int(secret) & (2**63 - 1)
+
+    def matrix(self, X: np.ndarray) -> np.ndarray:
+        """Encoded records (:class:`RecordEncoder` layout) -> routing matrix: column 0 the
+        constant 0, then the numeric values, then one integer code per categorical attribute."""
+        X = np.asarray(X, dtype=np.float64).reshape(-1, np.shape(X)[-1])
+        V = np.empty((X.shape[0], 1 + self.s + self.r))
+        V[:, 0] = 0.0
+        V[:, 1:1 + self.s] = X[:, self._num_cols]
+        for j, cols in enumerate(self._cat_groups):
+            block = X[:, cols]
+            V[:, 1 + self.s + j] = np.where(np.isnan(block[:, 0]), np.nan,
+                                            np.argmin(block, axis=1))
+        return V
+
+    def root_keys(self, trees) -> np.ndarray:
+        return _mix(_U64(self.secret) ^ _mix(np.asarray(trees, dtype=_U64)))
+
+    def leaf_keys(self, V: np.ndarray, trees, *, rows: np.ndarray | None = None,
+                  chunk: int = 65_536) -> np.ndarray:
+        """The key of the leaf each record reaches in each tree.
+
+        With ``rows=None`` every row of ``V`` goes through every tree in ``trees``: the result
+        has shape ``(rows, trees)``. Otherwise ``trees`` and ``rows`` are equal-length arrays of
+        (tree, row) pairs and the result is flat.
+        """
+        V = np.where(np.isnan(V), np.inf, V)          # missing: right / last value
+        trees = np.atleast_1d(np.asarray(trees, dtype=np.int64))
+        if rows is None:
+            shape = (V.shape[0], trees.size)
+            rows = np.repeat(np.arange(V.shape[0]), trees.size)
+            trees = np.tile(trees, V.shape[0])
+        else:
+            rows = np.asarray(rows, dtype=np.intp)
+            shape = (rows.size,)
+        out = np.empty(rows.size, dtype=_U64)
+        for s in range(0, rows.size, chunk):
+            out[s:s + chunk] = self._walk(V, trees[s:s + chunk], rows[s:s + chunk])
+        return out.reshape(shape)
+
+    def _walk(self, V: np.ndarray, trees: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        n, s = rows.size, self.s
+        key = self.root_keys(trees)
+        lo = np.broadcast_to(self._lo, (n, s)).copy()
+        hi = np.broadcast_to(self._hi, (n, s)).copy()
+        free = np.ones((n, self.r), dtype=bool)
+        nfree = np.full(n, self.r, dtype=np.int64)
+        at = np.arange(n)
+        width = V.shape[1]
+        flat = V.ravel()
+        off = rows * width
+        for _ in range(self.depth):
+            avail = s + nfree
+            active = avail > 0                          # else a leaf: nothing left to split
+            # one 64-bit draw per node: the high 32 bits pick the attribute, the low 32 the
+            # split point (resolution 2**-32 of the node's interval)
+            z = _mix(key ^ _DRAW)
+            pick = ((z >> _U64(32)) * avail.astype(_U64) >> _U64(32)).astype(np.intp)
+            num = pick < s
+            branch = np.zeros(n, dtype=np.int64)
+            if s:
+                j = np.where(num, pick, 0)
+                lo_j, hi_j = lo[at, j], hi[at, j]
+                u = (z & _LOW32).astype(np.float64) * 2.0 ** -32
+                thr = lo_j + u * (hi_j - lo_j)
+                right = flat.take(off + 1 + j) > thr
+                go = num & active
+                left = go & ~right
+                hi[at[left], j[left]] = thr[left]
+                rgt = go & right
+                lo[at[rgt], j[rgt]] = thr[rgt]
+                branch[go] = right[go]
+            cat = ~num & active
+            if cat.any():
+                rank = (pick - s)[cat]
+                c = np.argmax(np.cumsum(free[cat], axis=1) > rank[:, None], axis=1)
+                code = np.minimum(flat.take(off[cat] + 1 + s + c), self._last[c])
+                branch[cat] = code.astype(np.int64)
+                free[at[cat], c] = False
+                nfree[cat] -= 1
+            child = _mix(key ^ ((branch.astype(_U64) + _U64(1)) * _BRANCH))
+            key = np.where(active, child, key)
+        return key
+
+
+class LeafTable:
+    """The released outputs of reached leaves, looked up by leaf key (sorted array + search)."""
+
+    def __init__(self, keys: np.ndarray, values: np.ndarray):
+        self.keys = keys
+        self.values = values
+
+    @classmethod
+    def build(cls, keys: np.ndarray, values: np.ndarray) -> LeafTable:
+        order = np.argsort(keys, kind="stable")
+        return cls(np.asarray(keys, dtype=_U64)[order], np.asarray(values, float)[order])
+
+    @classmethod
+    def concat(cls, tables: list[LeafTable], width: int) -> LeafTable:
+        if not tables:
+            return cls(np.zeros(0, dtype=_U64), np.zeros((0, width)))
+        return cls.build(np.concatenate([t.keys for t in tables]),
+                         np.concatenate([t.values for t in tables]))
+
+    def __len__(self) -> int:
+        return self.keys.size
+
+    def lookup(self, keys: np.ndarray, empty: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """Output row per key: the released one, else ``empty(missing keys)``."""
+        flat = np.asarray(keys, dtype=_U64).ravel()
+        out = np.empty((flat.size, self.values.shape[1] if self.values.ndim == 2 else 1))
+        if self.keys.size:
+            idx = np.minimum(np.searchsorted(self.keys, flat), self.keys.size - 1)
+            hit = self.keys[idx] == flat
+        else:
+            idx = np.zeros(flat.size, dtype=np.intp)
+            hit = np.zeros(flat.size, dtype=bool)
+        out[hit] = self.values[idx[hit]]
+        miss = ~hit
+        if miss.any():
+            out[miss] = empty(flat[miss])
+        return out.reshape(*np.shape(keys), out.shape[1])

@@ -1,0 +1,218 @@
+"""Fletcher–Islam DP random decision forest (seed 004 + addendum) on windows: river contract,
+Theorem-2 depth, data-independent implicit trees, accounting, leaf mechanism, bad input,
+accuracy floors."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from river import checks
+from stattest import outcome_events, privacy_loss_lower_bound
+
+from dpstream.models import InvalidRecordError, RandomDecisionForestClassifier
+from dpstream.models import random_forest as rf_module
+from dpstream.models.random_forest import release_leaf_labels, theorem2_depth
+from dpstream.models.random_trees import ImplicitRandomTrees
+from dpstream.stream import ADULT_SCHEMA, load_adult
+from dpstream.stream.bench import run_bench
+
+PARAMS = list(RandomDecisionForestClassifier._unit_test_params())
+
+
+@pytest.mark.parametrize("check", list(checks.yield_checks(
+    RandomDecisionForestClassifier(**PARAMS[0]))), ids=lambda c: c.__name__)
+def test_river_checks(check):
+    check(RandomDecisionForestClassifier(**PARAMS[0]))
+
+
+# seed 004 Table 4: (continuous, discrete) -> depth, for every dataset of the paper
+TABLE_4 = [(5, 0, 5), (10, 0, 8), (15, 0, 12), (15, 0, 12), (15, 0, 12), (10, 0, 8),
+           (20, 0, 15), (4, 0, 4), (16, 0, 12), (10, 0, 8), (6, 8, 9), (0, 22, 11),
+           (0, 16, 8), (0, 8, 4)]
+
+
+@pytest.mark.parametrize("s, r, depth", TABLE_4)
+def test_theorem2_depth_reproduces_table_4(s, r, depth):
+    assert theorem2_depth(s, r) == depth
+
+
+def test_depth_of_adult_and_override():
+    model = RandomDecisionForestClassifier(schema=ADULT_SCHEMA)
+    assert model.depth == 9 and model.n_trees == 100
+    assert RandomDecisionForestClassifier(schema=ADULT_SCHEMA, max_depth=4).depth == 4
+
+
+def test_tree_structure_reads_no_data():
+    """Same secret and tree ids: identical leaves for any record, whatever was trained."""
+    X, y, _ = load_adult("train")
+    a = RandomDecisionForestClassifier(schema=ADULT_SCHEMA, window_size=1000, seed=5)
+    b = RandomDecisionForestClassifier(schema=ADULT_SCHEMA, window_size=1000, seed=5)
+    a.learn_many(X[:1000], y[:1000])
+    b.learn_many(X[5000:6000], [not v for v in y[5000:6000]])
+    V = a._trees.matrix(a._encoder.encode_many(X[20000:20200]))
+    ids = np.arange(100)
+    assert (a._trees.leaf_keys(V, ids) == b._trees.leaf_keys(V, ids)).all()
+    # and a numeric split point always lies inside the public domain narrowed by the path
+    keys = a._trees.leaf_keys(V, ids)
+    assert len(np.unique(keys)) > 100       # records are spread over many leaves
+
+
+def test_leaves_are_disjoint_records_and_every_record_is_routed_once(monkeypatch):
+    calls = []
+    original = ImplicitRandomTrees.leaf_keys
+
+    def spy(self, V, trees, *, rows=None, **kw):
+        if rows is not None:                 # training routes (tree, row) pairs
+            calls.append((np.asarray(trees).copy(), np.asarray(rows).copy(), V.shape[0]))
+        return original(self, V, trees, rows=rows, **kw)
+
+    monkeypatch.setattr(ImplicitRandomTrees, "leaf_keys", spy)
+    X, y, _ = load_adult("train")
+    model = RandomDecisionForestClassifier(schema=ADULT_SCHEMA, window_size=700, n_trees=7,
+                                           seed=2)
+    labels = [v if i % 3 else None for i, v in enumerate(y[:2100])]
+    for xi, yi in zip(X[:2100], labels, strict=True):
+        model.learn_one(xi, yi)
+    assert len(calls) == 3
+    for w, (trees, rows, n) in enumerate(calls):
+        assert n == (np.array(labels[w * 700:(w + 1) * 700], dtype=object) != None).sum()  # noqa: E711
+        assert sorted(rows.tolist()) == list(range(n))     # each labeled record exactly once
+        assert set(trees.tolist()) == set(range(7 * w, 7 * w + 7))   # this window's trees
+        sizes = np.bincount(trees - 7 * w)
+        assert sizes.max() - sizes.min() <= 1               # dealt evenly at random
+    rep = model.privacy_report()
+    assert rep["epsilon"] == 1.0 and rep["ledger_partitions"] == 21
+    assert rep["unlabeled_seen"] == 700 and rep["trees"] == 14     # max_windows=2
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(0, 600), window=st.integers(10, 200), n_trees=st.integers(1, 10),
+       max_windows=st.one_of(st.none(), st.integers(1, 3)), seed=st.integers(0, 10**6))
+def test_windows_compose_in_parallel(n, window, n_trees, max_windows, seed):
+    window = max(window, n_trees)
+    X, y, _ = load_adult("test")
+    model = RandomDecisionForestClassifier(schema=ADULT_SCHEMA, epsilon=0.7, n_trees=n_trees,
+                                           window_size=window, max_windows=max_windows,
+                                           seed=seed)
+    for i in range(n):
+        model.learn_one(X[i], y[i])
+    rep = model.privacy_report()
+    closed = n // window
+    assert rep["windows_closed"] == closed and rep["records_pending"] == n - closed * window
+    assert rep["ledger_partitions"] == closed * n_trees
+    assert rep["epsilon"] == (0.7 if closed else 0.0)
+    kept = closed if max_windows is None else min(closed, max_windows)
+    assert rep["trees"] == kept * n_trees
+    # the stored leaves are those of the kept windows only (retired tables are gone)
+    assert rep["leaves_stored"] == sum(w["leaves_reached"] for w in rep["windows"])
+
+
+def test_unlabeled_only_window_spends_nothing():
+    X, _, _ = load_adult("train")
+    model = RandomDecisionForestClassifier(schema=ADULT_SCHEMA, window_size=200, n_trees=4)
+    for xi in X[:200]:
+        model.learn_one(xi, None)
+    rep = model.privacy_report()
+    assert rep["windows_closed"] == 1 and rep["epsilon"] == 0.0 and rep["trees"] == 0
+
+
+def test_leaf_release_is_epsilon_dp_and_double_epsilon_is_caught():
+    """The release the model makes per leaf, on many leaves at once (neighbouring counts)."""
+    n, eps = 200_000, 0.8
+    d = np.tile([5.0, 3.0, 0.0], (n, 1))
+    dp = np.tile([5.0, 4.0, 0.0], (n, 1))      # one more record of class 1
+    rng = np.random.default_rng(3)
+    events = outcome_events(3)
+    lb = privacy_loss_lower_bound(release_leaf_labels(d, eps, rng),
+                                  release_leaf_labels(dp, eps, rng), events)
+    assert 0.5 * eps < lb <= eps
+    bad = privacy_loss_lower_bound(release_leaf_labels(d, 2 * eps, rng),
+                                   release_leaf_labels(dp, 2 * eps, rng), events)
+    assert bad > eps
+
+
+def test_training_releases_leaves_only_through_the_mechanism(monkeypatch):
+    seen = []
+
+    def spy(counts, epsilon, rng):
+        seen.append((counts.copy(), epsilon))
+        return release_leaf_labels(counts, epsilon, rng)
+
+    monkeypatch.setattr(rf_module, "release_leaf_labels", spy)
+    X, y, _ = load_adult("train")
+    model = RandomDecisionForestClassifier(schema=ADULT_SCHEMA, epsilon=0.3, window_size=500,
+                                           n_trees=5, seed=1)
+    model.learn_many(X[:500], y[:500])
+    (counts, eps), = seen
+    assert eps == 0.3 and counts.sum() == 500        # every labeled record in one leaf count
+    assert model.privacy_report()["leaves_stored"] == counts.shape[0]
+
+
+def test_empty_leaves_vote_uniformly_at_random():
+    """A point far from every training record falls in empty leaves: coin-flip votes."""
+    X, y, _ = load_adult("train")
+    model = RandomDecisionForestClassifier(schema=ADULT_SCHEMA, window_size=400, n_trees=100,
+                                           seed=4, max_windows=None)
+    young = [(x, t) for x, t in zip(X, y, strict=True) if x["age"] < 25][:400]
+    model.learn_many([x for x, _ in young], [t for _, t in young])
+    far = dict(X[0], age=89, **{"capital-gain": 99000, "hours-per-week": 98})
+    share = model.predict_proba_one(far)[True]
+    assert 0.3 < share < 0.7                  # Binomial(100, 1/2) / 100, mostly empty leaves
+    few = RandomDecisionForestClassifier(schema=ADULT_SCHEMA, window_size=400, n_trees=4,
+                                         seed=4)
+    few.learn_many([x for x, _ in young], [t for _, t in young])
+    hits = np.mean([few.predict_one(x) == t for x, t in young[:100]])
+    assert hits > 0.9                         # where the data is, the majority label wins
+
+
+def test_predictions_are_pure_and_memory_does_not_grow_with_predictions():
+    X, y, _ = load_adult("train")
+    model = RandomDecisionForestClassifier(schema=ADULT_SCHEMA, window_size=2000, seed=6)
+    model.learn_many(X[:2000], y[:2000])
+    size = len(pickle.dumps(model))
+    first = list(model.predict_many(X[5000:7000]))
+    assert [model.predict_one(x) for x in X[5000:5300]] == first[:300]
+    assert list(model.predict_many(X[5000:7000])) == first
+    assert len(pickle.dumps(model)) == size   # nothing cached per prediction
+    clone = pickle.loads(pickle.dumps(model))
+    assert list(clone.predict_many(X[5000:7000])) == first
+
+
+def test_bad_input_names_the_field_and_changes_nothing():
+    X, y, _ = load_adult("train")
+    model = RandomDecisionForestClassifier(schema=ADULT_SCHEMA, window_size=300, n_trees=3,
+                                           seed=0)
+    model.learn_many(X[:300], y[:300])
+    before = pickle.dumps(model)
+    with pytest.raises(InvalidRecordError, match="age"):
+        model.learn_one(dict(X[0], age=300), True)
+    with pytest.raises(InvalidRecordError, match="workclass"):
+        model.predict_one(dict(X[0], workclass="Astronaut"))
+    with pytest.raises(ValueError):
+        model.learn_one(X[0], "maybe")
+    assert pickle.dumps(model) == before
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"epsilon": 0}, "epsilon"), ({"n_trees": 0}, "n_trees"), ({"max_depth": -1}, "max_depth"),
+    ({"window_size": 5, "n_trees": 10}, "window_size"), ({"max_windows": 0}, "max_windows"),
+    ({"window_size": None}, "window_seconds")])
+def test_bad_parameters(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        RandomDecisionForestClassifier(schema=ADULT_SCHEMA, **kwargs)
+
+
+def test_adult_accuracy_floor_at_epsilon_1():
+    """Issue target: Adult error <= 20% at epsilon 1 (one 10-fold CV; measured 0.817)."""
+    res = run_bench("random-forest", "adult", 1.0, repeats=1, folds=10, seed=0)
+    assert res["mean"] >= 0.80, res
+
+
+def test_synthetic_floor_at_epsilon_1():
+    """Seed 004's SynthA; measured 0.81 over 10 folds (docs/benchmarks.md)."""
+    res = run_bench("random-forest", "synth-a", 1.0, repeats=1, folds=10, seed=0)
+    assert res["mean"] >= 0.77, res
