@@ -97,11 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="accuracy at given epsilons under the model's protocol",
                        description=BENCH_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    b.add_argument("--model", required=True, help="model name: sgbdt | median-forest")
+    b.add_argument("--model", required=True,
+                   help="model name: sgbdt | median-forest | random-forest")
     b.add_argument("--dataset", required=True,
                    help="sgbdt: abalone | adult | abalone-late | adult-late; median-forest: "
-                        "adult | iris | wine | syn5d | syn10d | syn15d; any classifier: "
-                        "agrawal-drift")
+                        "adult | iris | wine | syn5d | syn10d | syn15d; random-forest: those "
+                        "and synth-a .. synth-g; any classifier: agrawal-drift")
     b.add_argument("--epsilon", required=True, type=_floats, metavar="E[,E...]",
                    help="one or more total privacy budgets, comma-separated")
     b.add_argument("--repeats", type=int, default=None,
@@ -131,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--topic", help="topic to consume")
     sv.add_argument("--group", help="consumer group (default dpstream)")
     sv.add_argument("--schema", dest="schema_path", metavar="SCHEMA.json", help="schema file")
-    sv.add_argument("--model", help="model name: sgbdt (default) | median-forest")
+    sv.add_argument("--model",
+                    help="model name: sgbdt (default) | median-forest | random-forest")
     sv.add_argument("--epsilon", type=float, help="total privacy budget")
     sv.add_argument("--checkpoint-dir", metavar="DIR", help="checkpoint directory (one writer)")
     sv.add_argument("--dead-letter-topic", metavar="T", help="dead letters to this topic")
@@ -156,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="file (.csv/.jsonl[.gz]), adult, abalone, or kafka://HOST:PORT/TOPIC")
     rp.add_argument("--schema", metavar="SCHEMA.json", help="schema file (bundled: implied)")
     rp.add_argument("--model", default="sgbdt",
-                    help="model name: sgbdt (default) | median-forest")
+                    help="model name: sgbdt (default) | median-forest | random-forest")
     rp.add_argument("--epsilon", type=float, required=True, help="total privacy budget")
     rp.add_argument("--label", default="y", help="CSV column holding the label (default y)")
     rp.add_argument("--checkpoint-dir", metavar="DIR",

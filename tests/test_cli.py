@@ -94,6 +94,17 @@ def test_bench_median_forest_semi_supervised_json():
     assert 0.8 < r["mean"] <= 1.0 and r["delta"] == 0.0
 
 
+def test_bench_random_forest_uses_ten_fold_cv_json():
+    out = run("bench", "--model", "random-forest", "--dataset", "synth-a", "--epsilon", "1",
+              "--repeats", "1", "--set", "n_trees=20", "--json")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert (r["metric"], r["protocol"], r["folds"], r["repeats"]) == \
+        ("accuracy", "10-fold CV", 10, 1)
+    assert r["params"] == {"n_trees": 20} and r["delta"] == 0.0
+    assert 0.7 < r["mean"] <= 1.0
+
+
 @pytest.mark.parametrize(("args", "needle"), [
     (["--model", "nope", "--dataset", "adult", "--epsilon", "1"], "unknown model"),
     (["--model", "median-forest", "--dataset", "abalone", "--epsilon", "1"], "unknown dataset"),
