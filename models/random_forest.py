@@ -164,9 +164,11 @@ class RandomDecisionForestClassifier(WindowForestBase):
         self._table = None
         trees = [RandomTree(int(t), self.depth) for t in ids]
         return trees, "random decision forest", {
-            "depth": self.depth, "leaves_reached": int(reached.size),
-            "labels_flipped_by_noise": int((labels != counts.argmax(axis=1)).sum()),
-            "table": LeafTable.build(reached, votes)}
+            "depth": self.depth, "table": LeafTable.build(reached, votes),
+            # read from the raw counts: NOT differentially private, kept out of the report
+            "diagnostics": {"leaves_reached": int(reached.size),
+                            "labels_flipped_by_noise":
+                                int((labels != counts.argmax(axis=1)).sum())}}
 
     def _retire(self, window) -> None:
         self._table = None
@@ -218,13 +220,16 @@ class RandomDecisionForestClassifier(WindowForestBase):
                 "paper is not used (not proven DP)"),
             "protects": "features and labels",
             "depth": self.depth,
-            "leaves_stored": sum(len(w.extra["table"]) for w in self._windows
-                                 if "table" in w.extra),
             "windows": [{"algorithm": w.kind, "records": w.records, "labeled": w.labeled,
-                         "trees": len(w.trees),
-                         **{k: v for k, v in w.extra.items() if k != "table"}}
+                         "trees": len(w.trees), "depth": w.extra.get("depth")}
                         for w in self._windows],
         }
+
+    def diagnostics(self) -> list[dict]:
+        """Per kept window: how many leaves a training record reached and how many of their
+        labels the noise flipped. Read from the raw counts — **not** differentially private:
+        for the data owner's eyes only, never in :meth:`privacy_report` or the service."""
+        return [dict(w.extra.get("diagnostics", {})) for w in self._windows]
 
     @classmethod
     def _unit_test_params(cls):

@@ -63,8 +63,8 @@ __all__ = ["ImplicitRandomTrees", "LeafTable", "uniform_of", "uniform_label",
 
 _U64 = np.uint64
 _GOLDEN = _U64(0x9E3779B97F4A7C15)
-# salts of the pseudo-random draws a node makes: attribute, split point, leaf output
-_ATTR, _POINT, _OUT = 0xA7, 0xB3, 0xC5
+# salts of the pseudo-random draws: a node's split (attribute and point), a leaf's output
+_ATTR, _OUT = 0xA7, 0xC5
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
@@ -79,7 +79,7 @@ def _salted(salt: int) -> np.uint64:
     return _mix(np.array([salt], dtype=_U64))[0]
 
 
-_SALTS = {s: _salted(s) for s in (_ATTR, _POINT, _OUT)}
+_SALTS = {s: _salted(s) for s in (_ATTR, _OUT)}
 _DRAW = _SALTS[_ATTR]
 _BRANCH = _U64(0xD6E8FEB86659FD93)      # odd: distinct branches give distinct child keys
 _LOW32 = _U64(0xFFFFFFFF)

@@ -108,7 +108,8 @@ def test_windows_compose_in_parallel(n, window, n_trees, max_windows, seed):
     kept = closed if max_windows is None else min(closed, max_windows)
     assert rep["trees"] == kept * n_trees
     # the stored leaves are those of the kept windows only (retired tables are gone)
-    assert rep["leaves_stored"] == sum(w["leaves_reached"] for w in rep["windows"])
+    assert len(model._kept()[1]) == sum(d["leaves_reached"] for d in model.diagnostics())
+    assert "leaves_reached" not in str(rep)        # non-DP statistics stay out of the report
 
 
 def test_unlabeled_only_window_spends_nothing():
@@ -149,7 +150,7 @@ def test_training_releases_leaves_only_through_the_mechanism(monkeypatch):
     model.learn_many(X[:500], y[:500])
     (counts, eps), = seen
     assert eps == 0.3 and counts.sum() == 500        # every labeled record in one leaf count
-    assert model.privacy_report()["leaves_stored"] == counts.shape[0]
+    assert model.diagnostics()[0]["leaves_reached"] == counts.shape[0]
 
 
 def test_empty_leaves_vote_uniformly_at_random():
