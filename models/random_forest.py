@@ -194,10 +194,8 @@ class RandomDecisionForestClassifier(WindowForestBase):
     def _scores(self, X: np.ndarray) -> np.ndarray:
         return self._votes(self._trees.matrix(X))
 
-    def _scores_one(self, x) -> np.ndarray:
-        row = self._encoder._row(x)
-        self._last = (x, dict(x), row)
-        return self._votes(self._trees.matrix(np.array(row)[None, :]))[0]
+    def _score_row(self, row: np.ndarray) -> np.ndarray:
+        return self._votes(self._trees.matrix(row[None, :]))[0]
 
     def __getstate__(self) -> dict:
         state = super().__getstate__()

@@ -19,8 +19,8 @@ the key of its leaf: ``depth`` rounds of array operations over all (record, tree
 The trees are therefore fixed before any data arrives, exactly as the papers require. What a
 model stores is one output per leaf that a training record reached (:class:`LeafTable`, looked
 up by key); a leaf no training record reached outputs what its mechanism gives on zero counts,
-drawn from its key (``empty="label"``: a uniformly random label, report-noisy-argmax on zero
-counts; ``"laplace"``: Laplace noise per class). Every leaf of the complete tree thus has its
+drawn from its key (for report-noisy-argmax a uniformly random label, what the mechanism gives
+on zero counts: :func:`uniform_label`). Every leaf of the complete tree thus has its
 own independent output, predictions are a pure function of the model, and memory is bounded by
 the training records, however long the stream being predicted. Which keys the table holds is
 internal state, like the raw records of an open window: the *predictions* are the DP release.
@@ -58,8 +58,7 @@ import numpy as np
 
 from .encoding import RecordEncoder
 
-__all__ = ["ImplicitRandomTrees", "LeafTable", "uniform_of", "uniform_label",
-           "laplace_of"]
+__all__ = ["ImplicitRandomTrees", "LeafTable", "uniform_of", "uniform_label"]
 
 _U64 = np.uint64
 _GOLDEN = _U64(0x9E3779B97F4A7C15)
@@ -103,13 +102,6 @@ def uniform_label(keys: np.ndarray, n_classes: int) -> np.ndarray:
     out = np.zeros((np.size(keys), n_classes))
     out[np.arange(np.size(keys)), label] = 1.0
     return out
-
-
-def laplace_of(keys: np.ndarray, n_classes: int, scale: float) -> np.ndarray:
-    """``Lap(scale)`` per class per key (Laplace counts of an empty leaf), by inverse CDF."""
-    u = np.column_stack([uniform_of(keys, _OUT + 1 + c) for c in range(n_classes)]) - 0.5
-    u = u.reshape(np.size(keys), n_classes)
-    return -scale * np.sign(u) * np.log1p(-2.0 * np.abs(u))
 
 
 class ImplicitRandomTrees:
@@ -244,7 +236,7 @@ class LeafTable:
     def lookup(self, keys: np.ndarray, empty: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """Output row per key: the released one, else ``empty(missing keys)``."""
         flat = np.asarray(keys, dtype=_U64).ravel()
-        out = np.empty((flat.size, self.values.shape[1] if self.values.ndim == 2 else 1))
+        out = np.empty((flat.size, self.values.shape[1]))
         if self.keys.size:
             idx = np.minimum(np.searchsorted(self.keys, flat), self.keys.size - 1)
             hit = self.keys[idx] == flat

@@ -273,13 +273,16 @@ class WindowForestBase(base.Classifier):
         return counts[forest.nodes(X)].sum(axis=1)
 
     def _scores_one(self, x: Mapping) -> np.ndarray:
+        row = self._encoder._row(x)      # validates even with no trees: a bad record is an error
+        self._last = (x, dict(x), row)   # learn_one of this very record reuses the encoding
+        return self._score_row(np.array(row))
+
+    def _score_row(self, row: np.ndarray) -> np.ndarray:
+        """:meth:`_scores` of one encoded row (subclasses with other trees override both)."""
         forest, counts = self._serve()
         if len(forest) == 0:
-            self._encoder._row(x)      # still validate: a bad record is an error
             return np.zeros(counts.shape[1])
-        row = self._encoder._row(x)
-        self._last = (x, dict(x), row)
-        return counts.take(forest.nodes_one(np.array(row)), axis=0).sum(axis=0)
+        return counts.take(forest.nodes_one(row), axis=0).sum(axis=0)
 
     def predict_proba_one(self, x: Mapping, **kwargs) -> dict:
         s = np.maximum(self._scores_one(x), 0.0)

@@ -7,8 +7,6 @@ import pickle
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from river import checks
 
 from dpstream.models import InvalidRecordError, MedianForestClassifier
@@ -26,29 +24,6 @@ def _params():
     MedianForestClassifier(**PARAMS[0]))), ids=lambda c: c.__name__)
 def test_river_checks(check, params):
     check(MedianForestClassifier(**params))
-
-
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(n=st.integers(0, 700), window=st.integers(10, 200), n_trees=st.integers(1, 10),
-       max_windows=st.one_of(st.none(), st.integers(1, 4)), seed=st.integers(0, 10**6))
-def test_every_record_is_trained_once_in_one_window(n, window, n_trees, max_windows, seed):
-    window = max(window, n_trees)
-    X, y, _ = load_adult("test")
-    model = MedianForestClassifier(schema=ADULT_SCHEMA, epsilon=1.5, n_trees=n_trees,
-                                   window_size=window, max_windows=max_windows, seed=seed)
-    for i in range(n):
-        model.learn_one(X[i], y[i])
-    rep = model.privacy_report()
-    closed = n // window
-    assert rep["windows_closed"] == closed
-    assert rep["records_learned"] == closed * window          # each closed window once
-    assert rep["records_pending"] == n - closed * window      # the partial one is kept
-    assert rep["ledger_partitions"] == closed * n_trees
-    # one partition per (window, tree): parallel composition keeps the stream at epsilon
-    assert rep["epsilon"] == (1.5 if closed else 0.0)
-    assert model._ledger.spent <= 1.5
-    kept = closed if max_windows is None else min(closed, max_windows)
-    assert rep["windows_kept"] == kept and rep["trees"] == kept * n_trees
 
 
 def test_split_budgets_are_geometric_and_sum_to_the_split_share():

@@ -12,10 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpstream.models import MedianForestClassifier
+from dpstream.models import MedianForestClassifier, RandomDecisionForestClassifier
 from dpstream.models.median_forest import grow_median_tree
-from dpstream.stream import load_adult
+from dpstream.stream import ADULT_SCHEMA, load_adult
 from dpstream.stream.service import replay
+
+#: every classifier on the window framework
+WINDOW_FORESTS = [MedianForestClassifier, RandomDecisionForestClassifier]
 
 SCHEMA = {"features": {"uid": {"type": "numeric", "min": 0, "max": 10**6},
                        "a": {"type": "numeric", "min": 0, "max": 1},
@@ -140,15 +143,39 @@ def test_modes_spend_what_the_paper_says():
         MedianForestClassifier(schema=schema, transductive=True)
 
 
-def test_a_window_without_labels_trains_and_spends_nothing():
+@pytest.mark.parametrize("cls", WINDOW_FORESTS)
+def test_a_window_without_labels_trains_and_spends_nothing(cls):
     X, _, schema = load_adult("train")
-    model = MedianForestClassifier(schema=schema, window_size=100, seed=0)
+    model = cls(schema=schema, window_size=100, n_trees=4, seed=0)
     for xi in X[:250]:
         model.learn_one(xi, None)
     rep = model.privacy_report()
     assert rep["windows_closed"] == 2 and rep["trees"] == 0 and rep["epsilon"] == 0.0
     assert rep["unlabeled_seen"] == 250 and rep["records_pending"] == 50
-    assert model.predict_proba_one(X[0]) == {False: 0.5, True: 0.5}
+
+
+@pytest.mark.parametrize("cls", WINDOW_FORESTS)
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(0, 700), window=st.integers(10, 200), n_trees=st.integers(1, 10),
+       max_windows=st.one_of(st.none(), st.integers(1, 4)), seed=st.integers(0, 10**6))
+def test_windows_compose_in_parallel(cls, n, window, n_trees, max_windows, seed):
+    window = max(window, n_trees)
+    X, y, _ = load_adult("test")
+    model = cls(schema=ADULT_SCHEMA, epsilon=1.5, n_trees=n_trees, window_size=window,
+                max_windows=max_windows, seed=seed)
+    for i in range(n):
+        model.learn_one(X[i], y[i])
+    rep = model.privacy_report()
+    closed = n // window
+    assert rep["windows_closed"] == closed
+    assert rep["records_learned"] == closed * window          # each closed window once
+    assert rep["records_pending"] == n - closed * window      # the partial one is kept
+    assert rep["ledger_partitions"] == closed * n_trees
+    # one partition per (window, tree): parallel composition keeps the stream at epsilon
+    assert rep["epsilon"] == (1.5 if closed else 0.0)
+    assert model._ledger.spent <= 1.5
+    kept = closed if max_windows is None else min(closed, max_windows)
+    assert rep["windows_kept"] == kept and rep["trees"] == kept * n_trees
 
 
 def test_exact_medians_when_features_are_public():
