@@ -11,9 +11,10 @@ from .encoding import InvalidRecordError, RecordEncoder
 from .forest import Forest
 from .median_forest import MedianForestClassifier
 from .random_forest import RandomDecisionForestClassifier
+from .rdt import RDTClassifier
 from .schema import Schema
 from .sgbdt import SGBDTClassifier, SGBDTRegressor
 
 __all__ = ["Forest", "InvalidRecordError", "MedianForestClassifier",
-           "RandomDecisionForestClassifier", "RecordEncoder", "SGBDTClassifier",
+           "RDTClassifier", "RandomDecisionForestClassifier", "RecordEncoder", "SGBDTClassifier",
            "SGBDTRegressor", "Schema"]

@@ -263,7 +263,7 @@ class MedianForestClassifier(WindowForestBase):
                                                    rng=self._rng).release(counts[first_leaf:])
         return tree
 
-    def _train_window(self, X: np.ndarray, y: np.ndarray):
+    def _train_window(self, X: np.ndarray, y: np.ndarray, public: np.ndarray):
         eps = float(self.epsilon)
         lab = np.flatnonzero(y != UNLABELED)
         unl = np.flatnonzero(y == UNLABELED)

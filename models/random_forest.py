@@ -144,7 +144,8 @@ class RandomDecisionForestClassifier(WindowForestBase):
         check_integer("max_depth", self.max_depth, 0, none_ok=True)
 
     # ------------------------------------------------------------- training
-    def _train_window(self, X: np.ndarray, y: np.ndarray) -> tuple[list, str, dict]:
+    def _train_window(self, X: np.ndarray, y: np.ndarray,
+                      public: np.ndarray) -> tuple[list, str, dict]:
         labeled = y != UNLABELED
         X, y = X[labeled], y[labeled]
         ids = np.arange(self._next_tree, self._next_tree + self.n_trees)

@@ -58,12 +58,12 @@ import numpy as np
 
 from .encoding import RecordEncoder
 
-__all__ = ["ImplicitRandomTrees", "LeafTable", "uniform_of", "uniform_label"]
+__all__ = ["ImplicitRandomTrees", "LeafTable", "laplace_of", "uniform_of", "uniform_label"]
 
 _U64 = np.uint64
 _GOLDEN = _U64(0x9E3779B97F4A7C15)
 # salts of the pseudo-random draws: a node's split (attribute and point), a leaf's output
-_ATTR, _OUT = 0xA7, 0xC5
+_ATTR, _OUT, _LAP = 0xA7, 0xC5, 0x1A9
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
@@ -94,6 +94,25 @@ def uniform_of(keys: np.ndarray, salt: int) -> np.ndarray:
     s = _SALTS.get(salt)
     z = _mix(np.asarray(keys, dtype=_U64) ^ (_salted(salt) if s is None else s))
     return (z >> _U64(11)).astype(np.float64) * 2.0 ** -53
+
+
+def laplace_of(keys: np.ndarray, n_classes: int, scale: np.ndarray | float) -> np.ndarray:
+    """A row of ``n_classes`` independent ``Laplace(0, scale)`` draws per key (inverse CDF of
+    :func:`uniform_of`, one salt per class): the Laplace mechanism's output on zero counts.
+    ``scale`` is one value or one per key.
+
+    >>> z = laplace_of(np.arange(200_000, dtype=np.uint64), 2, 2.0)
+    >>> z.shape, round(float(np.median(np.abs(z))), 1)       # median |Lap(b)| = b ln 2
+    ((200000, 2), 1.4)
+    """
+    keys = np.asarray(keys, dtype=_U64).ravel()
+    scale = np.broadcast_to(np.asarray(scale, dtype=np.float64), keys.shape)
+    out = np.empty((keys.size, n_classes))
+    for c in range(n_classes):
+        z = _mix(keys ^ _salted(_LAP + c))
+        u = ((z >> _U64(11)).astype(np.float64) + 0.5) * 2.0 ** -53 - 0.5   # (-1/2, 1/2)
+        out[:, c] = -scale * np.sign(u) * np.log1p(-2.0 * np.abs(u))
+    return out
 
 
 def uniform_label(keys: np.ndarray, n_classes: int) -> np.ndarray:
@@ -145,12 +164,13 @@ class ImplicitRandomTrees:
         return _mix(_U64(self.secret) ^ _mix(np.asarray(trees, dtype=_U64)))
 
     def leaf_keys(self, V: np.ndarray, trees, *, rows: np.ndarray | None = None,
-                  chunk: int = 65_536) -> np.ndarray:
+                  depth: int | None = None, chunk: int = 65_536) -> np.ndarray:
         """The key of the leaf each record reaches in each tree.
 
         With ``rows=None`` every row of ``V`` goes through every tree in ``trees``: the result
         has shape ``(rows, trees)``. Otherwise ``trees`` and ``rows`` are equal-length arrays of
-        (tree, row) pairs and the result is flat.
+        (tree, row) pairs and the result is flat. ``depth`` overrides the trees' depth (the
+        first ``depth`` levels of the same complete trees).
         """
         V = np.where(np.isnan(V), np.inf, V)          # missing: right / last value
         trees = np.atleast_1d(np.asarray(trees, dtype=np.int64))
@@ -163,10 +183,12 @@ class ImplicitRandomTrees:
             shape = (rows.size,)
         out = np.empty(rows.size, dtype=_U64)
         for s in range(0, rows.size, chunk):
-            out[s:s + chunk] = self._walk(V, trees[s:s + chunk], rows[s:s + chunk])
+            out[s:s + chunk] = self._walk(V, trees[s:s + chunk], rows[s:s + chunk],
+                                          self.depth if depth is None else int(depth))
         return out.reshape(shape)
 
-    def _walk(self, V: np.ndarray, trees: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    def _walk(self, V: np.ndarray, trees: np.ndarray, rows: np.ndarray,
+              depth: int) -> np.ndarray:
         n, s = rows.size, self.s
         key = self.root_keys(trees)
         lo = np.broadcast_to(self._lo, (n, s)).copy()
@@ -177,7 +199,7 @@ class ImplicitRandomTrees:
         width = V.shape[1]
         flat = V.ravel()
         off = rows * width
-        for _ in range(self.depth):
+        for _ in range(depth):
             avail = s + nfree
             active = avail > 0                          # else a leaf: nothing left to split
             # one 64-bit draw per node: the high 32 bits pick the attribute, the low 32 the
@@ -233,16 +255,19 @@ class LeafTable:
     def __len__(self) -> int:
         return self.keys.size
 
+    def find(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(index, found)`` of each key (flattened) in the table."""
+        flat = np.asarray(keys, dtype=_U64).ravel()
+        if not self.keys.size:
+            return np.zeros(flat.size, dtype=np.intp), np.zeros(flat.size, dtype=bool)
+        idx = np.minimum(np.searchsorted(self.keys, flat), self.keys.size - 1)
+        return idx, self.keys[idx] == flat
+
     def lookup(self, keys: np.ndarray, empty: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """Output row per key: the released one, else ``empty(missing keys)``."""
         flat = np.asarray(keys, dtype=_U64).ravel()
         out = np.empty((flat.size, self.values.shape[1]))
-        if self.keys.size:
-            idx = np.minimum(np.searchsorted(self.keys, flat), self.keys.size - 1)
-            hit = self.keys[idx] == flat
-        else:
-            idx = np.zeros(flat.size, dtype=np.intp)
-            hit = np.zeros(flat.size, dtype=bool)
+        idx, hit = self.find(flat)
         out[hit] = self.values[idx[hit]]
         miss = ~hit
         if miss.any():

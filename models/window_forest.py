@@ -134,6 +134,7 @@ class WindowForestBase(base.Classifier):
         self._ledger = BudgetLedger(total_epsilon=float(epsilon))
         self._buffer_X: list[list[float]] = []
         self._buffer_y: list[int] = []           # class index, or UNLABELED
+        self._buffer_public: list[bool] = []     # public=True: a record that needs no privacy
         self._window_start: float | None = None  # arrival time of the open window's first record
         self._windows: list[_Window] = []
         self._serving: tuple[Forest, np.ndarray] | None = None
@@ -173,8 +174,9 @@ class WindowForestBase(base.Classifier):
         y
             Its label, or ``None`` for an unlabeled record.
         public
-            Accepted for the stream contract (a record that needs no privacy); window forests
-            protect such a record like any other, which is sound and only conservative.
+            A record that needs no privacy (seed 002's non-private data). The window keeps the
+            flag; a forest that has no use for it protects such a record like any other, which
+            is sound and only conservative.
         t
             Arrival time in seconds (event time) for time-based windows; default: now.
 
@@ -197,43 +199,52 @@ class WindowForestBase(base.Classifier):
                 self._window_start = now
         self._buffer_X.append(row)
         self._buffer_y.append(label)
+        self._buffer_public.append(bool(public))
         self.records_seen += 1
         self.unlabeled_seen += label == UNLABELED
         self.public_seen += bool(public)
         if self.window_size is not None and len(self._buffer_y) >= self.window_size:
             self._close_window()
 
-    def learn_many(self, X: Any, y: Any) -> None:
+    def learn_many(self, X: Any, y: Any, public: Any = False) -> None:
         """Batch mode: the batch (with anything buffered) is one window, trained now.
 
-        ``y`` may hold ``None`` for unlabeled rows.
+        ``y`` may hold ``None`` for unlabeled rows; ``public`` is one flag for the whole batch
+        or one per row (see :meth:`learn_one`).
         """
         Xe = self._encoder.encode_many(X)
         labels = list(y)
         if Xe.shape[0] != len(labels):
             raise ValueError(f"X has {Xe.shape[0]} rows but y has {len(labels)} labels")
+        flags = np.broadcast_to(np.asarray(public, dtype=bool), (len(labels),)) \
+            if np.ndim(public) == 0 else np.asarray(public, dtype=bool)
+        if flags.shape != (len(labels),):
+            raise ValueError(f"public has {flags.size} flags but y has {len(labels)} labels")
         known = [v for v in labels if v is not None]
         codes = iter(int(c) for c in self._encoder.encode_targets(known)) if known else iter(())
         ye = [UNLABELED if v is None else next(codes) for v in labels]
         self._buffer_X.extend(Xe.tolist())
         self._buffer_y.extend(ye)
+        self._buffer_public.extend(flags.tolist())
         self.records_seen += len(ye)
         self.unlabeled_seen += len(ye) - len(known)
+        self.public_seen += int(flags.sum())
         if self._buffer_y:
             self._close_window()
 
     def _close_window(self) -> None:
         X = np.array(self._buffer_X, dtype=np.float64).reshape(len(self._buffer_X), -1)
         y = np.array(self._buffer_y, dtype=np.int64)
-        self._buffer_X, self._buffer_y, self._window_start = [], [], None
+        public = np.array(self._buffer_public, dtype=bool)
+        self._buffer_X, self._buffer_y, self._buffer_public = [], [], []
+        self._window_start = None
         w = self.windows_closed
         if (y != UNLABELED).any():
-            for t in range(self.n_trees):
-                # each (window, tree) part: its mechanisms spend epsilon on its records only
-                self._ledger.charge(float(self.epsilon), partition=f"window-{w}/tree-{t}",
-                                    label=type(self).__name__)
-            self.ledger_partitions += self.n_trees
-            trees, kind, extra = self._train_window(X, y)
+            charges = self._window_charges()
+            for part, eps, label in charges:
+                self._ledger.charge(eps, partition=f"window-{w}/{part}", label=label)
+            self.ledger_partitions += len(charges)
+            trees, kind, extra = self._train_window(X, y, public)
             self.last_depth = max((tr.depth for tr in trees), default=None)
         else:   # no label to fill a leaf with: nothing is trained, nothing released or spent
             trees, kind, extra = [], "none (no labeled record)", {}
@@ -246,8 +257,19 @@ class WindowForestBase(base.Classifier):
         self.windows_closed += 1
         self.records_trained += int(y.size)
 
-    def _train_window(self, X: np.ndarray, y: np.ndarray) -> tuple[list[WindowTree], str, dict]:
-        """Trees for one closed window (``y == UNLABELED`` marks unlabeled rows)."""
+    def _window_charges(self) -> list[tuple[str, float, str]]:
+        """``(partition, epsilon, label)`` charged when a window with labels closes.
+
+        By default one partition per tree: each (window, tree) part's mechanisms spend
+        ``epsilon`` on its own records only. A forest whose trees share records overrides this.
+        """
+        return [(f"tree-{t}", float(self.epsilon), type(self).__name__)
+                for t in range(self.n_trees)]
+
+    def _train_window(self, X: np.ndarray, y: np.ndarray,
+                      public: np.ndarray) -> tuple[list[WindowTree], str, dict]:
+        """Trees for one closed window (``y == UNLABELED`` marks unlabeled rows, ``public``
+        the records that need no privacy)."""
         raise NotImplementedError
 
     def _retire(self, window: _Window) -> None:
@@ -308,6 +330,11 @@ class WindowForestBase(base.Classifier):
         state["_serving"] = None          # rebuilt on demand from the windows
         state["_last"] = None
         return state
+
+    def __setstate__(self, state: dict) -> None:
+        if "_buffer_public" not in state:     # a checkpoint from before public flags were kept
+            state["_buffer_public"] = [False] * len(state["_buffer_y"])
+        self.__dict__.update(state)
 
     # ----------------------------------------------------------------- report
     @property

@@ -48,6 +48,7 @@ import numpy as np
 from ..models import (
     MedianForestClassifier,
     RandomDecisionForestClassifier,
+    RDTClassifier,
     SGBDTClassifier,
     SGBDTRegressor,
 )
@@ -103,9 +104,14 @@ BENCH_MODELS: dict[str, dict[str, type]] = {
     "sgbdt": {"r2": SGBDTRegressor, "error": SGBDTClassifier},
     "median-forest": {"accuracy": MedianForestClassifier},
     "random-forest": {"accuracy": RandomDecisionForestClassifier},
+    "rdt": {"accuracy": RDTClassifier},
+    "rdt-sharp": {"accuracy": RDTClassifier},
 }
 #: how each model is evaluated (its paper's protocol)
-PROTOCOL = {"sgbdt": "cv", "median-forest": "holdout", "random-forest": "kfold"}
+PROTOCOL = {"sgbdt": "cv", "median-forest": "holdout", "random-forest": "kfold",
+            "rdt": "holdout", "rdt-sharp": "holdout"}
+#: models whose unlabeled training rows are handed over as public (seed 002's D_npriv)
+PUBLIC_UNLABELED = {"rdt-sharp"}
 DEFAULT_REPEATS = {"cv": 5, "holdout": 50, "prequential": 3, "kfold": 10}
 DEFAULT_FOLDS = {"cv": 5, "kfold": 10}
 
@@ -131,15 +137,19 @@ def _metric(name: str, y_true: np.ndarray, y_pred: np.ndarray) -> float:
 
 def score_model(model, X: Sequence, y: Sequence, train: np.ndarray, test: np.ndarray,
                 metric: str, *, late: Callable[[Any], bool] | None = None,
-                labeled: np.ndarray | None = None) -> float:
+                labeled: np.ndarray | None = None, public_unlabeled: bool = False) -> float:
     """Train on ``train`` rows (batch; or early-then-late), return the metric on ``test``.
 
-    ``labeled`` (a mask over ``train``) hands the other training rows over unlabeled.
+    ``labeled`` (a mask over ``train``) hands the other training rows over unlabeled — as
+    public (non-private) records with ``public_unlabeled``.
     """
     if late is None:
         labels = [y[i] for i in train] if labeled is None else \
             [y[i] if keep else None for i, keep in zip(train, labeled, strict=True)]
-        model.learn_many([X[i] for i in train], labels)
+        if public_unlabeled and labeled is not None:
+            model.learn_many([X[i] for i in train], labels, public=~labeled)
+        else:
+            model.learn_many([X[i] for i in train], labels)
     else:
         early = np.array([late(y[i]) for i in train], dtype=bool)
         first, second = train[early], train[~early]
@@ -170,8 +180,8 @@ def run_bench(model: str, dataset: str, epsilon: float, *, repeats: int | None =
     if not 0 < labeled_fraction <= 1:
         raise ValueError(f"labeled_fraction must lie in (0, 1], got {labeled_fraction}")
     if labeled_fraction < 1 and protocol != "holdout":
-        raise ValueError("labeled_fraction applies to the semi-supervised median forest's "
-                         "holdout benchmarks")
+        raise ValueError("labeled_fraction applies to the holdout benchmarks (median forest, "
+                         "rdt, rdt-sharp)")
     params = dict(params or {})
     if protocol == "prequential":
         return run_drift(model, epsilon, repeats=repeats, seed=seed, params=params,
@@ -207,7 +217,7 @@ def run_bench(model: str, dataset: str, epsilon: float, *, repeats: int | None =
                 labeled = rng.random(train.size) < labeled_fraction
         est = cls(schema=schema, epsilon=epsilon, seed=seed * 7919 + r * folds + k, **params)
         scores.append(score_model(est, X, y, train, test, metric, late=_EARLY.get(dataset),
-                                  labeled=labeled))
+                                  labeled=labeled, public_unlabeled=model in PUBLIC_UNLABELED))
         delta = est.privacy_report()["delta"]
         rows += len(y)
         if progress is not None:

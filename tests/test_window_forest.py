@@ -34,9 +34,9 @@ class Spy(MedianForestClassifier):
         self.log.append(("none", [], []))     # replaced if the window trains
         super()._close_window()
 
-    def _train_window(self, X, y):
+    def _train_window(self, X, y, public):
         self.seen_structure, self.seen_leaves = [], []
-        trees, algo, extra = super()._train_window(X, y)
+        trees, algo, extra = super()._train_window(X, y, public)
         self.log[-1] = (algo, self.seen_structure, self.seen_leaves)
         return trees, algo, extra
 
