@@ -98,11 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
                        description=BENCH_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     b.add_argument("--model", required=True,
-                   help="model name: sgbdt | median-forest | random-forest")
+                   help="model name: sgbdt | median-forest | random-forest | rdt | rdt-sharp")
     b.add_argument("--dataset", required=True,
                    help="sgbdt: abalone | adult | abalone-late | adult-late; median-forest: "
-                        "adult | iris | wine | syn5d | syn10d | syn15d; random-forest: those "
-                        "and synth-a .. synth-g; any classifier: agrawal-drift")
+                        "adult | iris | wine | syn5d | syn10d | syn15d; rdt, rdt-sharp: the "
+                        "same; random-forest: those and synth-a .. synth-g; any classifier: "
+                        "agrawal-drift")
     b.add_argument("--epsilon", required=True, type=_floats, metavar="E[,E...]",
                    help="one or more total privacy budgets, comma-separated")
     b.add_argument("--repeats", type=int, default=None,
@@ -113,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, default=0, help="seed of splits and models (default 0)")
     b.add_argument("--labeled-fraction", type=float, default=1.0, metavar="F",
                    help="keep the labels of this share of the training rows (semi-supervised; "
-                        "default 1)")
+                        "default 1); rdt-sharp hands the rest over as public records")
     b.add_argument("--privacy", choices=["features_and_labels", "labels_only"], default=None,
                    help="median forest: what is private (default features_and_labels)")
     b.add_argument("--transductive", action="store_true",
@@ -133,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--group", help="consumer group (default dpstream)")
     sv.add_argument("--schema", dest="schema_path", metavar="SCHEMA.json", help="schema file")
     sv.add_argument("--model",
-                    help="model name: sgbdt (default) | median-forest | random-forest")
+                    help="model name: sgbdt (default) | median-forest | random-forest | rdt")
     sv.add_argument("--epsilon", type=float, help="total privacy budget")
     sv.add_argument("--checkpoint-dir", metavar="DIR", help="checkpoint directory (one writer)")
     sv.add_argument("--dead-letter-topic", metavar="T", help="dead letters to this topic")
@@ -158,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="file (.csv/.jsonl[.gz]), adult, abalone, or kafka://HOST:PORT/TOPIC")
     rp.add_argument("--schema", metavar="SCHEMA.json", help="schema file (bundled: implied)")
     rp.add_argument("--model", default="sgbdt",
-                    help="model name: sgbdt (default) | median-forest | random-forest")
+                    help="model name: sgbdt (default) | median-forest | random-forest | rdt")
     rp.add_argument("--epsilon", type=float, required=True, help="total privacy budget")
     rp.add_argument("--label", default="y", help="CSV column holding the label (default y)")
     rp.add_argument("--checkpoint-dir", metavar="DIR",

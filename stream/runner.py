@@ -51,6 +51,7 @@ from ..connectors import CheckpointStore, SourceRecord
 from ..models import (
     MedianForestClassifier,
     RandomDecisionForestClassifier,
+    RDTClassifier,
     SGBDTClassifier,
     SGBDTRegressor,
 )
@@ -66,6 +67,7 @@ SERVICE_MODELS: dict[str, dict[str, type]] = {
     "median-forest": {"binary": MedianForestClassifier, "categorical": MedianForestClassifier},
     "random-forest": {"binary": RandomDecisionForestClassifier,
                       "categorical": RandomDecisionForestClassifier},
+    "rdt": {"binary": RDTClassifier, "categorical": RDTClassifier},
 }
 
 COUNTERS = ("seen", "learned", "dead_letters", "duplicates", "unlabeled", "clipped",

@@ -105,6 +105,17 @@ def test_bench_random_forest_uses_ten_fold_cv_json():
     assert 0.7 < r["mean"] <= 1.0
 
 
+def test_bench_rdt_sharp_hands_unlabeled_rows_over_as_public_json():
+    out = run("bench", "--model", "rdt-sharp", "--dataset", "syn5d", "--epsilon", "1",
+              "--repeats", "2", "--labeled-fraction", "0.2", "--set", "secondary_trees=20",
+              "--json")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert (r["model"], r["protocol"], r["labeled_fraction"]) == ("rdt-sharp", "holdout 90/10",
+                                                                  0.2)
+    assert r["params"] == {"secondary_trees": 20} and 0.6 < r["mean"] <= 1.0
+
+
 @pytest.mark.parametrize(("args", "needle"), [
     (["--model", "nope", "--dataset", "adult", "--epsilon", "1"], "unknown model"),
     (["--model", "median-forest", "--dataset", "abalone", "--epsilon", "1"], "unknown dataset"),
