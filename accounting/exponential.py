@@ -89,6 +89,26 @@ class ExponentialMechanism:
         lw = self.log_weights(utilities)
         return _gumbel_argmax(self.rng, lw, size)
 
+    def select_rows(self, utilities, allowed=None) -> np.ndarray:
+        """One independent selection per row of a 2-d utility array (e.g. the candidates of
+        many disjoint tree nodes). ``allowed`` (same shape, bool) restricts each row to its
+        public candidate set; a row with no candidate gives ``-1``.
+
+        >>> em = ExponentialMechanism(epsilon=50.0, sensitivity=1.0, rng=0)
+        >>> em.select_rows([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 9.0]],
+        ...                allowed=[[1, 1, 1], [0, 1, 1], [0, 0, 0]]).tolist()
+        [1, 1, -1]
+        """
+        U = check_finite_array("utilities", utilities, ndim=2, allow_empty=True)
+        ok = np.ones(U.shape, dtype=bool) if allowed is None else np.asarray(allowed, bool)
+        if ok.shape != U.shape:
+            raise ValueError(f"allowed has shape {ok.shape}, utilities {U.shape}")
+        if U.size == 0:
+            return np.full(U.shape[0], -1, dtype=np.int64)
+        lw = np.where(ok, self.factor * U, -np.inf)
+        pick = np.argmax(lw + self.rng.gumbel(size=U.shape), axis=1)
+        return np.where(ok.any(axis=1), pick, -1)
+
 
 def _gumbel_argmax(rng: np.random.Generator, log_weights: np.ndarray, size: int | None):
     """argmax(log w + Gumbel) is an exact sample from softmax(log w); -inf entries never win."""

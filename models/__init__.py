@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from .encoding import InvalidRecordError, RecordEncoder
 from .forest import Forest
+from .greedy_forest import GreedyForestClassifier
 from .median_forest import MedianForestClassifier
 from .random_forest import RandomDecisionForestClassifier
 from .rdt import RDTClassifier
 from .schema import Schema
 from .sgbdt import SGBDTClassifier, SGBDTRegressor
 
-__all__ = ["Forest", "InvalidRecordError", "MedianForestClassifier",
+__all__ = ["Forest", "GreedyForestClassifier", "InvalidRecordError", "MedianForestClassifier",
            "RDTClassifier", "RandomDecisionForestClassifier", "RecordEncoder", "SGBDTClassifier",
            "SGBDTRegressor", "Schema"]

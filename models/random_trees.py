@@ -58,7 +58,8 @@ import numpy as np
 
 from .encoding import RecordEncoder
 
-__all__ = ["ImplicitRandomTrees", "LeafTable", "laplace_of", "uniform_of", "uniform_label"]
+__all__ = ["ImplicitRandomTrees", "LeafTable", "child_keys", "keyed_rank", "laplace_of",
+           "root_keys", "uniform_of", "uniform_label"]
 
 _U64 = np.uint64
 _GOLDEN = _U64(0x9E3779B97F4A7C15)
@@ -82,6 +83,24 @@ _SALTS = {s: _salted(s) for s in (_ATTR, _OUT)}
 _DRAW = _SALTS[_ATTR]
 _BRANCH = _U64(0xD6E8FEB86659FD93)      # odd: distinct branches give distinct child keys
 _LOW32 = _U64(0xFFFFFFFF)
+
+
+def root_keys(secret: int, trees) -> np.ndarray:
+    """The root key of each tree id under a model's secret."""
+    return _mix(_U64(int(secret) & (2**63 - 1)) ^ _mix(np.asarray(trees, dtype=_U64)))
+
+
+def child_keys(keys: np.ndarray, branch: np.ndarray) -> np.ndarray:
+    """The key of child ``branch`` (0, 1, ...) of each node."""
+    return _mix(keys ^ ((np.asarray(branch).astype(_U64) + _U64(1)) * _BRANCH))
+
+
+def keyed_rank(keys: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A node's one 64-bit draw: a uniform rank in ``range(n)`` from its high 32 bits, and a
+    uniform [0, 1) from its low 32 bits (resolution 2**-32)."""
+    z = _mix(keys ^ _DRAW)
+    rank = ((z >> _U64(32)) * np.asarray(n).astype(_U64) >> _U64(32)).astype(np.intp)
+    return rank, (z & _LOW32).astype(np.float64) * 2.0 ** -32
 
 
 def uniform_of(keys: np.ndarray, salt: int) -> np.ndarray:
@@ -161,7 +180,7 @@ class ImplicitRandomTrees:
         return V
 
     def root_keys(self, trees) -> np.ndarray:
-        return _mix(_U64(self.secret) ^ _mix(np.asarray(trees, dtype=_U64)))
+        return root_keys(self.secret, trees)
 
     def leaf_keys(self, V: np.ndarray, trees, *, rows: np.ndarray | None = None,
                   depth: int | None = None, chunk: int = 65_536) -> np.ndarray:
@@ -204,14 +223,12 @@ class ImplicitRandomTrees:
             active = avail > 0                          # else a leaf: nothing left to split
             # one 64-bit draw per node: the high 32 bits pick the attribute, the low 32 the
             # split point (resolution 2**-32 of the node's interval)
-            z = _mix(key ^ _DRAW)
-            pick = ((z >> _U64(32)) * avail.astype(_U64) >> _U64(32)).astype(np.intp)
+            pick, u = keyed_rank(key, avail)
             num = pick < s
             branch = np.zeros(n, dtype=np.int64)
             if s:
                 j = np.where(num, pick, 0)
                 lo_j, hi_j = lo[at, j], hi[at, j]
-                u = (z & _LOW32).astype(np.float64) * 2.0 ** -32
                 thr = lo_j + u * (hi_j - lo_j)
                 right = flat.take(off + 1 + j) > thr
                 go = num & active
@@ -228,8 +245,7 @@ class ImplicitRandomTrees:
                 branch[cat] = code.astype(np.int64)
                 free[at[cat], c] = False
                 nfree[cat] -= 1
-            child = _mix(key ^ ((branch.astype(_U64) + _U64(1)) * _BRANCH))
-            key = np.where(active, child, key)
+            key = np.where(active, child_keys(key, branch), key)
         return key
 
 

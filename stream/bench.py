@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from ..models import (
+    GreedyForestClassifier,
     MedianForestClassifier,
     RandomDecisionForestClassifier,
     RDTClassifier,
@@ -106,10 +107,11 @@ BENCH_MODELS: dict[str, dict[str, type]] = {
     "random-forest": {"accuracy": RandomDecisionForestClassifier},
     "rdt": {"accuracy": RDTClassifier},
     "rdt-sharp": {"accuracy": RDTClassifier},
+    "greedy-forest": {"accuracy": GreedyForestClassifier},
 }
 #: how each model is evaluated (its paper's protocol)
 PROTOCOL = {"sgbdt": "cv", "median-forest": "holdout", "random-forest": "kfold",
-            "rdt": "holdout", "rdt-sharp": "holdout"}
+            "rdt": "holdout", "rdt-sharp": "holdout", "greedy-forest": "kfold"}
 #: models whose unlabeled training rows are handed over as public (seed 002's D_npriv)
 PUBLIC_UNLABELED = {"rdt-sharp"}
 DEFAULT_REPEATS = {"cv": 5, "holdout": 50, "prequential": 3, "kfold": 10}

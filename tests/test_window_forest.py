@@ -12,18 +12,25 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpstream.models import MedianForestClassifier, RandomDecisionForestClassifier, RDTClassifier
+from dpstream.models import (
+    GreedyForestClassifier,
+    MedianForestClassifier,
+    RandomDecisionForestClassifier,
+    RDTClassifier,
+)
 from dpstream.models.median_forest import grow_median_tree
 from dpstream.stream import ADULT_SCHEMA, load_adult
 from dpstream.stream.service import replay
 
 #: every classifier on the window framework
-WINDOW_FORESTS = [MedianForestClassifier, RandomDecisionForestClassifier, RDTClassifier]
+WINDOW_FORESTS = [MedianForestClassifier, RandomDecisionForestClassifier, RDTClassifier,
+                  GreedyForestClassifier]
 #: ledger partitions a window with labels opens: one per tree whose records are disjoint; RDT's
 #: trees all read the window's records, so its epsilon / p per tree adds up in one partition
 PARTS_PER_WINDOW = {MedianForestClassifier: lambda n_trees: n_trees,
                     RandomDecisionForestClassifier: lambda n_trees: n_trees,
-                    RDTClassifier: lambda n_trees: 1}
+                    RDTClassifier: lambda n_trees: 1,
+                    GreedyForestClassifier: lambda n_trees: n_trees}
 
 SCHEMA = {"features": {"uid": {"type": "numeric", "min": 0, "max": 10**6},
                        "a": {"type": "numeric", "min": 0, "max": 1},

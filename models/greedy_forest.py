@@ -1,0 +1,300 @@
+"""DPGDF, the differentially private greedy decision forest of Xin et al. (seed 001), on windows.
+
+A closed window's labeled records are dealt into ``n_trees`` (``τ``) disjoint parts; each part
+grows one greedy tree with the full ``epsilon`` (parallel composition, the seed's Theorem 1):
+
+* **Attributes.** Every schema attribute splits multiway and once per path (the seed's
+  ``A ← A − T.attr``): a categorical attribute into its declared values, a numeric one into
+  ``n_bins`` equal-width bins of its *public* domain (never quantiles of the data). Missing
+  values take the last branch.
+* **Splits, level by level.** A tree has ``levels = min(max_depth − 1, attributes)`` levels of
+  splits. At each level every node picks its attribute with the exponential mechanism, spending
+  ``epsilon / (2 · levels)`` (the seed's ``ε / (2(d − 1))``); the nodes of a level hold disjoint
+  records, so a level costs that once. The utility is the *count-weighted* Gini impurity,
+  negated: ``u(a) = −Σ_v (n_v − Σ_c n_{v,c}² / n_v)`` over the branches ``v`` of ``a`` (the
+  seed's Gini index without dividing by the node's size, which would make the sensitivity
+  depend on private data). **Sensitivity** (Friedman and Schuster, "Data mining with
+  differential privacy", KDD 2010, §4.2, who give 2 for this form): adding one record of class
+  ``c'`` changes one branch's term from ``n − S/n`` (``S = Σ_c n_c²``) to
+  ``n + 1 − (S + 2 n_{c'} + 1)/(n + 1)``, a difference ``1 − (n(2n_{c'} + 1) − S)/(n(n + 1))``.
+  Since ``n_{c'}²≤ S ≤ n²``, the subtracted fraction lies in ``(−1, 1]``, so every
+  utility *drops* by an amount in ``[0, 2)`` (an empty branch: by 0). Hence ``Δu = 2`` and the
+  utilities are **monotonic** (all move the same way between neighbours), so the mechanism
+  samples ``∝ exp(ε_level · u / Δu)`` and is ``ε_level``-DP (McSherry and Talwar 2007).
+  ``tests/test_greedy_forest.py`` checks both facts on random counts.
+* **Leaves** release their label with ``epsilon / 2`` by report-one-sided-noisy-argmax on the
+  class counts (``Δ = 1``, monotonic). The seed's smooth-sensitivity exponential mechanism is
+  **not** used: it is not proven DP (seed 004's addendum).
+* **Stopping.** The seed stops at ``|D| ≤ 10`` or a pure node: both read the data. Here every
+  tree is **complete** — every node splits until ``levels`` — so the shape is public. A node no
+  training record reached selects its attribute uniformly among those left and its leaves a
+  uniformly random label: exactly what the exponential mechanism and report-noisy-argmax output
+  on zero counts. Such empty subtrees are not built; their choices are drawn from the node's
+  64-bit key (as in :mod:`~dpstream.models.random_trees`), so every node of the complete tree
+  has its own independent output while memory stays proportional to the records.
+
+Prediction is the majority vote of the kept trees' leaf labels (``predict_proba_one``: vote
+shares). Unlabeled records are counted and not used; ``public=True`` records are protected like
+the rest.
+
+Examples
+--------
+>>> from dpstream.stream import load_adult
+>>> X, y, schema = load_adult("train")
+>>> model = GreedyForestClassifier(schema=schema, epsilon=1.0, window_size=10_000, seed=0)
+>>> model.learn_many(X[:10_000], y[:10_000])
+>>> report = model.privacy_report()
+>>> report["epsilon"], report["trees"], report["levels"]
+(1.0, 25, 4)
+>>> report["epsilon_per_split_level"], report["epsilon_leaf"]
+(0.125, 0.5)
+>>> model.predict_one(X[20_000]) in (False, True)
+True
+>>> gini_utilities(np.array([[[5, 0], [0, 5]], [[3, 2], [2, 3]]])).tolist()  # (attr, value, class)
+[-0.0, -4.8]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..accounting import ExponentialMechanism, ReportNoisyMax
+from ._params import check_integer
+from .random_trees import LeafTable, child_keys, keyed_rank, root_keys, uniform_label
+from .window_forest import UNLABELED, WindowForestBase
+
+__all__ = ["GreedyForestClassifier", "gini_utilities", "GINI_SENSITIVITY"]
+
+#: sensitivity of the count-weighted Gini utility (Friedman and Schuster 2010; derived above)
+GINI_SENSITIVITY = 2.0
+
+
+def gini_utilities(counts: np.ndarray) -> np.ndarray:
+    """``−Σ_v (n_v − Σ_c n_{v,c}² / n_v)`` over the last-but-one axis of class counts
+    ``(..., branches, classes)`` (an empty branch contributes 0)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    n = counts.sum(axis=-1)
+    sq = (counts * counts).sum(axis=-1)
+    impurity = n - np.divide(sq, n, out=np.zeros_like(sq), where=n > 0)
+    return -impurity.sum(axis=-1)
+
+
+@dataclass
+class GreedyTree:
+    """A tree of a window: its id (its root key derives from it) and levels of splits."""
+
+    id: int
+    depth: int
+
+
+class GreedyForestClassifier(WindowForestBase):
+    """DP greedy decision forest (seed 001, sound leaf mechanism, complete trees) on windows.
+
+    Parameters
+    ----------
+    schema
+        Public schema (a :class:`~dpstream.models.Schema` or its dict); categorical target.
+    epsilon
+        Budget of every (window, tree) part; by parallel composition the stream's epsilon.
+    n_trees
+        Trees ``τ`` per window, each on its own disjoint part.
+    window_size
+        Records per window (``None``: only ``window_seconds`` closes windows).
+    max_windows
+        Windows whose trees are kept (``None``: all).
+    max_depth
+        The seed's ``d``: a tree has ``d − 1`` levels of splits (at most one per attribute) and
+        a level of leaves.
+    n_bins
+        Equal-width bins of a numeric attribute's public domain.
+    window_seconds
+        Close a window once a record arrives this long after its first one.
+    seed
+        Random seed (tests and benchmarks; leave ``None`` in production).
+    """
+
+    def __init__(self, schema: Any, epsilon: float = 1.0, n_trees: int = 25,
+                 window_size: int | None = 20_000, max_windows: int | None = 2,
+                 max_depth: int = 5, n_bins: int = 4, window_seconds: float | None = None,
+                 seed: int | None = None):
+        self.max_depth = max_depth
+        self.n_bins = n_bins
+        super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
+                         window_seconds)
+        enc = self._encoder
+        self._numeric = enc.numeric_columns()
+        self._groups = [np.array(g, dtype=np.intp) for g in enc.categorical_columns()]
+        self._fan = np.array([n_bins] * len(self._numeric) + [g.size for g in self._groups],
+                             dtype=np.int64)
+        self.levels = min(max_depth - 1, self._fan.size)
+        self._secret = int(self._rng.integers(2**63))
+        self._next_tree = 0
+        self._merged: tuple | None = None
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        check_integer("max_depth", self.max_depth, 1)
+        check_integer("n_bins", self.n_bins, 2)
+
+    @property
+    def epsilon_split(self) -> float:
+        """Budget of one level of splits."""
+        return float(self.epsilon) / (2 * self.levels) if self.levels else 0.0
+
+    @property
+    def epsilon_leaf(self) -> float:
+        """Budget of the leaf labels (all of it when a tree has no split)."""
+        return float(self.epsilon) / 2 if self.levels else float(self.epsilon)
+
+    # ------------------------------------------------------------- encoding
+    def codes(self, X: np.ndarray) -> np.ndarray:
+        """Encoded records -> the branch each takes at each attribute (numeric bins of the
+        public domain, then categorical codes; missing: the last branch)."""
+        X = np.asarray(X, dtype=np.float64).reshape(-1, np.shape(X)[-1])
+        C = np.empty((X.shape[0], self._fan.size), dtype=np.int64)
+        for j, (col, lo, hi) in enumerate(self._numeric):
+            v = X[:, col]
+            b = np.floor((v - lo) / (hi - lo) * self.n_bins) if hi > lo else np.zeros_like(v)
+            C[:, j] = np.where(np.isnan(v), self.n_bins - 1,
+                               np.clip(np.nan_to_num(b), 0, self.n_bins - 1))
+        for j, cols in enumerate(self._groups, start=len(self._numeric)):
+            block = X[:, cols]
+            C[:, j] = np.where(np.isnan(block[:, 0]), cols.size - 1, np.argmin(block, axis=1))
+        return C
+
+    # ------------------------------------------------------------- training
+    def _train_window(self, X: np.ndarray, y: np.ndarray,
+                      public: np.ndarray) -> tuple[list, str, dict]:
+        lab = y != UNLABELED
+        C, y = self.codes(X[lab]), y[lab]
+        ids = np.arange(self._next_tree, self._next_tree + self.n_trees, dtype=np.int64)
+        self._next_tree += self.n_trees
+        tree_of = np.empty(y.size, dtype=np.int64)
+        for t, part in zip(ids, self.deal(y.size), strict=True):
+            tree_of[part] = t
+        k, m, n = len(self._encoder.classes), self._fan.size, y.size
+        key = root_keys(self._secret, tree_of)
+        free = np.ones((n, m), dtype=bool)
+        rows = np.arange(n)
+        em = ExponentialMechanism(epsilon=self.epsilon_split or 1.0,
+                                  sensitivity=GINI_SENSITIVITY, monotonic=True, rng=self._rng)
+        node_keys, node_attr = [], []
+        for _ in range(self.levels):
+            nodes, first, inv = np.unique(key, return_index=True, return_inverse=True)
+            U = np.empty((nodes.size, m))
+            for a in range(m):
+                fan = int(self._fan[a])
+                cell = (inv * fan + C[:, a]) * k + y
+                counts = np.bincount(cell, minlength=nodes.size * fan * k)
+                U[:, a] = gini_utilities(counts.reshape(nodes.size, fan, k))
+            # every node of a level holds disjoint records: one epsilon_split for the level
+            attr = em.select_rows(U, allowed=free[first])
+            node_keys.append(nodes)
+            node_attr.append(attr)
+            a = attr[inv]
+            branch = C[rows, a]
+            free[rows, a] = False
+            key = child_keys(key, branch)
+        leaves, inv = np.unique(key, return_inverse=True)
+        counts = np.zeros((leaves.size, k))
+        np.add.at(counts, (inv, y), 1.0)
+        labels = ReportNoisyMax(epsilon=self.epsilon_leaf, sensitivity=1.0, monotonic=True,
+                                rng=self._rng).select_rows(counts)
+        votes = np.zeros_like(counts)
+        votes[np.arange(leaves.size), labels] = 1.0
+        self._merged = None
+        splits = np.concatenate(node_attr) if node_attr else np.zeros(0)
+        trees = [GreedyTree(int(t), self.levels) for t in ids]
+        return trees, "greedy decision forest", {
+            "levels": self.levels,
+            "nodes": LeafTable.build(np.concatenate(node_keys) if node_keys
+                                     else np.zeros(0, np.uint64),
+                                     splits.astype(np.float64)[:, None]),
+            "leaves": LeafTable.build(leaves, votes)}
+
+    def _retire(self, window) -> None:
+        self._merged = None
+
+    # ------------------------------------------------------------- predicting
+    def _kept(self) -> tuple[np.ndarray, LeafTable, LeafTable]:
+        if self._merged is None:
+            wins = [w for w in self._windows if "nodes" in w.extra]
+            self._merged = (
+                np.array([tr.id for w in self._windows for tr in w.trees], dtype=np.int64),
+                LeafTable.concat([w.extra["nodes"] for w in wins], 1),
+                LeafTable.concat([w.extra["leaves"] for w in wins],
+                                 len(self._encoder.classes)))
+        return self._merged
+
+    def _votes(self, C: np.ndarray) -> np.ndarray:
+        ids, nodes, leaves = self._kept()
+        k = len(self._encoder.classes)
+        out = np.zeros((C.shape[0], k))
+        if ids.size == 0:
+            return out
+        step = max(1, 262_144 // ids.size)
+        for s in range(0, C.shape[0], step):
+            block = C[s:s + step]
+            rows = np.repeat(np.arange(block.shape[0]), ids.size)
+            key = root_keys(self._secret, np.tile(ids, block.shape[0]))
+            free = np.ones((rows.size, self._fan.size), dtype=bool)
+            at = np.arange(rows.size)
+            for _ in range(self.levels):
+                idx, hit = nodes.find(key)
+                # a node no training record reached: uniform among the attributes left
+                rank, _ = keyed_rank(key, free.sum(axis=1))
+                keyed = np.argmax(np.cumsum(free, axis=1) > rank[:, None], axis=1)
+                a = np.where(hit, nodes.values[idx, 0].astype(np.intp), keyed)
+                branch = block[rows, a]
+                free[at, a] = False
+                key = child_keys(key, branch)
+            idx, hit = leaves.find(key)
+            votes = uniform_label(key, k)
+            votes[hit] = leaves.values[idx[hit]]
+            out[s:s + step] = votes.reshape(block.shape[0], ids.size, k).sum(axis=1)
+        return out
+
+    def _scores(self, X: np.ndarray) -> np.ndarray:
+        return self._votes(self.codes(X))
+
+    def _score_row(self, row: np.ndarray) -> np.ndarray:
+        return self._votes(self.codes(row[None, :]))[0]
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state["_merged"] = None           # merged again on demand
+        return state
+
+    # ------------------------------------------------------------- report
+    def privacy_report(self) -> dict:
+        """Pure epsilon-DP: what was spent where, and why the windows compose in parallel."""
+        return {
+            "mechanism": "greedy decision forest (seed 001, DPGDF): complete multiway trees, "
+                         "attribute per node by the exponential mechanism on the count-weighted "
+                         "Gini utility (sensitivity 2, monotonic), leaf labels by "
+                         "report-one-sided-noisy-argmax",
+            **self._report_base(),
+            "guarantee": (
+                "pure epsilon-DP per record for the whole stream: each record lies in one "
+                "window and one tree's disjoint part; per tree, each level of splits spends "
+                "epsilon_per_split_level on disjoint nodes and the leaves epsilon_leaf "
+                "(sequential over levels); numeric bins come from the public schema; trees are "
+                "complete (no data-dependent stopping); the smooth-sensitivity leaf mechanism "
+                "of the paper is not used (not proven DP)"),
+            "protects": "features and labels",
+            "levels": self.levels,
+            "epsilon_per_split_level": self.epsilon_split,
+            "epsilon_leaf": self.epsilon_leaf,
+            "windows": [{"algorithm": w.kind, "records": w.records, "labeled": w.labeled,
+                         "trees": len(w.trees), "levels": w.extra.get("levels")}
+                        for w in self._windows],
+        }
+
+    @classmethod
+    def _unit_test_params(cls):
+        from .sgbdt import SGBDTClassifier
+        yield {"schema": SGBDTClassifier._test_schema(), "window_size": 100, "n_trees": 5,
+               "seed": 1}
