@@ -66,10 +66,15 @@ bench: $(VENV)/.stamp-bench
 		--labeled-fraction 0.2 --privacy labels_only
 	$(BIN)/python benchmarks/drift_median_forest.py
 	$(BIN)/python benchmarks/ablation_median_forest.py
-	$(BIN)/python benchmarks/speed_random_forest.py
+	$(BIN)/python benchmarks/speed_window_forests.py
 	for d in adult synth-a synth-b synth-c synth-d synth-e synth-f synth-g; do \
 		$(BIN)/dpstream bench --model random-forest --dataset $$d --epsilon 0.1,0.5,1 || exit 1; done
 	$(BIN)/python benchmarks/compare_diffprivlib.py
+	$(BIN)/dpstream bench --model rdt --dataset adult --epsilon 0.1,0.5,1 --repeats 10
+	for d in adult syn10d; do for m in rdt rdt-sharp; do \
+		$(BIN)/dpstream bench --model $$m --dataset $$d --epsilon 0.5,1 --repeats 10 \
+			--labeled-fraction 0.2 || exit 1; done; done
+	$(BIN)/dpstream bench --model greedy-forest --dataset adult --epsilon 0.1,0.5,1
 
 lint: $(VENV)/.stamp-lint
 	$(BIN)/ruff check accounting models stream connectors tests examples benchmarks

@@ -98,19 +98,20 @@ def build_parser() -> argparse.ArgumentParser:
                        description=BENCH_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     b.add_argument("--model", required=True,
-                   help="model name: sgbdt | median-forest | random-forest | rdt | rdt-sharp")
+                   help="model name: sgbdt | median-forest | random-forest | rdt | rdt-sharp | "
+                        "greedy-forest")
     b.add_argument("--dataset", required=True,
                    help="sgbdt: abalone | adult | abalone-late | adult-late; median-forest: "
                         "adult | iris | wine | syn5d | syn10d | syn15d; rdt, rdt-sharp: the "
-                        "same; random-forest: those and synth-a .. synth-g; any classifier: "
-                        "agrawal-drift")
+                        "same; random-forest, greedy-forest: those and synth-a .. synth-g; any "
+                        "classifier: agrawal-drift")
     b.add_argument("--epsilon", required=True, type=_floats, metavar="E[,E...]",
                    help="one or more total privacy budgets, comma-separated")
     b.add_argument("--repeats", type=int, default=None,
-                   help="repeats (default: 5 for S-GBDT CV, 10 for the random forest CV, "
+                   help="repeats (default: 5 for S-GBDT CV, 10 for the random/greedy forest CV, "
                         "50 for the 90/10 holdout, 3 for agrawal-drift)")
     b.add_argument("--folds", type=int, default=None,
-                   help="K of K-fold CV (default: 5 for S-GBDT, 10 for the random forest)")
+                   help="K of K-fold CV (default: 5 for S-GBDT, 10 for the random/greedy forest)")
     b.add_argument("--seed", type=int, default=0, help="seed of splits and models (default 0)")
     b.add_argument("--labeled-fraction", type=float, default=1.0, metavar="F",
                    help="keep the labels of this share of the training rows (semi-supervised; "
@@ -134,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--group", help="consumer group (default dpstream)")
     sv.add_argument("--schema", dest="schema_path", metavar="SCHEMA.json", help="schema file")
     sv.add_argument("--model",
-                    help="model name: sgbdt (default) | median-forest | random-forest | rdt")
+                    help="model name: sgbdt (default) | median-forest | random-forest | rdt | "
+                         "greedy-forest")
     sv.add_argument("--epsilon", type=float, help="total privacy budget")
     sv.add_argument("--checkpoint-dir", metavar="DIR", help="checkpoint directory (one writer)")
     sv.add_argument("--dead-letter-topic", metavar="T", help="dead letters to this topic")
@@ -159,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="file (.csv/.jsonl[.gz]), adult, abalone, or kafka://HOST:PORT/TOPIC")
     rp.add_argument("--schema", metavar="SCHEMA.json", help="schema file (bundled: implied)")
     rp.add_argument("--model", default="sgbdt",
-                    help="model name: sgbdt (default) | median-forest | random-forest | rdt")
+                    help="model name: sgbdt (default) | median-forest | random-forest | rdt | "
+                         "greedy-forest")
     rp.add_argument("--epsilon", type=float, required=True, help="total privacy budget")
     rp.add_argument("--label", default="y", help="CSV column holding the label (default y)")
     rp.add_argument("--checkpoint-dir", metavar="DIR",

@@ -49,6 +49,7 @@ from typing import Any
 
 from ..connectors import CheckpointStore, SourceRecord
 from ..models import (
+    GreedyForestClassifier,
     MedianForestClassifier,
     RandomDecisionForestClassifier,
     RDTClassifier,
@@ -68,6 +69,7 @@ SERVICE_MODELS: dict[str, dict[str, type]] = {
     "random-forest": {"binary": RandomDecisionForestClassifier,
                       "categorical": RandomDecisionForestClassifier},
     "rdt": {"binary": RDTClassifier, "categorical": RDTClassifier},
+    "greedy-forest": {"binary": GreedyForestClassifier, "categorical": GreedyForestClassifier},
 }
 
 COUNTERS = ("seen", "learned", "dead_letters", "duplicates", "unlabeled", "clipped",

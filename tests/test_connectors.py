@@ -235,7 +235,8 @@ def test_resuming_under_other_settings_is_refused(tmp_path):
 @pytest.mark.parametrize("model, params", [("sgbdt", {"round_size": 50}),
                                            ("median-forest", {"window_size": 50, "n_trees": 2}),
                                            ("random-forest", {"window_size": 50, "n_trees": 2}),
-                                           ("rdt", {"window_size": 50, "n_trees": 2})])
+                                           ("rdt", {"window_size": 50, "n_trees": 2}),
+                                           ("greedy-forest", {"window_size": 50, "n_trees": 2})])
 def test_runner_checkpoints_after_each_round_when_it_publishes_predictions(tmp_path, model,
                                                                            params):
     class Sink:
