@@ -18,6 +18,11 @@ Protocols, by model:
   accuracy. Datasets: those of the median forest plus ``synth-a`` .. ``synth-g`` (seed 004
   Table 1, 30,000 rows). Adult is adult.data (the seed used its 30,162 complete rows; we keep
   the rows with "?", a declared category).
+* ``rdt`` / ``rdt-sharp`` (seed 002): the median forest's holdout protocol and datasets;
+  ``labeled_fraction`` hands the other training rows over unlabeled — to ``rdt`` as private
+  records, to ``rdt-sharp`` as public ones (``public=True``, the seed's non-private data).
+* ``greedy-forest`` (seed 001): the random forest's 10 x 10-fold CV and datasets, so the two
+  compare on the same folds (the seed itself used 80/20 splits).
 * any classifier on ``agrawal-drift``: prequential (predict each record, then learn it) over a
   stream whose concept drifts half-way; the metric is the accuracy on the records after the
   drift, and ``curve`` holds the accuracy of every block of ``block`` records. Window forests
