@@ -132,7 +132,6 @@ class GreedyForestClassifier(WindowForestBase):
         self.levels = min(max_depth - 1, self._fan.size)
         self._secret = int(self._rng.integers(2**63))
         self._next_tree = 0
-        self._merged: tuple | None = None
 
     def _check_params(self) -> None:
         super()._check_params()
@@ -205,7 +204,6 @@ class GreedyForestClassifier(WindowForestBase):
                                 rng=self._rng).select_rows(counts)
         votes = np.zeros_like(counts)
         votes[np.arange(leaves.size), labels] = 1.0
-        self._merged = None
         splits = np.concatenate(node_attr) if node_attr else np.zeros(0)
         trees = [GreedyTree(int(t), self.levels) for t in ids]
         return trees, "greedy decision forest", {
@@ -215,19 +213,16 @@ class GreedyForestClassifier(WindowForestBase):
                                      splits.astype(np.float64)[:, None]),
             "leaves": LeafTable.build(leaves, votes)}
 
-    def _retire(self, window) -> None:
-        self._merged = None
-
     # ------------------------------------------------------------- predicting
     def _kept(self) -> tuple[np.ndarray, LeafTable, LeafTable]:
-        if self._merged is None:
+        if self._serving is None:
             wins = [w for w in self._windows if "nodes" in w.extra]
-            self._merged = (
+            self._serving = (
                 np.array([tr.id for w in self._windows for tr in w.trees], dtype=np.int64),
                 LeafTable.concat([w.extra["nodes"] for w in wins], 1),
                 LeafTable.concat([w.extra["leaves"] for w in wins],
                                  len(self._encoder.classes)))
-        return self._merged
+        return self._serving
 
     def _votes(self, C: np.ndarray) -> np.ndarray:
         ids, nodes, leaves = self._kept()
@@ -262,11 +257,6 @@ class GreedyForestClassifier(WindowForestBase):
 
     def _score_row(self, row: np.ndarray) -> np.ndarray:
         return self._votes(self.codes(row[None, :]))[0]
-
-    def __getstate__(self) -> dict:
-        state = super().__getstate__()
-        state["_merged"] = None           # merged again on demand
-        return state
 
     # ------------------------------------------------------------- report
     def privacy_report(self) -> dict:

@@ -137,7 +137,6 @@ class RandomDecisionForestClassifier(WindowForestBase):
         self._trees = ImplicitRandomTrees(enc, depth=self.depth,
                                           secret=int(self._rng.integers(2**63)))
         self._next_tree = 0
-        self._table: LeafTable | None = None     # the kept windows' leaves, merged
 
     def _check_params(self) -> None:
         super()._check_params()
@@ -162,7 +161,6 @@ class RandomDecisionForestClassifier(WindowForestBase):
         labels = release_leaf_labels(counts, self.epsilon, self._rng)
         votes = np.zeros_like(counts)
         votes[np.arange(reached.size), labels] = 1.0
-        self._table = None
         trees = [RandomTree(int(t), self.depth) for t in ids]
         return trees, "random decision forest", {
             "depth": self.depth, "table": LeafTable.build(reached, votes),
@@ -171,16 +169,13 @@ class RandomDecisionForestClassifier(WindowForestBase):
                             "labels_flipped_by_noise":
                                 int((labels != counts.argmax(axis=1)).sum())}}
 
-    def _retire(self, window) -> None:
-        self._table = None
-
     # ------------------------------------------------------------- predicting
     def _kept(self) -> tuple[np.ndarray, LeafTable]:
-        if self._table is None:
-            self._table = LeafTable.concat([w.extra["table"] for w in self._windows
+        if self._serving is None:
+            self._serving = LeafTable.concat([w.extra["table"] for w in self._windows
                                             if "table" in w.extra], len(self._encoder.classes))
         ids = np.array([tr.id for win in self._windows for tr in win.trees], dtype=np.int64)
-        return ids, self._table
+        return ids, self._serving
 
     def _empty(self, keys: np.ndarray) -> np.ndarray:
         return uniform_label(keys, len(self._encoder.classes))
@@ -197,11 +192,6 @@ class RandomDecisionForestClassifier(WindowForestBase):
 
     def _score_row(self, row: np.ndarray) -> np.ndarray:
         return self._votes(self._trees.matrix(row[None, :]))[0]
-
-    def __getstate__(self) -> dict:
-        state = super().__getstate__()
-        state["_table"] = None            # merged again on demand
-        return state
 
     # ------------------------------------------------------------- report
     def privacy_report(self) -> dict:

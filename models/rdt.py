@@ -229,7 +229,6 @@ class RDTClassifier(WindowForestBase):
         self._k_attributes = s + r
         self._b = (2 * s + sum(len(g) for g in enc.categorical_columns())) / max(1, s + r)
         self._next_tree = 0
-        self._merged: tuple | None = None
 
     def _check_params(self) -> None:
         super()._check_params()
@@ -338,14 +337,10 @@ class RDTClassifier(WindowForestBase):
             tables.append(second)
             trees += [RDTTree(int(t), h, False, 0.0) for t in ids2]
             extra["secondary_trees"] = int(ids2.size)
-        self._merged = None
         extra["centers"] = CenterTable.concat(tables, V.shape[1] - 1, k)
         extra["cells"] = cells
         kind = "RDT#" if P.shape[0] else "RDT"
         return trees, kind, extra
-
-    def _retire(self, window) -> None:
-        self._merged = None
 
     # ------------------------------------------------------------- predicting
     def _cell_values(self, V: np.ndarray, trees: list[RDTTree], centers: CenterTable,
@@ -396,14 +391,14 @@ class RDTClassifier(WindowForestBase):
         return leaf_proba(self._cell_values(V, trees, centers, cells))
 
     def _kept(self) -> tuple[list[RDTTree], CenterTable, LeafTable]:
-        if self._merged is None:
+        if self._serving is None:
             k, width = len(self._encoder.classes), 1 + self._trees.s + self._trees.r
             wins = [w for w in self._windows if "cells" in w.extra]
-            self._merged = (
+            self._serving = (
                 [tr for w in self._windows for tr in w.trees],
                 CenterTable.concat([w.extra["centers"] for w in wins], width - 1, k),
                 LeafTable.concat([w.extra["cells"] for w in wins], k))
-        return self._merged
+        return self._serving
 
     def _scores(self, X: np.ndarray) -> np.ndarray:
         """The mean of the primary ensemble's and (RDT#) the secondary ensemble's class
@@ -418,11 +413,6 @@ class RDTClassifier(WindowForestBase):
 
     def _score_row(self, row: np.ndarray) -> np.ndarray:
         return self._scores(row[None, :])[0]
-
-    def __getstate__(self) -> dict:
-        state = super().__getstate__()
-        state["_merged"] = None           # merged again on demand
-        return state
 
     # ------------------------------------------------------------- report
     def privacy_report(self) -> dict:

@@ -252,7 +252,7 @@ class WindowForestBase(base.Classifier):
                                      labeled=int((y != UNLABELED).sum()), kind=kind,
                                      extra=extra))
         if self.max_windows is not None and len(self._windows) > self.max_windows:
-            self._retire(self._windows.pop(0))   # retiring trees is post-processing
+            self._windows.pop(0)                 # retiring trees is post-processing
         self._serving = None
         self.windows_closed += 1
         self.records_trained += int(y.size)
@@ -272,16 +272,17 @@ class WindowForestBase(base.Classifier):
         the records that need no privacy)."""
         raise NotImplementedError
 
-    def _retire(self, window: _Window) -> None:
-        """Hook: a window's trees leave the ensemble (subclasses free what they hold)."""
-
     def deal(self, n: int) -> list[np.ndarray]:
         """A random partition of ``range(n)`` into ``n_trees`` parts (data-independent)."""
         return np.array_split(self._rng.permutation(n), self.n_trees)
 
     # ------------------------------------------------------------- predicting
     def _serve(self) -> tuple[Forest, np.ndarray]:
-        """All kept trees in one Forest, plus their counts indexed by global node."""
+        """All kept trees in one Forest, plus their counts indexed by global node.
+
+        ``_serving`` caches what prediction needs from the kept windows; it is dropped whenever
+        a window closes or retires, and when pickling. Forests with other trees keep their own
+        merged tables there."""
         if self._serving is None:
             self._serving = pack_trees([tr for win in self._windows for tr in win.trees],
                                        len(self._encoder.classes))

@@ -6,7 +6,6 @@ accuracy floors."""
 from __future__ import annotations
 
 import math
-import pickle
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ from river import checks
 from scipy import stats
 from stattest import halfline_events, privacy_loss_lower_bound
 
-from dpstream.models import InvalidRecordError, RDTClassifier
+from dpstream.models import RDTClassifier
 from dpstream.models import rdt as rdt_module
 from dpstream.models.rdt import rdt_height, release_counts
 from dpstream.stream import ADULT_SCHEMA, load_adult
@@ -182,36 +181,6 @@ def test_a_window_of_public_records_alone_trains_and_spends_nothing():
     model.learn_many(X[:100], [None] * 100, public=True)
     rep = model.privacy_report()
     assert rep["epsilon"] == 0.0 and rep["trees"] == 0 and rep["public_seen"] == 100
-
-
-def test_predictions_are_pure_and_survive_pickling():
-    X, y, _ = load_adult("train")
-    model = RDTClassifier(schema=ADULT_SCHEMA, window_size=2000, secondary_trees=20, seed=6)
-    model.learn_many(X[:2000], [v if i % 4 == 0 else None for i, v in enumerate(y[:2000])],
-                     public=[i % 4 != 0 for i in range(2000)])
-    size = len(pickle.dumps(model))
-    first = list(model.predict_many(X[5000:6000]))
-    assert [model.predict_one(x) for x in X[5000:5200]] == first[:200]
-    assert len(pickle.dumps(model)) == size
-    clone = pickle.loads(pickle.dumps(model))
-    assert list(clone.predict_many(X[5000:6000])) == first
-    proba = model.predict_proba_one(X[5000])
-    assert set(proba) == {False, True} and abs(sum(proba.values()) - 1) < 1e-9
-
-
-def test_bad_input_names_the_field_and_changes_nothing():
-    X, y, _ = load_adult("train")
-    model = RDTClassifier(schema=ADULT_SCHEMA, window_size=300, seed=0)
-    model.learn_many(X[:300], y[:300])
-    model.learn_one(X[301], y[301], public=True)
-    before = pickle.dumps(model)
-    with pytest.raises(InvalidRecordError, match="age"):
-        model.learn_one(dict(X[0], age=300), True, public=True)
-    with pytest.raises(InvalidRecordError, match="workclass"):
-        model.predict_one(dict(X[0], workclass="Astronaut"))
-    with pytest.raises(ValueError, match="public"):
-        model.learn_many(X[:3], y[:3], public=[True, False])
-    assert pickle.dumps(model) == before
 
 
 @pytest.mark.parametrize("kwargs, match", [

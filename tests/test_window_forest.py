@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from dpstream.models import (
     GreedyForestClassifier,
+    InvalidRecordError,
     MedianForestClassifier,
     RandomDecisionForestClassifier,
     RDTClassifier,
@@ -188,6 +189,45 @@ def test_windows_compose_in_parallel(cls, n, window, n_trees, max_windows, seed)
     assert model._ledger.spent <= 1.5
     kept = closed if max_windows is None else min(closed, max_windows)
     assert rep["windows_kept"] == kept and rep["trees"] == kept * n_trees
+
+
+@pytest.mark.parametrize("cls", WINDOW_FORESTS)
+def test_predictions_are_pure_and_survive_pickling(cls):
+    """Predicting stores nothing (the implicit-tree forests cache merged tables, which pickling
+    drops): one record or a batch, before or after a pickle round trip, the same answers."""
+    X, y, _ = load_adult("train")
+    model = cls(schema=ADULT_SCHEMA, window_size=2000, n_trees=20, seed=6)
+    model.learn_many(X[:2000], [v if i % 4 == 0 else None for i, v in enumerate(y[:2000])],
+                     public=[i % 4 != 0 for i in range(2000)])
+    size = len(pickle.dumps(model))
+    first = list(model.predict_many(X[5000:6000]))
+    assert [model.predict_one(x) for x in X[5000:5200]] == first[:200]
+    assert list(model.predict_many(X[5000:6000])) == first
+    assert len(pickle.dumps(model)) == size   # nothing kept per prediction
+    clone = pickle.loads(pickle.dumps(model))
+    assert list(clone.predict_many(X[5000:6000])) == first
+    proba = model.predict_proba_one(X[5000])
+    assert set(proba) == {False, True} and abs(sum(proba.values()) - 1) < 1e-9
+
+
+@pytest.mark.parametrize("cls", WINDOW_FORESTS)
+def test_bad_input_names_the_field_and_changes_nothing(cls):
+    X, y, _ = load_adult("train")
+    model = cls(schema=ADULT_SCHEMA, window_size=100, n_trees=3, seed=0)
+    for xi, yi in zip(X[:150], y[:150], strict=True):
+        model.learn_one(xi, yi, public=bool(xi["age"] % 2))
+    before = pickle.dumps(model)
+    for x, yv, field in (({"age": 200}, True, "age"), ({"colour": 1}, True, "colour"),
+                         ({"age": float("nan")}, True, "age"), ({"sex": "Robot"}, True, "sex"),
+                         ({"age": 30}, "rich", "y")):
+        with pytest.raises(InvalidRecordError) as info:
+            model.learn_one(x, yv, public=True)
+        assert info.value.field == field
+    with pytest.raises(InvalidRecordError, match="workclass"):
+        model.predict_one(dict(X[0], workclass="Astronaut"))
+    with pytest.raises(ValueError, match="public"):
+        model.learn_many(X[:3], y[:3], public=[True, False])
+    assert pickle.dumps(model) == before
 
 
 def test_exact_medians_when_features_are_public():
