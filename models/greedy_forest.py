@@ -56,14 +56,21 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..accounting import ExponentialMechanism, ReportNoisyMax
 from ._params import check_integer
-from .random_trees import LeafTable, child_keys, keyed_rank, root_keys, uniform_label
+from .random_trees import (
+    KeyedTree,
+    LeafTable,
+    child_keys,
+    keyed_rank,
+    nth_free,
+    root_keys,
+    uniform_label,
+)
 from .window_forest import UNLABELED, WindowForestBase
 
 __all__ = ["GreedyForestClassifier", "gini_utilities", "GINI_SENSITIVITY"]
@@ -80,14 +87,6 @@ def gini_utilities(counts: np.ndarray) -> np.ndarray:
     sq = (counts * counts).sum(axis=-1)
     impurity = n - np.divide(sq, n, out=np.zeros_like(sq), where=n > 0)
     return -impurity.sum(axis=-1)
-
-
-@dataclass
-class GreedyTree:
-    """A tree of a window: its id (its root key derives from it) and levels of splits."""
-
-    id: int
-    depth: int
 
 
 class GreedyForestClassifier(WindowForestBase):
@@ -178,10 +177,10 @@ class GreedyForestClassifier(WindowForestBase):
         key = root_keys(self._secret, tree_of)
         free = np.ones((n, m), dtype=bool)
         rows = np.arange(n)
-        em = ExponentialMechanism(epsilon=self.epsilon_split or 1.0,
-                                  sensitivity=GINI_SENSITIVITY, monotonic=True, rng=self._rng)
         node_keys, node_attr = [], []
         for _ in range(self.levels):
+            em = ExponentialMechanism(epsilon=self.epsilon_split, sensitivity=GINI_SENSITIVITY,
+                                      monotonic=True, rng=self._rng)
             nodes, first, inv = np.unique(key, return_index=True, return_inverse=True)
             U = np.empty((nodes.size, m))
             for a in range(m):
@@ -205,7 +204,7 @@ class GreedyForestClassifier(WindowForestBase):
         votes = np.zeros_like(counts)
         votes[np.arange(leaves.size), labels] = 1.0
         splits = np.concatenate(node_attr) if node_attr else np.zeros(0)
-        trees = [GreedyTree(int(t), self.levels) for t in ids]
+        trees = [KeyedTree(int(t), self.levels) for t in ids]
         return trees, "greedy decision forest", {
             "levels": self.levels,
             "nodes": LeafTable.build(np.concatenate(node_keys) if node_keys
@@ -241,7 +240,7 @@ class GreedyForestClassifier(WindowForestBase):
                 idx, hit = nodes.find(key)
                 # a node no training record reached: uniform among the attributes left
                 rank, _ = keyed_rank(key, free.sum(axis=1))
-                keyed = np.argmax(np.cumsum(free, axis=1) > rank[:, None], axis=1)
+                keyed = nth_free(free, rank)
                 a = np.where(hit, nodes.values[idx, 0].astype(np.intp), keyed)
                 branch = block[rows, a]
                 free[at, a] = False

@@ -42,17 +42,19 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..accounting import ReportNoisyMax
 from ._params import check_integer
-from .random_trees import ImplicitRandomTrees, LeafTable, uniform_label
+from .random_trees import ImplicitRandomTrees, KeyedTree, LeafTable, uniform_label
 from .window_forest import UNLABELED, WindowForestBase
 
 __all__ = ["RandomDecisionForestClassifier", "release_leaf_labels", "theorem2_depth"]
+
+#: the name checkpoints written before trees were shared with the other keyed forests use
+RandomTree = KeyedTree
 
 
 def release_leaf_labels(counts: np.ndarray, epsilon: float,
@@ -90,14 +92,6 @@ def theorem2_depth(s: int, r: int) -> int:
             t += 1
         depth = t + 1
     return depth + r // 2
-
-
-@dataclass
-class RandomTree:
-    """A tree of a window: its id among the model's :class:`ImplicitRandomTrees`."""
-
-    id: int
-    depth: int
 
 
 class RandomDecisionForestClassifier(WindowForestBase):
@@ -161,7 +155,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
         labels = release_leaf_labels(counts, self.epsilon, self._rng)
         votes = np.zeros_like(counts)
         votes[np.arange(reached.size), labels] = 1.0
-        trees = [RandomTree(int(t), self.depth) for t in ids]
+        trees = [KeyedTree(int(t), self.depth) for t in ids]
         return trees, "random decision forest", {
             "depth": self.depth, "table": LeafTable.build(reached, votes),
             # read from the raw counts: NOT differentially private, kept out of the report

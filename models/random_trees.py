@@ -53,13 +53,14 @@ True
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from .encoding import RecordEncoder
 
-__all__ = ["ImplicitRandomTrees", "LeafTable", "child_keys", "keyed_rank", "laplace_of",
-           "root_keys", "uniform_of", "uniform_label"]
+__all__ = ["ImplicitRandomTrees", "KeyedTree", "LeafTable", "child_keys", "keyed_rank",
+           "laplace_of", "nth_free", "root_keys", "uniform_of", "uniform_label"]
 
 _U64 = np.uint64
 _GOLDEN = _U64(0x9E3779B97F4A7C15)
@@ -101,6 +102,25 @@ def keyed_rank(keys: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     z = _mix(keys ^ _DRAW)
     rank = ((z >> _U64(32)) * np.asarray(n).astype(_U64) >> _U64(32)).astype(np.intp)
     return rank, (z & _LOW32).astype(np.float64) * 2.0 ** -32
+
+
+def nth_free(free: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Per row, the column of the ``rank``-th ``True`` of ``free`` (the attribute a keyed draw
+    picks among those a node may still split).
+
+    >>> nth_free(np.array([[True, False, True], [False, True, True]]), np.array([1, 0])).tolist()
+    [2, 1]
+    """
+    return np.argmax(np.cumsum(free, axis=1) > np.asarray(rank)[:, None], axis=1)
+
+
+@dataclass
+class KeyedTree:
+    """A tree of a window, named by its id: its root key derives from the model's secret and
+    the id (:func:`root_keys`); ``depth`` is its number of levels of splits."""
+
+    id: int
+    depth: int
 
 
 def uniform_of(keys: np.ndarray, salt: int) -> np.ndarray:
@@ -240,7 +260,7 @@ class ImplicitRandomTrees:
             cat = ~num & active
             if cat.any():
                 rank = (pick - s)[cat]
-                c = np.argmax(np.cumsum(free[cat], axis=1) > rank[:, None], axis=1)
+                c = nth_free(free[cat], rank)
                 code = np.minimum(flat.take(off[cat] + 1 + s + c), self._last[c])
                 branch[cat] = code.astype(np.int64)
                 free[at[cat], c] = False

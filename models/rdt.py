@@ -68,7 +68,7 @@ import numpy as np
 
 from ..accounting import LaplaceMechanism
 from ._params import check_integer
-from .random_trees import ImplicitRandomTrees, LeafTable, laplace_of
+from .random_trees import ImplicitRandomTrees, KeyedTree, LeafTable, laplace_of
 from .window_forest import UNLABELED, WindowForestBase, leaf_proba
 
 __all__ = ["RDTClassifier", "CenterTable", "release_counts", "rdt_height"]
@@ -162,12 +162,10 @@ class CenterTable:
 
 
 @dataclass
-class RDTTree:
-    """A tree of a window: its id among the model's random trees, its height, whether it is a
-    primary (private counts, Laplace ``scale``) or secondary (pseudo-label) tree."""
+class RDTTree(KeyedTree):
+    """A tree of a window (its height is ``depth``): a primary one (private counts, Laplace
+    ``scale``) or a secondary one (pseudo-label counts)."""
 
-    id: int
-    depth: int
     primary: bool
     scale: float
 
