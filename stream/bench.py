@@ -45,8 +45,8 @@ True
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -70,7 +70,8 @@ from .bench_datasets import (
 from .datasets import load_abalone, load_adult
 
 __all__ = ["BENCH_DATASETS", "BENCH_MODELS", "RESULT_FIELDS", "fold_indices", "score_model",
-           "run_bench", "run_drift"]
+           "run_bench", "run_drift", "protocol_of", "protocol_splits",
+           "load_protocol_data", "Split"]
 
 RESULT_FIELDS = ("model", "dataset", "epsilon", "delta", "metric", "mean", "std", "repeats",
                  "folds", "seconds", "rows_per_s", "params", "protocol", "labeled_fraction")
@@ -167,6 +168,61 @@ def score_model(model, X: Sequence, y: Sequence, train: np.ndarray, test: np.nda
     return _metric(metric, truth, pred)
 
 
+def protocol_of(model: str, dataset: str) -> str:
+    """The evaluation protocol of ``model`` on ``dataset``: its paper's, or prequential."""
+    if model not in PROTOCOL:
+        raise ValueError(f"unknown model {model!r}; choose from {sorted(BENCH_MODELS)}")
+    return "prequential" if dataset in STREAM_DATASETS else PROTOCOL[model]
+
+
+def load_protocol_data(protocol: str, dataset: str) -> tuple[list, list, Any, str]:
+    """``(X, y, schema, metric)`` of ``dataset`` as the ``protocol``'s benchmarks load it."""
+    if protocol == "cv":
+        return BENCH_DATASETS[dataset]()
+    X, y, schema = (KFOLD_DATASETS if protocol == "kfold" else HOLDOUT_DATASETS)[dataset]()
+    return X, y, schema, "accuracy"
+
+
+class Split(NamedTuple):
+    """One fit of a protocol: row indices, and the mask of ``train`` rows that keep labels."""
+
+    index: int
+    train: np.ndarray
+    test: np.ndarray
+    labeled: np.ndarray | None
+
+
+def protocol_splits(protocol: str, n: int, *, repeats: int, folds: int, seed: int = 0,
+                    labeled_fraction: float = 1.0) -> Iterator[Split]:
+    """The train/test splits every benchmark of ``protocol`` uses (models and baselines alike).
+
+    ``cv`` / ``kfold``: ``repeats`` seeded partitions into ``folds`` parts, each part the test
+    set once. ``holdout``: ``repeats`` seeded random 90/10 splits; with ``labeled_fraction`` < 1
+    a seeded random share of the training rows keeps its label.
+
+    >>> [s.test.size for s in protocol_splits("kfold", 10, repeats=1, folds=5)]
+    [2, 2, 2, 2, 2]
+    >>> s = next(protocol_splits("holdout", 100, repeats=1, folds=1, labeled_fraction=0.2))
+    >>> s.train.size, s.test.size, bool(5 < s.labeled.sum() < 35)
+    (90, 10, True)
+    """
+    if protocol in ("cv", "kfold"):
+        for r in range(repeats):
+            parts = fold_indices(n, folds, seed=seed + r)
+            for k in range(folds):
+                train = np.concatenate([parts[j] for j in range(folds) if j != k])
+                yield Split(r * folds + k, train, parts[k], None)
+        return
+    for r in range(repeats):
+        rng = np.random.default_rng(seed + r)
+        order = rng.permutation(n)
+        cut = int(round(0.9 * n))
+        train, test = order[:cut], order[cut:]
+        labeled = rng.random(train.size) < labeled_fraction if labeled_fraction < 1 else None
+        yield Split(r, train, test, labeled)
+
+
+
 def run_bench(model: str, dataset: str, epsilon: float, *, repeats: int | None = None,
               folds: int | None = None, seed: int = 0, params: dict | None = None,
               labeled_fraction: float = 1.0,
@@ -174,7 +230,7 @@ def run_bench(model: str, dataset: str, epsilon: float, *, repeats: int | None =
     """Mean and std of the metric over repeated fits under the model's protocol."""
     if model not in BENCH_MODELS:
         raise ValueError(f"unknown model {model!r}; choose from {sorted(BENCH_MODELS)}")
-    protocol = "prequential" if dataset in STREAM_DATASETS else PROTOCOL[model]
+    protocol = protocol_of(model, dataset)
     names = {"cv": BENCH_DATASETS, "holdout": HOLDOUT_DATASETS,
              "kfold": KFOLD_DATASETS}.get(protocol)
     if names is not None and dataset not in names:
@@ -194,37 +250,17 @@ def run_bench(model: str, dataset: str, epsilon: float, *, repeats: int | None =
         return run_drift(model, epsilon, repeats=repeats, seed=seed, params=params,
                          progress=progress)
     t0 = time.perf_counter()
-    if protocol == "cv":
-        X, y, schema, metric = BENCH_DATASETS[dataset]()
-        splits = [(r, k) for r in range(repeats) for k in range(folds)]
-    elif protocol == "kfold":
-        X, y, schema = KFOLD_DATASETS[dataset]()
-        metric = "accuracy"
-        splits = [(r, k) for r in range(repeats) for k in range(folds)]
-    else:
-        X, y, schema = HOLDOUT_DATASETS[dataset]()
-        metric, folds = "accuracy", 1
-        splits = [(r, 0) for r in range(repeats)]
+    X, y, schema, metric = load_protocol_data(protocol, dataset)
+    folds = 1 if protocol == "holdout" else folds
     cls = BENCH_MODELS[model][metric]
     scores, rows, delta = [], 0, None
-    parts: list[np.ndarray] = []
-    for done, (r, k) in enumerate(splits, start=1):
-        labeled = None
-        if protocol in ("cv", "kfold"):
-            if k == 0:
-                parts = fold_indices(len(y), folds, seed=seed + r)
-            test = parts[k]
-            train = np.concatenate([parts[j] for j in range(folds) if j != k])
-        else:
-            rng = np.random.default_rng(seed + r)
-            order = rng.permutation(len(y))
-            cut = int(round(0.9 * len(y)))
-            train, test = order[:cut], order[cut:]
-            if labeled_fraction < 1:
-                labeled = rng.random(train.size) < labeled_fraction
-        est = cls(schema=schema, epsilon=epsilon, seed=seed * 7919 + r * folds + k, **params)
-        scores.append(score_model(est, X, y, train, test, metric, late=_EARLY.get(dataset),
-                                  labeled=labeled, public_unlabeled=model in PUBLIC_UNLABELED))
+    splits = list(protocol_splits(protocol, len(y), repeats=repeats, folds=folds, seed=seed,
+                                  labeled_fraction=labeled_fraction))
+    for done, split in enumerate(splits, start=1):
+        est = cls(schema=schema, epsilon=epsilon, seed=seed * 7919 + split.index, **params)
+        scores.append(score_model(est, X, y, split.train, split.test, metric,
+                                  late=_EARLY.get(dataset), labeled=split.labeled,
+                                  public_unlabeled=model in PUBLIC_UNLABELED))
         delta = est.privacy_report()["delta"]
         rows += len(y)
         if progress is not None:
