@@ -127,6 +127,24 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="one JSON object per epsilon")
     b.set_defaults(func=_cmd_bench)
 
+    su = sub.add_parser("suite", help="the whole benchmark matrix, resumable, into docs",
+                        description=SUITE_HELP,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    su.add_argument("--profile", choices=["quick", "full", "smoke"], default="quick",
+                    help="quick (<= 5 min: 2 epsilons, few repeats, a 5,000-record stream), "
+                         "full (<= 60 min: the whole matrix) or smoke (seconds, the CI check)")
+    su.add_argument("--results", default=None, metavar="PATH",
+                    help="results file, appended and resumed (default "
+                         "benchmarks/results/PROFILE.jsonl)")
+    su.add_argument("--docs", default="docs/benchmarks.md", metavar="PATH",
+                    help="page to render (default docs/benchmarks.md; plots in its img/)")
+    su.add_argument("--only", default=None, metavar="TEXT",
+                    help="run only the cells whose description contains TEXT, e.g. 'sgbdt'")
+    su.add_argument("--render-only", action="store_true",
+                    help="render the page from the results file without running anything")
+    su.add_argument("--list", action="store_true", help="list the cells and exit")
+    su.set_defaults(func=_cmd_suite)
+
     sv = sub.add_parser("serve", help="consume a Kafka topic and train continuously",
                         description=SERVE_HELP,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -224,6 +242,24 @@ examples:
 """
 
 
+SUITE_HELP = """\
+Run the benchmark matrix — every dpstream model on its seed's datasets over an epsilon grid
+(0.05 .. 10 plus the papers' epsilons), next to scikit-learn's non-private HistGradientBoosting
+and RandomForest, diffprivlib's DP random forest and seed 003's DP Mean on the same splits, and
+river's HoeffdingTree and ARF on the stream variants — then render docs/benchmarks.md with a
+table and a plot per dataset. One JSON line per cell goes to the results file as it finishes;
+a rerun skips the cells already there (resume after an interruption, or add a profile's
+missing cells). diffprivlib comes with the bench extra: pip install -e '.[bench]'.
+
+examples:
+  dpstream suite --profile quick                  # make bench-quick
+  dpstream suite --profile full                   # make bench
+  dpstream suite --profile full --only sgbdt      # just the S-GBDT cells
+  dpstream suite --profile full --list            # what is done and what is left
+  dpstream suite --profile full --render-only     # redraw the page from the results
+"""
+
+
 def _floats(text: str) -> list[float]:
     try:
         values = [float(v) for v in text.split(",") if v.strip()]
@@ -281,6 +317,73 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                 print(f"  accuracy before the drift {res['accuracy_before_drift']:.4f}; per "
                       f"{res['block']} records: {' '.join(f'{v:.2f}' for v in res['curve'])}")
     return 0
+
+
+def _cmd_suite(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .bench_report import write_report
+    from .suite import build_matrix, load_results, run_suite
+
+    results = Path(args.results or f"benchmarks/results/{args.profile}.jsonl")
+    if args.list:
+        done = {r["cell"] for r in load_results(results)}
+        for cell in build_matrix(args.profile):
+            if args.only is None or args.only in cell.describe():
+                print(("done  " if cell.key() in done else "todo  ") + cell.describe())
+        return 0
+    skipped: list[str] = []
+    if not args.render_only:
+        skipped = _run_suite_with_progress(args, results, run_suite)
+    rows = load_results(results)
+    if not rows:
+        raise ValueError(f"no results in {results}: run without --render-only first")
+    page = write_report(rows, args.docs, profile=args.profile, skipped=skipped)
+    print(f"{len(rows)} result lines in {results}; page written to {page}")
+    return 0
+
+
+def _run_suite_with_progress(args: argparse.Namespace, results, run_suite) -> list[str]:
+    """Run the suite under a rich progress display (plain lines when not on a terminal)."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    console = Console(stderr=True)
+    live = console.is_terminal
+    skipped: list[str] = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, disable=not live) as bar:
+        total = bar.add_task("cells", total=None)
+        inner = bar.add_task("", total=None)
+
+        def on_start(cell, i: int, n: int) -> None:
+            bar.update(total, total=n, completed=i - 1, description="suite")
+            bar.update(inner, description=cell.describe(), completed=0, total=None)
+
+        def on_progress(done: int, n: int) -> None:
+            bar.update(inner, completed=done, total=n)
+
+        def on_done(cell, row, reason) -> None:
+            if reason is not None:
+                skipped.append(f"{cell.describe()} ({reason})")
+                msg = f"skipped  {cell.describe()}: {reason}"
+            else:
+                msg = (f"done     {cell.describe()}: {row['metric']} {row['mean']:.4f} "
+                       f"({row['wall_s']:.1f} s)")
+            if live:
+                bar.console.print(msg)
+            else:
+                print(msg, file=sys.stderr, flush=True)
+
+        run_suite(args.profile, results, only=args.only, on_start=on_start,
+                  on_progress=on_progress, on_done=on_done)
+    return skipped
 
 
 def _cmd_privacy(args: argparse.Namespace) -> int:

@@ -1,0 +1,386 @@
+"""The replay benchmark suite: every paper row, its baselines and the throughput, in one run.
+
+``dpstream suite --profile quick|full`` (``make bench-quick`` / ``make bench``) runs a matrix of
+*cells* — one dpstream model, baseline or stream run at one ε — and appends one JSON line per
+finished cell to ``benchmarks/results/PROFILE.jsonl``; a cell whose line is already there is
+skipped, so an interrupted run resumes where it stopped. The results are then rendered into
+``docs/benchmarks.md`` with one plot per table (:mod:`dpstream.stream.bench_report`).
+
+The matrix is a list of :class:`Table` s: a dataset under the protocol of the seed its models
+come from (:func:`~dpstream.stream.bench.protocol_splits`), the dpstream models of that seed,
+and — on the very same splits — scikit-learn's non-private HistGradientBoosting and
+RandomForest, diffprivlib's DP random forest (classification) and seed 003's DP Mean at every ε.
+The ε grid is log-spaced over 0.05 … 10 plus each paper's quoted ε. The stream section runs
+river's HoeffdingTree and ARF and every dpstream model through progressive validation on the
+stream variants and measures rows/s and peak memory (:mod:`dpstream.stream.throughput`).
+
+Every line carries DESIGN.md §6's bench fields plus ``rows_per_s``, ``peak_rss_mib`` (the
+peak resident memory of the process while the cell ran, reset before each cell where Linux
+allows it), ``kind`` (dp, dp-anchor, dp-baseline, non-private), the ``profile``, the date and
+the machine.
+
+Examples
+--------
+>>> cells = build_matrix("quick")
+>>> len(cells) > 30, cells[0].kind
+(True, 'model')
+>>> sorted({c.name for c in cells if c.kind == "model"})
+['greedy-forest', 'median-forest', 'random-forest', 'rdt', 'sgbdt']
+>>> cells[0].key() == build_matrix("quick")[0].key()
+True
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .baselines import BASELINES, baseline_available, run_baseline
+from .bench import DEFAULT_FOLDS, run_bench
+from .throughput import RIVER_MODELS, run_stream
+
+__all__ = ["GRID", "PAPER", "PROFILES", "Cell", "Profile", "Row", "Table", "build_matrix",
+           "load_results", "machine", "peak_rss_mib", "run_suite", "variant_label"]
+
+#: the ε grid: log-spaced over 0.05 .. 10 (1-2-5 steps)
+GRID = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+
+
+@dataclass(frozen=True)
+class Row:
+    """A dpstream model (with non-default ``params``) in a table; ``repeats`` caps the profile's."""
+
+    model: str
+    params: tuple = ()
+    repeats: int | None = None
+
+    @property
+    def param_dict(self) -> dict:
+        return dict(self.params)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A dataset under one protocol, with the dpstream rows that share its splits."""
+
+    dataset: str
+    protocol: str
+    rows: tuple[Row, ...]
+    labeled_fraction: float = 1.0
+    grid: bool = True          # the ε grid (else the papers' ε only)
+    baselines: bool = True
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How much of the matrix a run covers."""
+
+    tables: tuple[Table, ...]
+    grid: tuple[float, ...]
+    repeats: dict
+    folds: dict = field(default_factory=lambda: dict(DEFAULT_FOLDS))
+    paper_points: int = 99     # at most this many of a table's paper ε (the largest)
+    streams: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    stream_n: int | None = None
+    stream_epsilon: float = 1.0
+
+
+#: figures quoted by the seeds: (model, params, dataset, labeled_fraction) -> {ε: value};
+#: values are in the table's metric (error and accuracy as fractions, R²)
+PAPER: dict[tuple, dict[float, float]] = {
+    # seed 003 §VIII-C / §VIII-E (abstract, text and figures 4 and 6)
+    ("sgbdt", (), "adult", 1.0): {0.07: 0.187, 0.15: 0.181, 0.54: 0.171},
+    ("sgbdt", (), "abalone", 1.0): {0.15: 0.39, 0.17: 0.44, 0.54: 0.47},
+    ("sgbdt", (), "adult-late", 1.0): {0.54: 0.177},
+    ("sgbdt", (), "abalone-late", 1.0): {0.55: 0.40},
+    ("sgbdt", (("individual_filter", False),), "adult-late", 1.0): {0.54: 0.196},
+    ("sgbdt", (("individual_filter", False),), "abalone-late", 1.0): {0.55: 0.34},
+    # seed 000 Table 1 (ε = 2): SPE, and its RDT column (Jagannathan et al.'s RDT)
+    **{("median-forest", (), d, 1.0): {2.0: v} for d, v in
+       [("adult", 0.8205), ("iris", 0.8187), ("wine", 0.7300), ("syn5d", 0.9041),
+        ("syn10d", 0.8764), ("syn15d", 0.8711)]},
+    **{("rdt", (), d, 1.0): {2.0: v} for d, v in
+       [("adult", 0.7616), ("iris", 0.8120), ("wine", 0.7411), ("syn5d", 0.7978),
+        ("syn10d", 0.7857), ("syn15d", 0.8024)]},
+    # seed 000 Table 2 (ε = 2, 20% labels): SSPE-1, SSPE-2, and SSRDT (= RDT#)
+    ("median-forest", (), "adult", 0.2): {2.0: 0.8053},
+    ("median-forest", (("privacy", "labels_only"),), "adult", 0.2): {2.0: 0.8088},
+    ("rdt-sharp", (), "adult", 0.2): {2.0: 0.7597},
+    ("median-forest", (), "syn10d", 0.2): {2.0: 0.8630},
+    ("median-forest", (("privacy", "labels_only"),), "syn10d", 0.2): {2.0: 0.9051},
+    ("rdt-sharp", (), "syn10d", 0.2): {2.0: 0.8393},
+}
+
+#: the seeds' non-private references: (dataset, protocol, labeled_fraction) -> (value, what)
+PAPER_NONPRIVATE: dict[tuple, tuple[float, str]] = {
+    ("adult", "cv", 1.0): (0.137, "seed 003's non-private GBDT"),
+    ("abalone", "cv", 1.0): (0.55, "seed 003's non-private GBDT"),
+    **{(d, "holdout", 1.0): (v, "seed 000's random forest") for d, v in
+       [("adult", 0.8547), ("iris", 0.9533), ("wine", 1.0), ("syn5d", 0.9249),
+        ("syn10d", 0.9452), ("syn15d", 0.9408)]},
+}
+
+_NO_IRF = (("individual_filter", False),)
+_SSPE2 = (("privacy", "labels_only"),)
+_SEED000 = ("iris", "wine", "syn5d", "syn10d", "syn15d")
+
+FULL_TABLES = (
+    Table("adult", "cv", (Row("sgbdt"),)),
+    Table("abalone", "cv", (Row("sgbdt"),)),
+    Table("adult-late", "cv", (Row("sgbdt"), Row("sgbdt", _NO_IRF)), grid=False,
+          baselines=False),
+    Table("abalone-late", "cv", (Row("sgbdt"), Row("sgbdt", _NO_IRF)), grid=False,
+          baselines=False),
+    Table("adult", "holdout", (Row("median-forest"), Row("rdt"))),
+    *(Table(d, "holdout", (Row("median-forest"), Row("rdt"))) for d in _SEED000),
+    Table("adult", "holdout", (Row("median-forest"), Row("median-forest", _SSPE2), Row("rdt"),
+                               Row("rdt-sharp", repeats=2)), labeled_fraction=0.2),
+    Table("syn10d", "holdout", (Row("median-forest"), Row("median-forest", _SSPE2), Row("rdt"),
+                                Row("rdt-sharp", repeats=5)), labeled_fraction=0.2),
+    Table("adult", "kfold", (Row("random-forest"), Row("greedy-forest"))),
+    *(Table(f"synth-{k}", "kfold", (Row("random-forest"),)) for k in "abcdefg"),
+)
+
+QUICK_TABLES = (
+    Table("adult", "cv", (Row("sgbdt"),)),
+    Table("abalone", "cv", (Row("sgbdt"),)),
+    Table("adult", "holdout", (Row("median-forest"), Row("rdt"))),
+    Table("adult", "kfold", (Row("random-forest"), Row("greedy-forest"))),
+)
+
+_CLASSIFIERS = ("sgbdt", "median-forest", "random-forest", "rdt", "greedy-forest")
+
+PROFILES: dict[str, Profile] = {
+    "full": Profile(FULL_TABLES, GRID, {"cv": 5, "holdout": 10, "kfold": 2},
+                    streams=(("adult", _CLASSIFIERS), ("abalone", ("sgbdt",)),
+                             ("agrawal-drift", _CLASSIFIERS))),
+    "quick": Profile(QUICK_TABLES, (0.1, 1.0), {"cv": 1, "holdout": 3, "kfold": 1},
+                     paper_points=2, streams=(("adult", _CLASSIFIERS),), stream_n=5_000),
+    # the CI smoke test of the harness: seconds, every kind of cell
+    "smoke": Profile((Table("iris", "holdout", (Row("median-forest"),)),
+                      Table("abalone", "cv", (Row("sgbdt", (("n_trees", 10),)),))),
+                     (1.0,), {"cv": 1, "holdout": 2, "kfold": 1}, {"cv": 2, "kfold": 2},
+                     paper_points=0, streams=(("abalone", ("sgbdt",)),), stream_n=300),
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One line of the results: a model, baseline or stream run at one ε."""
+
+    kind: str                     # "model" | "baseline" | "stream"
+    name: str
+    dataset: str
+    protocol: str
+    epsilon: float | None
+    params: tuple = ()
+    labeled_fraction: float = 1.0
+    repeats: int = 1
+    folds: int = 1
+    n: int | None = None
+
+    def key(self) -> str:
+        """The identity a results line is matched on when a run resumes."""
+        return json.dumps([self.kind, self.name, self.dataset, self.protocol, self.epsilon,
+                           sorted(self.params), self.labeled_fraction, self.repeats,
+                           self.folds, self.n])
+
+    def describe(self) -> str:
+        eps = "non-private" if self.epsilon is None else f"ε={self.epsilon:g}"
+        label = variant_label(self.name, dict(self.params))
+        lf = f", {self.labeled_fraction:.0%} labels" if self.labeled_fraction < 1 else ""
+        return f"{label} · {self.dataset} ({self.protocol}{lf}) · {eps}"
+
+    def run(self, progress: Callable[[int, int], None] | None = None) -> dict:
+        if self.kind == "model":
+            return run_bench(self.name, self.dataset, self.epsilon, repeats=self.repeats,
+                             folds=self.folds, params=dict(self.params),
+                             labeled_fraction=self.labeled_fraction, progress=progress)
+        if self.kind == "baseline":
+            return run_baseline(self.name, self.dataset, self.protocol, epsilon=self.epsilon,
+                                repeats=self.repeats, folds=self.folds,
+                                labeled_fraction=self.labeled_fraction, progress=progress)
+        return run_stream(self.name, self.dataset, epsilon=self.epsilon, n=self.n,
+                          params=dict(self.params), progress=progress)
+
+
+def variant_label(model: str, params: dict) -> str:
+    """A readable name for a model with parameters (``sgbdt, no IRF``, ``SSPE-2`` ...)."""
+    if model == "sgbdt" and params.get("individual_filter") is False:
+        return "sgbdt, no IRF"
+    if model == "median-forest" and params.get("privacy") == "labels_only":
+        return "median-forest SSPE-2 (public features)"
+    rest = {k: v for k, v in params.items()}
+    return model + (f" {rest}" if rest else "")
+
+
+def _table_eps(table: Table, profile: Profile) -> list[float]:
+    quoted = sorted({e for row in table.rows
+                     for e in PAPER.get((row.model, row.params, table.dataset,
+                                         table.labeled_fraction), {})})
+    quoted = quoted[len(quoted) - min(len(quoted), profile.paper_points):]
+    if not table.grid:
+        return quoted or [profile.stream_epsilon]
+    return sorted(set(profile.grid) | set(quoted))
+
+
+def build_matrix(profile: str | Profile) -> list[Cell]:
+    """Every cell of a profile, in run order (dpstream rows, then baselines, then streams)."""
+    prof = PROFILES[profile] if isinstance(profile, str) else profile
+    cells: list[Cell] = []
+    for t in prof.tables:
+        repeats = prof.repeats[t.protocol]
+        folds = prof.folds.get(t.protocol, 1)
+        eps = _table_eps(t, prof)
+        common = dict(dataset=t.dataset, protocol=t.protocol,
+                      labeled_fraction=t.labeled_fraction, folds=folds)
+        for row in t.rows:
+            r = repeats if row.repeats is None else min(repeats, row.repeats)
+            cells += [Cell("model", row.model, epsilon=e, params=row.params, repeats=r,
+                           **common) for e in eps]
+        if not t.baselines:
+            continue
+        cells += [Cell("baseline", b, epsilon=None, repeats=repeats, **common)
+                  for b, (kind, _) in BASELINES.items() if kind == "non-private"]
+        regression = t.dataset.startswith("abalone")
+        for b in ("diffprivlib-random-forest", "dp-mean"):
+            if b == "diffprivlib-random-forest" and regression:
+                continue
+            cells += [Cell("baseline", b, epsilon=e, repeats=repeats, **common) for e in eps]
+    for dataset, models in prof.streams:
+        regression = dataset == "abalone"
+        cells += [Cell("stream", m, dataset, "stream", prof.stream_epsilon, n=prof.stream_n)
+                  for m in models if not (regression and m != "sgbdt")]
+        cells += [Cell("stream", m, dataset, "stream", None, n=prof.stream_n)
+                  for m in RIVER_MODELS]
+    return cells
+
+
+# ------------------------------------------------------------------ memory, machine, results
+def _reset_peak() -> bool:
+    """Reset the kernel's peak-RSS mark of this process (Linux >= 4.0); False if it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory in MiB (since the last reset, where supported)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    import resource
+    import sys
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
+
+
+def machine() -> str:
+    """A one-line description of this machine (cores, CPU, memory, OS, Python, numpy)."""
+    import numpy as np
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
+                       cpu)
+    except OSError:
+        pass
+    mem = ""
+    try:
+        with open("/proc/meminfo") as f:
+            kib = int(next(ln for ln in f if ln.startswith("MemTotal")).split()[1])
+        mem = f", {kib / 2**20:.0f} GiB RAM"
+    except (OSError, StopIteration):
+        pass
+    return (f"{os.cpu_count()} CPU cores ({cpu}){mem}, {platform.system()} "
+            f"{platform.release()}, Python {platform.python_version()}, numpy {np.__version__}")
+
+
+def load_results(path: str | Path) -> list[dict]:
+    """The result lines of a results file (a torn last line from a crash is ignored)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return [r for r in rows if isinstance(r, dict) and "cell" in r]
+
+
+def _append(path: Path, row: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torn = False
+    if path.exists() and path.stat().st_size:
+        with path.open("rb") as f:
+            f.seek(-1, os.SEEK_END)
+            torn = f.read(1) != b"\n"       # a crash mid-line: end the fragment first
+    with path.open("a") as f:
+        f.write(("\n" if torn else "") + json.dumps(row) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def run_suite(profile: str, results: str | Path, *, only: str | None = None,
+              on_start: Callable[[Cell, int, int], None] | None = None,
+              on_progress: Callable[[int, int], None] | None = None,
+              on_done: Callable[[Cell, dict | None, str | None], None] | None = None
+              ) -> tuple[list[dict], list[tuple[Cell, str]]]:
+    """Run every cell of ``profile`` not yet in ``results``; return (all rows, skipped cells).
+
+    ``only`` keeps the cells whose description contains it. A cell that cannot run here
+    (diffprivlib missing, say) is skipped with its reason and not written, so a later run
+    with the dependency fills it in.
+    """
+    results = Path(results)
+    done = {r["cell"] for r in load_results(results)}
+    cells = [c for c in build_matrix(profile) if only is None or only in c.describe()]
+    todo = [c for c in cells if c.key() not in done]
+    skipped: list[tuple[Cell, str]] = []
+    host, today = machine(), _dt.date.today().isoformat()
+    exact_peak = True
+    for i, cell in enumerate(todo, start=1):
+        reason = baseline_available(cell.name) if cell.kind == "baseline" else None
+        if reason is not None:
+            skipped.append((cell, reason))
+            if on_done is not None:
+                on_done(cell, None, reason)
+            continue
+        if on_start is not None:
+            on_start(cell, i, len(todo))
+        exact_peak = _reset_peak() and exact_peak
+        t0 = time.perf_counter()
+        row = cell.run(progress=on_progress)
+        row.update({"cell": cell.key(), "kind": row.get("kind", "dp"), "table": cell.protocol,
+                    "peak_rss_mib": peak_rss_mib(), "peak_rss_scope":
+                    "cell" if exact_peak else "process", "wall_s":
+                    round(time.perf_counter() - t0, 3), "profile": profile, "date": today,
+                    "machine": host})
+        _append(results, row)
+        if on_done is not None:
+            on_done(cell, row, None)
+    return load_results(results), skipped
+
+
+def summarize(rows: Iterable[dict]) -> dict[str, Any]:
+    """Totals of a results file: cells, wall time, date range, machines."""
+    rows = list(rows)
+    return {"cells": len(rows), "wall_s": round(sum(r.get("wall_s", 0.0) for r in rows), 1),
+            "dates": sorted({r.get("date", "?") for r in rows}),
+            "machines": sorted({r.get("machine", "?") for r in rows})}
