@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: run test bench lint clean venv
+.PHONY: run test bench bench-quick bench-extra lint clean venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,8 +41,18 @@ test: $(VENV)/.stamp-test
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests -- failing" >&2; exit 1; fi; \
 	exit $$rc
 
-# Every figure of docs/benchmarks.md (S-GBDT, service, median forest; tens of minutes).
+# The benchmark suite (docs/benchmarks.md): every model x its seed's datasets x the epsilon grid,
+# with scikit-learn, river, diffprivlib and DP Mean on the same splits; resumable
+# (benchmarks/results/PROFILE.jsonl). Full: <= 60 min on 2 cores; quick: <= 5 min.
 bench: $(VENV)/.stamp-bench
+	$(BIN)/dpstream suite --profile full
+
+bench-quick: $(VENV)/.stamp-bench
+	$(BIN)/dpstream suite --profile quick
+
+# Every script and command quoted in docs/benchmark_notes.md (ablations, speed, service, the
+# per-issue targets; tens of minutes).
+bench-extra: $(VENV)/.stamp-bench
 	$(BIN)/python benchmarks/speed_sgbdt.py
 	$(BIN)/python benchmarks/service_bench.py
 	$(BIN)/dpstream bench --model sgbdt --dataset abalone --epsilon 0.15,0.54 --repeats 5

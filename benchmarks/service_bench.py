@@ -1,4 +1,4 @@
-"""Stream-service throughput and memory (docs/benchmarks.md, "Stream service").
+"""Stream-service throughput and memory (docs/benchmark_notes.md, "Stream service").
 
 Usage: python benchmarks/service_bench.py [--records N] [--soak N] [--json]
 

@@ -29,7 +29,7 @@ import numpy as np
 
 __all__ = ["Forest", "complete_tree_layout"]
 
-_CHUNK = 512  # rows x 150 trees per step stays in cache (see docs/benchmarks.md)
+_CHUNK = 512  # rows x 150 trees per step stays in cache (see docs/benchmark_notes.md)
 
 
 def complete_tree_layout(depth: int) -> tuple[int, np.ndarray, np.ndarray]:

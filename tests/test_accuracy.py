@@ -1,5 +1,5 @@
 """Accuracy floors on real data (seeded; honest margins below the measured means in
-docs/benchmarks.md, which come from `dpstream bench` with its full repeats)."""
+docs/benchmark_notes.md, which come from `dpstream bench` with its full repeats)."""
 
 from __future__ import annotations
 

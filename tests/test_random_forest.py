@@ -162,6 +162,6 @@ def test_adult_accuracy_floor_at_epsilon_1():
 
 
 def test_synthetic_floor_at_epsilon_1():
-    """Seed 004's SynthA; measured 0.81 over 10 folds (docs/benchmarks.md)."""
+    """Seed 004's SynthA; measured 0.81 over 10 folds (docs/benchmark_notes.md)."""
     res = run_bench("random-forest", "synth-a", 1.0, repeats=1, folds=10, seed=0)
     assert res["mean"] >= 0.77, res
