@@ -218,7 +218,9 @@ def _stream_section(dataset: str, rows: list[dict], img_dir: Path | None,
     for r in rows:
         eps = "—" if r.get("epsilon") is None else f"{r['epsilon']:g}"
         loop = " (loop)" if r.get("kind") == "non-private" else ""
-        out.append(f"| {r['model']} | {r['kind']} | {eps} | {_fmt(metric, r['mean'])} | "
+        lf = r.get("labeled_fraction", 1.0)
+        name = r["model"] + (f" ({lf:.0%} labeled, the rest public)" if lf < 1 else "")
+        out.append(f"| {name} | {r['kind']} | {eps} | {_fmt(metric, r['mean'])} | "
                    f"{r['rows_per_s']:,.0f} rows/s | {r['predict_many_rows_per_s']:,.0f} "
                    f"rows/s{loop} | {r.get('peak_rss_mib', 0):,.0f} MiB |")
     out.append("")

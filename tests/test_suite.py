@@ -123,7 +123,9 @@ def test_stream_runs_dp_models_and_river_learners():
     with pytest.raises(ValueError, match="give epsilon"):
         run_stream("rdt", "adult", n=100)
     with pytest.raises(ValueError, match="unknown stream model"):
-        run_stream("rdt-sharp", "adult", epsilon=1.0, n=100)
+        run_stream("xgboost", "adult", epsilon=1.0, n=100)
+    sharp = run_stream("rdt-sharp", "adult", epsilon=1.0, n=500, seed=0)
+    assert sharp["labeled_fraction"] == 0.2 and 0.5 < sharp["mean"] <= 1
     with pytest.raises(ValueError, match="cannot learn"):
         run_stream("rdt", "abalone", epsilon=1.0, n=100)
 
