@@ -64,7 +64,9 @@ def _params_key(r: dict) -> tuple:
 
 
 def _table_key(r: dict) -> tuple:
-    return (r["dataset"], r.get("table", "stream"), float(r.get("labeled_fraction", 1.0)))
+    table = r.get("table", "stream")
+    lf = 1.0 if table == "stream" else float(r.get("labeled_fraction", 1.0))
+    return (r["dataset"], table, lf)
 
 
 def _title(dataset: str, lf: float) -> str:
@@ -208,13 +210,20 @@ def _plot_speed(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def _rss(r: dict) -> str:
+    peak, start = r.get("peak_rss_mib"), r.get("rss_start_mib")
+    if peak is None:
+        return "—"
+    return f"{peak:,.0f} MiB" + ("" if start is None else f" (+{max(peak - start, 0):,.0f})")
+
+
 def _stream_section(dataset: str, rows: list[dict], img_dir: Path | None,
                     img_prefix: str) -> list[str]:
     metric = rows[0]["metric"]
     out = [f"### {_DATASETS.get(dataset, dataset)} stream", "",
            f"{rows[0]['protocol']}; prequential {_METRIC[metric]}.", "",
            "| model | kind | ε | prequential | predict_one + learn_one | predict_many | "
-           "peak RSS |", "|---|---|---|---|---|---|---|"]
+           "peak RSS (+ added by the run) |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         eps = "—" if r.get("epsilon") is None else f"{r['epsilon']:g}"
         loop = " (loop)" if r.get("kind") == "non-private" else ""
@@ -222,7 +231,7 @@ def _stream_section(dataset: str, rows: list[dict], img_dir: Path | None,
         name = r["model"] + (f" ({lf:.0%} labeled, the rest public)" if lf < 1 else "")
         out.append(f"| {name} | {r['kind']} | {eps} | {_fmt(metric, r['mean'])} | "
                    f"{r['rows_per_s']:,.0f} rows/s | {r['predict_many_rows_per_s']:,.0f} "
-                   f"rows/s{loop} | {r.get('peak_rss_mib', 0):,.0f} MiB |")
+                   f"rows/s{loop} | {_rss(r)} |")
     out.append("")
     if img_dir is not None:
         name = f"bench_stream_{dataset}.png"
@@ -271,10 +280,11 @@ def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
                 "Rows/s of `predict_one` + `learn_one` include all training; `predict_many` "
                 "scores the stream's records once it has ended. Peak RSS: the resident "
                 "memory high-water mark of the benchmark process during the run (it "
-                "includes the interpreter and the loaded data, about 150 MiB).", ""]
+                "includes the interpreter, the libraries and the loaded data); in brackets "
+                "what the run added to the resident memory it started with.", ""]
         for key in streams:
             out += _stream_section(key[0], groups[key], img, img_prefix)
-    out += _HOW
+    out.append(_HOW)
     return "\n".join(out).rstrip() + "\n"
 
 

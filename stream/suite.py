@@ -16,8 +16,9 @@ stream variants and measures rows/s and peak memory (:mod:`dpstream.stream.throu
 
 Every line carries DESIGN.md §6's bench fields plus ``rows_per_s``, ``peak_rss_mib`` (the
 peak resident memory of the process while the cell ran, reset before each cell where Linux
-allows it), ``kind`` (dp, dp-anchor, dp-baseline, non-private), the ``profile``, the date and
-the machine.
+allows it; ``rss_start_mib`` is the resident memory when the cell started, after freed heap
+went back to the OS, so the difference is what the cell added), ``kind`` (dp, dp-anchor,
+dp-baseline, non-private), the ``profile``, the date and the machine.
 
 Examples
 --------
@@ -275,15 +276,33 @@ def _reset_peak() -> bool:
         return False
 
 
-def peak_rss_mib() -> float:
-    """This process's peak resident memory in MiB (since the last reset, where supported)."""
+def _trim() -> None:
+    """Give freed heap back to the OS (glibc), so a cell's start RSS is what is live."""
+    import ctypes
+    import gc
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _status_mib(field_name: str) -> float | None:
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field_name + ":"):
                     return round(int(line.split()[1]) / 1024, 1)
     except OSError:
         pass
+    return None
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory in MiB (since the last reset, where supported)."""
+    peak = _status_mib("VmHWM")
+    if peak is not None:
+        return peak
     import resource
     import sys
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -365,11 +384,13 @@ def run_suite(profile: str, results: str | Path, *, only: str | None = None,
             continue
         if on_start is not None:
             on_start(cell, i, len(todo))
+        _trim()
         exact_peak = _reset_peak() and exact_peak
+        start = _status_mib("VmRSS")
         t0 = time.perf_counter()
         row = cell.run(progress=on_progress)
         row.update({"cell": cell.key(), "kind": row.get("kind", "dp"), "table": cell.protocol,
-                    "peak_rss_mib": peak_rss_mib(), "peak_rss_scope":
+                    "peak_rss_mib": peak_rss_mib(), "rss_start_mib": start, "peak_rss_scope":
                     "cell" if exact_peak else "process", "wall_s":
                     round(time.perf_counter() - t0, 3), "profile": profile, "date": today,
                     "machine": host})
