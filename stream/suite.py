@@ -48,7 +48,7 @@ from .bench import DEFAULT_FOLDS, run_bench
 from .throughput import RIVER_MODELS, run_stream
 
 __all__ = ["GRID", "PAPER", "PROFILES", "Cell", "Profile", "Row", "Table", "build_matrix",
-           "load_results", "machine", "peak_rss_mib", "run_suite", "variant_label"]
+           "load_results", "machine", "peak_rss_mib", "run_suite", "summarize", "variant_label"]
 
 #: the ε grid: log-spaced over 0.05 .. 10 (1-2-5 steps)
 GRID = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
@@ -219,8 +219,7 @@ def variant_label(model: str, params: dict) -> str:
         return "sgbdt, no IRF"
     if model == "median-forest" and params.get("privacy") == "labels_only":
         return "median-forest SSPE-2 (public features)"
-    rest = {k: v for k, v in params.items()}
-    return model + (f" {rest}" if rest else "")
+    return model + (f" {params}" if params else "")
 
 
 def _table_eps(table: Table, profile: Profile) -> list[float]:
