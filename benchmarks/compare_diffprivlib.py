@@ -20,17 +20,8 @@ from _timing import emit  # a sibling: benchmarks/ is on sys.path
 
 from dpstream.models import RandomDecisionForestClassifier
 from dpstream.models.encoding import RecordEncoder
+from dpstream.stream.baselines import design_matrix
 from dpstream.stream.bench import KFOLD_DATASETS, fold_indices
-
-
-def _diffprivlib_matrix(enc: RecordEncoder, X: list) -> tuple[np.ndarray, tuple]:
-    M = enc.encode_many(X)[:, 1:]                     # column 0 is the constant leaf column
-    lo = np.zeros(M.shape[1])
-    hi = np.ones(M.shape[1])
-    for col, a, b in enc.numeric_columns():
-        lo[col - 1], hi[col - 1] = a, b
-    M = np.where(np.isnan(M), lo, M)                  # diffprivlib takes no NaN: the minimum
-    return M, (lo, hi)
 
 
 def main() -> None:
@@ -47,7 +38,7 @@ def main() -> None:
     for name in args.datasets.split(","):
         X, y, schema = KFOLD_DATASETS[name]()
         enc = RecordEncoder(schema)
-        M, bounds = _diffprivlib_matrix(enc, X)
+        M, lo, hi = design_matrix(schema, X)
         yt = np.array(y, dtype=object)
         classes = list(enc.classes)
         for eps in (float(e) for e in args.epsilons.split(",")):
@@ -64,7 +55,7 @@ def main() -> None:
                     pred = np.asarray(model.predict_many([X[i] for i in test]), dtype=object)
                     ours.append(float(np.mean(pred == yt[test])))
                     t1 = time.perf_counter()
-                    dp = DPRandomForest(epsilon=eps, bounds=bounds,
+                    dp = DPRandomForest(epsilon=eps, bounds=(lo, hi),
                                         classes=list(range(len(classes))),
                                         random_state=r * args.folds + k)
                     dp.fit(M[train], np.array([classes.index(v) for v in yt[train]]))

@@ -62,10 +62,6 @@ class Row:
     params: tuple = ()
     repeats: int | None = None
 
-    @property
-    def param_dict(self) -> dict:
-        return dict(self.params)
-
 
 @dataclass(frozen=True)
 class Table:
