@@ -7,6 +7,7 @@ never from the stream or connector layers.
 
 from __future__ import annotations
 
+from .dpboost import DPBoostClassifier, DPBoostRegressor
 from .encoding import InvalidRecordError, RecordEncoder
 from .forest import Forest
 from .greedy_forest import GreedyForestClassifier
@@ -16,6 +17,7 @@ from .rdt import RDTClassifier
 from .schema import Schema
 from .sgbdt import SGBDTClassifier, SGBDTRegressor
 
-__all__ = ["Forest", "GreedyForestClassifier", "InvalidRecordError", "MedianForestClassifier",
-           "RDTClassifier", "RandomDecisionForestClassifier", "RecordEncoder", "SGBDTClassifier",
+__all__ = ["DPBoostClassifier", "DPBoostRegressor", "Forest", "GreedyForestClassifier",
+           "InvalidRecordError", "MedianForestClassifier", "RDTClassifier",
+           "RandomDecisionForestClassifier", "RecordEncoder", "SGBDTClassifier",
            "SGBDTRegressor", "Schema"]

@@ -38,7 +38,8 @@ from .encoding import RecordEncoder
 from .forest import Forest, complete_tree_layout
 from .random_splits import random_complete_tree
 
-__all__ = ["SGBDTConfig", "SGBDTEngine"]
+__all__ = ["SGBDTConfig", "SGBDTEngine", "dp_init_score", "noisy_label_stats",
+           "init_score_from_stats"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,46 @@ class SGBDTConfig:
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
+def noisy_label_stats(y: np.ndarray, *, loss: str, epsilon: float, label_clip: float,
+                      rng: np.random.Generator) -> tuple[float, float]:
+    """The released half of DPInitScore (Alg. 6): the clipped label sum and the record count,
+    each with Laplace noise at ``epsilon / 2`` (pure epsilon-DP together; |D| is not public in
+    a stream). Labels are class indices (0/1) for the logistic loss, scaled values otherwise."""
+    labels, sens = (np.clip(y, -label_clip, label_clip), label_clip) if loss == "squared" \
+        else (y, 1.0)
+    half = epsilon / 2.0
+    s = LaplaceMechanism(epsilon=half, sensitivity=sens, rng=rng).release(float(labels.sum()))
+    n = LaplaceMechanism(epsilon=half, sensitivity=1.0, rng=rng).release(float(len(y)))
+    return s, n
+
+
+def init_score_from_stats(label_sum: float, count: float, *, loss: str,
+                          label_clip: float) -> float:
+    """The initial raw score from (noisy) label statistics: their clamped ratio, as log-odds
+    for the logistic loss (post-processing)."""
+    m = label_clip
+    mean = label_sum / max(count, 1.0)
+    if loss == "squared":
+        return float(np.clip(mean, -m, m))
+    p = float(np.clip(mean, _sigmoid(np.array(-m)), _sigmoid(np.array(m))))
+    return math.log(p / (1.0 - p))
+
+
+def dp_init_score(y: np.ndarray, *, loss: str, epsilon: float, label_clip: float,
+                  rng: np.random.Generator) -> float:
+    """DPInitScore (seed 003, Alg. 6) as used by S-GBDT and the enhanced DPBoost: epsilon-DP.
+
+    >>> import numpy as np
+    >>> y = np.r_[np.zeros(7000), np.ones(3000)]
+    >>> s = dp_init_score(y, loss="logistic", epsilon=1.0, label_clip=3.0,
+    ...                   rng=np.random.default_rng(0))
+    >>> round(float(1 / (1 + np.exp(-s))), 2)
+    0.3
+    """
+    s, n = noisy_label_stats(y, loss=loss, epsilon=epsilon, label_clip=label_clip, rng=rng)
+    return init_score_from_stats(s, n, loss=loss, label_clip=label_clip)
 
 
 class SGBDTEngine:
@@ -205,25 +246,11 @@ class SGBDTEngine:
         if self.init_score is not None:
             return
         c = self.config
-        m = c.label_clip
         if c.epsilon_init <= 0 or len(self) == 0:
             self.init_score = 0.0
         else:
-            if c.loss == "squared":
-                labels, sens = np.clip(self.y, -m, m), m
-            else:
-                labels, sens = self.y, 1.0
-            half = c.epsilon_init / 2.0
-            s = LaplaceMechanism(epsilon=half, sensitivity=sens, rng=self.rng).release(
-                float(labels.sum()))
-            n = LaplaceMechanism(epsilon=half, sensitivity=1.0, rng=self.rng).release(
-                float(len(self)))
-            mean = s / max(n, 1.0)
-            if c.loss == "squared":
-                self.init_score = float(np.clip(mean, -m, m))
-            else:
-                p = float(np.clip(mean, _sigmoid(np.array(-m)), _sigmoid(np.array(m))))
-                self.init_score = math.log(p / (1.0 - p))
+            self.init_score = dp_init_score(self.y, loss=c.loss, epsilon=c.epsilon_init,
+                                            label_clip=c.label_clip, rng=self.rng)
             self.init_records = len(self)
         self.score = self.score + self.init_score
 
@@ -235,9 +262,22 @@ class SGBDTEngine:
 
     def round(self) -> dict:
         """One TrainSingleTree round under the individual filter (Alg. 8, lines 5-9)."""
-        c, cal = self.config, self.calibration
+        c = self.config
         if self.init_score is None:
             self.fit_init_score()
+        prep = self.begin_round()
+        self.retire_if_full()
+        only = self.rounds % self.n_features if c.cyclical_features else None
+        tree = random_complete_tree(self.encoder, depth=c.depth, rng=self.rng,
+                                    numeric_weight=c.numeric_weight, only_feature=only)
+        noisy_n, noisy_s = self.noisy_leaf_stats(tree, prep)
+        return self.end_round(tree, self.leaf_values(noisy_n, noisy_s), prep)
+
+    # the steps of a round, shared with the distributed party (models/sgbdt_party.py)
+    def begin_round(self) -> dict:
+        """Clipped gradients, per-record costs, the individual filter's step (which charges
+        the records that continue) and the Poisson subsample."""
+        c = self.config
         g = np.clip(self.gradients(), -c.grad_clip, c.grad_clip)
         if c.individual_filter:
             cost = self.costs.cost(np.abs(g))
@@ -245,43 +285,75 @@ class SGBDTEngine:
             cost = np.full(len(self), self.costs.max_cost)
         cont = self.filter.step(cost)
         sampled = cont & (self.rng.random(len(self)) < c.subsample)
+        return {"g": g, "cost": cost, "cont": cont, "sampled": sampled}
 
-        only = self.rounds % self.n_features if c.cyclical_features else None
+    def retire_if_full(self) -> None:
+        """Retire the oldest tree when ``max_trees`` are kept (post-processing: the pool
+        forgets its contribution)."""
+        c = self.config
         if c.max_trees is not None and len(self.forest) >= c.max_trees:
-            # retire the oldest tree (post-processing): the pool forgets its contribution
             self.score = self.score - self.forest.predict_tree(0, self.X)
             self.forest.drop_oldest(1)
             self.trees_retired += 1
-        tree = random_complete_tree(self.encoder, depth=c.depth, rng=self.rng,
-                                    numeric_weight=c.numeric_weight, only_feature=only)
-        t = self.forest.add_tree(feature=tree.feature, threshold=tree.threshold,
-                                 left=tree.left, value=np.zeros(tree.feature.size))
-        first_leaf = int(self.leaves[0])
+
+    def noisy_leaf_stats(self, tree, prep: dict) -> tuple[np.ndarray | None, np.ndarray]:
+        """DPLeaf's releases for every leaf of ``tree`` (Alg. 4): the noisy count (dynamic leaf
+        noise only; else ``None``) and the noisy gradient sum of the subsampled records."""
+        c, sigma = self.config, self.calibration.sigma_leaf
         n_leaves = self.leaves.size
-        leaf = self.forest.apply(t, self.X[sampled]) - first_leaf
+        sampled = prep["sampled"]
+        leaf = route(tree, self.X[sampled]) - int(self.leaves[0])
         counts = np.bincount(leaf, minlength=n_leaves).astype(np.float64)
-        sums = np.bincount(leaf, weights=g[sampled], minlength=n_leaves)
-        sigma = cal.sigma_leaf
+        sums = np.bincount(leaf, weights=prep["g"][sampled], minlength=n_leaves)
         if c.dynamic_leaf_noise:
             noisy_n = counts + self.rng.normal(0.0, sigma / math.sqrt(2 * c.r1), n_leaves)
             noisy_s = sums + self.rng.normal(0.0, sigma / math.sqrt(2 * (1 - c.r1)), n_leaves)
-            value = noisy_s / np.maximum(c.l2, noisy_n)
-        else:
-            value = (sums + self.rng.normal(0.0, sigma / math.sqrt(2.0), n_leaves)) / c.l2
-        value = -c.learning_rate * np.clip(value, -c.grad_clip, c.grad_clip)
-        self.forest.set_values(t, self.leaves, value)
+            return noisy_n, noisy_s
+        return None, sums + self.rng.normal(0.0, sigma / math.sqrt(2.0), n_leaves)
 
-        self.score = self.score + self.forest.predict_tree(t, self.X)
-        self.last_round = {"cont": self.ids[cont], "sampled": self.ids[sampled],
-                           "cost": cost[cont]}
-        floor = self.costs.min_cost if c.individual_filter else self.costs.max_cost
-        if floor <= 0:  # static leaf noise: a zero gradient is free; drop at the next grid cost
-            floor = float(self.costs.table[1])
-        done = self.filter.exhausted(min_cost=floor)
-        n_done = int(done.sum())
-        if n_done:
-            self._remove(done)
-            self.records_exhausted += n_done
+    def leaf_values(self, noisy_n: np.ndarray | None, noisy_s: np.ndarray) -> np.ndarray:
+        """Leaf values from the released statistics (post-processing): ``-lr s~ / max(lambda,
+        n~)`` (static leaf noise: ``-lr s~ / lambda``), clamped to ``[-lr g*, lr g*]``."""
+        c = self.config
+        value = noisy_s / (np.maximum(c.l2, noisy_n) if noisy_n is not None else c.l2)
+        return -c.learning_rate * np.clip(value, -c.grad_clip, c.grad_clip)
+
+    def end_round(self, tree, value: np.ndarray | None, prep: dict | None) -> dict:
+        """Add ``tree`` with leaf ``value`` (``None``: an abandoned round, no tree), move the
+        pool's scores, and let records that cannot afford another round go."""
+        c = self.config
+        if value is not None:
+            t = self.forest.add_tree(feature=tree.feature, threshold=tree.threshold,
+                                     left=tree.left, value=np.zeros(tree.feature.size))
+            self.forest.set_values(t, self.leaves, value)
+            self.score = self.score + self.forest.predict_tree(t, self.X)
+        n_done = 0
+        if prep is not None:
+            cont, sampled = prep["cont"], prep["sampled"]
+            self.last_round = {"cont": self.ids[cont], "sampled": self.ids[sampled],
+                               "cost": prep["cost"][cont]}
+            floor = self.costs.min_cost if c.individual_filter else self.costs.max_cost
+            if floor <= 0:  # static leaf noise: a zero gradient is free; drop at the next cost
+                floor = float(self.costs.table[1])
+            done = self.filter.exhausted(min_cost=floor)
+            n_done = int(done.sum())
+            if n_done:
+                self._remove(done)
+                self.records_exhausted += n_done
         self.rounds += 1
-        return {"round": self.rounds, "active": int(cont.sum()), "sampled": int(sampled.sum()),
+        active = int(prep["cont"].sum()) if prep is not None else 0
+        sampled_n = int(prep["sampled"].sum()) if prep is not None else 0
+        return {"round": self.rounds, "active": active, "sampled": sampled_n,
                 "exhausted": n_done}
+
+
+def route(tree, X: np.ndarray) -> np.ndarray:
+    """The node (heap index) each row of ``X`` reaches in a standalone tree (``feature``,
+    ``threshold``, ``left`` arrays; leaves loop on themselves)."""
+    node = np.zeros(X.shape[0], dtype=np.int64)
+    rows = np.arange(X.shape[0])
+    depth = int(np.log2(tree.feature.size + 1)) - 1
+    for _ in range(depth):
+        go_left = X[rows, tree.feature[node]] <= tree.threshold[node]
+        node = np.where(go_left, tree.left[node], tree.left[node] + 1)
+    return node

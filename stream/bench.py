@@ -51,6 +51,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..models import (
+    DPBoostClassifier,
+    DPBoostRegressor,
     GreedyForestClassifier,
     MedianForestClassifier,
     RandomDecisionForestClassifier,
@@ -109,6 +111,7 @@ _EARLY: dict[str, Callable[[Any], bool]] = {
 
 BENCH_MODELS: dict[str, dict[str, type]] = {
     "sgbdt": {"r2": SGBDTRegressor, "error": SGBDTClassifier},
+    "dpboost": {"r2": DPBoostRegressor, "error": DPBoostClassifier},
     "median-forest": {"accuracy": MedianForestClassifier},
     "random-forest": {"accuracy": RandomDecisionForestClassifier},
     "rdt": {"accuracy": RDTClassifier},
@@ -116,7 +119,7 @@ BENCH_MODELS: dict[str, dict[str, type]] = {
     "greedy-forest": {"accuracy": GreedyForestClassifier},
 }
 #: how each model is evaluated (its paper's protocol)
-PROTOCOL = {"sgbdt": "cv", "median-forest": "holdout", "random-forest": "kfold",
+PROTOCOL = {"sgbdt": "cv", "dpboost": "cv", "median-forest": "holdout", "random-forest": "kfold",
             "rdt": "holdout", "rdt-sharp": "holdout", "greedy-forest": "kfold"}
 #: models whose unlabeled training rows are handed over as public (seed 002's D_npriv)
 PUBLIC_UNLABELED = {"rdt-sharp"}
@@ -161,8 +164,10 @@ def score_model(model, X: Sequence, y: Sequence, train: np.ndarray, test: np.nda
     else:
         early = np.array([late(y[i]) for i in train], dtype=bool)
         first, second = train[early], train[~early]
-        model.learn_many([X[i] for i in first], [y[i] for i in first], rounds=model.n_trees)
-        model.learn_many([X[i] for i in second], [y[i] for i in second], rounds=model.n_trees)
+        # S-GBDT trains n_trees rounds per batch; DPBoost trains one window per batch
+        kw = {"rounds": model.n_trees} if hasattr(model, "n_trees") else {}
+        model.learn_many([X[i] for i in first], [y[i] for i in first], **kw)
+        model.learn_many([X[i] for i in second], [y[i] for i in second], **kw)
     pred = np.asarray(model.predict_many([X[i] for i in test]), dtype=object)
     truth = np.array([y[i] for i in test], dtype=object)
     return _metric(metric, truth, pred)

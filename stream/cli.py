@@ -170,6 +170,22 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--seed", type=int, help="seed for tests only (default: OS entropy)")
     sv.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="model parameter, e.g. --set round_size=1024 (repeatable)")
+    ds = sv.add_argument_group("distributed S-GBDT (docs/distributed.md)")
+    ds.add_argument("--board-topic", metavar="T",
+                    help="train as one party of distributed S-GBDT with this one-partition "
+                         "topic as the bulletin board")
+    ds.add_argument("--party", metavar="NAME", help="this party's unique name")
+    ds.add_argument("--session", metavar="NAME",
+                    help="the training job's name on the board (default dpstream)")
+    ds.add_argument("--parties", type=int, metavar="K",
+                    help="wait for K parties' hellos before the first round")
+    ds.add_argument("--join-timeout", type=float, metavar="S",
+                    help="seconds to wait for every live party to join a round (default 5)")
+    ds.add_argument("--round-timeout", type=float, metavar="S",
+                    help="seconds after the seal before a round without every vector is "
+                         "abandoned (default 20)")
+    ds.add_argument("--aggregation", choices=("sums", "values"),
+                    help="what is summed: noisy leaf counts and sums (default) or leaf values")
     sv.set_defaults(func=_cmd_serve)
 
     rp = sub.add_parser("replay", help="run the service's runner over a file or topic to its end",

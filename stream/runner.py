@@ -56,6 +56,7 @@ from ..models import (
     SGBDTClassifier,
     SGBDTRegressor,
 )
+from ..models.sgbdt_party import SGBDTParty
 from .schema import RecordValidator, RejectedRecord, Schema, coerce_schema
 
 __all__ = ["Runner", "build_model", "describe", "SERVICE_MODELS", "COUNTERS", "csv_message"]
@@ -190,8 +191,12 @@ class Runner:
     # ------------------------------------------------------------ life cycle
     @classmethod
     def create(cls, model_name: str, schema: Any, *, store: CheckpointStore, epsilon: float,
-               seed: int | None = None, params: dict | None = None, **kwargs: Any) -> Runner:
+               seed: int | None = None, params: dict | None = None,
+               party: str | None = None, **kwargs: Any) -> Runner:
         """A runner that resumes ``store``'s checkpoint if there is one, else starts fresh.
+
+        ``party`` (an aggregation, ``"sums"`` or ``"values"``) makes the model a party of
+        distributed S-GBDT (:class:`~dpstream.models.sgbdt_party.SGBDTParty`).
 
         A checkpoint made for another model, schema or epsilon is an error (resuming it
         under different settings would silently change the guarantee).
@@ -199,10 +204,14 @@ class Runner:
         state = store.load()
         if state is None:
             model = build_model(model_name, schema, epsilon=epsilon, seed=seed, params=params)
+            if party is not None:
+                model = SGBDTParty(model, aggregation=party)
             return cls(model, store=store, model_name=model_name, **kwargs)
         runner = cls._from_state(state, store, **kwargs)
         schema = coerce_schema(schema)
         problems = []
+        if (party is not None) != isinstance(runner.model, SGBDTParty):
+            problems.append("a distributed party" if party is None else "a single process")
         if runner.model_name != model_name:
             problems.append(f"model {runner.model_name!r} (asked: {model_name!r})")
         if runner.model.epsilon != epsilon:

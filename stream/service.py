@@ -8,6 +8,7 @@ committed, exit status 0. See ``docs/service.md``.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import signal
 import tempfile
@@ -54,12 +55,31 @@ class ServeSettings(BaseSettings):
     checkpoint_interval: float = Field(5.0, gt=0)
     session_timeout_ms: int = Field(6000, gt=0)
     heartbeat_interval_ms: int = Field(1000, gt=0)
+    board_topic: str | None = Field(None, description="distributed S-GBDT: the board topic")
+    party: str | None = Field(None, description="distributed S-GBDT: this party's name")
+    session: str = Field("dpstream", description="distributed S-GBDT: the job's name")
+    parties: int | None = Field(None, gt=0, description="parties to wait for at the start")
+    join_timeout: float = Field(5.0, gt=0)
+    round_timeout: float = Field(20.0, gt=0)
+    aggregation: str = Field("sums", pattern="^(sums|values)$")
 
     @model_validator(mode="after")
     def _one_dead_letter_sink(self) -> ServeSettings:
         if self.dead_letter_topic and self.dead_letter_file:
             raise ValueError("give --dead-letter-topic or --dead-letter-file, not both")
+        if self.board_topic is not None:
+            if not self.party:
+                raise ValueError("--board-topic needs --party (this party's unique name)")
+            if self.model != "sgbdt":
+                raise ValueError(f"distributed training runs the sgbdt model, not "
+                                 f"{self.model!r}")
         return self
+
+    def shared_params(self, schema: Schema) -> dict:
+        """What every party of one distributed job must agree on (posted as its config)."""
+        digest = hashlib.sha256(schema.model_dump_json().encode()).hexdigest()[:16]
+        return {"model": self.model, "epsilon": self.epsilon, "params": self.params,
+                "aggregation": self.aggregation, "schema": digest}
 
 
 def install_signal_handlers(stop: threading.Event) -> None:
@@ -81,7 +101,7 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
     schema = Schema.load(settings.schema_path)
     store = CheckpointStore(settings.checkpoint_dir)
     sinks: list[Any] = []
-    metrics = source = None
+    metrics = source = dist = None
     try:
         if settings.dead_letter_topic:
             dead = KafkaDeadLetterSink(settings.bootstrap, settings.dead_letter_topic, stop=stop)
@@ -98,7 +118,11 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         runner = Runner.create(settings.model, schema, store=store, epsilon=settings.epsilon,
                                seed=settings.seed, params=settings.params, dead_letters=dead,
                                predictions=preds,
-                               checkpoint_interval=settings.checkpoint_interval)
+                               checkpoint_interval=settings.checkpoint_interval,
+                               party=settings.aggregation if settings.board_topic else None)
+        if settings.board_topic:
+            dist = _start_party(settings, schema, runner, stop)
+            sinks.append(dist.board)
         source = KafkaSource(settings.bootstrap, settings.topic, settings.group,
                              position_of=runner.position_of, on_revoke=runner.checkpoint,
                              consumer_config={
@@ -120,6 +144,11 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                 if stop.is_set():
                     break
                 runner.process(rec)
+            if dist is not None:
+                party = runner.model
+                out = dist.poll(want=party.new_records >= party.model.round_size)
+                if out is not None and out.get("status") in ("complete", "abandoned"):
+                    runner.checkpoint()   # the round's tree is saved before it is used
             runner.maybe_checkpoint()
             if metrics is not None:
                 metrics.beat()
@@ -146,6 +175,26 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         if metrics is not None:
             metrics.close()
         store.close()
+
+
+def _start_party(settings: ServeSettings, schema: Schema, runner: Runner,
+                 stop: threading.Event):
+    """Connect the board and join the distributed job (docs/distributed.md)."""
+    from ..connectors.bulletin import KafkaBoard
+    from .distributed import DistributedParty
+
+    board = KafkaBoard(settings.bootstrap, settings.board_topic, stop=stop)
+    if not board.connect():
+        raise RuntimeError("stopped before the board was reachable")
+    dist = DistributedParty(runner.model, board, name=settings.party,
+                            session=settings.session, params=settings.shared_params(schema),
+                            join_timeout=settings.join_timeout,
+                            round_timeout=settings.round_timeout, expected=settings.parties,
+                            before_post=runner.checkpoint, lock=runner.lock, stop=stop)
+    dist.start()
+    log.info("party %s joined session %s on board %s", settings.party, settings.session,
+             settings.board_topic)
+    return dist
 
 
 # ---------------------------------------------------------------------------- replay

@@ -1,0 +1,485 @@
+"""The enhanced DPBoost of seed 003 (Li et al. 2020, improved in seed 003 §V) as river estimators.
+
+DPBoost is the baseline S-GBDT is measured against. A *window* of records (all of
+``learn_many``'s batch, or every ``window_size`` records of ``learn_one``) trains
+``n_ensembles`` ensembles, composed sequentially; inside an ensemble the window's records are
+dealt at random into ``trees_per_ensemble`` disjoint parts and tree ``t`` is trained on part
+``t`` only (parallel composition: the ensemble costs one tree's epsilon). Boosting runs through
+all trees: each tree fits the gradients of the model built so far. One tree:
+
+1. gradients of the loss at the current score; with ``data_filter`` (gradient-based data
+   filtering, GDF) records with ``|g| > g*`` sit this tree out, otherwise gradients are clipped
+   to ``[-g*, g*]``;
+2. a complete tree of ``depth`` levels; every internal node chooses its split by the grid-less
+   exponential mechanism (seed 003 Alg. 2-3,
+   :class:`~dpstream.accounting.GridlessExponentialMechanism`) over the node's records, with
+   utility the subset-closed gain
+   ``G = (sum_L g)^2 / (n_L + lambda) + (sum_R g)^2 / (n_R + lambda)`` and sensitivity
+   ``Delta_u = 3 g*^2`` (Li et al. Lemma 1). The nodes of one level hold disjoint records, so a
+   level costs ``epsilon_split / depth`` (parallel composition);
+3. each leaf value ``V = -sum g / (n + lambda)`` is clipped to ``[-C_t, C_t]`` with the geometric
+   leaf clipping bound ``C_t = g* (1 - eta)^(t-1)`` (``t``: the tree's index in its ensemble),
+   released with Laplace noise of scale ``min(g* / (1 + lambda), 2 C_t) / epsilon_leaf`` — the
+   sensitivity of the clipped value — and shrunk by the learning rate ``eta``.
+
+Before the first tree the DP initial score (seed 003 Alg. 6) is released with
+``init_share * epsilon``. Every release is charged to a
+:class:`~dpstream.accounting.BudgetLedger` before it happens: one partition per window
+(windows hold disjoint records), init score plus one charge per ensemble.
+
+Two sound departures from Li et al., documented in ``docs/dpboost.md``: the split mechanism is
+the grid-less exponential mechanism with each feature's PUBLIC schema range (seed 003's fix; the
+original used a grid and data-derived borders), and trees are always complete (no
+data-dependent stopping), so the tree layout leaks nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from river import base
+
+from ..accounting import BudgetLedger, GridlessExponentialMechanism, LaplaceMechanism
+from ._params import check_integer, check_real
+from .encoding import RecordEncoder
+from .forest import Forest, complete_tree_layout
+from .sgbdt import _like, _own_args
+from .sgbdt_engine import _sigmoid, dp_init_score
+
+__all__ = ["DPBoostRegressor", "DPBoostClassifier", "split_gain", "gain_sensitivity",
+           "leaf_sensitivity"]
+
+
+def split_gain(sum_left, n_left, sum_right, n_right, l2: float):
+    """Li et al.'s gain ``G(I_L, I_R)`` (vectorised over candidate splits)."""
+    return (np.square(sum_left) / (np.asarray(n_left) + l2)
+            + np.square(sum_right) / (np.asarray(n_right) + l2))
+
+
+def gain_sensitivity(grad_clip: float) -> float:
+    """``Delta_u = 3 g*^2``: adding or removing one record with ``|g| <= g*`` moves the gain of
+    any split by at most this much (Li et al. Lemma 1; ``lambda >= 0``)."""
+    return 3.0 * grad_clip ** 2
+
+
+def leaf_sensitivity(grad_clip: float, l2: float, clip_bound: float) -> float:
+    """Sensitivity of a leaf value ``-sum g / (n + lambda)`` clipped to ``[-C, C]``: at most
+    ``g* / (1 + lambda)`` (Li et al. Lemma 2) and at most the width ``2 C`` of the range."""
+    return min(grad_clip / (1.0 + l2), 2.0 * clip_bound)
+
+
+_PARAMS_DOC = """
+    Parameters
+    ----------
+    schema
+        The public schema (a ``Schema``, the equivalent dict, or a schema file path).
+    epsilon
+        Total budget per record (pure epsilon-DP), > 0.
+    n_ensembles
+        Ensembles trained one after another on each window (sequential composition: each gets
+        ``(1 - init_share) * epsilon / n_ensembles``).
+    trees_per_ensemble
+        Trees per ensemble, each on its own disjoint random part of the window.
+    depth
+        Depth of each (complete) tree.
+    learning_rate
+        eta: shrinkage of every leaf value, and the rate of geometric leaf clipping.
+    grad_clip
+        g*: gradients are clipped to (or, with ``data_filter``, filtered at) this bound.
+        Regression labels are scaled to [-1, 1] with the schema's target range.
+    l2
+        lambda, the leaf and gain regulariser (> 0).
+    split_share
+        Share of a tree's epsilon spent on its splits (spread evenly over its levels); the
+        rest goes to the leaves.
+    init_share
+        Share of epsilon for the DP initial score (0: the public default 0).
+    label_clip
+        m*, the clipping bound of the initial score (``None``: 1.0 regression, 3.0 log-odds).
+    data_filter
+        Gradient-based data filtering (GDF): records whose gradient exceeds g* sit a tree out
+        instead of being clipped (Li et al.; seed 003 §VIII-F finds it hurts, so off by default).
+    leaf_clipping
+        Geometric leaf clipping (GLC): clip leaf values to ``g* (1 - eta)^(t-1)``.
+    numeric_weight
+        r: the mechanism's total mass on each numeric feature (1 per categorical value).
+    window_size
+        Streaming: ``learn_one`` trains a window of this many records when it fills.
+    max_trees
+        The most trees kept; older ones are retired (post-processing). ``None``: unbounded.
+    seed
+        ``None`` for OS entropy (use this in production); an int for tests and benchmarks.
+"""
+
+
+class _DPBoostBase(base.Estimator):
+    _loss = "squared"
+    _PARAMS = ("epsilon", "n_ensembles", "trees_per_ensemble", "depth", "learning_rate",
+               "grad_clip", "l2", "split_share", "init_share", "label_clip", "data_filter",
+               "leaf_clipping", "numeric_weight", "window_size", "max_trees", "seed")
+
+    def __init__(self, schema: Any, **params: Any):
+        self.schema = schema
+        for name in self._PARAMS:
+            setattr(self, name, params.pop(name))
+        self._validate()
+        self._encoder = RecordEncoder(schema)
+        self._check_target(self._encoder)
+        n_nodes, self._internal, self._leaves = complete_tree_layout(self.depth)
+        self._forest = Forest(max_nodes=n_nodes, max_depth=self.depth)
+        self._ledger = BudgetLedger(total_epsilon=float(self.epsilon))
+        self._rng = np.random.default_rng(self.seed)
+        self._numeric = self._encoder.numeric_columns()
+        self._categorical = self._encoder.categorical_columns()
+        self._buffer_X: list[list[float]] = []
+        self._buffer_y: list[float] = []
+        self.init_score: float | None = None
+        self.records_seen = 0
+        self.records_learned = 0
+        self.records_filtered = 0
+        self.windows = 0
+        self.trees_retired = 0
+
+    # ------------------------------------------------------------ validation
+    def _check_target(self, encoder: RecordEncoder) -> None:
+        raise NotImplementedError
+
+    def _validate(self) -> None:
+        check_real("epsilon", self.epsilon, 0)
+        check_integer("n_ensembles", self.n_ensembles, 1)
+        check_integer("trees_per_ensemble", self.trees_per_ensemble, 1)
+        if check_integer("depth", self.depth, 1) > 12:
+            raise ValueError(f"depth must be <= 12, got {self.depth!r}")
+        check_real("learning_rate", self.learning_rate, 0, 1)
+        check_real("grad_clip", self.grad_clip, 0)
+        check_real("l2", self.l2, 0)
+        check_real("split_share", self.split_share, 0, 1)
+        check_real("init_share", self.init_share, 0, 1, lo_open=False)
+        if self.label_clip is not None:
+            check_real("label_clip", self.label_clip, 0)
+        for name in ("data_filter", "leaf_clipping"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        check_real("numeric_weight", self.numeric_weight, 0)
+        check_integer("window_size", self.window_size, 1)
+        check_integer("max_trees", self.max_trees, 1, none_ok=True)
+        check_integer("seed", self.seed, 0, none_ok=True)
+
+    @property
+    def _label_clip(self) -> float:
+        if self.label_clip is not None:
+            return float(self.label_clip)
+        return 1.0 if self._loss == "squared" else 3.0
+
+    @property
+    def epsilon_init(self) -> float:
+        return self.epsilon * self.init_share
+
+    @property
+    def epsilon_ensemble(self) -> float:
+        """Budget of one ensemble (= of each of its trees: they read disjoint parts)."""
+        return (self.epsilon - self.epsilon_init) / self.n_ensembles
+
+    @property
+    def training_rounds(self) -> int:
+        """Windows trained so far (the runner checkpoints after each when it publishes)."""
+        return self.windows
+
+    # ------------------------------------------------------------ learning
+    def learn_one(self, x: Mapping, y: Any, **kwargs) -> None:
+        """Buffer one record; a full window of ``window_size`` records trains the ensembles.
+        A bad record raises :class:`~dpstream.models.encoding.InvalidRecordError` and changes
+        nothing."""
+        row = self._encoder._row(x)
+        target = self._encoder.encode_target_one(y)
+        self._buffer_X.append(row)
+        self._buffer_y.append(target)
+        self.records_seen += 1
+        if len(self._buffer_y) >= self.window_size:
+            self._train_buffer()
+
+    def learn_many(self, X: Any, y: Any) -> None:
+        """Train one window on the batch (plus any records ``learn_one`` buffered). All records
+        are validated before any is used."""
+        Xe = self._encoder.encode_many(X)
+        ye = self._encoder.encode_targets(list(y))
+        if Xe.shape[0] != ye.size:
+            raise ValueError(f"X has {Xe.shape[0]} rows but y has {ye.size} labels")
+        self.records_seen += int(ye.size)
+        if self._buffer_y:
+            Xe = np.vstack([np.array(self._buffer_X, dtype=np.float64), Xe])
+            ye = np.concatenate([np.array(self._buffer_y, dtype=np.float64), ye])
+            self._buffer_X, self._buffer_y = [], []
+        self._train_window(Xe, ye)
+
+    def _train_buffer(self) -> None:
+        X = np.array(self._buffer_X, dtype=np.float64)
+        y = np.array(self._buffer_y, dtype=np.float64)
+        self._buffer_X, self._buffer_y = [], []
+        self._train_window(X, y)
+
+    def _gradients(self, score: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return score - y if self._loss == "squared" else _sigmoid(score) - y
+
+    def _train_window(self, X: np.ndarray, y: np.ndarray) -> None:
+        if y.size == 0:
+            return
+        w = self.windows
+        partition = f"window-{w}"
+        if self.init_score is None:
+            if self.epsilon_init > 0:
+                self._ledger.charge(self.epsilon_init, partition=partition, label="init score")
+                self.init_score = dp_init_score(y, loss=self._loss, epsilon=self.epsilon_init,
+                                                label_clip=self._label_clip, rng=self._rng)
+            else:
+                self.init_score = 0.0
+        score = self.init_score + self._forest.predict_sum(X)
+        T = self.trees_per_ensemble
+        for e in range(self.n_ensembles):
+            # the last share may come out a rounding error short of epsilon / n: a release at
+            # the (never larger) amount the ledger still holds is sound
+            eps = min(self.epsilon_ensemble, self._ledger.remaining(partition=partition))
+            while not self._ledger.can_charge(eps, partition=partition):
+                eps = math.nextafter(eps, 0.0)   # the float just below the exact remainder
+            self._ledger.charge(eps, partition=partition,
+                                label=f"ensemble {e}: {T} trees on disjoint parts")
+            eps_split = eps * self.split_share / self.depth
+            eps_leaf = eps * (1.0 - self.split_share)
+            parts = np.array_split(self._rng.permutation(y.size), T)
+            for t, idx in enumerate(parts):
+                g = self._gradients(score[idx], y[idx])
+                if self.data_filter:
+                    keep = np.abs(g) <= self.grad_clip
+                    self.records_filtered += int(idx.size - keep.sum())
+                    idx, g = idx[keep], g[keep]
+                else:
+                    g = np.clip(g, -self.grad_clip, self.grad_clip)
+                tree = self._grow(X[idx], g, t, eps_split, eps_leaf)
+                if self.max_trees is not None and len(self._forest) >= self.max_trees:
+                    score -= self._forest.predict_tree(0, X)
+                    self._forest.drop_oldest(1)
+                    self.trees_retired += 1
+                k = self._forest.add_tree(**tree)
+                score += self._forest.predict_tree(k, X)
+        self.windows += 1
+        self.records_learned += int(y.size)
+
+    # ------------------------------------------------------------ one tree
+    def _grow(self, X: np.ndarray, g: np.ndarray, t: int, eps_split: float,
+              eps_leaf: float) -> dict:
+        """One complete tree on the records ``X`` with clipped gradients ``g``."""
+        n_nodes = 2 * self._internal.size + 1
+        feature = np.zeros(n_nodes, dtype=np.int32)
+        threshold = np.full(n_nodes, np.inf)
+        left = np.arange(n_nodes, dtype=np.int32)
+        left[self._internal] = 2 * self._internal + 1
+        node = np.zeros(X.shape[0], dtype=np.int64)
+        mech = GridlessExponentialMechanism(
+            epsilon=eps_split, sensitivity=gain_sensitivity(self.grad_clip),
+            bounds=[(lo, hi) for _, lo, hi in self._numeric],
+            categories=[np.asarray(cols, dtype=float) for cols in self._categorical],
+            numeric_weight=self.numeric_weight, rng=self._rng)
+        for i in self._internal:
+            rows = np.flatnonzero(node == i)
+            col, thr = self._split(mech, X[rows], g[rows])
+            feature[i], threshold[i] = col, thr
+            go_left = X[rows, col] <= thr
+            node[rows] = np.where(go_left, 2 * i + 1, 2 * i + 2)
+        leaf = node - int(self._leaves[0])
+        n_leaves = self._leaves.size
+        counts = np.bincount(leaf, minlength=n_leaves).astype(np.float64)
+        sums = np.bincount(leaf, weights=g, minlength=n_leaves)
+        value = -sums / (counts + self.l2)
+        bound = self.grad_clip * (1.0 - self.learning_rate) ** t if self.leaf_clipping \
+            else self.grad_clip
+        value = np.clip(value, -bound, bound)
+        lap = LaplaceMechanism(epsilon=eps_leaf, rng=self._rng,
+                               sensitivity=leaf_sensitivity(self.grad_clip, self.l2, bound))
+        noisy = np.clip(lap.release(value), -bound, bound)   # clamping: post-processing
+        values = np.zeros(n_nodes)
+        values[self._leaves] = self.learning_rate * noisy
+        return {"feature": feature, "threshold": threshold, "left": left, "value": values}
+
+    def _split(self, mech: GridlessExponentialMechanism, X: np.ndarray,
+               g: np.ndarray) -> tuple[int, float]:
+        """The grid-less exponential mechanism over this node's records (Alg. 3)."""
+        total_g, total_n, l2 = float(g.sum()), g.size, self.l2
+        columns, prefix = [], []
+        for col, _, _ in self._numeric:
+            x = X[:, col]
+            present = ~np.isnan(x)   # missing values always go right
+            order = np.argsort(x[present], kind="stable")
+            xs = x[present][order]
+            columns.append(xs)
+            prefix.append((xs, np.concatenate(([0.0], np.cumsum(g[present][order])))))
+
+        def utility(i: int, candidates: np.ndarray) -> np.ndarray:
+            if i < len(self._numeric):
+                xs, cum = prefix[i]
+                n_left = np.searchsorted(xs, candidates, side="right")
+                s_left = cum[n_left]
+            else:
+                cols = candidates.astype(np.int64)
+                is_left = X[:, cols] == 0.0
+                n_left = is_left.sum(axis=0)
+                s_left = g @ is_left
+            return split_gain(s_left, n_left, total_g - s_left, total_n - n_left, l2)
+
+        choice = mech.select(columns, utility)
+        if choice.categorical:
+            return int(choice.value), 0.5
+        return int(self._numeric[choice.feature][0]), float(choice.value)
+
+    # ------------------------------------------------------------ predicting
+    def _raw_many(self, X: Any) -> np.ndarray:
+        Xe = self._encoder.encode_many(X)
+        base_score = self.init_score or 0.0
+        return base_score + self._forest.predict_sum(Xe)
+
+    def _raw_one(self, x: Mapping) -> float:
+        row = np.array(self._encoder._row(x))
+        return (self.init_score or 0.0) + self._forest.predict_sum_one(row)
+
+    # --------------------------------------------------------------- report
+    def privacy_report(self) -> dict:
+        """The guarantee (pure epsilon-DP per record) and how it was spent."""
+        return {
+            "mechanism": "enhanced DPBoost (seed 003 §V): grid-less exponential mechanism "
+                         "splits, Laplace leaves with geometric leaf clipping, Laplace "
+                         "initial score",
+            "guarantee": "epsilon-DP per record: init score + n_ensembles ensembles "
+                         "(sequential); trees of an ensemble read disjoint parts (parallel); "
+                         "windows hold disjoint records (parallel)",
+            "epsilon": self._ledger.spent,
+            "epsilon_budget": float(self.epsilon),
+            "delta": 0.0,
+            "epsilon_init": self.epsilon_init,
+            "epsilon_per_ensemble": self.epsilon_ensemble,
+            "epsilon_split_per_level": self.epsilon_ensemble * self.split_share / self.depth,
+            "epsilon_leaf": self.epsilon_ensemble * (1.0 - self.split_share),
+            "n_ensembles": self.n_ensembles,
+            "trees_per_ensemble": self.trees_per_ensemble,
+            "windows": self.windows,
+            "trees": len(self._forest),
+            "trees_retired": self.trees_retired,
+            "records_seen": self.records_seen,
+            "records_learned": self.records_learned,
+            "records_pending": len(self._buffer_y),
+            "records_filtered": self.records_filtered,
+            "data_filter": bool(self.data_filter),
+            "leaf_clipping": bool(self.leaf_clipping),
+        }
+
+
+class DPBoostRegressor(_DPBoostBase, base.Regressor):
+    __doc__ = """Enhanced DPBoost regression trees (squared loss; labels scaled to [-1, 1] with
+    the public target range). Defaults from a search on Abalone inside the training folds
+    (``docs/dpboost.md``).
+    """ + _PARAMS_DOC + """
+    Examples
+    --------
+    >>> from dpstream.models import DPBoostRegressor
+    >>> from dpstream.stream import load_abalone
+    >>> X, y, schema = load_abalone()
+    >>> model = DPBoostRegressor(schema=schema, epsilon=5.0, seed=1)
+    >>> model.learn_many(X[:3000], y[:3000])
+    >>> from river import metrics
+    >>> r2 = metrics.R2()
+    >>> for xi, yi in zip(X[3000:], y[3000:]):
+    ...     r2.update(yi, model.predict_one(xi))
+    >>> r2.get() > 0.2
+    True
+    >>> report = model.privacy_report()
+    >>> report["epsilon"] <= 5.0, report["trees"]
+    (True, 20)
+    """
+
+    _loss = "squared"
+
+    def __init__(self, schema: Any, epsilon: float = 1.0, n_ensembles: int = 2,
+                 trees_per_ensemble: int = 10, depth: int = 4, learning_rate: float = 0.1,
+                 grad_clip: float = 0.3, l2: float = 10.0, split_share: float = 0.5,
+                 init_share: float = 0.1, label_clip: float | None = None,
+                 data_filter: bool = False, leaf_clipping: bool = True,
+                 numeric_weight: float = 1.0, window_size: int = 4096,
+                 max_trees: int | None = 1000, seed: int | None = None):
+        super().__init__(**_own_args(locals()))
+
+    def _check_target(self, encoder: RecordEncoder) -> None:
+        if encoder.schema.target.type != "numeric":
+            raise ValueError("DPBoostRegressor needs a numeric target (min/max) in the schema, "
+                             f"got {encoder.schema.target.type!r}")
+
+    def predict_one(self, x: Mapping, **kwargs) -> float:
+        return float(self._encoder.decode_target(self._raw_one(x)))
+
+    def predict_many(self, X: Any) -> Any:
+        lo, hi = self._encoder.schema.target.min, self._encoder.schema.target.max
+        return _like(X, lo + (self._raw_many(X) + 1.0) * (hi - lo) / 2.0)
+
+    @classmethod
+    def _unit_test_params(cls):
+        from .sgbdt import SGBDTRegressor
+        yield {"schema": SGBDTRegressor._test_schema(), "window_size": 50, "depth": 2,
+               "trees_per_ensemble": 3}
+
+
+class DPBoostClassifier(_DPBoostBase, base.Classifier):
+    __doc__ = """Enhanced DPBoost classification trees (binary, logistic loss). The schema's
+    target is ``binary``; its second value is the positive class. Defaults from a search on
+    Adult inside the training folds (``docs/dpboost.md``).
+    """ + _PARAMS_DOC + """
+    Examples
+    --------
+    >>> from dpstream.models import DPBoostClassifier
+    >>> from dpstream.stream import load_adult
+    >>> X, y, schema = load_adult("train")
+    >>> model = DPBoostClassifier(schema=schema, epsilon=1.0, seed=1)
+    >>> model.learn_many(X[:20000], y[:20000])
+    >>> errors = sum(model.predict_one(xi) != yi for xi, yi in zip(X[20000:], y[20000:]))
+    >>> errors / len(y[20000:]) < 0.24
+    True
+    """
+
+    _loss = "logistic"
+
+    def __init__(self, schema: Any, epsilon: float = 1.0, n_ensembles: int = 2,
+                 trees_per_ensemble: int = 20, depth: int = 4, learning_rate: float = 0.3,
+                 grad_clip: float = 1.0, l2: float = 10.0, split_share: float = 0.3,
+                 init_share: float = 0.1, label_clip: float | None = None,
+                 data_filter: bool = False, leaf_clipping: bool = False,
+                 numeric_weight: float = 50.0, window_size: int = 4096,
+                 max_trees: int | None = 1000, seed: int | None = None):
+        super().__init__(**_own_args(locals()))
+
+    def _check_target(self, encoder: RecordEncoder) -> None:
+        if encoder.schema.target.type != "binary":
+            raise ValueError("DPBoostClassifier needs a binary target in the schema, "
+                             f"got {encoder.schema.target.type!r}")
+
+    @property
+    def _multiclass(self) -> bool:
+        return False
+
+    def predict_proba_one(self, x: Mapping, **kwargs) -> dict:
+        p = 0.5 * (1.0 + math.tanh(0.5 * self._raw_one(x)))
+        neg, pos = self._encoder.classes
+        return {neg: 1.0 - p, pos: p}
+
+    def predict_one(self, x: Mapping, **kwargs) -> Any:
+        neg, pos = self._encoder.classes
+        return pos if self._raw_one(x) > 0.0 else neg
+
+    def predict_many(self, X: Any) -> Any:
+        neg, pos = self._encoder.classes
+        raw = self._raw_many(X)
+        return _like(X, np.array([neg, pos], dtype=object).take((raw > 0.0).astype(np.intp)))
+
+    @classmethod
+    def _unit_test_params(cls):
+        from .sgbdt import SGBDTClassifier
+        yield {"schema": SGBDTClassifier._test_schema(), "window_size": 50, "depth": 2,
+               "trees_per_ensemble": 3}

@@ -1,0 +1,268 @@
+"""One party of distributed S-GBDT (seed 003, Algorithm 9): local data, local filter, shared trees.
+
+A party wraps an :class:`~dpstream.models.SGBDTRegressor` or
+:class:`~dpstream.models.SGBDTClassifier` whose hyper-parameters every party shares. Its records
+never leave it: ``learn_one`` only adds them to the local active pool (no local rounds). Rounds
+are driven from outside (:mod:`dpstream.stream.distributed`), in three steps per round:
+
+1. :meth:`SGBDTParty.contribute` — given the round's tree (its splits drawn from a public seed
+   agreed on the bulletin board), run the local individual Rényi filter (which charges the
+   records that take part), the local Poisson subsample and the local DPLeaf, and return the
+   released leaf statistics as one vector ``W_u``: ``[n~_1..n~_L, s~_1..s~_L]`` (``"sums"``,
+   the default) or the local leaf values ``[w_1..w_L]`` (``"values"``, Alg. 9 literally);
+2. the vectors are summed by secure aggregation (outside this module);
+3. :meth:`SGBDTParty.apply` — global leaves from the sum ``A``: ``-lr * sum s~ / max(lambda,
+   sum n~)`` (``"sums"``) or ``A / k`` (``"values"``); the tree joins the ensemble and the
+   pool's scores move. :meth:`SGBDTParty.abandon` ends a round that did not complete: no tree,
+   and the filter's charge is kept (the party's vector was posted and may yet be summed).
+
+Both aggregations are post-processing of the same per-party DP releases, so each party's
+records have exactly the single-process guarantee whatever the other parties do. Round 0 is the
+DP initial score: each party releases its noisy label sum and count
+(:meth:`SGBDTParty.init_contribution`) and the global score is their summed ratio.
+
+Examples
+--------
+>>> import numpy as np
+>>> from dpstream.models import SGBDTClassifier
+>>> from dpstream.stream import load_adult
+>>> X, y, schema = load_adult("train")
+>>> parties = [SGBDTParty(SGBDTClassifier(schema=schema, epsilon=1.0, seed=s))
+...            for s in range(3)]
+>>> for p, part in zip(parties, np.array_split(np.arange(15000), 3)):
+...     p.learn_many([X[i] for i in part], [y[i] for i in part])
+>>> init = sum(p.init_contribution() for p in parties)
+>>> for p in parties:
+...     p.apply_init(init)
+>>> for r in range(20):
+...     tree = parties[0].draw_tree(np.random.default_rng(r))    # a public seed per round
+...     total = sum(p.contribute(tree) for p in parties)         # secure aggregation's output
+...     for p in parties:
+...         _ = p.apply(tree, total, members=3)
+>>> errors = np.mean(np.array(parties[0].predict_many(X[15000:20000])) != np.array(y[15000:20000]))
+>>> bool(errors < 0.24), len(parties[1].model.engine.forest)
+(True, 20)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .random_splits import RandomTree, random_complete_tree
+from .sgbdt import _SGBDTBase
+from .sgbdt_engine import init_score_from_stats, noisy_label_stats
+
+__all__ = ["SGBDTParty", "AGGREGATIONS"]
+
+AGGREGATIONS = ("sums", "values")
+
+
+class SGBDTParty:
+    """A party of distributed S-GBDT (see the module docstring).
+
+    Parameters
+    ----------
+    model
+        A fresh S-GBDT estimator with the hyper-parameters all parties share (its ``seed``
+        seeds this party's own noise and subsampling only; use ``None`` in production).
+    aggregation
+        ``"sums"`` (noisy leaf counts and sums are summed; default) or ``"values"`` (local
+        leaf values are averaged, Alg. 9).
+    """
+
+    def __init__(self, model: _SGBDTBase, *, aggregation: str = "sums"):
+        if not isinstance(model, _SGBDTBase):
+            raise TypeError(f"a party wraps an SGBDTRegressor or SGBDTClassifier, "
+                            f"got {type(model).__name__}")
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
+        self.model = model
+        self.aggregation = aggregation
+        self.pending: dict | None = None   # the contributed, not yet resolved round
+        self.rounds_contributed = 0
+        self.rounds_abandoned = 0
+        self.rounds_followed = 0           # trees applied without a contribution
+        self.init_contributed = False
+        self.new_records = 0               # arrivals since the last contribution
+        self._buffer_X: list[list[float]] = []
+        self._buffer_y: list[float] = []
+
+    # --------------------------------------------------------- river-like API
+    @property
+    def epsilon(self) -> float:
+        return self.model.epsilon
+
+    @property
+    def _encoder(self):
+        return self.model._encoder
+
+    @property
+    def training_rounds(self) -> int:
+        return self.engine.rounds
+
+    @property
+    def engine(self):
+        return self.model.engine
+
+    def learn_one(self, x: Mapping, y: Any, **kwargs) -> None:
+        """Add one record to the local pool (rounds are run by the coordinator). A bad record
+        raises :class:`~dpstream.models.encoding.InvalidRecordError` and changes nothing."""
+        m = self.model
+        row = m._encoder._row(x)
+        target = m._encoder.encode_target_one(y)
+        self._buffer_X.append(row)
+        self._buffer_y.append(target)
+        m.records_seen += 1
+        self.new_records += 1
+
+    def learn_many(self, X: Any, y: Any) -> None:
+        """Add a batch to the local pool (all records validated first)."""
+        m = self.model
+        Xe = m._encoder.encode_many(X)
+        ye = m._encoder.encode_targets(list(y))
+        if Xe.shape[0] != ye.size:
+            raise ValueError(f"X has {Xe.shape[0]} rows but y has {ye.size} labels")
+        self._buffer_X.extend(Xe.tolist())
+        self._buffer_y.extend(ye.tolist())
+        m.records_seen += int(ye.size)
+        self.new_records += int(ye.size)
+
+    def _flush(self) -> None:
+        """Buffered records join the pool — never while a round is pending (its per-record
+        arrays index the pool as it was)."""
+        if self._buffer_y and self.pending is None:
+            X = np.array(self._buffer_X, dtype=np.float64)
+            y = np.array(self._buffer_y, dtype=np.float64)
+            self._buffer_X, self._buffer_y = [], []
+            self.engine.add(X, y)
+            self.engine.evict_oldest(self.model.max_active)
+
+    @property
+    def pool_size(self) -> int:
+        """Records in the local pool, buffered ones included."""
+        return len(self.engine) + len(self._buffer_y)
+
+    def predict_one(self, x: Mapping, **kwargs) -> Any:
+        return self.model.predict_one(x)
+
+    def predict_many(self, X: Any) -> Any:
+        return self.model.predict_many(X)
+
+    def predict_proba_one(self, x: Mapping, **kwargs) -> dict:
+        return self.model.predict_proba_one(x)
+
+    # --------------------------------------------------------------- rounds
+    def draw_tree(self, rng: np.random.Generator) -> RandomTree:
+        """The round's complete random tree from a PUBLIC generator (the agreed seed)."""
+        c = self.model._config
+        only = self.engine.rounds % self.engine.n_features if c.cyclical_features else None
+        return random_complete_tree(self.model._encoder, depth=c.depth, rng=rng,
+                                    numeric_weight=c.numeric_weight, only_feature=only)
+
+    def init_contribution(self) -> np.ndarray:
+        """This party's DPInitScore release ``[noisy label sum, noisy count]`` (once)."""
+        e, c = self.engine, self.model._config
+        if self.init_contributed:
+            raise RuntimeError("this party already released its initial-score statistics")
+        self._flush()
+        self.init_contributed = True
+        if c.epsilon_init <= 0:
+            return np.zeros(2)
+        e.init_records = len(e)
+        s, n = noisy_label_stats(e.y, loss=c.loss, epsilon=c.epsilon_init,
+                                 label_clip=c.label_clip, rng=e.rng)
+        return np.array([s, n])
+
+    def apply_init(self, total: np.ndarray | None) -> None:
+        """Set the global initial score from the summed statistics (``None``: the round did
+        not complete; the score stays the public 0)."""
+        e, c = self.engine, self.model._config
+        if e.init_score is not None:
+            raise RuntimeError("the initial score is already set")
+        if total is None or c.epsilon_init <= 0:
+            e.init_score = 0.0
+        else:
+            e.init_score = init_score_from_stats(float(total[0]), float(total[1]), loss=c.loss,
+                                                 label_clip=c.label_clip)
+        e.score = e.score + e.init_score
+        self._flush()
+
+    def contribute(self, tree: RandomTree) -> np.ndarray:
+        """Filter, subsample and DPLeaf on the local pool for ``tree``; returns ``W_u``."""
+        if self.pending is not None:
+            raise RuntimeError("the previous round is not resolved yet")
+        self._flush()
+        e = self.engine
+        if e.init_score is None:
+            e.init_score = 0.0   # no initial-score round happened: the public default
+        prep = e.begin_round()
+        noisy_n, noisy_s = e.noisy_leaf_stats(tree, prep)
+        if self.aggregation == "values":
+            vector = e.leaf_values(noisy_n, noisy_s)
+        elif noisy_n is None:
+            vector = noisy_s
+        else:
+            vector = np.concatenate([noisy_n, noisy_s])
+        self.pending = prep
+        self.rounds_contributed += 1
+        self.new_records = 0
+        return vector
+
+    def global_leaves(self, total: np.ndarray, members: int) -> np.ndarray:
+        """Leaf values from the aggregate ``A`` of ``members`` vectors (post-processing)."""
+        e, c = self.engine, self.model._config
+        if self.aggregation == "values":
+            return np.asarray(total, dtype=np.float64) / members
+        n_leaves = e.leaves.size
+        if c.dynamic_leaf_noise:
+            return e.leaf_values(total[:n_leaves], total[n_leaves:])
+        # static leaf noise: s~ / lambda per party, so the union's leaf is sum s~ / (k lambda)
+        return e.leaf_values(None, np.asarray(total) / members)
+
+    def vector_size(self) -> int:
+        n_leaves = self.engine.leaves.size
+        c = self.model._config
+        return n_leaves if (self.aggregation == "values" or not c.dynamic_leaf_noise) \
+            else 2 * n_leaves
+
+    def apply(self, tree: RandomTree, total: np.ndarray, *, members: int) -> dict:
+        """Add the round's tree with the global leaves; ends this party's pending round."""
+        e = self.engine
+        if e.init_score is None:
+            e.init_score = 0.0
+        if self.pending is None:
+            self.rounds_followed += 1
+        e.retire_if_full()
+        out = e.end_round(tree, self.global_leaves(total, members), self.pending)
+        self.pending = None
+        self._flush()
+        return out
+
+    def abandon(self) -> dict:
+        """End a round that did not complete: no tree; the filter's charge stands."""
+        out = self.engine.end_round(None, None, self.pending)
+        if self.pending is not None:
+            self.rounds_abandoned += 1
+        self.pending = None
+        self._flush()
+        return out
+
+    # --------------------------------------------------------------- report
+    def privacy_report(self) -> dict:
+        """The wrapped model's report (this party's records only) plus the protocol's counts."""
+        report = self.model.privacy_report()
+        report.update({
+            "mechanism": report["mechanism"] + "; distributed (seed 003 Alg. 9): this party's "
+                         "records, local filter and noise, leaves by secure aggregation",
+            "scope": "this party's records; every party's vector is DP on its own",
+            "aggregation": self.aggregation,
+            "rounds_contributed": self.rounds_contributed,
+            "rounds_abandoned": self.rounds_abandoned,
+            "rounds_followed": self.rounds_followed,
+            "init_contributed": self.init_contributed,
+            "records_pending": len(self._buffer_y),
+        })
+        return report
