@@ -8,11 +8,11 @@ are driven from outside (:mod:`dpstream.stream.distributed`), in three steps per
 1. :meth:`SGBDTParty.contribute` — given the round's tree (its splits drawn from a public seed
    agreed on the bulletin board), run the local individual Rényi filter (which charges the
    records that take part), the local Poisson subsample and the local DPLeaf, and return the
-   released leaf statistics as one vector ``W_u``: ``[n~_1..n~_L, s~_1..s~_L]`` (``"sums"``,
-   the default) or the local leaf values ``[w_1..w_L]`` (``"values"``, Alg. 9 literally);
+   released leaf statistics as one vector ``W_u``: the local leaf values ``[w_1..w_L]``
+   (``"values"``, Alg. 9, the default) or ``[n~_1..n~_L, s~_1..s~_L]`` (``"sums"``);
 2. the vectors are summed by secure aggregation (outside this module);
-3. :meth:`SGBDTParty.apply` — global leaves from the sum ``A``: ``-lr * sum s~ / max(lambda,
-   sum n~)`` (``"sums"``) or ``A / k`` (``"values"``); the tree joins the ensemble and the
+3. :meth:`SGBDTParty.apply` — global leaves from the sum ``A``: ``A / k`` (``"values"``) or
+   ``-lr * sum s~ / max(lambda, sum n~)`` (``"sums"``); the tree joins the ensemble and the
    pool's scores move. :meth:`SGBDTParty.abandon` ends a round that did not complete: no tree,
    and the filter's charge is kept (the party's vector was posted and may yet be summed).
 
@@ -69,11 +69,11 @@ class SGBDTParty:
         A fresh S-GBDT estimator with the hyper-parameters all parties share (its ``seed``
         seeds this party's own noise and subsampling only; use ``None`` in production).
     aggregation
-        ``"sums"`` (noisy leaf counts and sums are summed; default) or ``"values"`` (local
-        leaf values are averaged, Alg. 9).
+        ``"values"`` (local leaf values are averaged, Alg. 9; default) or ``"sums"`` (noisy
+        leaf counts and sums are summed, the leaf is their ratio).
     """
 
-    def __init__(self, model: _SGBDTBase, *, aggregation: str = "sums"):
+    def __init__(self, model: _SGBDTBase, *, aggregation: str = "values"):
         if not isinstance(model, _SGBDTBase):
             raise TypeError(f"a party wraps an SGBDTRegressor or SGBDTClassifier, "
                             f"got {type(model).__name__}")
@@ -86,7 +86,7 @@ class SGBDTParty:
         self.rounds_abandoned = 0
         self.rounds_followed = 0           # trees applied without a contribution
         self.init_contributed = False
-        self.new_records = 0               # arrivals since the last contribution
+        self.new_records = 0               # arrivals not yet paid for by a round
         self._buffer_X: list[list[float]] = []
         self._buffer_y: list[float] = []
 
@@ -208,7 +208,8 @@ class SGBDTParty:
             vector = np.concatenate([noisy_n, noisy_s])
         self.pending = prep
         self.rounds_contributed += 1
-        self.new_records = 0
+        # one round is owed per round_size arrivals, as in the single-process stream
+        self.new_records = max(0, self.new_records - self.model.round_size)
         return vector
 
     def global_leaves(self, total: np.ndarray, members: int) -> np.ndarray:

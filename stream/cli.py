@@ -184,8 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     ds.add_argument("--round-timeout", type=float, metavar="S",
                     help="seconds after the seal before a round without every vector is "
                          "abandoned (default 20)")
-    ds.add_argument("--aggregation", choices=("sums", "values"),
-                    help="what is summed: noisy leaf counts and sums (default) or leaf values")
+    ds.add_argument("--aggregation", choices=("values", "sums"),
+                    help="what is summed: leaf values (Alg. 9; default) or noisy leaf counts "
+                         "and sums")
     sv.set_defaults(func=_cmd_serve)
 
     rp = sub.add_parser("replay", help="run the service's runner over a file or topic to its end",

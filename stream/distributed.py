@@ -277,13 +277,13 @@ class DistributedParty:
         r = self.state.rounds.get(self.next_round)
         return r is not None and r.status == "open" and bool(r.joins)
 
-    def poll(self, *, want: bool = False) -> dict | None:
-        """Service step: read the board, apply resolved rounds, and take part in the next
-        round if this party wants one or another party opened it. Returns the round's summary
-        when one was run."""
+    def poll(self, *, want: bool = False, join: bool = True) -> dict | None:
+        """Service step: read the board, apply resolved rounds, and (``join``) take part in
+        the next round if this party wants one or another party opened it. Returns the
+        round's summary when one was run."""
         self._read(0)
         self.follow()
-        if (want or self.open_round()) and self.party.pool_size > 0:
+        if join and (want or self.open_round()) and self.party.pool_size > 0:
             return self.run_round()
         return None
 

@@ -61,7 +61,7 @@ class ServeSettings(BaseSettings):
     parties: int | None = Field(None, gt=0, description="parties to wait for at the start")
     join_timeout: float = Field(5.0, gt=0)
     round_timeout: float = Field(20.0, gt=0)
-    aggregation: str = Field("sums", pattern="^(sums|values)$")
+    aggregation: str = Field("values", pattern="^(sums|values)$")
 
     @model_validator(mode="after")
     def _one_dead_letter_sink(self) -> ServeSettings:
@@ -156,6 +156,8 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
             if saved != committed:
                 source.commit(saved)
                 committed = dict(saved)
+        if dist is not None:   # apply rounds the board resolved meanwhile, then save
+            dist.poll(want=False, join=False)
         runner.checkpoint()
         if source.consumer is not None:
             source.commit(runner.saved_positions)

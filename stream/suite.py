@@ -131,11 +131,12 @@ PAPER_NONPRIVATE: dict[tuple, tuple[float, str]] = {
 
 _NO_IRF = (("individual_filter", False),)
 _SSPE2 = (("privacy", "labels_only"),)
+_GDF = (("data_filter", True),)   # seed 003 §VIII-F: DPBoost's gradient-based data filtering
 _SEED000 = ("iris", "wine", "syn5d", "syn10d", "syn15d")
 
 FULL_TABLES = (
     Table("adult", "cv", (Row("sgbdt"), Row("dpboost"))),
-    Table("abalone", "cv", (Row("sgbdt"), Row("dpboost"))),
+    Table("abalone", "cv", (Row("sgbdt"), Row("dpboost"), Row("dpboost", _GDF))),
     Table("adult-late", "cv", (Row("sgbdt"), Row("sgbdt", _NO_IRF), Row("dpboost")),
           grid=False, baselines=False),
     Table("abalone-late", "cv", (Row("sgbdt"), Row("sgbdt", _NO_IRF), Row("dpboost")),
@@ -220,6 +221,8 @@ def variant_label(model: str, params: dict) -> str:
         return "sgbdt, no IRF"
     if model == "median-forest" and params.get("privacy") == "labels_only":
         return "median-forest SSPE-2 (public features)"
+    if model == "dpboost" and params.get("data_filter") is True:
+        return "dpboost, GDF"
     return model + (f" {params}" if params else "")
 
 
