@@ -46,7 +46,7 @@ from ..accounting import BudgetLedger, GridlessExponentialMechanism, LaplaceMech
 from ._params import check_integer, check_real
 from .encoding import RecordEncoder
 from .forest import Forest, complete_tree_layout
-from .sgbdt import _like, _own_args
+from .raw_score import RawScoreBinaryClassifier, RawScoreRegressor, own_args
 from .sgbdt_engine import _sigmoid, dp_init_score
 
 __all__ = ["DPBoostRegressor", "DPBoostClassifier", "split_gain", "gain_sensitivity",
@@ -374,7 +374,7 @@ class _DPBoostBase(base.Estimator):
         }
 
 
-class DPBoostRegressor(_DPBoostBase, base.Regressor):
+class DPBoostRegressor(RawScoreRegressor, _DPBoostBase, base.Regressor):
     __doc__ = """Enhanced DPBoost regression trees (squared loss; labels scaled to [-1, 1] with
     the public target range). Defaults from a search on Abalone inside the training folds
     (``docs/dpboost.md``).
@@ -406,19 +406,12 @@ class DPBoostRegressor(_DPBoostBase, base.Regressor):
                  data_filter: bool = False, leaf_clipping: bool = True,
                  numeric_weight: float = 1.0, window_size: int = 4096,
                  max_trees: int | None = 1000, seed: int | None = None):
-        super().__init__(**_own_args(locals()))
+        super().__init__(**own_args(locals()))
 
     def _check_target(self, encoder: RecordEncoder) -> None:
         if encoder.schema.target.type != "numeric":
             raise ValueError("DPBoostRegressor needs a numeric target (min/max) in the schema, "
                              f"got {encoder.schema.target.type!r}")
-
-    def predict_one(self, x: Mapping, **kwargs) -> float:
-        return float(self._encoder.decode_target(self._raw_one(x)))
-
-    def predict_many(self, X: Any) -> Any:
-        lo, hi = self._encoder.schema.target.min, self._encoder.schema.target.max
-        return _like(X, lo + (self._raw_many(X) + 1.0) * (hi - lo) / 2.0)
 
     @classmethod
     def _unit_test_params(cls):
@@ -427,7 +420,7 @@ class DPBoostRegressor(_DPBoostBase, base.Regressor):
                "trees_per_ensemble": 3}
 
 
-class DPBoostClassifier(_DPBoostBase, base.Classifier):
+class DPBoostClassifier(RawScoreBinaryClassifier, _DPBoostBase, base.Classifier):
     __doc__ = """Enhanced DPBoost classification trees (binary, logistic loss). The schema's
     target is ``binary``; its second value is the positive class. Defaults from a search on
     Adult inside the training folds (``docs/dpboost.md``).
@@ -453,30 +446,12 @@ class DPBoostClassifier(_DPBoostBase, base.Classifier):
                  data_filter: bool = False, leaf_clipping: bool = False,
                  numeric_weight: float = 50.0, window_size: int = 4096,
                  max_trees: int | None = 1000, seed: int | None = None):
-        super().__init__(**_own_args(locals()))
+        super().__init__(**own_args(locals()))
 
     def _check_target(self, encoder: RecordEncoder) -> None:
         if encoder.schema.target.type != "binary":
             raise ValueError("DPBoostClassifier needs a binary target in the schema, "
                              f"got {encoder.schema.target.type!r}")
-
-    @property
-    def _multiclass(self) -> bool:
-        return False
-
-    def predict_proba_one(self, x: Mapping, **kwargs) -> dict:
-        p = 0.5 * (1.0 + math.tanh(0.5 * self._raw_one(x)))
-        neg, pos = self._encoder.classes
-        return {neg: 1.0 - p, pos: p}
-
-    def predict_one(self, x: Mapping, **kwargs) -> Any:
-        neg, pos = self._encoder.classes
-        return pos if self._raw_one(x) > 0.0 else neg
-
-    def predict_many(self, X: Any) -> Any:
-        neg, pos = self._encoder.classes
-        raw = self._raw_many(X)
-        return _like(X, np.array([neg, pos], dtype=object).take((raw > 0.0).astype(np.intp)))
 
     @classmethod
     def _unit_test_params(cls):
