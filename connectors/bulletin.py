@@ -40,7 +40,6 @@ class KafkaBoard:
         self.stop = stop or threading.Event()
         self.producer: Any = None
         self.consumer: Any = None
-        self.position = 0
         self.posted = 0
 
     def connect(self) -> bool:
@@ -99,14 +98,12 @@ class KafkaBoard:
         out = []
         for _tp, records in self.consumer.poll(timeout_ms=timeout_ms).items():
             for r in records:
-                self.position = r.offset + 1
                 try:
                     msg = json.loads(r.value)
                 except (TypeError, ValueError):
                     log.warning("board offset %d: not JSON, ignored", r.offset)
                     continue
                 if isinstance(msg, dict):
-                    msg["_offset"] = r.offset
                     out.append(msg)
         return out
 

@@ -358,20 +358,18 @@ class DistributedParty:
     def _resolve(self, r: BoardRound) -> dict:
         """Apply a resolved round to the local model (once)."""
         p = self.party
-        contributed = self.proto["post"] is not None and self.proto["post"]["round"] == r.number
+        total = r.total() if r.status == "complete" else None
         if r.number == 0:
             if p.engine.init_score is None:
-                p.apply_init(r.total() if r.status == "complete" else None)
+                p.apply_init(total)
             out = {"round": 0}
-        elif r.status == "complete":
+        elif total is not None:   # applies (and ends) this party's pending round, if any
             tree = p.draw_tree(np.random.default_rng(r.seed(self.session)))
-            if not contributed and p.pending is not None:
-                p.abandon()   # defensive: a pending round that is not this one
-            out = p.apply(tree, r.total(), members=len(r.members))
-        else:
-            out = p.abandon() if contributed else p.engine.end_round(None, None, None)
+            out = p.apply(tree, total, members=len(r.members))
+        else:                     # no tree; a contribution's charge stands
+            out = p.abandon()
         self.proto["applied"] = r.number
         self.proto["post"] = None
-        self.last_total = r.total() if r.status == "complete" else None
+        self.last_total = total
         log.info("round %d %s (members %s)", r.number, r.status, ",".join(r.members))
         return out
