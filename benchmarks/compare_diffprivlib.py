@@ -20,8 +20,8 @@ from _timing import emit  # a sibling: benchmarks/ is on sys.path
 
 from dpstream.models import RandomDecisionForestClassifier
 from dpstream.models.encoding import RecordEncoder
-from dpstream.stream.baselines import design_matrix
 from dpstream.stream.bench import KFOLD_DATASETS, fold_indices
+from dpstream.stream.bench.baselines import design_matrix
 
 
 def main() -> None:

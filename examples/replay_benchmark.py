@@ -14,10 +14,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from dpstream.stream.baselines import run_baseline
 from dpstream.stream.bench import run_bench
-from dpstream.stream.bench_report import write_report
-from dpstream.stream.suite import run_suite
+from dpstream.stream.bench.baselines import run_baseline
+from dpstream.stream.bench.report import write_report
+from dpstream.stream.bench.suite import run_suite
 
 
 def main() -> None:

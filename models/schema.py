@@ -1,7 +1,7 @@
 """The public schema: feature domains and label classes, declared — never read from data.
 
 Models validate every record against it (:mod:`dpstream.models.encoding`); the stream layer
-re-exports it as :mod:`dpstream.stream.schema`.
+re-exports it as :mod:`dpstream.stream.messages`.
 
 The schema file format (DESIGN.md §6)::
 

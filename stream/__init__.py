@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .datasets import ABALONE_SCHEMA, ADULT_SCHEMA, Dataset, load_abalone, load_adult
-from .schema import CategoricalFeature, NumericFeature, Schema, Target, coerce_schema
+from .messages import CategoricalFeature, NumericFeature, Schema, Target, coerce_schema
 
 __all__ = [
     "ABALONE_SCHEMA",

@@ -1,4 +1,9 @@
-"""The ``dpstream`` command line.
+"""The ``dpstream`` command line: it parses the flags and dispatches, nothing more.
+
+Each command's work lives with its package: ``privacy`` in
+:mod:`dpstream.accounting.calculator`, ``run`` in :mod:`dpstream.stream.run`, ``serve`` /
+``replay`` / ``status`` in :mod:`dpstream.stream.service`, ``bench`` / ``suite`` in
+:mod:`dpstream.stream.bench.commands`.
 
 Commands: ``privacy`` (the privacy calculator), ``run`` (the main job), ``bench`` (accuracy by
 cross-validation), ``serve`` (the Kafka service), ``replay`` (a file, bundled dataset or topic
@@ -13,7 +18,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from ..accounting import ACCOUNTANTS, RDPAccountant, calibrate_noise_multiplier
+from ..accounting import ACCOUNTANTS
 
 __all__ = ["main", "build_parser"]
 
@@ -25,37 +30,6 @@ examples:
   dpstream privacy --noise-multiplier 5 --sample-rate 0.1 --steps 150 --delta 1e-6
   dpstream privacy --epsilon 1.0 --sample-rate 0.1 --steps 150 --delta 1e-6 --json
 """
-
-
-def _privacy(args: argparse.Namespace) -> dict:
-    if args.noise_multiplier is not None:
-        acc = RDPAccountant(accountant=args.accountant)
-        acc.compose_subsampled_gaussian(noise_multiplier=args.noise_multiplier,
-                                        sample_rate=args.sample_rate, steps=args.steps)
-        eps, order = acc.get_epsilon(delta=args.delta)
-        return {"accountant": args.accountant, "noise_multiplier": args.noise_multiplier,
-                "sample_rate": args.sample_rate, "steps": args.steps, "delta": args.delta,
-                "epsilon": eps, "order": order}
-    cal = calibrate_noise_multiplier(epsilon=args.epsilon, delta=args.delta,
-                                     sample_rate=args.sample_rate, steps=args.steps,
-                                     accountant=args.accountant)
-    return {"accountant": args.accountant, "noise_multiplier": cal.noise_multiplier,
-            "sample_rate": args.sample_rate, "steps": args.steps, "delta": args.delta,
-            "epsilon": cal.epsilon, "target_epsilon": args.epsilon, "order": cal.order}
-
-
-def _print_privacy(res: dict) -> None:
-    what = (f"{res['steps']} Poisson-subsampled Gaussian release(s), sample rate "
-            f"{res['sample_rate']:g}, {res['accountant']} RDP accountant")
-    if "target_epsilon" in res:
-        print(f"noise multiplier (sigma / sensitivity) = {res['noise_multiplier']:.6g}")
-        print(f"  achieves epsilon = {res['epsilon']:.8g} <= {res['target_epsilon']:g} at "
-              f"delta = {res['delta']:g} (best order alpha = {res['order']:g})")
-    else:
-        print(f"epsilon = {res['epsilon']:.6g} at delta = {res['delta']:g} "
-              f"(best order alpha = {res['order']:g})")
-        print(f"  noise multiplier {res['noise_multiplier']:g}")
-    print(f"  for {what}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -302,7 +276,7 @@ def _parse_sets(items: list[str]) -> dict:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import run_bench
+    from .bench.commands import bench_command
 
     params = _parse_sets(args.set)
     if args.no_individual_filter:
@@ -311,104 +285,26 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         params["privacy"] = args.privacy
     if args.transductive:
         params["transductive"] = True
-    for eps in args.epsilon:
-        def progress(done: int, total: int, eps: float = eps) -> None:
-            if not args.json:
-                print(f"  epsilon {eps:g}: fit {done}/{total}", end="\r", file=sys.stderr,
-                      flush=True)
-        res = run_bench(args.model, args.dataset, eps, repeats=args.repeats, folds=args.folds,
-                        seed=args.seed, params=params, labeled_fraction=args.labeled_fraction,
-                        progress=progress)
-        if not args.json:
-            print(" " * 40, end="\r", file=sys.stderr, flush=True)   # clear the progress line
-        if args.json:
-            print(json.dumps(res), flush=True)
-        else:
-            labels = (f", {res['labeled_fraction']:g} of the labels"
-                      if res["labeled_fraction"] < 1 else "")
-            print(f"{res['model']} on {res['dataset']} at epsilon {eps:g} (delta "
-                  f"{res['delta']:g}): {res['metric']} {res['mean']:.4f} +- {res['std']:.4f} "
-                  f"over {res['repeats']} x {res['protocol']}{labels}, "
-                  f"{res['seconds']:.1f} s")
-            if "curve" in res:
-                print(f"  accuracy before the drift {res['accuracy_before_drift']:.4f}; per "
-                      f"{res['block']} records: {' '.join(f'{v:.2f}' for v in res['curve'])}")
-    return 0
+    return bench_command(args.model, args.dataset, args.epsilon, repeats=args.repeats,
+                         folds=args.folds, seed=args.seed,
+                         labeled_fraction=args.labeled_fraction, params=params,
+                         as_json=args.json)
 
 
 def _cmd_suite(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from .bench.commands import suite_command
 
-    from .bench_report import write_report
-    from .suite import build_matrix, load_results, run_suite
-
-    results = Path(args.results or f"benchmarks/results/{args.profile}.jsonl")
-    if args.list:
-        done = {r["cell"] for r in load_results(results)}
-        for cell in build_matrix(args.profile):
-            if args.only is None or args.only in cell.describe():
-                print(("done  " if cell.key() in done else "todo  ") + cell.describe())
-        return 0
-    skipped: list[str] = []
-    if not args.render_only:
-        skipped = _run_suite_with_progress(args, results, run_suite)
-    rows = load_results(results)
-    if not rows:
-        raise ValueError(f"no results in {results}: run without --render-only first")
-    page = write_report(rows, args.docs, profile=args.profile, skipped=skipped)
-    print(f"{len(rows)} result lines in {results}; page written to {page}")
-    return 0
-
-
-def _run_suite_with_progress(args: argparse.Namespace, results, run_suite) -> list[str]:
-    """Run the suite under a rich progress display (plain lines when not on a terminal)."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    console = Console(stderr=True)
-    live = console.is_terminal
-    skipped: list[str] = []
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, disable=not live) as bar:
-        total = bar.add_task("cells", total=None)
-        inner = bar.add_task("", total=None)
-
-        def on_start(cell, i: int, n: int) -> None:
-            bar.update(total, total=n, completed=i - 1, description="suite")
-            bar.update(inner, description=cell.describe(), completed=0, total=None)
-
-        def on_progress(done: int, n: int) -> None:
-            bar.update(inner, completed=done, total=n)
-
-        def on_done(cell, row, reason) -> None:
-            if reason is not None:
-                skipped.append(f"{cell.describe()} ({reason})")
-                msg = f"skipped  {cell.describe()}: {reason}"
-            else:
-                msg = (f"done     {cell.describe()}: {row['metric']} {row['mean']:.4f} "
-                       f"({row['wall_s']:.1f} s)")
-            if live:
-                bar.console.print(msg)
-            else:
-                print(msg, file=sys.stderr, flush=True)
-
-        run_suite(args.profile, results, only=args.only, on_start=on_start,
-                  on_progress=on_progress, on_done=on_done)
-    return skipped
+    return suite_command(args.profile, results=args.results, docs=args.docs, only=args.only,
+                         render_only=args.render_only, list_only=args.list)
 
 
 def _cmd_privacy(args: argparse.Namespace) -> int:
-    res = _privacy(args)
-    if args.json:
-        print(json.dumps(res))
-    else:
-        _print_privacy(res)
+    from ..accounting.calculator import format_calculation, privacy_calculation
+
+    res = privacy_calculation(steps=args.steps, delta=args.delta, sample_rate=args.sample_rate,
+                              noise_multiplier=args.noise_multiplier, epsilon=args.epsilon,
+                              accountant=args.accountant)
+    print(json.dumps(res) if args.json else format_calculation(res))
     return 0
 
 
@@ -419,97 +315,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     as_json=args.json)
 
 
-def _logging() -> None:
-    import logging
-
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kafka").setLevel(logging.ERROR)
-
-
 def _cmd_serve(args: argparse.Namespace) -> int:
-    import threading
+    from .service import serve_command
 
-    from pydantic import ValidationError
-
-    from .service import ServeSettings, install_signal_handlers, serve
-
-    _logging()
     given = {k: v for k, v in vars(args).items()
              if k not in ("command", "func", "set") and v is not None}
     if args.set:
         given["params"] = _parse_sets(args.set)
-    try:
-        settings = ServeSettings(**given)
-    except ValidationError as exc:
-        lines = [f"  {'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}"
-                 for e in exc.errors()]
-        raise ValueError("invalid settings (flag or DPSTREAM_* variable):\n"
-                         + "\n".join(lines)) from None
-    stop = threading.Event()
-    install_signal_handlers(stop)
-    return serve(settings, stop=stop)
+    return serve_command(given)
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from .service import replay
+    from .service import replay_command
 
-    _logging()
-    progress = None
-    if not args.json:
-        def progress(done: int, total: int | None) -> None:
-            if done % 5000 == 0:
-                of = f"/{total}" if total else ""
-                print(f"  {done}{of} records", end="\r", file=sys.stderr, flush=True)
-    res = replay(args.source, schema=args.schema, model=args.model, epsilon=args.epsilon,
-                 checkpoint_dir=args.checkpoint_dir, dead_letter_file=args.dead_letter_file,
-                 label=args.label, seed=args.seed, params=_parse_sets(args.set),
-                 progress=progress)
-    if args.json:
-        print(json.dumps(res))
-    else:
-        p = res["privacy"]
-        print(f"replayed {res['source']}: {res['records_this_run']} records in "
-              f"{res['seconds']:.1f} s ({res['rows_per_s']} rows/s)")
-        print(f"  learned {res['records_learned']}, dead letters {res['dead_letters']} "
-              f"(-> {res['dead_letter_file']}), duplicates {res['duplicates']}, unlabeled "
-              f"{res['unlabeled']}, clipped values {res['clipped']}")
-        print(f"  guarantee: ({p['epsilon']:.4g}, {p['delta']:g})-DP per record; "
-              f"{p['trees']} trees")
-        if res["error"]:
-            print(f"  source error: {res['error']}")
-    return 1 if res["error"] else 0
+    return replay_command(args.source, as_json=args.json, schema=args.schema, model=args.model,
+                          epsilon=args.epsilon, checkpoint_dir=args.checkpoint_dir,
+                          dead_letter_file=args.dead_letter_file, label=args.label,
+                          seed=args.seed, params=_parse_sets(args.set))
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    import time
+    from .service import status_command
 
-    from ..connectors import CheckpointStore
-    from .runner import describe
-
-    state = CheckpointStore.read(args.checkpoint_dir)
-    if state is None:
-        raise ValueError(f"no checkpoint in {args.checkpoint_dir}")
-    out = {"checkpoint_dir": str(args.checkpoint_dir), **describe(state),
-           "checkpoint_age_s": round(time.time() - state["written"], 3)}
-    if args.json:
-        print(json.dumps(out))
-    else:
-        p = out["privacy"]
-        print(f"{out['model']} checkpoint in {out['checkpoint_dir']} "
-              f"({out['checkpoint_age_s']:.0f} s old)")
-        print(f"  seen {out['records_seen']}, learned {out['records_learned']}, dead letters "
-              f"{out['dead_letters']}, duplicates {out['duplicates']}, unlabeled "
-              f"{out['unlabeled']}")
-        print(f"  offsets {out['offsets']}")
-        if "records_active" in p:
-            detail = f"{p['records_active']} records hold budget"
-        else:
-            detail = (f"{p['windows_closed']} windows closed, {p['records_pending']} records in "
-                      f"the open window; protects {p.get('protects', 'features and labels')}")
-        print(f"  guarantee: ({p['epsilon']:.4g}, {p['delta']:g})-DP per record; {p['trees']} "
-              f"trees; {detail}")
-    return 0
+    return status_command(args.checkpoint_dir, as_json=args.json)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,7 +22,7 @@ import io
 from importlib import resources
 from typing import NamedTuple
 
-from .schema import Schema
+from .messages import Schema
 
 __all__ = ["Dataset", "load_adult", "load_abalone", "ADULT_SCHEMA", "ABALONE_SCHEMA", "open_data"]
 

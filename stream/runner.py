@@ -57,7 +57,7 @@ from ..models import (
     SGBDTRegressor,
 )
 from ..models.sgbdt_party import SGBDTParty
-from .schema import RecordValidator, RejectedRecord, Schema, coerce_schema
+from .messages import RecordValidator, RejectedRecord, Schema, coerce_schema
 
 __all__ = ["Runner", "build_model", "describe", "SERVICE_MODELS", "COUNTERS", "csv_message"]
 

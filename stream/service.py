@@ -9,8 +9,10 @@ committed, exit status 0. See ``docs/service.md``.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -22,10 +24,11 @@ from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ..connectors import CheckpointStore, FileSource, JsonlDeadLetterSink, SourceRecord
-from .runner import Runner
-from .schema import Schema
+from .messages import Schema
+from .runner import Runner, describe
 
-__all__ = ["ServeSettings", "serve", "replay", "install_signal_handlers"]
+__all__ = ["ServeSettings", "serve", "replay", "install_signal_handlers", "serve_command",
+           "replay_command", "status_command"]
 
 log = logging.getLogger("dpstream.service")
 
@@ -183,7 +186,7 @@ def _start_party(settings: ServeSettings, schema: Schema, runner: Runner,
                  stop: threading.Event):
     """Connect the board and join the distributed job (docs/distributed.md)."""
     from ..connectors.bulletin import KafkaBoard
-    from .distributed import DistributedParty
+    from .distributed.party import DistributedParty
 
     board = KafkaBoard(settings.bootstrap, settings.board_topic, stop=stop)
     if not board.connect():
@@ -318,3 +321,81 @@ def _replay_kafka(url: str, runner: Runner, stop: threading.Event, progress: Any
         source.commit(runner.saved_positions)
     finally:
         source.close()
+
+
+# ---------------------------------------------------------------------------- the commands
+def configure_logging() -> None:
+    """Log lines to stderr for the long-running commands (kafka-python's own: errors only)."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(logging.ERROR)
+
+
+def serve_command(options: dict[str, Any]) -> int:
+    """``dpstream serve``: settings from ``options`` (the flags given) and the environment."""
+    from pydantic import ValidationError
+
+    configure_logging()
+    try:
+        settings = ServeSettings(**options)
+    except ValidationError as exc:
+        lines = [f"  {'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}"
+                 for e in exc.errors()]
+        raise ValueError("invalid settings (flag or DPSTREAM_* variable):\n"
+                         + "\n".join(lines)) from None
+    stop = threading.Event()
+    install_signal_handlers(stop)
+    return serve(settings, stop=stop)
+
+
+def replay_command(source: str, *, as_json: bool = False, **kwargs: Any) -> int:
+    """``dpstream replay``: :func:`replay` with a progress line and a printed summary."""
+    configure_logging()
+    progress = None
+    if not as_json:
+        def progress(done: int, total: int | None) -> None:
+            if done % 5000 == 0:
+                of = f"/{total}" if total else ""
+                print(f"  {done}{of} records", end="\r", file=sys.stderr, flush=True)
+    res = replay(source, progress=progress, **kwargs)
+    if as_json:
+        print(json.dumps(res))
+    else:
+        p = res["privacy"]
+        print(f"replayed {res['source']}: {res['records_this_run']} records in "
+              f"{res['seconds']:.1f} s ({res['rows_per_s']} rows/s)")
+        print(f"  learned {res['records_learned']}, dead letters {res['dead_letters']} "
+              f"(-> {res['dead_letter_file']}), duplicates {res['duplicates']}, unlabeled "
+              f"{res['unlabeled']}, clipped values {res['clipped']}")
+        print(f"  guarantee: ({p['epsilon']:.4g}, {p['delta']:g})-DP per record; "
+              f"{p['trees']} trees")
+        if res["error"]:
+            print(f"  source error: {res['error']}")
+    return 1 if res["error"] else 0
+
+
+def status_command(checkpoint_dir: str, *, as_json: bool = False) -> int:
+    """``dpstream status``: a checkpoint's counters, positions and privacy report."""
+    state = CheckpointStore.read(checkpoint_dir)
+    if state is None:
+        raise ValueError(f"no checkpoint in {checkpoint_dir}")
+    out = {"checkpoint_dir": str(checkpoint_dir), **describe(state),
+           "checkpoint_age_s": round(time.time() - state["written"], 3)}
+    if as_json:
+        print(json.dumps(out))
+        return 0
+    p = out["privacy"]
+    print(f"{out['model']} checkpoint in {out['checkpoint_dir']} "
+          f"({out['checkpoint_age_s']:.0f} s old)")
+    print(f"  seen {out['records_seen']}, learned {out['records_learned']}, dead letters "
+          f"{out['dead_letters']}, duplicates {out['duplicates']}, unlabeled "
+          f"{out['unlabeled']}")
+    print(f"  offsets {out['offsets']}")
+    if "records_active" in p:
+        detail = f"{p['records_active']} records hold budget"
+    else:
+        detail = (f"{p['windows_closed']} windows closed, {p['records_pending']} records in "
+                  f"the open window; protects {p.get('protects', 'features and labels')}")
+    print(f"  guarantee: ({p['epsilon']:.4g}, {p['delta']:g})-DP per record; {p['trees']} "
+          f"trees; {detail}")
+    return 0

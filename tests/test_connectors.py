@@ -19,8 +19,8 @@ from dpstream.connectors import (
     SourceRecord,
 )
 from dpstream.stream import ABALONE_SCHEMA, ADULT_SCHEMA, load_abalone, load_adult
+from dpstream.stream.messages import RecordValidator, RejectedRecord
 from dpstream.stream.runner import Runner, build_model
-from dpstream.stream.schema import RecordValidator, RejectedRecord
 from dpstream.stream.service import replay
 
 DPSTREAM = [sys.executable, "-m", "dpstream.stream.cli"]

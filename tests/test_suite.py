@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from stattest import halfline_events, outcome_events, privacy_loss_lower_bound
 
-from dpstream.stream import bench_report, suite
-from dpstream.stream.baselines import DPMean, baseline_available, run_baseline
-from dpstream.stream.bench import BENCH_MODELS, RESULT_FIELDS, protocol_splits
+from dpstream.stream.bench import BENCH_MODELS, RESULT_FIELDS, protocol_splits, suite
+from dpstream.stream.bench import report as bench_report
+from dpstream.stream.bench.baselines import DPMean, baseline_available, run_baseline
+from dpstream.stream.bench.throughput import run_stream
 from dpstream.stream.cli import main
-from dpstream.stream.throughput import run_stream
 
 CLASSES = {"features": {"a": {"type": "numeric", "min": 0, "max": 1}},
            "target": {"type": "categorical", "values": ["x", "y", "z"]}}

@@ -4,7 +4,7 @@ Each record of the stream is first predicted (``predict_one``), then learned (``
 river's progressive validation — by a dpstream model or by one of river's own streaming
 learners (``hoeffding-tree``, ``arf``: ``HoeffdingTree*`` and ``ARF*`` with river's
 defaults, non-private). The streams: ``adult`` (adult.data + adult.test) and ``abalone`` in
-a seeded random order, and ``agrawal-drift`` (see :mod:`dpstream.stream.bench_datasets`).
+a seeded random order, and ``agrawal-drift`` (see :mod:`dpstream.stream.bench.scenarios`).
 ``n`` keeps a prefix.
 
 Reported: the prequential metric (accuracy, or R² against the stream's own mean), the rows/s
@@ -35,10 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from ..models.window_forest import WindowForestBase
-from .bench import BENCH_MODELS, PUBLIC_UNLABELED
-from .bench_datasets import load_agrawal_drift
-from .datasets import load_abalone, load_adult
+from ...models.window_forest import WindowForestBase
+from ..datasets import load_abalone, load_adult
+from .protocols import BENCH_MODELS, PUBLIC_UNLABELED
+from .scenarios import load_agrawal_drift
 
 __all__ = ["RIVER_MODELS", "STREAMS", "STREAM_MODELS", "run_stream"]
 

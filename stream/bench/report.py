@@ -290,7 +290,7 @@ def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
 
 _HOW = """## How this page is made
 
-* **The matrix** (`dpstream.stream.suite`): each table is a dataset under the protocol of the
+* **The matrix** (`dpstream.stream.bench.suite`): each table is a dataset under the protocol of the
   seed its models come from — S-GBDT: 5-fold cross-validation on Adult (adult.data +
   adult.test, error) and Abalone (R²), and the §VIII-E late-arrival scenarios at the paper's ε
   with and without the individual Rényi filter; median forest and RDT / RDT#: random 90/10

@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from ..accounting import BudgetLedger, LaplaceMechanism
-from ..models.encoding import RecordEncoder
-from .bench import _metric, load_protocol_data, protocol_splits
+from ...accounting import BudgetLedger, LaplaceMechanism
+from ...models.encoding import RecordEncoder
+from .protocols import _metric, load_protocol_data, protocol_splits
 
 __all__ = ["BASELINES", "DPMean", "baseline_available", "design_matrix", "run_baseline"]
 

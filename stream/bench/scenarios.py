@@ -30,8 +30,8 @@ import math
 
 import numpy as np
 
-from .datasets import Dataset
-from .schema import Schema
+from ..datasets import Dataset
+from ..messages import Schema
 
 __all__ = ["load_iris", "load_wine", "load_synthetic", "load_synth", "load_agrawal_drift",
            "SYNTH_TABLE", "IRIS_SCHEMA",

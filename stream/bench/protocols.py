@@ -50,7 +50,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..models import (
+from ...models import (
     DPBoostClassifier,
     DPBoostRegressor,
     GreedyForestClassifier,
@@ -60,8 +60,9 @@ from ..models import (
     SGBDTClassifier,
     SGBDTRegressor,
 )
-from ..models.window_forest import WindowForestBase
-from .bench_datasets import (
+from ...models.window_forest import WindowForestBase
+from ..datasets import load_abalone, load_adult
+from .scenarios import (
     SYNTH_TABLE,
     load_agrawal_drift,
     load_iris,
@@ -69,7 +70,6 @@ from .bench_datasets import (
     load_synthetic,
     load_wine,
 )
-from .datasets import load_abalone, load_adult
 
 __all__ = ["BENCH_DATASETS", "BENCH_MODELS", "RESULT_FIELDS", "fold_indices", "score_model",
            "run_bench", "run_drift", "protocol_of", "protocol_splits",

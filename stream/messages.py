@@ -19,7 +19,7 @@ schema's:
 
 Examples
 --------
->>> from dpstream.stream.schema import RecordValidator, RejectedRecord, Schema
+>>> from dpstream.stream.messages import RecordValidator, RejectedRecord, Schema
 >>> v = RecordValidator({"features": {"age": {"type": "numeric", "min": 17, "max": 90},
 ...                                   "sex": {"type": "categorical", "values": ["F", "M"]}},
 ...                      "target": {"type": "binary", "values": [False, True]}})
@@ -29,11 +29,11 @@ Examples
 >>> v.validate(b'{"id": 8, "x": {"age": 40, "sex": "X"}, "y": false}')
 Traceback (most recent call last):
 ...
-dpstream.stream.schema.RejectedRecord: x.sex: 'X' is not one of the declared categories
+dpstream.stream.messages.RejectedRecord: x.sex: 'X' is not one of the declared categories
 >>> v.validate(b'{"id": 9, "x": {"age": 4')
 Traceback (most recent call last):
 ...
-dpstream.stream.schema.RejectedRecord: unparsable JSON: Expecting ',' delimiter at char 24
+dpstream.stream.messages.RejectedRecord: unparsable JSON: Expecting ',' delimiter at char 24
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 *cells* — one dpstream model, baseline or stream run at one ε — and appends one JSON line per
 finished cell to ``benchmarks/results/PROFILE.jsonl``; a cell whose line is already there is
 skipped, so an interrupted run resumes where it stopped. The results are then rendered into
-``docs/benchmarks.md`` with one plot per table (:mod:`dpstream.stream.bench_report`).
+``docs/benchmarks.md`` with one plot per table (:mod:`dpstream.stream.bench.report`).
 
 The matrix is a list of :class:`Table` s: a dataset under the protocol of the seed its models
 come from (:func:`~dpstream.stream.bench.protocol_splits`), the dpstream models of that seed,
@@ -12,7 +12,7 @@ and — on the very same splits — scikit-learn's non-private HistGradientBoost
 RandomForest, diffprivlib's DP random forest (classification) and seed 003's DP Mean at every ε.
 The ε grid is log-spaced over 0.05 … 10 plus each paper's quoted ε. The stream section runs
 river's HoeffdingTree and ARF and every dpstream model through progressive validation on the
-stream variants and measures rows/s and peak memory (:mod:`dpstream.stream.throughput`).
+stream variants and measures rows/s and peak memory (:mod:`dpstream.stream.bench.throughput`).
 
 Every line carries DESIGN.md §6's bench fields plus ``rows_per_s``, ``peak_rss_mib`` (the
 peak resident memory of the process while the cell ran, reset before each cell where Linux
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from .baselines import BASELINES, baseline_available, run_baseline
-from .bench import DEFAULT_FOLDS, run_bench
+from .protocols import DEFAULT_FOLDS, run_bench
 from .throughput import RIVER_MODELS, run_stream
 
 __all__ = ["GRID", "PAPER", "PROFILES", "Cell", "Profile", "Row", "Table", "build_matrix",

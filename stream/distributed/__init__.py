@@ -1,0 +1,16 @@
+"""Distributed S-GBDT: several parties train one model over a Kafka bulletin board.
+
+The party's local model (:class:`~dpstream.models.sgbdt_party.SGBDTParty`) is a model and lives
+in :mod:`dpstream.models`; this package holds what sits above it: the board protocol
+(:mod:`.board`, a deterministic reading of the log), the party process (:mod:`.party`) and the
+pairwise-mask secure aggregation (:mod:`.secure_aggregation`). The board's Kafka transport is a
+connector (:mod:`dpstream.connectors.bulletin`). See docs/distributed.md and
+docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+from .board import BoardRound, BoardState
+from .party import DistributedParty, RoundTimeout
+
+__all__ = ["BoardRound", "BoardState", "DistributedParty", "RoundTimeout"]
