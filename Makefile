@@ -41,7 +41,7 @@ test: $(VENV)/.stamp-test
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests -- failing" >&2; exit 1; fi; \
 	exit $$rc
 
-# The benchmark suite (docs/benchmarks.md): every model x its seed's datasets x the epsilon grid,
+# The benchmark suite (docs/benchmarks.md): every model x its paper's datasets x the epsilon grid,
 # with scikit-learn, river, diffprivlib and DP Mean on the same splits; resumable
 # (benchmarks/results/PROFILE.jsonl). Full: <= 60 min on 2 cores; quick: <= 5 min.
 bench: $(VENV)/.stamp-bench

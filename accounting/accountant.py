@@ -3,12 +3,14 @@
 * :class:`RDPAccountant` composes (subsampled) Gaussian, Laplace and arbitrary RDP curves and
   converts to (epsilon, delta) (Balle et al. 2020). ``accountant="tight"`` uses the exact
   subsampled-Gaussian RDP (Mironov, Talwar, Zhang 2019), ``"zhu-wang"`` the general bound of
-  seed 003 Theorem 9 at integer orders.
+  Kirschte et al. (2023) Theorem 9 at integer orders.
 * :func:`calibrate_noise_multiplier`: the smallest noise multiplier z such that ``steps``
   Poisson-subsampled Gaussian releases are (epsilon, delta)-DP.
-* :func:`calibrate_sgbdt`: seed 003 Algorithm 7 (Initialization): sigma_leaf, the order alpha-hat
+* :func:`calibrate_sgbdt`: Kirschte et al. (2023) Algorithm 7 (Initialization): sigma_leaf, the
+order alpha-hat
   and the individual bound rho(alpha-hat) for T rounds of DPLeaf with clip g* and split (r1, r2).
-* :class:`RoundCostTable`: the per-record round cost of seed 003 Theorem 23 at alpha-hat,
+* :class:`RoundCostTable`: the per-record round cost of Kirschte et al. (2023) Theorem 23 at
+alpha-hat,
   tabulated over |g| in [0, g*] and read with the next grid point up (never below the exact cost).
 """
 
@@ -257,7 +259,7 @@ def _leaf_scale(grad_clip: float, r1: float) -> float:
 
 @dataclass(frozen=True)
 class SGBDTCalibration:
-    """Result of seed 003 Algorithm 7 (Initialization)."""
+    """Result of Kirschte et al. (2023) Algorithm 7 (Initialization)."""
 
     sigma_leaf: float
     noise_multiplier: float
@@ -278,7 +280,8 @@ class SGBDTCalibration:
 def calibrate_sgbdt(*, epsilon: float, delta: float, sample_rate: float, rounds: int,
                     grad_clip: float, leaf_noise_split: float,
                     accountant: str = "tight") -> SGBDTCalibration:
-    """Seed 003 Algorithm 7: sigma_leaf, alpha-hat and rho(alpha-hat) for the tree rounds.
+    """Kirschte et al. (2023) Algorithm 7: sigma_leaf, alpha-hat and rho(alpha-hat) for the tree
+    rounds.
 
     One round (TrainSingleTree) of a worst-case record (|g| = g*) is a Poisson-subsampled
     Gaussian with noise multiplier ``z = sigma_leaf / sqrt(2 (r1 + r2 g*^2))`` (Corollary 24 via
@@ -329,7 +332,8 @@ def calibrate_sgbdt(*, epsilon: float, delta: float, sample_rate: float, rounds:
 
 
 class RoundCostTable:
-    """Individual RDP cost of one subsampled DPLeaf round per record (seed 003 Theorem 23).
+    """Individual RDP cost of one subsampled DPLeaf round per record (Kirschte et al. 2023, Theorem
+    23).
 
     A record with clipped gradient ``|g|`` costs ``a_gamma(alpha-hat; z(|g|))`` with
     ``z(|g|) = sigma_leaf / sqrt(2 (r1 + r2 g^2))``. The cost grows with ``|g|``, so it is

@@ -4,16 +4,19 @@
   proportional to ``exp(eps u(r) / (2 Delta))``, or ``exp(eps u(r) / Delta)`` when the utility is
   *monotonic* (adding a record moves every utility in the same direction). Sampled with the
   Gumbel-max trick, which is exact and numerically stable for any utility scale.
-* :class:`ReportNoisyMax`: report-one-sided-noisy-argmax (ROSNAM, Dwork and Roth 2014; seed 004
+* :class:`ReportNoisyMax`: report-one-sided-noisy-argmax (ROSNAM, Dwork and Roth 2014; Fletcher &
+Islam (2017)
   addendum) — add one-sided exponential noise of scale ``Delta/eps`` (monotonic) or
   ``2 Delta/eps`` and report the argmax — and permute-and-flip (McKenna and Sheldon 2020).
   Ding et al. (2021) proved the two have the same output distribution; both are exposed so that
   the statistical tests can check each implementation. This is the leaf-label mechanism for the
-  window forests: class counts are monotonic with Delta = 1 (seed 004 addendum, Table 5).
+  window forests: class counts are monotonic with Delta = 1 (Fletcher & Islam 2017, addendum, Table
+  5).
 
-The smooth-sensitivity exponential mechanism of seed 004's original paper (and seed 001) is NOT
-offered: it is not proven differentially private (seed 004 addendum). The test suite implements it
-only as a negative control and shows that it fails the privacy test that these mechanisms pass.
+The smooth-sensitivity exponential mechanism of Fletcher & Islam's original paper (and Xin et al.
+(2019)) is NOT offered: it is not proven differentially private (Fletcher & Islam 2017, addendum).
+The test suite implements it only as a negative control and shows that it fails the privacy test
+that these mechanisms pass.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""The individual Rényi filter (Feldman and Zrnic 2021; seed 003 Algorithm 1 / 8, Theorems 7-8).
+"""The individual Rényi filter (Feldman and Zrnic 2021; Kirschte et al. (2023) Algorithm 1 / 8,
+Theorems 7-8).
 
 Each record in the active pool carries its cumulative individual RDP at one fixed order
-alpha-hat. Before every round the caller computes each record's cost for that round (seed 003
-Theorem 23); a record takes part (CONT) only if its spend *including* this round's cost stays
+alpha-hat. Before every round the caller computes each record's cost for that round (Kirschte et al.
+2023, Theorem 23); a record takes part (CONT) only if its spend *including* this round's cost stays
 within the bound ``rho(alpha-hat)``; otherwise it sits the round out (HALT for this round, cost 0).
 By Theorem 8 the whole adaptive sequence of rounds is then (alpha-hat, rho)-RDP however many rounds
 run — which is what lets late records keep training new trees without extra budget.

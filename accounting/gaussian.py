@@ -1,5 +1,5 @@
 """Gaussian mechanisms: the classic one (with the exact analytic calibration of Balle and
-Wang 2018) and the non-spherical Gaussian of seed 003 Theorem 10 used by DPLeaf."""
+Wang 2018) and the non-spherical Gaussian of Kirschte et al. (2023) Theorem 10 used by DPLeaf."""
 
 from __future__ import annotations
 
@@ -130,11 +130,12 @@ class GaussianMechanism:
 
 
 class NonSphericalGaussianMechanism:
-    """Release a D-vector with noise ``N(0, D^-1 diag(sigma^2 / r_d))`` (seed 003 Thm 10).
+    """Release a D-vector with noise ``N(0, D^-1 diag(sigma^2 / r_d))`` (Kirschte et al. 2023, Thm
+    10).
 
-    The weights ``r_d > 0`` (summing to 1) shift noise between coordinates. DPLeaf (seed 003
-    Alg. 4) releases (leaf count, clipped gradient sum) with D = 2 and weights (r1, r2), i.e. noise
-    variances ``sigma^2/(2 r1)`` and ``sigma^2/(2 r2)``. A record that moves the output by
+    The weights ``r_d > 0`` (summing to 1) shift noise between coordinates. DPLeaf (Kirschte et al.
+    2023, Alg. 4) releases (leaf count, clipped gradient sum) with D = 2 and weights (r1, r2), i.e.
+    noise variances ``sigma^2/(2 r1)`` and ``sigma^2/(2 r2)``. A record that moves the output by
     ``s = (s_1..s_D)`` has individual RDP ``alpha * D * sum_d r_d s_d^2 / (2 sigma^2)``
     (:meth:`rdp`), which equals a 1-d Gaussian with noise multiplier :meth:`noise_multiplier`.
 

@@ -1,4 +1,4 @@
-"""The grid-less exponential mechanism of seed 003, Algorithm 2 (proof: Lemma 26).
+"""The grid-less exponential mechanism of Kirschte et al. (2023), Algorithm 2 (proof: Lemma 26).
 
 For each numerical feature ``i`` the sorted data values ``v_1 <= ... <= v_n`` cut its PUBLIC range
 ``[vmin_i, vmax_i]`` into ``n + 1`` buckets ``[e_j, e_{j+1})`` with edges

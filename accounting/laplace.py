@@ -15,7 +15,7 @@ class LaplaceMechanism:
 
     epsilon-DP for a query whose L1 sensitivity (over add/remove-one neighbours) is
     ``sensitivity`` (Dwork and Roth 2014, Thm. 3.6). Its RDP at order alpha is
-    :func:`dpstream.accounting.rdp.laplace_rdp` (seed 003 Theorem 20).
+    :func:`dpstream.accounting.rdp.laplace_rdp` (Kirschte et al. 2023, Theorem 20).
 
     Parameters
     ----------

@@ -10,7 +10,7 @@ Two kinds of charge:
 
 The guarantee of the whole release is therefore ``sequential + max over partitions``, and a
 charge is accepted only if that stays within the total budget (McSherry 2009, Theorems 1 and 2 in
-seed 000). A refused charge raises :class:`~dpstream.accounting.errors.BudgetExceededError`
+Huang et al. (2023)). A refused charge raises :class:`~dpstream.accounting.errors.BudgetExceededError`
 and changes nothing.
 
 Amounts are held exactly, as fractions of the decimal values you pass (their shortest ``repr``),

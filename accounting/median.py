@@ -1,4 +1,4 @@
-"""The private median of seed 000 (Huang, Lei, Kabán), Section 4, with public bounds.
+"""The private median of Huang, Lei & Kabán (2023), Section 4, with public bounds.
 
 Candidates are drawn uniformly from the PUBLIC interval ``[lower, upper]`` — the declared
 feature domain narrowed by the split path — never from the data's min and max (the paper's
@@ -6,7 +6,7 @@ feature domain narrowed by the split path — never from the data's min and max 
 ``u(V, r) = -| rank(r) - |V|/2 |`` with ``rank(r) = #{v in V : v <= r}``; adding or removing one
 value changes it by at most 1/2, so the exponential mechanism with sensitivity 1/2 is epsilon-DP.
 For a categorical attribute the candidates are the categories and ``rank(r)`` is the number of
-values equal to ``r`` (as the seed defines it).
+values equal to ``r`` (as the paper defines it).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from .exponential import ExponentialMechanism
 
 __all__ = ["PrivateMedian", "MEDIAN_SENSITIVITY"]
 
-#: Sensitivity of the rank utility (seed 000, Section 4).
+#: Sensitivity of the rank utility (Huang et al., 2023, Section 4).
 MEDIAN_SENSITIVITY = 0.5
 
 
 class PrivateMedian:
-    """epsilon-DP median of values in a public interval (seed 000, Alg. 1 ``PrivateMedian``).
+    """epsilon-DP median of values in a public interval (Huang et al., 2023, Alg. 1 ``PrivateMedian``).
 
     Parameters
     ----------
@@ -106,7 +106,7 @@ class PrivateMedian:
     @staticmethod
     def categorical(codes, *, n_categories: int, epsilon: float,
                     rng: np.random.Generator | int | None = None) -> int:
-        """The seed's categorical variant: choose a category code by ``-|count(r) - n/2|``.
+        """The paper's categorical variant: choose a category code by ``-|count(r) - n/2|``.
 
         >>> PrivateMedian.categorical([0, 0, 1, 2, 2, 2], n_categories=3, epsilon=50.0, rng=0)
         2

@@ -2,22 +2,24 @@
 
 All functions take an array of Rényi orders ``alpha > 1`` and return the RDP
 ``rho(alpha)`` at each order, for the add/remove-one neighbouring relation used
-throughout dpstream (seed 003, Definition 1).
+throughout dpstream (Kirschte et al., 2023, Definition 1).
 
 Curves
     * :func:`gaussian_rdp` — ``alpha / (2 z^2)`` for noise multiplier ``z = sigma / sensitivity``.
-    * :func:`non_spherical_gaussian_rdp` — seed 003 Theorem 10 / Corollary 21: noise covariance
+    * :func:`non_spherical_gaussian_rdp` — Kirschte et al. (2023) Theorem 10 / Corollary 21:
+      noise covariance
       ``D^-1 diag(sigma^2 / r_d)`` with weights ``sum r_d = 1`` gives
       ``rho = alpha * D * sum_d r_d s_d^2 / (2 sigma^2)`` (``s_d``: per-record sensitivities).
-    * :func:`laplace_rdp` — seed 003 Theorem 20 (Mironov 2017, Prop. 6), exact for Laplace.
+    * :func:`laplace_rdp` — Kirschte et al. (2023) Theorem 20 (Mironov 2017, Prop. 6), exact for
+      Laplace.
 
 Amplification by Poisson subsampling
     * :func:`subsampled_gaussian_rdp` — the tight computation of Mironov, Talwar and Zhang (2019)
       for the sampled Gaussian mechanism, integer and fractional orders (what dp-accounting uses).
     * :func:`zhu_wang_subsampled_rdp` — the general upper bound of Zhu and Wang (2019, Thm. 6),
-      seed 003 Theorem 9, for any base RDP curve at integer orders ``alpha >= 2``. It is never
-      tighter than the exact computation for the Gaussian; it is kept because the seed uses it and
-      because it applies to any base mechanism.
+      Kirschte et al. (2023) Theorem 9, for any base RDP curve at integer orders ``alpha >= 2``. It
+      is never tighter than the exact computation for the Gaussian; it is kept because the paper
+      uses it and because it applies to any base mechanism.
 
 Conversion
     * :func:`rdp_to_epsilon` / :func:`rdp_to_delta` — Balle et al. (2020), Theorem 21:
@@ -103,7 +105,8 @@ def _check_weights(weights) -> np.ndarray:
 
 
 def effective_noise_multiplier(*, sigma: float, weights, sensitivities) -> np.ndarray:
-    """The 1-d noise multiplier equivalent to the non-spherical Gaussian of seed 003 Thm. 10.
+    """The 1-d noise multiplier equivalent to the non-spherical Gaussian of Kirschte et al. (2023)
+    Thm. 10.
 
     A shift ``s`` under noise ``N(0, D^-1 diag(sigma^2/r_d))`` has squared Mahalanobis norm
     ``D * sum_d r_d s_d^2 / sigma^2``; the privacy-loss distribution is that of a 1-d Gaussian
@@ -131,7 +134,7 @@ def effective_noise_multiplier(*, sigma: float, weights, sensitivities) -> np.nd
 
 
 def non_spherical_gaussian_rdp(orders, *, sigma: float, weights, sensitivities) -> np.ndarray:
-    """(Individual) RDP of the non-spherical Gaussian mechanism (seed 003 Theorem 10).
+    """(Individual) RDP of the non-spherical Gaussian mechanism (Kirschte et al. 2023, Theorem 10).
 
     ``rho(alpha) = alpha * D * sum_d r_d s_d^2 / (2 sigma^2)``. Pass the worst-case sensitivities
     for the mechanism's RDP (Corollary 21), or one record's own sensitivities for its individual
@@ -158,8 +161,8 @@ def laplace_rdp(orders, epsilon: float) -> np.ndarray:
     """RDP of the Laplace mechanism whose pure-DP parameter is ``epsilon = sensitivity / scale``.
 
     ``rho(alpha) = 1/(alpha-1) log( alpha/(2alpha-1) e^{(alpha-1)eps}
-    + (alpha-1)/(2alpha-1) e^{-alpha eps} )`` (seed 003 Theorem 20; Mironov 2017 Prop. 6),
-    evaluated in a form that stays accurate as ``alpha -> 1`` and for large ``alpha * eps``.
+    + (alpha-1)/(2alpha-1) e^{-alpha eps} )`` (Kirschte et al. 2023, Theorem 20; Mironov 2017 Prop.
+    6), evaluated in a form that stays accurate as ``alpha -> 1`` and for large ``alpha * eps``.
 
     >>> float(laplace_rdp([1e9], epsilon=0.5)[0])  # tends to the pure-DP epsilon
     0.4999...
@@ -253,7 +256,8 @@ def subsampled_gaussian_rdp(orders, *, sample_rate: float, noise_multiplier: flo
 
 def zhu_wang_subsampled_rdp(orders, *, sample_rate: float,
                             base_rdp: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """Zhu–Wang upper bound on Poisson-subsampled RDP (seed 003 Theorem 9), integer orders >= 2.
+    """Zhu–Wang upper bound on Poisson-subsampled RDP (Kirschte et al. 2023, Theorem 9), integer
+    orders >= 2.
 
     ``base_rdp`` maps an integer array of orders ``2..alpha`` to the base mechanism's RDP there.
 

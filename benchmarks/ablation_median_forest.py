@@ -2,13 +2,13 @@
 
 Usage: python benchmarks/ablation_median_forest.py [--repeats R] [--json]
 
-* ``leaf_size`` in {5, 10 (the paper's stopping rule), 20} on every seed-000 dataset;
+* ``leaf_size`` in {5, 10 (the paper's stopping rule), 20} on every Huang et al. (2023) dataset;
 * voting: the mean of the leaves' class distributions (default) against the paper's sum of raw
   noisy counts and one majority vote per tree, on Adult;
 * the non-private reference of the paper's Table 1: scikit-learn's random forest (100 trees) on
   the same splits.
 
-Seed 000's protocol (random 90/10 split, accuracy, epsilon = 2), R repeats (default 20).
+Huang et al.'s protocol (random 90/10 split, accuracy, epsilon = 2), R repeats (default 20).
 """
 
 from __future__ import annotations

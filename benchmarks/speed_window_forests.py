@@ -1,4 +1,4 @@
-"""Throughput of the seed-004/002/001 window forests on Adult: streaming learn_one +
+"""Throughput of the random, RDT and greedy window forests on Adult: streaming learn_one +
 predict_one, batch predict_many, and what one window costs to train.
 
 Usage: python benchmarks/speed_window_forests.py [--model NAME ...] [--json]

@@ -1,4 +1,5 @@
-"""A bulletin board on a one-partition Kafka topic (seed 003, Algorithm 9's BulletinBoard).
+"""A bulletin board on a one-partition Kafka topic (Kirschte et al., 2023, Algorithm 9's
+BulletinBoard).
 
 Every party appends JSON messages and reads the whole log in the same total order (one
 partition: Kafka orders it, every reader sees the same sequence). The distributed protocol

@@ -1,4 +1,5 @@
-"""Window forests on a stream where most records arrive without a label (seed 000, SSPE-2).
+"""Window forests on a stream where most records arrive without a label (Huang et al., 2023,
+SSPE-2).
 
 Adult records arrive one by one; only every fifth carries its label. The median forest cuts the
 stream into tumbling windows of 5,000 records, grows each window's trees from every record's

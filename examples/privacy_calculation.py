@@ -25,7 +25,8 @@ def main() -> None:
     cal = calibrate_noise_multiplier(epsilon=1.0, delta=1e-6, sample_rate=0.1, steps=150)
     print(f"for epsilon = 1: noise multiplier {cal.noise_multiplier:.4f}")
 
-    # 3. S-GBDT's Initialization (seed 003 Alg. 7) and the individual filter's view of it.
+    # 3. S-GBDT's Initialization (Kirschte et al. 2023, Alg. 7) and the individual filter's view of
+    # it.
     sg = calibrate_sgbdt(epsilon=0.45, delta=5e-8, sample_rate=0.1, rounds=150, grad_clip=0.1,
                          leaf_noise_split=0.2)
     costs = RoundCostTable(order=sg.order, sigma_leaf=sg.sigma_leaf, leaf_noise_split=0.2,

@@ -2,7 +2,7 @@
 
 Run: ``python examples/replay_benchmark.py``
 
-1. One paper row by hand — the median forest on Iris at ε = 1 under seed 000's protocol —
+1. One paper row by hand — the median forest on Iris at ε = 1 under Huang et al.'s protocol —
    next to DP Mean and scikit-learn's non-private random forest on the very same splits.
 2. A CI-sized run of the benchmark suite (``smoke`` profile) into a temporary folder: the
    results file (one JSON line per cell, resumable) and the rendered page with its plots.

@@ -1,4 +1,4 @@
-"""The enhanced DPBoost of seed 003 (Li et al. 2020, improved in seed 003 §V) as river estimators.
+"""The enhanced DPBoost (Li et al. 2020, improved in Kirschte et al. 2023 §V) as river estimators.
 
 DPBoost is the baseline S-GBDT is measured against. A *window* of records (all of
 ``learn_many``'s batch, or every ``window_size`` records of ``learn_one``) trains
@@ -11,7 +11,7 @@ all trees: each tree fits the gradients of the model built so far. One tree:
    filtering, GDF) records with ``|g| > g*`` sit this tree out, otherwise gradients are clipped
    to ``[-g*, g*]``;
 2. a complete tree of ``depth`` levels; every internal node chooses its split by the grid-less
-   exponential mechanism (seed 003 Alg. 2-3,
+   exponential mechanism (Kirschte et al. 2023, Alg. 2-3,
    :class:`~dpstream.accounting.GridlessExponentialMechanism`) over the node's records, with
    utility the subset-closed gain
    ``G = (sum_L g)^2 / (n_L + lambda) + (sum_R g)^2 / (n_R + lambda)`` and sensitivity
@@ -22,14 +22,14 @@ all trees: each tree fits the gradients of the model built so far. One tree:
    released with Laplace noise of scale ``min(g* / (1 + lambda), 2 C_t) / epsilon_leaf`` — the
    sensitivity of the clipped value — and shrunk by the learning rate ``eta``.
 
-Before the first tree the DP initial score (seed 003 Alg. 6) is released with
+Before the first tree the DP initial score (Kirschte et al. 2023, Alg. 6) is released with
 ``init_share * epsilon``. Every release is charged to a
 :class:`~dpstream.accounting.BudgetLedger` before it happens: one partition per window
 (windows hold disjoint records), init score plus one charge per ensemble.
 
 Two sound departures from Li et al., documented in ``docs/dpboost.md``: the split mechanism is
-the grid-less exponential mechanism with each feature's PUBLIC schema range (seed 003's fix; the
-original used a grid and data-derived borders), and trees are always complete (no
+the grid-less exponential mechanism with each feature's PUBLIC schema range (Kirschte et al.'s fix;
+the original used a grid and data-derived borders), and trees are always complete (no
 data-dependent stopping), so the tree layout leaks nothing.
 """
 
@@ -101,7 +101,8 @@ _PARAMS_DOC = """
         m*, the clipping bound of the initial score (``None``: 1.0 regression, 3.0 log-odds).
     data_filter
         Gradient-based data filtering (GDF): records whose gradient exceeds g* sit a tree out
-        instead of being clipped (Li et al.; seed 003 §VIII-F finds it hurts, so off by default).
+        instead of being clipped (Li et al.; Kirschte et al. (2023) §VIII-F finds it hurts, so off
+        by default).
     leaf_clipping
         Geometric leaf clipping (GLC): clip leaf values to ``g* (1 - eta)^(t-1)``.
     numeric_weight
@@ -347,8 +348,8 @@ class _DPBoostBase(base.Estimator):
     def privacy_report(self) -> dict:
         """The guarantee (pure epsilon-DP per record) and how it was spent."""
         return {
-            "mechanism": "enhanced DPBoost (seed 003 §V): grid-less exponential mechanism "
-                         "splits, Laplace leaves with geometric leaf clipping, Laplace "
+            "mechanism": "enhanced DPBoost (Kirschte et al. 2023, §V): grid-less exponential "
+                         "mechanism splits, Laplace leaves with geometric leaf clipping, Laplace "
                          "initial score",
             "guarantee": "epsilon-DP per record: init score + n_ensembles ensembles "
                          "(sequential); trees of an ensemble read disjoint parts (parallel); "

@@ -1,18 +1,18 @@
-"""DPGDF, the differentially private greedy decision forest of Xin et al. (seed 001), on windows.
+"""DPGDF, the differentially private greedy decision forest of Xin et al. (2019), on windows.
 
 A closed window's labeled records are dealt into ``n_trees`` (``τ``) disjoint parts; each part
-grows one greedy tree with the full ``epsilon`` (parallel composition, the seed's Theorem 1):
+grows one greedy tree with the full ``epsilon`` (parallel composition, the paper's Theorem 1):
 
-* **Attributes.** Every schema attribute splits multiway and once per path (the seed's
+* **Attributes.** Every schema attribute splits multiway and once per path (the paper's
   ``A ← A − T.attr``): a categorical attribute into its declared values, a numeric one into
   ``n_bins`` equal-width bins of its *public* domain (never quantiles of the data). Missing
   values take the last branch.
 * **Splits, level by level.** A tree has ``levels = min(max_depth − 1, attributes)`` levels of
   splits. At each level every node picks its attribute with the exponential mechanism, spending
-  ``epsilon / (2 · levels)`` (the seed's ``ε / (2(d − 1))``); the nodes of a level hold disjoint
+  ``epsilon / (2 · levels)`` (the paper's ``ε / (2(d − 1))``); the nodes of a level hold disjoint
   records, so a level costs that once. The utility is the *count-weighted* Gini impurity,
   negated: ``u(a) = −Σ_v (n_v − Σ_c n_{v,c}² / n_v)`` over the branches ``v`` of ``a`` (the
-  seed's Gini index without dividing by the node's size, which would make the sensitivity
+  paper's Gini index without dividing by the node's size, which would make the sensitivity
   depend on private data). **Sensitivity** (Friedman and Schuster, "Data mining with
   differential privacy", KDD 2010, §4.2, who give 2 for this form): adding one record of class
   ``c'`` changes one branch's term from ``n − S/n`` (``S = Σ_c n_c²``) to
@@ -23,9 +23,9 @@ grows one greedy tree with the full ``epsilon`` (parallel composition, the seed'
   samples ``∝ exp(ε_level · u / Δu)`` and is ``ε_level``-DP (McSherry and Talwar 2007).
   ``tests/test_greedy_forest.py`` checks both facts on random counts.
 * **Leaves** release their label with ``epsilon / 2`` by report-one-sided-noisy-argmax on the
-  class counts (``Δ = 1``, monotonic). The seed's smooth-sensitivity exponential mechanism is
-  **not** used: it is not proven DP (seed 004's addendum).
-* **Stopping.** The seed stops at ``|D| ≤ 10`` or a pure node: both read the data. Here every
+  class counts (``Δ = 1``, monotonic). The paper's smooth-sensitivity exponential mechanism is
+  **not** used: it is not proven DP (Fletcher & Islam's addendum).
+* **Stopping.** The paper stops at ``|D| ≤ 10`` or a pure node: both read the data. Here every
   tree is **complete** — every node splits until ``levels`` — so the shape is public. A node no
   training record reached selects its attribute uniformly among those left and its leaves a
   uniformly random label: exactly what the exponential mechanism and report-noisy-argmax output
@@ -90,7 +90,8 @@ def gini_utilities(counts: np.ndarray) -> np.ndarray:
 
 
 class GreedyForestClassifier(WindowForestBase):
-    """DP greedy decision forest (seed 001, sound leaf mechanism, complete trees) on windows.
+    """DP greedy decision forest (Xin et al., 2019, sound leaf mechanism, complete trees) on
+    windows.
 
     Parameters
     ----------
@@ -105,7 +106,7 @@ class GreedyForestClassifier(WindowForestBase):
     max_windows
         Windows whose trees are kept (``None``: all).
     max_depth
-        The seed's ``d``: a tree has ``d − 1`` levels of splits (at most one per attribute) and
+        The paper's ``d``: a tree has ``d − 1`` levels of splits (at most one per attribute) and
         a level of leaves.
     n_bins
         Equal-width bins of a numeric attribute's public domain.
@@ -261,7 +262,8 @@ class GreedyForestClassifier(WindowForestBase):
     def privacy_report(self) -> dict:
         """Pure epsilon-DP: what was spent where, and why the windows compose in parallel."""
         return {
-            "mechanism": "greedy decision forest (seed 001, DPGDF): complete multiway trees, "
+            "mechanism": "greedy decision forest (Xin et al. 2019, DPGDF): complete multiway "
+                         "trees, "
                          "attribute per node by the exponential mechanism on the count-weighted "
                          "Gini utility (sensitivity 2, monotonic), leaf labels by "
                          "report-one-sided-noisy-argmax",

@@ -1,4 +1,4 @@
-"""The median-split private ensembles of seed 000 (Huang, Lei, Kabán) on tumbling windows.
+"""The median-split private ensembles of Huang, Lei & Kabán (2023) on tumbling windows.
 
 Each tree is grown top-down: at every internal node a split attribute is drawn uniformly among
 the attributes that can still split (public information), and the split point is the median of
@@ -6,11 +6,11 @@ the node's values — a private median (:class:`~dpstream.accounting.PrivateMedi
 mechanism over uniform candidates in the node's PUBLIC interval, the schema domain narrowed by
 the split path; the paper's ``[min V, max V]`` would leak the extremes) when features are
 private, the exact median when they are public. Categorical attributes choose a category by the
-seed's count utility and split "== category". The split budget is spread over the depths
+paper's count utility and split "== category". The split budget is spread over the depths
 geometrically, ``epsilon_i = C * epsilon_s * (3/2)**i``; nodes of one depth hold disjoint
 records, so they compose in parallel. Leaves release their class counts with Laplace noise; a
 prediction averages the leaves' (clipped, normalised) class distributions over every kept tree
-(see :mod:`~dpstream.models.window_forest` for why not the seed's raw sum).
+(see :mod:`~dpstream.models.window_forest` for why not the paper's raw sum).
 
 Four algorithms, chosen by ``privacy`` / ``transductive`` and the window's labeled share:
 
@@ -157,7 +157,8 @@ def grow_median_tree(X: np.ndarray, depth: int, *, numeric: list, categorical: l
 
 
 class MedianForestClassifier(WindowForestBase):
-    """Median-split private forests (seed 000: SPE, SSPE-1, SSPE-2, PTE) on tumbling windows.
+    """Median-split private forests (Huang et al. (2023): SPE, SSPE-1, SSPE-2, PTE) on tumbling
+    windows.
 
     Parameters
     ----------
@@ -236,7 +237,7 @@ class MedianForestClassifier(WindowForestBase):
         return [epsilon_s * wi / total for wi in w]
 
     def algorithm_for(self, n_labeled: int, n_unlabeled: int) -> str:
-        """Which of the seed's algorithms a window with these (public) counts runs."""
+        """Which of the paper's algorithms a window with these (public) counts runs."""
         if self.privacy == "labels_only":
             return "PTE" if self.transductive and n_unlabeled > 0 else "SSPE-2"
         return "SSPE-1" if n_unlabeled >= max(1, n_labeled) else "SPE"
@@ -318,7 +319,8 @@ class MedianForestClassifier(WindowForestBase):
                          "counts with epsilon; pseudo-labels (PTE) are post-processing")
         windows = [{"algorithm": w.kind, "records": w.records, "labeled": w.labeled,
                     "trees": len(w.trees), **w.extra} for w in self._windows]
-        return {"mechanism": "median-split private forest (seed 000): exponential-mechanism "
+        return {"mechanism": "median-split private forest (Huang et al. 2023): "
+                             "exponential-mechanism "
                              "medians over public intervals (exact when features are public), "
                              "Laplace leaf counts",
                 **self._report_base(),

@@ -1,10 +1,11 @@
-"""Fletcher and Islam's differentially private random decision forest (seed 004) on windows.
+"""Fletcher and Islam's differentially private random decision forest (Fletcher & Islam, 2017) on
+windows.
 
 Each tree is a random decision tree drawn without data (:mod:`~dpstream.models.random_trees`: a
 uniformly random attribute per node; a numeric one splits uniformly inside the node's current
 public interval, a categorical one into all its values, once per path). Depth follows the
-seed's Theorem 2: with ``s`` numeric attributes, the expected number of them left untested on
-a path of ``t`` tests is ``s((s-1)/s)^t``; Table 4 of the seed lists, for every dataset, one
+paper's Theorem 2: with ``s`` numeric attributes, the expected number of them left untested on
+a path of ``t`` tests is ``s((s-1)/s)^t``; Table 4 of the paper lists, for every dataset, one
 more than the smallest ``t`` that brings it below ``s/2`` (``s = 5`` -> 5, 10 -> 8, 15 -> 12,
 20 -> 15; Equation 16 read literally gives one less on every row — we follow the depths the
 paper's experiments used), plus ``r/2`` for ``r`` categorical attributes (Adult: 6 + 8 -> 9).
@@ -12,7 +13,7 @@ paper's experiments used), plus ``r/2`` for ``r`` categorical attributes (Adult:
 A closed window's labeled records are dealt into ``n_trees`` disjoint parts; tree ``i``'s leaves
 each report their majority label from part ``i`` by **report-one-sided-noisy-argmax** with
 utility = class count, ``Δu = 1``, monotonic: exponential noise of scale ``1/epsilon`` on each
-count, report the argmax (:class:`~dpstream.accounting.ReportNoisyMax`; the seed's August 2021
+count, report the argmax (:class:`~dpstream.accounting.ReportNoisyMax`; the paper's August 2021
 addendum). Leaves of one tree hold disjoint records and trees hold disjoint parts, so the window
 — and, windows being disjoint, the stream — is ``epsilon``-DP. The original paper's exponential
 mechanism with smooth sensitivity ``e^{-j epsilon}`` is **not** offered: applying smooth
@@ -20,7 +21,7 @@ sensitivity inside the exponential mechanism is not proven private (the addendum
 record reached reports a uniformly random label — what the mechanism gives on zero counts.
 Prediction is the majority vote of the kept trees (``predict_proba_one``: vote shares).
 
-Unlabeled records are counted and not used (the seed is supervised); ``public=True`` records are
+Unlabeled records are counted and not used (the paper is supervised); ``public=True`` records are
 protected like the rest.
 
 Examples
@@ -63,7 +64,8 @@ def release_leaf_labels(counts: np.ndarray, epsilon: float,
 
     One row of ``counts`` per leaf; leaves hold disjoint records, so every row may spend the
     full ``epsilon``. Utility = class count, sensitivity 1, monotonic (adding a record only
-    raises a count): exponential noise of scale ``1/epsilon``, argmax (seed 004 addendum).
+    raises a count): exponential noise of scale ``1/epsilon``, argmax (Fletcher & Islam 2017,
+    addendum).
 
     >>> release_leaf_labels(np.array([[0.0, 40.0], [30.0, 1.0]]), 1.0,
     ...                     np.random.default_rng(0)).tolist()
@@ -74,8 +76,8 @@ def release_leaf_labels(counts: np.ndarray, epsilon: float,
 
 
 def theorem2_depth(s: int, r: int) -> int:
-    """Tree depth for ``s`` numeric and ``r`` categorical attributes (seed 004, Theorem 2 as
-    tabulated in its Table 4, plus ``r // 2`` for the categorical ones).
+    """Tree depth for ``s`` numeric and ``r`` categorical attributes (Fletcher & Islam, 2017,
+    Theorem 2 as tabulated in its Table 4, plus ``r // 2`` for the categorical ones).
 
     >>> [theorem2_depth(s, 0) for s in (4, 5, 10, 15, 16, 20)]
     [4, 5, 8, 12, 12, 15]
@@ -95,7 +97,8 @@ def theorem2_depth(s: int, r: int) -> int:
 
 
 class RandomDecisionForestClassifier(WindowForestBase):
-    """DP random decision forest (seed 004 with its addendum's leaf mechanism) on windows.
+    """DP random decision forest (Fletcher & Islam 2017, with its addendum's leaf mechanism) on
+    windows.
 
     Parameters
     ----------
@@ -104,7 +107,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
     epsilon
         Budget of every (window, tree) part; by parallel composition the stream's epsilon.
     n_trees
-        Trees per window (the seed recommends 100).
+        Trees per window (the paper recommends 100).
     window_size
         Records per window (``None``: only ``window_seconds`` closes windows).
     max_windows
@@ -191,9 +194,11 @@ class RandomDecisionForestClassifier(WindowForestBase):
     def privacy_report(self) -> dict:
         """Pure epsilon-DP: what was spent where, and why the windows compose in parallel."""
         return {
-            "mechanism": "random decision forest (seed 004): data-independent random trees, "
+            "mechanism": "random decision forest (Fletcher & Islam 2017): data-independent "
+                         "random trees, "
                          "leaf labels by report-one-sided-noisy-argmax (exponential noise, "
-                         "utility = class count, sensitivity 1, monotonic; seed 004 addendum)",
+                         "utility = class count, sensitivity 1, monotonic; the paper's "
+                         "addendum)",
             **self._report_base(),
             "guarantee": (
                 "pure epsilon-DP per record for the whole stream: the trees' structure reads no "

@@ -1,4 +1,5 @@
-"""Random complete trees whose splits come from the public schema only (seed 003 §VI-C).
+"""Random complete trees whose splits come from the public schema only (Kirschte et al. 2023,
+§VI-C).
 
 Each internal node draws a feature (weight ``numeric_weight`` for a numeric feature, 1 for a
 categorical one, as in the paper) and then a split: a threshold uniform in the feature's public

@@ -1,4 +1,5 @@
-"""Random decision trees that are never built: every node is a function of its key (seeds 004, 002).
+"""Random decision trees that are never built: every node is a function of its key (Fletcher & Islam
+2017, 002).
 
 A random decision tree (Fan et al. 2003) is drawn without looking at any data: every node picks
 an attribute uniformly among those it may still split; a numeric attribute splits at a point
@@ -7,7 +8,7 @@ splits above it) and may be picked again below; a categorical attribute splits i
 per public value and is not picked again on that path. A node at the tree's depth is a leaf, as
 is a node with nothing left to split.
 
-Complete trees of the depths the seeds prescribe are far too big to build on mixed data: at
+Complete trees of the depths the papers prescribe are far too big to build on mixed data: at
 Theorem-2 depth 9 a random tree over Adult's 6 numeric and 8 categorical attributes has about
 2.5 million leaves on average, nearly all of them empty. :class:`ImplicitRandomTrees` builds
 nothing. Every node of the complete tree has a 64-bit key — the root's derived from a secret

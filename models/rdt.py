@@ -1,6 +1,7 @@
-"""Jagannathan et al.'s DP random decision trees (RDT) and the semi-supervised RDT# (seed 002).
+"""Jagannathan et al.'s DP random decision trees (RDT) and the semi-supervised RDT# (Jagannathan et
+al., 2013).
 
-**RDT** (the seed's reference [13]): random decision trees drawn before any data is seen
+**RDT** (the paper's reference [13]): random decision trees drawn before any data is seen
 (:mod:`~dpstream.models.random_trees`: a uniformly random attribute per node; a numeric one
 splits uniformly inside the node's public interval and may be picked again below, a categorical
 one splits into all its values once per path), of height
@@ -13,18 +14,18 @@ records into ``p`` disjoint parts instead, each tree spending the full ``epsilon
 (parallel composition). ``n`` is the window's labeled count (per part when disjoint): which
 records carry a label is the stream's public shape in dpstream, so no budget is spent on it.
 
-**RDT#** (the seed's Figures 3-5) runs when the window holds records sent with ``public=True``
-(the seed's non-private data ``D_npriv``). Their features — never their labels — shape each tree:
+**RDT#** (the paper's Figures 3-5) runs when the window holds records sent with ``public=True``
+(the paper's non-private data ``D_npriv``). Their features — never their labels — shape each tree:
 a leaf holding ``|D|`` of the window's ``N`` public records gets ``ceil(n_cells * |D| / N)``
 centers drawn at random among them (``n_cells = 10`` over all leaves; a leaf with public data thus
 has at least one). A private labeled record updates the class counts of the nearest center of
 its leaf (numeric attributes scaled by their public range, squared; categorical ones count 1 when
 they differ) — or of the leaf itself when no public record reached it — and every count gets
-``Laplace(p / epsilon)`` noise (Theorem 3 of the seed). The ``p`` primary trees then pseudo-label
+``Laplace(p / epsilon)`` noise (Theorem 3 of the paper). The ``p`` primary trees then pseudo-label
 every public record (Figure 4: the sum of the trees' noisy counts, argmax), and a secondary
 ensemble of ``secondary_trees`` (``t = 200``) new random trees is filled with the pseudo-labels
 only: post-processing of the primary release and of public data, so it costs nothing. Without
-public records RDT# is RDT, as the seed says; public records that carry a label are counted
+public records RDT# is RDT, as the paper says; public records that carry a label are counted
 with the private ones (conservative), and their features still serve as centers.
 
 Every leaf of the complete trees — also those no record reached — releases noisy counts: a leaf
@@ -32,7 +33,7 @@ without stored counts outputs Laplace noise derived from its key (:func:`laplace
 complete release exists without materialising millions of empty leaves. Prediction: each tree
 routes the record to a cell (the nearest center of its leaf, or the leaf); an ensemble's class
 distribution is the average of its trees' cell distributions (noisy counts clipped at 0 and
-normalised; ``combine="sum"`` sums the raw counts instead, the seed's Figure 4); the prediction
+normalised; ``combine="sum"`` sums the raw counts instead, the paper's Figure 4); the prediction
 averages the primary ensemble's and the secondary ensemble's distributions over every kept
 window, and takes the largest. Both are post-processing. Measured on Adult (ε = 1, 90/10
 splits), averaging lifts RDT from 77.9% to 81.5% — big leaves of a random tree are nearly
@@ -77,7 +78,8 @@ COMBINE = ("average", "sum")
 
 
 def rdt_height(k: int, b: float, n: int) -> int:
-    """``min(floor(k / 2), floor(log_b n) + 1)`` (seed 002 Section V, after [13]), at least 1.
+    """``min(floor(k / 2), floor(log_b n) + 1)`` (Jagannathan et al. 2013, Section V, after [13]),
+    at least 1.
 
     >>> rdt_height(14, 8.1, 20_000), rdt_height(14, 8.1, 5_000), rdt_height(4, 2.0, 10**6)
     (5, 5, 2)
@@ -92,7 +94,7 @@ def rdt_height(k: int, b: float, n: int) -> int:
 
 def release_counts(counts: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
     """Class counts of disjoint cells plus ``Laplace(1 / epsilon)`` noise each: ``epsilon``-DP
-    (one record changes one count by one; seed 002 Theorem 3).
+    (one record changes one count by one; Jagannathan et al. (2013) Theorem 3).
 
     >>> release_counts(np.zeros((2, 3)), 1.0, np.random.default_rng(0)).shape
     (2, 3)
@@ -171,7 +173,8 @@ class RDTTree(KeyedTree):
 
 
 class RDTClassifier(WindowForestBase):
-    """DP random decision trees (RDT, [13]) and, with public records, RDT# (seed 002).
+    """DP random decision trees (RDT, [13]) and, with public records, RDT# (Jagannathan et al.,
+    2013).
 
     Parameters
     ----------
@@ -180,7 +183,7 @@ class RDTClassifier(WindowForestBase):
     epsilon
         Budget of every window (windows are disjoint: the stream's epsilon).
     n_trees
-        Primary trees ``p`` per window (the seed uses 5).
+        Primary trees ``p`` per window (the paper uses 5).
     window_size
         Records per window, public ones included (``None``: only ``window_seconds``).
     max_windows
@@ -196,7 +199,7 @@ class RDTClassifier(WindowForestBase):
     combine
         How an ensemble's trees are combined: ``"average"`` (default) averages each tree's
         class distribution in the cell the record reaches (noisy counts clipped at 0 and
-        normalised); ``"sum"`` sums the raw counts (the seed's Figure 4). Both are
+        normalised); ``"sum"`` sums the raw counts (the paper's Figure 4). Both are
         post-processing; averaging measured better (docs/rdt.md).
     max_depth
         Overrides the height ``min(floor(k/2), floor(log_b n) + 1)``.
@@ -419,7 +422,8 @@ class RDTClassifier(WindowForestBase):
                 f"every tree sees every labeled record, epsilon/{self.n_trees} per tree "
                 f"(sequential)")
         return {
-            "mechanism": "random decision trees (seed 002 / [13]): data-independent trees, "
+            "mechanism": "random decision trees (Jagannathan et al. 2013 and its ref. [13]): "
+                         "data-independent trees, "
                          "Laplace noise on every leaf's (or center's) class counts; RDT# with "
                          f"public records; {mode}",
             **self._report_base(),

@@ -1,5 +1,5 @@
 """S-GBDT: differentially private gradient boosting with random splits, DP leaves and an
-individual Rényi filter (seed 003), as river estimators that learn from a stream.
+individual Rényi filter (Kirschte et al., 2023), as river estimators that learn from a stream.
 
 The algorithms are those of the paper (DPInitScore Alg. 6, DPLeaf Alg. 4, TrainSingleTree
 Alg. 5, Initialization Alg. 7, TrainSGBDT Alg. 8); the engine is
@@ -260,7 +260,8 @@ class _SGBDTBase(base.Estimator):
         c = self._config
         spend = e.filter.spend_summary()
         return {
-            "mechanism": "S-GBDT (seed 003): subsampled non-spherical Gaussian leaves, "
+            "mechanism": "S-GBDT (Kirschte et al. 2023): subsampled non-spherical Gaussian "
+                         "leaves, "
                          "Laplace initial score, individual Rényi filter",
             "guarantee": "(epsilon, delta)-DP per record for any number of rounds",
             "epsilon": c.epsilon_init + cal.epsilon,

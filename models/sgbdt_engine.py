@@ -1,5 +1,5 @@
 """The S-GBDT training engine shared by :class:`~dpstream.models.SGBDTRegressor` and
-:class:`~dpstream.models.SGBDTClassifier` (seed 003, Algorithms 4-8).
+:class:`~dpstream.models.SGBDTClassifier` (Kirschte et al., 2023, Algorithms 4-8).
 
 State: the public encoder, the forest, the DP initial score, and the *active pool* — the encoded
 records that still have individual Rényi budget, with their labels and current raw scores. One
@@ -44,7 +44,8 @@ __all__ = ["SGBDTConfig", "SGBDTEngine", "dp_init_score", "noisy_label_stats",
 
 @dataclass(frozen=True)
 class SGBDTConfig:
-    """Validated hyper-parameters (names as in seed 003; see the estimators' docstrings)."""
+    """Validated hyper-parameters (names as in Kirschte et al. (2023); see the estimators'
+    docstrings)."""
 
     loss: str
     epsilon: float
@@ -110,7 +111,8 @@ def init_score_from_stats(label_sum: float, count: float, *, loss: str,
 
 def dp_init_score(y: np.ndarray, *, loss: str, epsilon: float, label_clip: float,
                   rng: np.random.Generator) -> float:
-    """DPInitScore (seed 003, Alg. 6) as used by S-GBDT and the enhanced DPBoost: epsilon-DP.
+    """DPInitScore (Kirschte et al., 2023, Alg. 6) as used by S-GBDT and the enhanced DPBoost:
+    epsilon-DP.
 
     >>> import numpy as np
     >>> y = np.r_[np.zeros(7000), np.ones(3000)]

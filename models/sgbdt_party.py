@@ -1,4 +1,5 @@
-"""One party of distributed S-GBDT (seed 003, Algorithm 9): local data, local filter, shared trees.
+"""One party of distributed S-GBDT (Kirschte et al., 2023, Algorithm 9): local data, local filter,
+shared trees.
 
 A party wraps an :class:`~dpstream.models.SGBDTRegressor` or
 :class:`~dpstream.models.SGBDTClassifier` whose hyper-parameters every party shares. Its records
@@ -256,7 +257,8 @@ class SGBDTParty:
         """The wrapped model's report (this party's records only) plus the protocol's counts."""
         report = self.model.privacy_report()
         report.update({
-            "mechanism": report["mechanism"] + "; distributed (seed 003 Alg. 9): this party's "
+            "mechanism": report["mechanism"] + "; distributed (Kirschte et al. 2023, Alg. 9): "
+                         "this party's "
                          "records, local filter and noise, leaves by secure aggregation",
             "scope": "this party's records; every party's vector is DP on its own",
             "aggregation": self.aggregation,

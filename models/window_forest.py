@@ -174,8 +174,8 @@ class WindowForestBase(base.Classifier):
         y
             Its label, or ``None`` for an unlabeled record.
         public
-            A record that needs no privacy (seed 002's non-private data). The window keeps the
-            flag; a forest that has no use for it protects such a record like any other, which
+            A record that needs no privacy (Jagannathan et al.'s non-private data). The window keeps
+            the flag; a forest that has no use for it protects such a record like any other, which
             is sound and only conservative.
         t
             Arrival time in seconds (event time) for time-based windows; default: now.

@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delta", type=float, required=True, metavar="D", help="delta in (0, 1)")
     p.add_argument("--accountant", choices=ACCOUNTANTS, default="tight",
                    help="tight (exact subsampled-Gaussian RDP, default) "
-                        "or zhu-wang (seed 003 Thm 9)")
+                        "or zhu-wang (Kirschte et al. 2023, Thm 9)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_privacy)
 
@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--privacy", choices=["features_and_labels", "labels_only"], default=None,
                    help="median forest: what is private (default features_and_labels)")
     b.add_argument("--transductive", action="store_true",
-                   help="median forest with --privacy labels_only: PTE (seed 000 Alg. 4)")
+                   help="median forest with --privacy labels_only: PTE (Huang et al. 2023, Alg. 4)")
     b.add_argument("--no-individual-filter", action="store_true",
                    help="S-GBDT without the individual Renyi filter (ablation)")
     b.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
@@ -220,8 +220,8 @@ examples:
 BENCH_HELP = """\
 Mean and standard deviation of a model's test metric under its paper's protocol: S-GBDT by
 repeated K-fold cross-validation (R^2 on abalone, error on adult; the -late datasets follow
-seed 003 section VIII-E); the median forest by repeated random 90/10 splits (accuracy, seed 000
-section 6); agrawal-drift by prequential accuracy after a concept drift.
+Kirschte et al. (2023) section VIII-E); the median forest by repeated random 90/10 splits (accuracy,
+Huang et al. (2023) section 6); agrawal-drift by prequential accuracy after a concept drift.
 
 examples:
   dpstream bench --model sgbdt --dataset abalone --epsilon 0.15,0.54 --json
@@ -234,10 +234,10 @@ examples:
 
 
 SUITE_HELP = """\
-Run the benchmark matrix — every dpstream model on its seed's datasets over an epsilon grid
+Run the benchmark matrix — every dpstream model on its paper's datasets over an epsilon grid
 (0.05 .. 10 plus the papers' epsilons), next to scikit-learn's non-private HistGradientBoosting
-and RandomForest, diffprivlib's DP random forest and seed 003's DP Mean on the same splits, and
-river's HoeffdingTree and ARF on the stream variants — then render docs/benchmarks.md with a
+and RandomForest, diffprivlib's DP random forest and Kirschte et al.'s DP Mean on the same splits,
+and river's HoeffdingTree and ARF on the stream variants — then render docs/benchmarks.md with a
 table and a plot per dataset. One JSON line per cell goes to the results file as it finishes;
 a rerun skips the cells already there (resume after an interruption, or add a profile's
 missing cells). diffprivlib comes with the bench extra: pip install -e '.[bench]'.

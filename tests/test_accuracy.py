@@ -17,7 +17,8 @@ def test_adult_error_floor_at_epsilon_half():
 
 
 def test_median_forest_small_uci_floors_at_epsilon_2():
-    """Seed 000 Table 1: Iris 81.87%, Wine 73.00% (bench: 50 repeats); 20 repeats here."""
+    """Huang et al. (2023) Table 1: Iris 81.87%, Wine 73.00% (bench: 50 repeats); 20 repeats
+    here."""
     iris = run_bench("median-forest", "iris", 2.0, repeats=20, seed=0)
     wine = run_bench("median-forest", "wine", 2.0, repeats=20, seed=0)
     assert iris["mean"] >= 0.76, iris

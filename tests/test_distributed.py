@@ -1,4 +1,5 @@
-"""Distributed S-GBDT (seed 003, Alg. 9) with secure aggregation, against the real broker.
+"""Distributed S-GBDT (Kirschte et al., 2023, Alg. 9) with secure aggregation, against the real
+broker.
 
 The masking arithmetic and the board's decisions are tested on their own; the protocol runs
 three parties (threads, each with its own board connection) on a real tansu broker; and three

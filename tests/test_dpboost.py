@@ -1,5 +1,5 @@
-"""Enhanced DPBoost (seed 003 §V): sensitivities, budget, a statistical privacy test, streams,
-and accuracy on real data against S-GBDT."""
+"""Enhanced DPBoost (Kirschte et al. 2023, §V): sensitivities, budget, a statistical privacy test,
+streams, and accuracy on real data against S-GBDT."""
 
 from __future__ import annotations
 

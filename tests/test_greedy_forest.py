@@ -1,4 +1,4 @@
-"""DPGDF greedy decision forest (seed 001, sound leaf mechanism, complete trees) on windows:
+"""DPGDF greedy decision forest (Xin et al., 2019, sound leaf mechanism, complete trees) on windows:
 river contract, the Gini utility's sensitivity and monotonicity, the split and leaf mechanisms
 (statistically and as the only way training releases anything), complete trees, bad input,
 accuracy floors."""

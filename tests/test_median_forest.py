@@ -1,4 +1,4 @@
-"""The median-split private forest on tumbling windows (seed 000): river contract, windows
+"""The median-split private forest on tumbling windows (Huang et al., 2023): river contract, windows
 under parallel composition, accounting, accuracy floor, bad input."""
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def test_bad_parameters_are_rejected_by_name(name, value):
 
 
 def _holdout(frac=1.0, seeds=range(3), **params):
-    """Seed 000's protocol on adult.data: 90/10 split; ``frac`` of the training labels kept."""
+    """Huang et al.'s protocol on adult.data: 90/10 split; ``frac`` of the training labels kept."""
     X, y, _ = load_adult("train")
     accs = []
     for seed in seeds:

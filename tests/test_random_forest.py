@@ -1,5 +1,5 @@
-"""Fletcher–Islam DP random decision forest (seed 004 + addendum) on windows: river contract,
-Theorem-2 depth, data-independent implicit trees, accounting, leaf mechanism, bad input,
+"""Fletcher–Islam DP random decision forest (Fletcher & Islam 2017, + addendum) on windows: river
+contract, Theorem-2 depth, data-independent implicit trees, accounting, leaf mechanism, bad input,
 accuracy floors."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def test_river_checks(check):
     check(RandomDecisionForestClassifier(**PARAMS[0]))
 
 
-# seed 004 Table 4: (continuous, discrete) -> depth, for every dataset of the paper
+# Fletcher & Islam (2017) Table 4: (continuous, discrete) -> depth, for every dataset of the paper
 TABLE_4 = [(5, 0, 5), (10, 0, 8), (15, 0, 12), (15, 0, 12), (15, 0, 12), (10, 0, 8),
            (20, 0, 15), (4, 0, 4), (16, 0, 12), (10, 0, 8), (6, 8, 9), (0, 22, 11),
            (0, 16, 8), (0, 8, 4)]
@@ -162,6 +162,6 @@ def test_adult_accuracy_floor_at_epsilon_1():
 
 
 def test_synthetic_floor_at_epsilon_1():
-    """Seed 004's SynthA; measured 0.81 over 10 folds (docs/benchmark_notes.md)."""
+    """Fletcher & Islam's SynthA; measured 0.81 over 10 folds (docs/benchmark_notes.md)."""
     res = run_bench("random-forest", "synth-a", 1.0, repeats=1, folds=10, seed=0)
     assert res["mean"] >= 0.77, res

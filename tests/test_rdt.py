@@ -1,7 +1,7 @@
-"""Jagannathan RDT and semi-supervised RDT# (seed 002) on windows: river contract, height,
-accounting (sequential and disjoint), each record's path into the counts, the Laplace release
-of centers and of leaves (also those nobody reached), RDT#'s use of public records, bad input,
-accuracy floors."""
+"""Jagannathan RDT and semi-supervised RDT# (Jagannathan et al., 2013) on windows: river contract,
+height, accounting (sequential and disjoint), each record's path into the counts, the Laplace
+release of centers and of leaves (also those nobody reached), RDT#'s use of public records, bad
+input, accuracy floors."""
 
 from __future__ import annotations
 

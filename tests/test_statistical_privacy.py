@@ -3,9 +3,9 @@
 Each test samples the real implementation on D and D' (add/remove one record), computes a lower
 confidence bound (confidence 1 - 1e-6, Clopper–Pearson, Bonferroni) on the privacy loss over a
 family of events, and asserts it stays within the claimed epsilon; then it runs a broken variant
-(half the noise, a wrong factor, seed 004's smooth-sensitivity exponential mechanism, swapped
-noise weights) and asserts the same test rejects it. Seeds are fixed so the suite is reproducible;
-the margins are wide enough that the outcome does not hinge on the seed.
+(half the noise, a wrong factor, Fletcher & Islam's smooth-sensitivity exponential mechanism,
+swapped noise weights) and asserts the same test rejects it. Seeds are fixed so the suite is
+reproducible; the margins are wide enough that the outcome does not hinge on the seed.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def test_exponential_mechanism_and_missing_factor_two_caught():
 # ------------------------------------------------------------- report-noisy-max / PF
 
 def smooth_sensitivity_em(counts, epsilon, rng, size):
-    """Seed 004's ORIGINAL leaf-label mechanism — NOT differentially private (its addendum).
+    """Fletcher & Islam's ORIGINAL leaf-label mechanism — NOT differentially private (its addendum).
 
     Utility 1 for the majority class, 0 otherwise, 'sensitivity' e^(-j eps) with j the gap between
     the two largest counts. Implemented here only as a negative control.
@@ -170,7 +170,7 @@ def test_report_noisy_max_on_class_counts(method):
 
 
 def test_smooth_sensitivity_exponential_mechanism_fails_the_same_test():
-    """The negative control of seed 004's addendum: the test the shipped mechanisms pass."""
+    """The negative control of Fletcher & Islam's addendum: the test the shipped mechanisms pass."""
     n = 200_000
     rng = np.random.default_rng(53)
     d, dp = [0.0, 1.0], [0.0, 2.0]  # neighbours: one more record in class 1

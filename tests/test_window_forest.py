@@ -1,6 +1,6 @@
-"""The window framework and the semi-supervised median forests (seed 000, Section 5): which
-records each tree sees (parallel composition, checked record by record), what each mode spends,
-time-based windows, and a resumed replay that equals an uninterrupted one."""
+"""The window framework and the semi-supervised median forests (Huang et al., 2023, Section 5):
+which records each tree sees (parallel composition, checked record by record), what each mode
+spends, time-based windows, and a resumed replay that equals an uninterrupted one."""
 
 from __future__ import annotations
 

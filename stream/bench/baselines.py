@@ -5,7 +5,7 @@
 * ``diffprivlib-random-forest`` — IBM diffprivlib's ``RandomForestClassifier``, the DP anchor
   most users know (the ``bench`` extra; it needs scikit-learn < 1.7). It gets the public
   schema's bounds and classes, never bounds read from the data. Classification only.
-* ``dp-mean`` — seed 003's "DP Mean": one constant prediction, the DP mean of the training
+* ``dp-mean`` — Kirschte et al.'s "DP Mean": one constant prediction, the DP mean of the training
   labels (:class:`DPMean`). The floor every DP model must clear.
 
 Each baseline sees the rows :func:`~dpstream.stream.bench.protocol_splits` gives the
@@ -41,12 +41,13 @@ BASELINES: dict[str, tuple[str, str]] = {
     "hist-gradient-boosting": ("non-private", "scikit-learn HistGradientBoosting"),
     "sklearn-random-forest": ("non-private", "scikit-learn RandomForest (100 trees)"),
     "diffprivlib-random-forest": ("dp-anchor", "diffprivlib RandomForestClassifier (10 trees)"),
-    "dp-mean": ("dp-baseline", "DP Mean (seed 003): the DP mean of the labels"),
+    "dp-mean": ("dp-baseline", "DP Mean (Kirschte et al., 2023): the DP mean of the labels"),
 }
 
 
 class DPMean:
-    """Seed 003's "DP Mean": predict one constant, a differentially private mean of the labels.
+    """Kirschte et al.'s "DP Mean": predict one constant, a differentially private mean of the
+    labels.
 
     Classification: a Laplace histogram of the class counts (adding or removing one record
     changes one count by one: L1 sensitivity 1, the whole ``epsilon``), the noisy majority

@@ -2,27 +2,31 @@
 
 Protocols, by model:
 
-* ``sgbdt`` (seed 003): repeated K-fold cross-validation. Datasets ``abalone`` (R²), ``adult``
+* ``sgbdt`` (Kirschte et al., 2023): repeated K-fold cross-validation. Datasets ``abalone`` (R²),
+``adult``
   (error, adult.data + adult.test), and the §VIII-E scenarios ``abalone-late`` /
   ``adult-late``: inside each training fold a subpopulation (Abalone: rings <= 9; Adult: income
   <= 50K) arrives first and trains ``n_trees`` rounds; then the rest of the fold arrives and
   ``n_trees`` more rounds run. With the individual filter the early records keep training while
   their budget lasts; without it they have spent their worst-case budget and only the late
   batch trains the new trees.
-* ``median-forest`` (seed 000 §6): a random 90/10 train/test split, repeated (50 times in the
+* ``median-forest`` (Huang et al. 2023, §6): a random 90/10 train/test split, repeated (50 times in
+the
   paper), accuracy; the whole training set is one window (batch mode). Datasets ``adult``
   (adult.data, the paper's 32,561 rows), ``iris``, ``wine``, ``syn5d``, ``syn10d``, ``syn15d``.
   ``labeled_fraction`` keeps the labels of that random share of the training rows and hands the
-  rest over unlabeled (seed 000 Table 2 uses 0.2).
-* ``random-forest`` (seed 004 §2.4): 10-fold cross-validation repeated 10 times (100 fits),
-  accuracy. Datasets: those of the median forest plus ``synth-a`` .. ``synth-g`` (seed 004
-  Table 1, 30,000 rows). Adult is adult.data (the seed used its 30,162 complete rows; we keep
+  rest over unlabeled (Huang et al. 2023, Table 2 uses 0.2).
+* ``random-forest`` (Fletcher & Islam 2017, §2.4): 10-fold cross-validation repeated 10 times (100
+fits),
+  accuracy. Datasets: those of the median forest plus ``synth-a`` .. ``synth-g`` (Fletcher & Islam
+  2017, Table 1, 30,000 rows). Adult is adult.data (the paper used its 30,162 complete rows; we keep
   the rows with "?", a declared category).
-* ``rdt`` / ``rdt-sharp`` (seed 002): the median forest's holdout protocol and datasets;
+* ``rdt`` / ``rdt-sharp`` (Jagannathan et al., 2013): the median forest's holdout protocol and
+datasets;
   ``labeled_fraction`` hands the other training rows over unlabeled — to ``rdt`` as private
-  records, to ``rdt-sharp`` as public ones (``public=True``, the seed's non-private data).
-* ``greedy-forest`` (seed 001): the random forest's 10 x 10-fold CV and datasets, so the two
-  compare on the same folds (the seed itself used 80/20 splits).
+  records, to ``rdt-sharp`` as public ones (``public=True``, the paper's non-private data).
+* ``greedy-forest`` (Xin et al., 2019): the random forest's 10 x 10-fold CV and datasets, so the two
+  compare on the same folds (the paper itself used 80/20 splits).
 * any classifier on ``agrawal-drift``: prequential (predict each record, then learn it) over a
   stream whose concept drifts half-way; the metric is the accuracy on the records after the
   drift, and ``curve`` holds the accuracy of every block of ``block`` records. Window forests
@@ -92,20 +96,21 @@ def _adult():
 BENCH_DATASETS: dict[str, Callable[[], tuple]] = {
     "abalone": _abalone, "adult": _adult, "abalone-late": _abalone, "adult-late": _adult}
 
-# seed 000's datasets (accuracy, 90/10 holdout); Adult is adult.data as in its Table 1
+# Huang et al.'s datasets (accuracy, 90/10 holdout); Adult is adult.data as in its Table 1
 HOLDOUT_DATASETS: dict[str, Callable[[], tuple]] = {
     "adult": lambda: load_adult("train"), "iris": load_iris, "wine": load_wine,
     "syn5d": lambda: load_synthetic(5), "syn10d": lambda: load_synthetic(10),
     "syn15d": lambda: load_synthetic(15)}
 
-# seed 004's datasets (accuracy, 10 x 10-fold CV): seed 000's plus SynthA .. SynthG
+# Fletcher & Islam's datasets (accuracy, 10 x 10-fold CV): Huang et al.'s plus SynthA .. SynthG
 KFOLD_DATASETS: dict[str, Callable[[], tuple]] = {
     **HOLDOUT_DATASETS,
     **{f"synth-{k}": (lambda k=k: load_synth(k)) for k in SYNTH_TABLE}}
 
 STREAM_DATASETS = ("agrawal-drift",)
 
-# the first population of each late scenario (seed 003 §VIII-E, as in the authors' code)
+# the first population of each late scenario (Kirschte et al. 2023, §VIII-E, as in the authors'
+# code)
 _EARLY: dict[str, Callable[[Any], bool]] = {
     "abalone-late": lambda label: label <= 9, "adult-late": lambda label: not label}
 
@@ -121,7 +126,7 @@ BENCH_MODELS: dict[str, dict[str, type]] = {
 #: how each model is evaluated (its paper's protocol)
 PROTOCOL = {"sgbdt": "cv", "dpboost": "cv", "median-forest": "holdout", "random-forest": "kfold",
             "rdt": "holdout", "rdt-sharp": "holdout", "greedy-forest": "kfold"}
-#: models whose unlabeled training rows are handed over as public (seed 002's D_npriv)
+#: models whose unlabeled training rows are handed over as public (Jagannathan et al.'s D_npriv)
 PUBLIC_UNLABELED = {"rdt-sharp"}
 DEFAULT_REPEATS = {"cv": 5, "holdout": 50, "prequential": 3, "kfold": 10}
 DEFAULT_FOLDS = {"cv": 5, "kfold": 10}

@@ -1,9 +1,9 @@
 """Render a benchmark-suite results file into ``docs/benchmarks.md`` and its PNG plots.
 
-Per table (a dataset under one protocol): the rows where a seed quotes a figure (ours, the
+Per table (a dataset under one protocol): the rows where a paper quotes a figure (ours, the
 paper's, their ratio, the DP baselines at the same ε, the non-private ceiling), the whole ε grid
 side by side with diffprivlib and DP Mean, and a plot of the metric against ε (log x, one line
-per model, the paper's points marked with stars, non-private baselines dashed) like the seeds'
+per model, the paper's points marked with stars, non-private baselines dashed) like the papers'
 figures. Then the stream section: progressive-validation metric, rows/s and peak memory of
 every model next to river's HoeffdingTree and ARF.
 
@@ -30,10 +30,10 @@ from .suite import PAPER, PAPER_NONPRIVATE, summarize, variant_label
 __all__ = ["render_markdown", "write_report"]
 
 _PROTOCOLS = {
-    "cv": "seed 003's protocol (S-GBDT): {folds}-fold cross-validation, {repeats} repeat(s)",
-    "holdout": "seed 000's protocol (median forest; also RDT): random 90/10 splits, "
+    "cv": "Kirschte et al.'s protocol (S-GBDT): {folds}-fold cross-validation, {repeats} repeat(s)",
+    "holdout": "Huang et al.'s protocol (median forest; also RDT): random 90/10 splits, "
                "{repeats} repeat(s)",
-    "kfold": "seed 004's protocol (random forest; also the greedy forest): {folds}-fold "
+    "kfold": "Fletcher & Islam's protocol (random forest; also the greedy forest): {folds}-fold "
              "cross-validation, {repeats} repeat(s)",
 }
 _METRIC = {"error": "test error, lower is better", "accuracy": "accuracy, higher is better",
@@ -267,8 +267,8 @@ def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
     if tables:
         out += ["## Accuracy against ε", "",
                 "Kinds: dpstream (solid lines), diffprivlib's DP random forest (the DP "
-                "anchor, dashed), seed 003's DP Mean (the floor: a DP constant, dotted), "
-                "scikit-learn non-private (grey horizontal lines). Stars: the seeds' quoted "
+                "anchor, dashed), Kirschte et al.'s DP Mean (the floor: a DP constant, dotted), "
+                "scikit-learn non-private (grey horizontal lines). Stars: the papers' quoted "
                 "figures. Mean ± std over all fits.", ""]
         for key in tables:
             out += _section(key, groups[key], img, img_prefix)
@@ -294,14 +294,14 @@ _HOW = """## How this page is made
   seed its models come from — S-GBDT: 5-fold cross-validation on Adult (adult.data +
   adult.test, error) and Abalone (R²), and the §VIII-E late-arrival scenarios at the paper's ε
   with and without the individual Rényi filter; median forest and RDT / RDT#: random 90/10
-  splits of seed 000's datasets (accuracy; Adult is adult.data), with 20% of the labels for
+  splits of Huang et al.'s datasets (accuracy; Adult is adult.data), with 20% of the labels for
   the semi-supervised rows; random forest and greedy forest: 10-fold cross-validation on
   adult.data and SynthA–G. ε runs over 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10 plus each paper's
   quoted ε (the quick profile: 0.1, 1 and up to two quoted ε, fewer repeats, Adult and
   Abalone only, a 5,000-record stream).
 * **Baselines on the same splits**: scikit-learn `HistGradientBoosting*` and
   `RandomForest*` (100 trees), non-private; diffprivlib `RandomForestClassifier` (its
-  defaults, the schema's public bounds and classes, never bounds from the data); seed 003's
+  defaults, the schema's public bounds and classes, never bounds from the data); Kirschte et al.'s
   DP Mean (a Laplace class histogram, or a Laplace mean of the labels, at the row's ε). With a
   labeled fraction the baselines train on the labeled rows only. Matrices for scikit-learn
   and diffprivlib one-hot the categories; a missing value becomes its column's lower bound.
@@ -315,10 +315,11 @@ _HOW = """## How this page is made
   wall_s, profile, date and machine. A rerun skips every cell already there (resume after an
   interruption); `--list` shows what is done, `--only TEXT` runs a subset, `--render-only`
   redraws this page.
-* **Paper figures** are the numbers the seeds quote in their text or tables (seed 003 for
-  S-GBDT; seed 000's Tables 1–2 for SPE, SSPE and — measured by seed 000 — RDT and SSRDT/RDT#).
-  Seeds 001, 002 and 004 report figures only as plots or on datasets we do not ship, so their
-  rows have no paper column.
+* **Paper figures** are the numbers the papers quote in their text or tables (Kirschte et al.
+  2023 for S-GBDT; Huang et al.'s Tables 1–2 for SPE, SSPE and — measured by Huang et al. — RDT
+  and SSRDT/RDT#). Xin et al. (2019), Jagannathan et al. (2013) and Fletcher & Islam (2017)
+  report figures only as plots or on datasets we do not ship, so their rows have no paper
+  column. Full citations: [references.md](references.md).
 """
 
 

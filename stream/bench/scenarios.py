@@ -1,12 +1,12 @@
-"""Benchmark datasets beyond the bundled two (DESIGN.md §6): seed 000's small UCI sets and
+"""Benchmark datasets beyond the bundled two (DESIGN.md §6): Huang et al.'s small UCI sets and
 synthetic sets, and a drifting stream.
 
 * ``iris``, ``wine`` — scikit-learn's bundled copies of the UCI data (no download; scikit-learn
   comes with the ``test`` and ``bench`` extras). Their schemas declare domains from the UCI
   documentation's attribute ranges rounded outward — public knowledge, not read from the rows.
-* ``syn5d``, ``syn10d``, ``syn15d`` — seed 000 §6: "3,000 samples with 5, 10 and 15
+* ``syn5d``, ``syn10d``, ``syn15d`` — Huang et al. (2023) §6: "3,000 samples with 5, 10 and 15
   attributes, 2 classes, normally distributed clusters with random centres" from scikit-learn's
-  ``make_classification``. The seed gives no other setting, so every other argument keeps its
+  ``make_classification``. The paper gives no other setting, so every other argument keeps its
   default (2 informative, 2 redundant features, 2 clusters per class) with
   ``random_state=0``. The generator's public parameters bound a feature by ``3·sqrt(d) + 2``;
   a rare value beyond would be clipped to the domain, as the service does.
@@ -97,7 +97,7 @@ def load_wine() -> Dataset:
 
 
 def load_synthetic(d: int, n: int = 3000, *, random_state: int = 0) -> Dataset:
-    """Seed 000's SynNd: ``make_classification(n_samples=n, n_features=d, n_classes=2)``."""
+    """Huang et al.'s SynNd: ``make_classification(n_samples=n, n_features=d, n_classes=2)``."""
     try:
         from sklearn.datasets import make_classification
     except ImportError as exc:   # pragma: no cover - depends on the environment
@@ -108,13 +108,13 @@ def load_synthetic(d: int, n: int = 3000, *, random_state: int = 0) -> Dataset:
     return _numeric_dataset(Xa, ya, d)
 
 
-#: seed 004 Table 1: (n_informative, n_random) of SynthA .. SynthG
+#: Fletcher & Islam (2017) Table 1: (n_informative, n_random) of SynthA .. SynthG
 SYNTH_TABLE = {"a": (5, 0), "b": (10, 0), "c": (15, 0), "d": (10, 5), "e": (5, 10),
                "f": (5, 5), "g": (10, 10)}
 
 
 def load_synth(letter: str, n: int = 30_000, *, random_state: int = 0) -> Dataset:
-    """Seed 004's Synth{A..G}: ``make_classification`` with 30,000 balanced binary records,
+    """Fletcher & Islam's Synth{A..G}: ``make_classification`` with 30,000 balanced binary records,
     ``n_informative`` and ``n_random`` useless features from its Table 1 (no redundant or
     repeated ones: the two sum to the feature count of its Table 4), defaults otherwise.
 

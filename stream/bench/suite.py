@@ -6,11 +6,11 @@ finished cell to ``benchmarks/results/PROFILE.jsonl``; a cell whose line is alre
 skipped, so an interrupted run resumes where it stopped. The results are then rendered into
 ``docs/benchmarks.md`` with one plot per table (:mod:`dpstream.stream.bench.report`).
 
-The matrix is a list of :class:`Table` s: a dataset under the protocol of the seed its models
+The matrix is a list of :class:`Table` s: a dataset under the protocol of the paper its models
 come from (:func:`~dpstream.stream.bench.protocol_splits`), the dpstream models of that seed,
 and — on the very same splits — scikit-learn's non-private HistGradientBoosting and
-RandomForest, diffprivlib's DP random forest (classification) and seed 003's DP Mean at every ε.
-The ε grid is log-spaced over 0.05 … 10 plus each paper's quoted ε. The stream section runs
+RandomForest, diffprivlib's DP random forest (classification) and Kirschte et al.'s DP Mean at every
+ε. The ε grid is log-spaced over 0.05 … 10 plus each paper's quoted ε. The stream section runs
 river's HoeffdingTree and ARF and every dpstream model through progressive validation on the
 stream variants and measures rows/s and peak memory (:mod:`dpstream.stream.bench.throughput`).
 
@@ -89,29 +89,29 @@ class Profile:
     stream_epsilon: float = 1.0
 
 
-#: figures quoted by the seeds: (model, params, dataset, labeled_fraction) -> {ε: value};
+#: figures quoted by the papers: (model, params, dataset, labeled_fraction) -> {ε: value};
 #: values are in the table's metric (error and accuracy as fractions, R²)
 PAPER: dict[tuple, dict[float, float]] = {
-    # seed 003 §VIII-C / §VIII-E (abstract, text and figures 4 and 6)
+    # Kirschte et al. (2023) §VIII-C / §VIII-E (abstract, text and figures 4 and 6)
     ("sgbdt", (), "adult", 1.0): {0.07: 0.187, 0.15: 0.181, 0.54: 0.171},
     ("sgbdt", (), "abalone", 1.0): {0.15: 0.39, 0.17: 0.44, 0.54: 0.47},
     ("sgbdt", (), "adult-late", 1.0): {0.54: 0.177},
     ("sgbdt", (), "abalone-late", 1.0): {0.55: 0.40},
     ("sgbdt", (("individual_filter", False),), "adult-late", 1.0): {0.54: 0.196},
     ("sgbdt", (("individual_filter", False),), "abalone-late", 1.0): {0.55: 0.34},
-    # seed 003's enhanced DPBoost (text of §I, §VIII-C and §VIII-E)
+    # Kirschte et al.'s enhanced DPBoost (text of §I, §VIII-C and §VIII-E)
     ("dpboost", (), "adult", 1.0): {0.12: 0.247, 1.0: 0.187},
     ("dpboost", (), "abalone", 1.0): {0.1: 0.25, 10.0: 0.39},
     ("dpboost", (), "adult-late", 1.0): {0.5: 0.232},
     ("dpboost", (), "abalone-late", 1.0): {0.5: 0.23},
-    # seed 000 Table 1 (ε = 2): SPE, and its RDT column (Jagannathan et al.'s RDT)
+    # Huang et al. (2023) Table 1 (ε = 2): SPE, and its RDT column (Jagannathan et al.'s RDT)
     **{("median-forest", (), d, 1.0): {2.0: v} for d, v in
        [("adult", 0.8205), ("iris", 0.8187), ("wine", 0.7300), ("syn5d", 0.9041),
         ("syn10d", 0.8764), ("syn15d", 0.8711)]},
     **{("rdt", (), d, 1.0): {2.0: v} for d, v in
        [("adult", 0.7616), ("iris", 0.8120), ("wine", 0.7411), ("syn5d", 0.7978),
         ("syn10d", 0.7857), ("syn15d", 0.8024)]},
-    # seed 000 Table 2 (ε = 2, 20% labels): SSPE-1, SSPE-2, and SSRDT (= RDT#)
+    # Huang et al. (2023) Table 2 (ε = 2, 20% labels): SSPE-1, SSPE-2, and SSRDT (= RDT#)
     ("median-forest", (), "adult", 0.2): {2.0: 0.8053},
     ("median-forest", (("privacy", "labels_only"),), "adult", 0.2): {2.0: 0.8088},
     ("rdt-sharp", (), "adult", 0.2): {2.0: 0.7597},
@@ -120,19 +120,20 @@ PAPER: dict[tuple, dict[float, float]] = {
     ("rdt-sharp", (), "syn10d", 0.2): {2.0: 0.8393},
 }
 
-#: the seeds' non-private references: (dataset, protocol, labeled_fraction) -> (value, what)
+#: the papers' non-private references: (dataset, protocol, labeled_fraction) -> (value, what)
 PAPER_NONPRIVATE: dict[tuple, tuple[float, str]] = {
-    ("adult", "cv", 1.0): (0.137, "seed 003's non-private GBDT"),
-    ("abalone", "cv", 1.0): (0.55, "seed 003's non-private GBDT"),
-    **{(d, "holdout", 1.0): (v, "seed 000's random forest") for d, v in
+    ("adult", "cv", 1.0): (0.137, "Kirschte et al.'s non-private GBDT"),
+    ("abalone", "cv", 1.0): (0.55, "Kirschte et al.'s non-private GBDT"),
+    **{(d, "holdout", 1.0): (v, "Huang et al.'s random forest") for d, v in
        [("adult", 0.8547), ("iris", 0.9533), ("wine", 1.0), ("syn5d", 0.9249),
         ("syn10d", 0.9452), ("syn15d", 0.9408)]},
 }
 
 _NO_IRF = (("individual_filter", False),)
 _SSPE2 = (("privacy", "labels_only"),)
-_GDF = (("data_filter", True),)   # seed 003 §VIII-F: DPBoost's gradient-based data filtering
-_SEED000 = ("iris", "wine", "syn5d", "syn10d", "syn15d")
+# Kirschte et al. (2023) §VIII-F: DPBoost's gradient-based data filtering
+_GDF = (("data_filter", True),)
+_HUANG_DATASETS = ("iris", "wine", "syn5d", "syn10d", "syn15d")
 
 FULL_TABLES = (
     Table("adult", "cv", (Row("sgbdt"), Row("dpboost"))),
@@ -142,7 +143,7 @@ FULL_TABLES = (
     Table("abalone-late", "cv", (Row("sgbdt"), Row("sgbdt", _NO_IRF), Row("dpboost")),
           grid=False, baselines=False),
     Table("adult", "holdout", (Row("median-forest"), Row("rdt"))),
-    *(Table(d, "holdout", (Row("median-forest"), Row("rdt"))) for d in _SEED000),
+    *(Table(d, "holdout", (Row("median-forest"), Row("rdt"))) for d in _HUANG_DATASETS),
     Table("adult", "holdout", (Row("median-forest"), Row("median-forest", _SSPE2), Row("rdt"),
                                Row("rdt-sharp", repeats=2)), labeled_fraction=0.2),
     Table("syn10d", "holdout", (Row("median-forest"), Row("median-forest", _SSPE2), Row("rdt"),

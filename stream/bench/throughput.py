@@ -60,7 +60,7 @@ STREAMS: dict[str, Callable[[int], tuple]] = {
 RIVER_MODELS = ("hoeffding-tree", "arf")
 
 #: every dpstream model; ``rdt-sharp`` sees one record in ``PUBLIC_EVERY`` labeled and private,
-#: the others public and unlabeled (seed 002's setting), the rest every record labeled
+#: the others public and unlabeled (Jagannathan et al.'s setting), the rest every record labeled
 STREAM_MODELS = tuple(BENCH_MODELS)
 PUBLIC_EVERY = 5
 
