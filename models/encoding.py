@@ -140,6 +140,10 @@ class RecordEncoder:
             if value is None:
                 continue
             spec = numeric.get(name)
+            if spec is None and name not in categorical:
+                declared = self.schema.resolve(name)   # 3 and "3" name one feature
+                if declared is not None:
+                    name, spec = declared, numeric.get(declared)
             if spec is not None:
                 col, lo, hi = spec
                 kind = type(value)

@@ -27,9 +27,19 @@ from __future__ import annotations
 
 import numpy as np
 
+try:   # compiled routing (numba); the numpy routing below gives the same results without it
+    from .routing import route_block, sum_block, sum_one
+except ImportError:   # pragma: no cover - numba is a dependency
+    route_block = sum_block = sum_one = None
+
 __all__ = ["Forest", "complete_tree_layout"]
 
 _CHUNK = 512  # rows x 150 trees per step stays in cache (see docs/benchmark_notes.md)
+
+
+def _contiguous(X) -> np.ndarray:
+    """Float64 rows for the kernels, in either memory order (a column-major pool stays so)."""
+    return np.asarray(X, dtype=np.float64)
 
 
 def complete_tree_layout(depth: int) -> tuple[int, np.ndarray, np.ndarray]:
@@ -149,6 +159,11 @@ class Forest:
         """Local index of the node each row of ``X`` reaches in one tree."""
         X = np.asarray(X, dtype=np.float64)
         base = self._base(tree)
+        if route_block is not None:
+            X = _contiguous(X)
+            roots = np.array([base], dtype=np.int64)
+            return route_block(X, roots, self.feature, self.threshold, self.left,
+                               self.max_depth)[:, 0] - base
         out = np.empty(X.shape[0], dtype=np.int64)
         for s in range(0, X.shape[0], 16 * _CHUNK):
             Xc = X[s:s + 16 * _CHUNK]
@@ -167,6 +182,11 @@ class Forest:
             raise ValueError("X must be a 2-d array of encoded records")
         if self.n_trees == 0 or X.shape[0] == 0:
             return
+        if route_block is not None:
+            roots = np.arange(self.n_trees, dtype=np.int64) * self.max_nodes
+            yield 0, route_block(_contiguous(X), roots, self.feature, self.threshold,
+                                 self.left, self.max_depth)
+            return
         roots = (np.arange(self.n_trees) * self.max_nodes).astype(np.int32)[None, :]
         chunk = max(1, (_CHUNK * 150) // self.n_trees)
         for s in range(0, X.shape[0], chunk):
@@ -175,6 +195,13 @@ class Forest:
 
     def predict_sum(self, X: np.ndarray) -> np.ndarray:
         """Sum over trees of the value each row reaches (the raw boosting score)."""
+        if sum_block is not None and self.n_trees:
+            X = _contiguous(X)
+            if X.ndim != 2:
+                raise ValueError("X must be a 2-d array of encoded records")
+            roots = np.arange(self.n_trees, dtype=np.int64) * self.max_nodes
+            return sum_block(X, roots, self.feature, self.threshold, self.left, self.value,
+                             self.max_depth)
         out = np.zeros(np.shape(X)[0])
         for s, g in self._routed(X):
             out[s:s + g.shape[0]] = self.value.take(g).sum(axis=1)
@@ -208,6 +235,9 @@ class Forest:
         """:meth:`predict_sum` of one encoded row (a 1-d array), without the batch set-up."""
         if self.n_trees == 0:
             return 0.0
+        if sum_one is not None:
+            return float(sum_one(_contiguous(row), self.n_trees, self.max_nodes, self.feature,
+                                 self.threshold, self.left, self.value, self.max_depth))
         return float(self.value.take(self.nodes_one(row)).sum())
 
     def to_dict(self) -> dict:

@@ -69,36 +69,41 @@ def random_complete_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.G
     n_num = len(numeric)
 
     # per-node state: numeric intervals and, per categorical feature, the columns still open
-    # (None once the path has fixed the value)
+    # (None once the path has fixed the value). Plain Python over pre-drawn uniforms: numpy
+    # calls per node would cost more than the arithmetic (a round draws one tree)
+    uniforms = rng.random(3 * internal.size).tolist()
     intervals = {0: [(lo, hi) for _, lo, hi in numeric]}
     open_cats: dict[int, list[list[int] | None]] = {0: [list(c) for c in categorical]}
-    for node in internal:
+    for node in internal.tolist():
         iv, cats = intervals.pop(node), open_cats.pop(node)
-        weights = np.array([numeric_weight if hi > lo else 0.0 for lo, hi in iv]
-                           + [1.0 if (c is not None and len(c) > 1) else 0.0 for c in cats])
+        weights = [numeric_weight if hi > lo else 0.0 for lo, hi in iv] + \
+                  [1.0 if (c is not None and len(c) > 1) else 0.0 for c in cats]
         if only_feature is not None:
-            keep = np.zeros_like(weights)
-            keep[only_feature] = 1.0 if weights[only_feature] > 0 else 0.0
-            weights = keep
-        total = weights.sum()
+            weights = [w if i == only_feature else 0.0 for i, w in enumerate(weights)]
+        total = sum(weights)
         l_iv, r_iv = list(iv), list(iv)
         l_cats, r_cats = list(cats), list(cats)
+        u_feature, u_split = uniforms[3 * node], uniforms[3 * node + 1]
         if total <= 0:  # nothing left to split on: everything goes left
             feature[node], threshold[node] = 0, np.inf
         else:
             # inverse-CDF draw of a feature with probability weight / total
-            cum = np.cumsum(weights)
-            j = min(int(np.searchsorted(cum, rng.random() * cum[-1], side="right")),
-                    int(np.flatnonzero(weights)[-1]))
+            target, acc, j = u_feature * total, 0.0, -1
+            for i, w in enumerate(weights):
+                if w > 0:
+                    j = i
+                    acc += w
+                    if target < acc:
+                        break
             if j < n_num:
                 lo, hi = iv[j]
-                t = float(rng.uniform(lo, hi))
+                t = lo + u_split * (hi - lo)
                 feature[node], threshold[node] = numeric[j][0], t
                 l_iv[j], r_iv[j] = (lo, t), (t, hi)
             else:
                 k = j - n_num
                 cols = cats[k]
-                col = cols[int(rng.integers(len(cols)))]
+                col = cols[min(int(u_split * len(cols)), len(cols) - 1)]
                 feature[node], threshold[node] = col, 0.5   # left iff value == this category
                 l_cats[k] = None
                 r_cats[k] = [c for c in cols if c != col]

@@ -1,5 +1,5 @@
-"""Random decision trees that are never built: every node is a function of its key (Fletcher & Islam
-2017, 002).
+"""Random decision trees that are never built: every node is a function of its key (Fletcher &
+Islam 2017; Jagannathan et al. 2013).
 
 A random decision tree (Fan et al. 2003) is drawn without looking at any data: every node picks
 an attribute uniformly among those it may still split; a numeric attribute splits at a point

@@ -15,6 +15,12 @@ both bounds, a categorical feature without values, or a target without
 its classes (or bounds) is an error, not a warning: a mechanism that had to look at the data to
 find them would leak.
 
+Feature names are strings or integers — every key river accepts (its synthetic generators such
+as SEA or Hyperplane key features by integers). A schema read from a JSON file has string keys;
+records may use either spelling of an integer name (``3`` or ``"3"``), and both mean the same
+feature. A schema that breaks these rules raises :class:`SchemaError`, one line per problem,
+each naming the field in plain words.
+
 Examples
 --------
 >>> schema = Schema.model_validate({
@@ -25,13 +31,16 @@ Examples
 ['age', 'sex']
 >>> schema.features["age"].width
 73.0
->>> Schema.model_validate({"features": {"age": {"type": "numeric", "min": 17}},
-...                        "target": {"type": "binary", "values": [0, 1]}})
+>>> coerce_schema({"features": {"age": {"type": "numeric", "min": 17}},
+...                 "target": {"type": "binary", "values": [0, 1]}})
 Traceback (most recent call last):
 ...
-pydantic_core._pydantic_core.ValidationError: 1 validation error for Schema
-features.age.numeric.max
-  Field required ...
+dpstream.models.schema.SchemaError: invalid schema: features.age: 'max' is required
+>>> sea = coerce_schema({"features": {0: {"type": "numeric", "min": 0, "max": 10},
+...                                   1: {"type": "numeric", "min": 0, "max": 10}},
+...                      "target": {"type": "binary", "values": [False, True]}})
+>>> sea.feature_names, sea.resolve("1"), sea.resolve(1), sea.resolve("x")
+([0, 1], 1, 1, None)
 """
 
 from __future__ import annotations
@@ -41,11 +50,59 @@ import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-__all__ = ["NumericFeature", "CategoricalFeature", "Target", "Schema", "coerce_schema"]
+__all__ = ["NumericFeature", "CategoricalFeature", "Target", "Schema", "SchemaError",
+           "coerce_schema"]
 
 Scalar = bool | int | float | str
+#: a feature name: a string or an integer (river's synthetic streams key features by integers)
+FeatureKey = StrictStr | StrictInt
+
+
+class SchemaError(ValueError):
+    """A schema that breaks the format; ``problems`` holds one plain line per field."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid schema: " + "; ".join(problems))
+
+
+def _plain(exc: ValidationError) -> list[str]:
+    """pydantic's errors as ``field: what is wrong`` lines (no discriminator tags, no URLs)."""
+    lines = []
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"] if p not in ("numeric", "categorical", "[key]")]
+        where = ".".join(loc) or "schema"
+        kind, msg = err["type"], err["msg"]
+        if kind == "missing":
+            field = loc[-1] if loc else "?"
+            where = ".".join(loc[:-1]) or "schema"
+            text = f"'{field}' is required"
+        elif kind == "extra_forbidden":
+            text = "is not a schema field"
+        elif "[key]" in [str(p) for p in err["loc"]]:
+            where = "features"
+            text = f"feature names must be strings or integers, got {err.get('input')!r}"
+        elif kind == "union_tag_invalid" or kind == "union_tag_not_found":
+            text = "'type' must be \"numeric\" or \"categorical\""
+        elif kind == "too_short":
+            text = "must not be empty"
+        else:
+            text = msg.removeprefix("Value error, ")
+        if f"{where}: {text}" not in lines:
+            lines.append(f"{where}: {text}")
+    return lines
 
 
 class _Strict(BaseModel):
@@ -123,11 +180,33 @@ class Target(_Strict):
 class Schema(_Strict):
     """Public feature domains and label classes of a stream."""
 
-    features: dict[str, Feature] = Field(min_length=1)
+    features: dict[FeatureKey, Feature] = Field(min_length=1)
     target: Target
+    _aliases: dict = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_spelling(self) -> Schema:
+        aliases: dict = {}
+        for name in self.features:
+            other = _other_spelling(name)
+            if other is not None and other in self.features:
+                raise ValueError(f"features {name!r} and {other!r} name the same feature")
+            aliases[name] = name
+            if other is not None:
+                aliases[other] = name
+        self._aliases = aliases
+        return self
+
+    def resolve(self, key: Any) -> str | int | None:
+        """The declared feature name a record key stands for (``3`` and ``"3"`` are one
+        name), or ``None`` for an unknown key."""
+        try:
+            return self._aliases.get(key)
+        except TypeError:   # an unhashable key
+            return None
 
     @property
-    def feature_names(self) -> list[str]:
+    def feature_names(self) -> list[str | int]:
         return list(self.features)
 
     @property
@@ -140,9 +219,16 @@ class Schema(_Strict):
 
     @classmethod
     def load(cls, path: str | Path) -> Schema:
-        """Read a schema JSON file."""
+        """Read a schema JSON file (:class:`SchemaError` names what is wrong)."""
         with open(path, encoding="utf-8") as fh:
-            return cls.model_validate(json.load(fh))
+            try:
+                doc = json.load(fh)
+            except json.JSONDecodeError as exc:
+                raise SchemaError([f"{path}: not JSON ({exc.msg} at line {exc.lineno})"]) from None
+        try:
+            return cls.model_validate(doc)
+        except ValidationError as exc:
+            raise SchemaError([f"{path}: {p}" for p in _plain(exc)]) from None
 
     def dump(self, path: str | Path) -> None:
         """Write the schema as JSON (the same format :meth:`load` reads)."""
@@ -154,7 +240,19 @@ def coerce_schema(schema: Any) -> Schema:
     if isinstance(schema, Schema):
         return schema
     if isinstance(schema, dict):
-        return Schema.model_validate(schema)
+        try:
+            return Schema.model_validate(schema)
+        except ValidationError as exc:
+            raise SchemaError(_plain(exc)) from None
     if isinstance(schema, (str, Path)):
         return Schema.load(schema)
     raise TypeError(f"schema must be a Schema, a dict or a path, got {type(schema).__name__}")
+
+
+def _other_spelling(name: str | int) -> str | int | None:
+    """``3`` <-> ``"3"``: the other spelling of an integer feature name, if any."""
+    if isinstance(name, int):
+        return str(name)
+    if name.isdigit() and str(int(name)) == name:
+        return int(name)
+    return None

@@ -27,11 +27,13 @@ from river import base
 
 from ..accounting import ACCOUNTANTS
 from ._params import check_integer, check_real
+from .drift import DPDriftSignal
 from .encoding import RecordEncoder
 from .raw_score import RawScoreBinaryClassifier, RawScoreRegressor, own_args
 from .sgbdt_engine import SGBDTConfig, SGBDTEngine
 
 __all__ = ["SGBDTRegressor", "SGBDTClassifier"]
+
 
 _PARAMS_DOC = """
     Parameters
@@ -65,7 +67,30 @@ _PARAMS_DOC = """
     l2
         lambda: the noisy leaf count is floored at lambda (value = s~ / max(lambda, n~)).
     round_size
-        Streaming: one round (one tree) per this many new records.
+        Streaming: one round (one tree) per this many new records (a public count). The
+        default 32 spends the budget on streams from a few thousand records up: with the
+        individual filter a well-fitted record pays little per round, so frequent rounds are
+        what uses its budget before it leaves (measured in ``docs/sgbdt.md``).
+    drift
+        ``True``: adapt to concept drift under DP. Each record's prequential loss (before it is
+        learned) enters one window of ``drift_window`` records; each window's loss sum is
+        released with Laplace noise (:class:`~dpstream.models.drift.DPDriftSignal`, epsilon
+        ``drift_share * epsilon`` per record by parallel composition), a Page-Hinkley test on
+        the noisy rates (post-processing) detects a rise, and a detected change starts a new
+        generation: every tree retires, records older than the last window leave the pool, and
+        a fresh DP initial score is fitted on records that took part in none.
+        ``learn_many`` (batch training) does not feed the signal.
+    drift_share
+        Share of epsilon spent on the drift signal (only when ``drift``).
+    drift_window
+        Records per released window of the drift signal. ``None`` (default): ``max(200,
+        ceil(30 / epsilon_drift))`` — 600 at epsilon 1 — so the noisy error rate keeps a
+        standard deviation near 0.07 whatever the budget (smaller windows at a small budget
+        raise false alarms; larger ones react later).
+    min_leaf_records
+        Streaming: while few records have arrived, trees are shallower — the largest depth
+        (at most ``depth``) whose leaves expect this many Poisson-sampled records of this
+        generation's arrivals. ``0`` turns it off (always ``depth``).
     max_active
         Streaming: the most records held in the active pool; the oldest leave first. With the
         individual filter a well-fitted record pays little per round and may stay for
@@ -101,7 +126,8 @@ class _SGBDTBase(base.Estimator):
     _PARAMS = ("epsilon", "delta", "n_trees", "extra_trees", "depth", "learning_rate",
                "subsample", "grad_clip", "label_clip", "init_share", "leaf_noise_split", "l2",
                "round_size", "max_active", "max_trees", "accountant", "dynamic_leaf_noise",
-               "individual_filter", "numeric_weight", "cyclical_features", "seed")
+               "individual_filter", "numeric_weight", "cyclical_features", "drift",
+               "drift_share", "drift_window", "min_leaf_records", "seed")
 
     def __init__(self, schema: Any, **params: Any):
         self.schema = schema
@@ -115,8 +141,21 @@ class _SGBDTBase(base.Estimator):
         self._engine: SGBDTEngine | None = None
         self._buffer_X: list[list[float]] = []
         self._buffer_y: list[float] = []
-        self._last: tuple | None = None   # (x, copy of x, row): predict_one's encoding
+        self._last: tuple | None = None   # (x, copy of x, row, raw): predict_one's work
         self.records_seen = 0
+        self._drift = (DPDriftSignal(self._config.epsilon_drift, self._drift_window(),
+                                     detector="page-hinkley",
+                                     seed=None if self.seed is None else self.seed + 7919)
+                       if self.drift else None)
+        self._since_round = 0
+
+    def __setstate__(self, state: dict) -> None:
+        # models pickled before drift adaptation: no drift budget was reserved, so none is used
+        if "drift" not in state:
+            state.update(drift=False, drift_share=0.0, drift_window=500, min_leaf_records=0.0,
+                         _drift=None, _since_round=len(state.get("_buffer_y", ())))
+        state["_last"] = None
+        self.__dict__.update(state)
 
     # ------------------------------------------------------------ validation
     def _check_target(self, encoder: RecordEncoder) -> None:
@@ -141,13 +180,20 @@ class _SGBDTBase(base.Estimator):
         elif isinstance(label_clip, bool) or not isinstance(label_clip, (int, float)) \
                 or not 0 < label_clip < math.inf:
             raise ValueError(f"label_clip must be a positive number, got {label_clip!r}")
-        for name in ("dynamic_leaf_noise", "individual_filter", "cyclical_features"):
+        for name in ("dynamic_leaf_noise", "individual_filter", "cyclical_features", "drift"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.seed is not None:
             integer("seed", 0)
         integer("round_size", 1)
         integer("max_active", 1)
+        if self.drift_window is not None:
+            integer("drift_window", 1)
+        drift_share = real("drift_share", 0, 1) if self.drift else 0.0
+        if self.init_share + drift_share >= 1:
+            raise ValueError(f"init_share + drift_share must be < 1, got {self.init_share} + "
+                             f"{drift_share}")
+        min_leaf = real("min_leaf_records", 0, lo_open=False)
         max_trees = self.max_trees
         if max_trees is not None:
             max_trees = integer("max_trees", 1)
@@ -165,7 +211,8 @@ class _SGBDTBase(base.Estimator):
             accountant=self.accountant, dynamic_leaf_noise=bool(self.dynamic_leaf_noise),
             individual_filter=bool(self.individual_filter),
             numeric_weight=real("numeric_weight", 0, lo_open=False),
-            cyclical_features=bool(self.cyclical_features), max_trees=max_trees)
+            cyclical_features=bool(self.cyclical_features), max_trees=max_trees,
+            drift_share=drift_share, min_leaf_records=min_leaf)
 
     # ---------------------------------------------------------------- engine
     @property
@@ -199,16 +246,43 @@ class _SGBDTBase(base.Estimator):
         """
         last, self._last = self._last, None
         if last is not None and last[0] is x and last[1] == x:
-            row = last[2]   # predict_one just validated and encoded this very record
+            row, raw = last[2], last[3]   # predict_one just validated and scored this record
         else:
-            row = self._encoder._row(x)
+            row, raw = self._encoder._row(x), None
         target = self._encoder.encode_target_one(y)
+        if self._drift is not None:
+            if raw is None:
+                raw = self._raw_row(row)
+            if self._drift.update(self._loss_of(raw, target)):
+                self._new_generation()
         self._buffer_X.append(row)
         self._buffer_y.append(target)
         self.records_seen += 1
-        if len(self._buffer_y) >= self.round_size:
+        self._since_round += 1
+        if self._since_round >= self.round_size:
             self._flush()
             self.engine.round()
+            self._since_round = 0
+
+    # ------------------------------------------------------- stream schedule
+    def _drift_window(self) -> int:
+        if self.drift_window is not None:
+            return int(self.drift_window)
+        return max(200, math.ceil(30.0 / self._config.epsilon_drift))
+
+    def _loss_of(self, raw: float, target: float) -> float:
+        """The prequential loss in [0, 1] the drift signal counts: 0/1 error, or half the
+        absolute error on the scaled label."""
+        if self._loss == "squared":
+            return abs(min(max(raw, -1.0), 1.0) - target) / 2.0
+        return float((raw > 0.0) != (target > 0.5))
+
+    def _new_generation(self) -> None:
+        """A change was detected: keep the last drift window's records, retire the rest."""
+        self._flush()
+        e = self.engine
+        e.new_generation(keep_from=e.records_added - (self._drift.window - 1))
+        self._since_round = 0
 
     def learn_many(self, X: Any, y: Any, *, rounds: int | None = None) -> None:
         """Batch training as in the paper: add the batch, then ``n_trees + extra_trees`` rounds.
@@ -225,6 +299,7 @@ class _SGBDTBase(base.Estimator):
         if n_rounds < 0:
             raise ValueError(f"rounds must be >= 0, got {rounds!r}")
         self._flush()
+        self._since_round = 0
         self.engine.add(Xe, ye)
         self.records_seen += int(ye.size)
         self.engine.evict_oldest(self.max_active)
@@ -234,7 +309,11 @@ class _SGBDTBase(base.Estimator):
     # ------------------------------------------------------------ predicting
     def _raw_one(self, x: Mapping) -> float:
         row = self._encoder._row(x)
-        self._last = (x, dict(x), row)
+        raw = self._raw_row(row)
+        self._last = (x, dict(x), row, raw)
+        return raw
+
+    def _raw_row(self, row: list[float]) -> float:
         if self._engine is None:
             return 0.0
         engine = self._engine
@@ -264,9 +343,10 @@ class _SGBDTBase(base.Estimator):
                          "leaves, "
                          "Laplace initial score, individual Rényi filter",
             "guarantee": "(epsilon, delta)-DP per record for any number of rounds",
-            "epsilon": c.epsilon_init + cal.epsilon,
+            "epsilon": c.epsilon_init + c.epsilon_drift + cal.epsilon,
             "epsilon_budget": c.epsilon,
             "epsilon_init": c.epsilon_init,
+            "epsilon_drift": c.epsilon_drift,
             "epsilon_trees": cal.epsilon,
             "delta": cal.delta,
             "alpha": cal.order,
@@ -287,7 +367,20 @@ class _SGBDTBase(base.Estimator):
             "records_evicted": e.records_evicted,
             "init_score_records": e.init_records,
             "spend_fraction": {k: spend[k] for k in ("min", "median", "max")},
+            "drift": self._drift_report(),
         }
+
+    def _drift_report(self) -> dict:
+        e = self.engine
+        out = {"enabled": self._drift is not None, "generation": e.generation,
+               "records_dropped": e.records_dropped}
+        if self._drift is not None:
+            out.update(self._drift.report())
+            out["guarantee"] = (
+                "each record's clipped prequential loss is in exactly one released window "
+                "(Laplace, sensitivity 1): epsilon_drift-DP per record; detection and the "
+                "generation switch are post-processing")
+        return out
 
     @classmethod
     def _unit_test_params(cls):
@@ -326,12 +419,13 @@ class SGBDTRegressor(RawScoreRegressor, _SGBDTBase, base.Regressor):
                  n_trees: int = 150, extra_trees: int = 0, depth: int = 3,
                  learning_rate: float = 0.1, subsample: float = 0.1, grad_clip: float = 0.2,
                  label_clip: float | None = None, init_share: float = 0.1,
-                 leaf_noise_split: float = 0.05, l2: float = 15.0, round_size: int = 256,
-                 max_active: int = 100_000, max_trees: int | None = 1000,
-                 accountant: str = "tight",
+                 leaf_noise_split: float = 0.05, l2: float = 15.0,
+                 round_size: int = 32, max_active: int = 100_000,
+                 max_trees: int | None = 1000, accountant: str = "tight",
                  dynamic_leaf_noise: bool = True, individual_filter: bool = True,
                  numeric_weight: float = 1.0, cyclical_features: bool = False,
-                 seed: int | None = None):
+                 drift: bool = True, drift_share: float = 0.05, drift_window: int | None = None,
+                 min_leaf_records: float = 20.0, seed: int | None = None):
         super().__init__(**own_args(locals()))
 
     def _check_target(self, encoder: RecordEncoder) -> None:
@@ -374,12 +468,13 @@ class SGBDTClassifier(RawScoreBinaryClassifier, _SGBDTBase, base.Classifier):
                  n_trees: int = 100, extra_trees: int = 100, depth: int = 6,
                  learning_rate: float = 0.5, subsample: float = 0.1, grad_clip: float = 1.0,
                  label_clip: float | None = None, init_share: float = 0.1,
-                 leaf_noise_split: float = 0.05, l2: float = 15.0, round_size: int = 256,
-                 max_active: int = 100_000, max_trees: int | None = 1000,
-                 accountant: str = "tight",
+                 leaf_noise_split: float = 0.05, l2: float = 15.0,
+                 round_size: int = 32, max_active: int = 100_000,
+                 max_trees: int | None = 1000, accountant: str = "tight",
                  dynamic_leaf_noise: bool = True, individual_filter: bool = True,
                  numeric_weight: float = 1.0, cyclical_features: bool = False,
-                 seed: int | None = None):
+                 drift: bool = True, drift_share: float = 0.05, drift_window: int | None = None,
+                 min_leaf_records: float = 20.0, seed: int | None = None):
         super().__init__(**own_args(locals()))
 
     def _check_target(self, encoder: RecordEncoder) -> None:

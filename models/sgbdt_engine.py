@@ -35,11 +35,15 @@ import numpy as np
 
 from ..accounting import IndividualRenyiFilter, LaplaceMechanism, RoundCostTable, calibrate_sgbdt
 from .encoding import RecordEncoder
-from .forest import Forest, complete_tree_layout
+from .forest import Forest, complete_tree_layout, route_block
 from .random_splits import random_complete_tree
 
 __all__ = ["SGBDTConfig", "SGBDTEngine", "dp_init_score", "noisy_label_stats",
            "init_score_from_stats"]
+
+#: the released record count after which the initial score stops being refined
+INIT_TARGET = 1000
+_ROOT = np.zeros(1, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -66,14 +70,20 @@ class SGBDTConfig:
     numeric_weight: float
     cyclical_features: bool
     max_trees: int | None = None
+    drift_share: float = 0.0
+    min_leaf_records: float = 0.0
 
     @property
     def epsilon_init(self) -> float:
         return self.epsilon * self.init_share
 
     @property
+    def epsilon_drift(self) -> float:
+        return self.epsilon * self.drift_share
+
+    @property
     def epsilon_trees(self) -> float:
-        return self.epsilon - self.epsilon_init
+        return self.epsilon - self.epsilon_init - self.epsilon_drift
 
     @property
     def r1(self) -> float:
@@ -147,8 +157,17 @@ class SGBDTEngine:
         self.n_features = len(encoder.schema.features)
         self.init_score: float | None = None
         self.init_records = 0
+        self.init_cut = 0        # records with arrival number < init_cut took part in an init score
+        self.refit_init = False  # a new generation fits a new init score at its first round
+        self.init_stats = [0.0, 0.0]   # released noisy label sum and count of this generation
+        self.generation = 0
+        self.records_dropped = 0  # old-concept records that left the pool at a generation switch
+        self.generation_start = 0   # arrival number where this generation's records begin
         width = encoder.n_columns
-        self._X = np.zeros((0, width))   # pool rows live in [:_n]; the tail is kept zeroed
+        # pool rows live in [:_n] (the tail is kept zeroed), stored column by column: a round
+        # routes the whole pool through one tree, reading one column per node, so a column-major
+        # pool streams through memory where a row-major one misses the cache on every row
+        self._X = np.zeros((0, width), order="F")
         self._n = 0
         self.y = np.empty(0)
         self.score = np.empty(0)
@@ -188,7 +207,14 @@ class SGBDTEngine:
 
     def __setstate__(self, state: dict) -> None:
         if isinstance(state["_X"], dict):
-            state["_X"] = state["encoder"].expand(state["_X"])
+            state["_X"] = np.asfortranarray(state["encoder"].expand(state["_X"]))
+        # checkpoints from before generations: every record then counts as having paid for
+        # the initial score (the conservative reading)
+        for name, default in (("init_cut", state["records_added"]), ("refit_init", False),
+                              ("init_stats", [0.0, float(INIT_TARGET)]),
+                              ("generation", 0), ("records_dropped", 0),
+                              ("generation_start", 0)):
+            state.setdefault(name, default)
         self.__dict__.update(state)
 
     def add(self, X: np.ndarray, y: np.ndarray) -> None:
@@ -197,7 +223,8 @@ class SGBDTEngine:
             return
         n, m = self._n, X.shape[0]
         if n + m > self._X.shape[0]:   # grow geometrically: amortised O(1) per record
-            grown = np.zeros((max(2 * self._X.shape[0], n + m, 1024), self._X.shape[1]))
+            grown = np.zeros((max(2 * self._X.shape[0], n + m, 1024), self._X.shape[1]),
+                             order="F")
             grown[:n] = self._X[:n]
             self._X = grown
         self._X[n:n + m] = X
@@ -233,7 +260,7 @@ class SGBDTEngine:
         self._X[k:n] = 0.0   # removed records leave memory, not just the index range
         self._n = k
         if k < self._X.shape[0] // 4 and self._X.shape[0] > 1024:
-            self._X = self._X[:max(2 * k, 1024)].copy()
+            self._X = self._X[:max(2 * k, 1024)].copy(order="F")
         self.y, self.score, self.ids = self.y[order], self.score[order], self.ids[order]
         self.filter.select(order)
 
@@ -245,16 +272,53 @@ class SGBDTEngine:
         released with Laplace noise at ``epsilon_init / 2`` (pure epsilon_init-DP together) and
         the score is their clamped ratio. With ``init_share = 0`` the score stays the public 0.
         """
-        if self.init_score is not None:
+        if not self.init_pending:
             return
         c = self.config
-        if c.epsilon_init <= 0 or len(self) == 0:
-            self.init_score = 0.0
-        else:
-            self.init_score = dp_init_score(self.y, loss=c.loss, epsilon=c.epsilon_init,
-                                            label_clip=c.label_clip, rng=self.rng)
-            self.init_records = len(self)
-        self.score = self.score + self.init_score
+        if self.refit_init:
+            self.init_stats = [0.0, 0.0]
+        fresh = self.ids >= self.init_cut   # each record takes part in one release at most
+        old = 0.0 if self.init_score is None else self.init_score
+        new = old
+        if c.epsilon_init > 0 and fresh.any():
+            s, n = noisy_label_stats(self.y[fresh], loss=c.loss, epsilon=c.epsilon_init,
+                                     label_clip=c.label_clip, rng=self.rng)
+            self.init_stats = [self.init_stats[0] + s, self.init_stats[1] + n]
+            self.init_records += int(fresh.sum())
+            new = init_score_from_stats(*self.init_stats, loss=c.loss, label_clip=c.label_clip)
+        self.init_cut = self.records_added
+        self.init_score, self.refit_init = new, False
+        self.score = self.score + (new - old)
+
+    @property
+    def init_pending(self) -> bool:
+        """Whether the next round releases initial-score statistics: before the first, after
+        a generation switch, and while the released (noisy) count is below
+        ``INIT_TARGET`` — disjoint groups of fresh records then refine the score (parallel
+        composition: each record is in one group). A batch of ``INIT_TARGET`` or more records
+        gets the paper's single release."""
+        return (self.init_score is None or self.refit_init
+                or (self.config.epsilon_init > 0 and self.init_stats[1] < INIT_TARGET
+                    and self.records_added > self.init_cut))
+
+    def new_generation(self, keep_from: int) -> dict:
+        """A detected concept change (a DP release, so this is post-processing): every tree
+        retires, records that arrived before ``keep_from`` (an arrival number) leave the pool,
+        and the next round fits a fresh initial score on records that took part in none."""
+        retired = len(self.forest)
+        self.forest.drop_oldest(retired)
+        self.trees_retired += retired
+        old = self.ids < keep_from
+        dropped = int(old.sum())
+        if dropped:
+            self._remove(old)
+            self.records_dropped += dropped
+        self.score = np.full(len(self), self.base_score)
+        self.refit_init = True
+        self.generation_start = keep_from
+        self.generation += 1
+        return {"generation": self.generation, "trees_retired": retired,
+                "records_dropped": dropped}
 
     # ------------------------------------------------------------------ rounds
     def gradients(self) -> np.ndarray:
@@ -265,15 +329,41 @@ class SGBDTEngine:
     def round(self) -> dict:
         """One TrainSingleTree round under the individual filter (Alg. 8, lines 5-9)."""
         c = self.config
-        if self.init_score is None:
+        if self.init_pending:
             self.fit_init_score()
         prep = self.begin_round()
         self.retire_if_full()
         only = self.rounds % self.n_features if c.cyclical_features else None
-        tree = random_complete_tree(self.encoder, depth=c.depth, rng=self.rng,
+        tree = random_complete_tree(self.encoder, depth=self.round_depth(), rng=self.rng,
                                     numeric_weight=c.numeric_weight, only_feature=only)
         noisy_n, noisy_s = self.noisy_leaf_stats(tree, prep)
         return self.end_round(tree, self.leaf_values(noisy_n, noisy_s), prep)
+
+    def round_depth(self) -> int:
+        """The depth of this round's tree, from public counts only: ``depth``, or with
+        ``min_leaf_records`` the largest depth whose leaves expect that many sampled records
+        of the records that arrived in this generation (a young stream grows shallow trees)."""
+        c = self.config
+        if c.min_leaf_records <= 0:
+            return c.depth
+        arrived = self.records_added - self.generation_start
+        expected = c.subsample * arrived / c.min_leaf_records
+        return int(min(c.depth, max(1, math.floor(math.log2(max(expected, 2.0))))))
+
+    def pool_nodes(self, tree, prep: dict) -> np.ndarray:
+        """The local node of every pool record in ``tree``, routed once per round (kept in
+        ``prep`` while the pool is unchanged)."""
+        key = (id(tree), self.records_added, self._n, self.rounds)
+        if prep.get("nodes_key") != key:
+            prep["nodes_key"], prep["nodes"] = key, route(tree, self.X)
+        return prep["nodes"]
+
+    def leaves_of(self, tree) -> np.ndarray:
+        """The local leaf indices of a complete tree (its depth read from its size)."""
+        if tree.feature.size == self.forest.max_nodes:
+            return self.leaves
+        depth = int(np.log2(tree.feature.size + 1)) - 1
+        return complete_tree_layout(depth)[2]
 
     # the steps of a round, shared with the distributed party (models/sgbdt_party.py)
     def begin_round(self) -> dict:
@@ -302,9 +392,10 @@ class SGBDTEngine:
         """DPLeaf's releases for every leaf of ``tree`` (Alg. 4): the noisy count (dynamic leaf
         noise only; else ``None``) and the noisy gradient sum of the subsampled records."""
         c, sigma = self.config, self.calibration.sigma_leaf
-        n_leaves = self.leaves.size
+        leaves = self.leaves_of(tree)
+        n_leaves = leaves.size
         sampled = prep["sampled"]
-        leaf = route(tree, self.X[sampled]) - int(self.leaves[0])
+        leaf = self.pool_nodes(tree, prep)[sampled] - int(leaves[0])
         counts = np.bincount(leaf, minlength=n_leaves).astype(np.float64)
         sums = np.bincount(leaf, weights=prep["g"][sampled], minlength=n_leaves)
         if c.dynamic_leaf_noise:
@@ -327,8 +418,12 @@ class SGBDTEngine:
         if value is not None:
             t = self.forest.add_tree(feature=tree.feature, threshold=tree.threshold,
                                      left=tree.left, value=np.zeros(tree.feature.size))
-            self.forest.set_values(t, self.leaves, value)
-            self.score = self.score + self.forest.predict_tree(t, self.X)
+            self.forest.set_values(t, self.leaves_of(tree), value)
+            nodes = self.pool_nodes(tree, prep) if prep is not None else None
+            if nodes is not None:   # the pool's routing through this tree, done once
+                self.score = self.score + self.forest.value[t * self.forest.max_nodes + nodes]
+            else:
+                self.score = self.score + self.forest.predict_tree(t, self.X)
         n_done = 0
         if prep is not None:
             cont, sampled = prep["cont"], prep["sampled"]
@@ -352,9 +447,12 @@ class SGBDTEngine:
 def route(tree, X: np.ndarray) -> np.ndarray:
     """The node (heap index) each row of ``X`` reaches in a standalone tree (``feature``,
     ``threshold``, ``left`` arrays; leaves loop on themselves)."""
+    depth = int(np.log2(tree.feature.size + 1)) - 1
+    if route_block is not None:
+        return route_block(np.asarray(X, dtype=np.float64), _ROOT, tree.feature,
+                           tree.threshold, tree.left, depth)[:, 0]
     node = np.zeros(X.shape[0], dtype=np.int64)
     rows = np.arange(X.shape[0])
-    depth = int(np.log2(tree.feature.size + 1)) - 1
     for _ in range(depth):
         go_left = X[rows, tree.feature[node]] <= tree.threshold[node]
         node = np.where(go_left, tree.left[node], tree.left[node] + 1)

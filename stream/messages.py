@@ -60,7 +60,7 @@ class Message(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     id: str | int
-    x: dict[str, Any]
+    x: dict[str | int, Any]
     y: Any = None
     public: bool = False
 
@@ -78,7 +78,7 @@ class ValidRecord:
     """A validated record: values inside the public domain, ``clipped`` values counted."""
 
     id: str | int
-    x: dict[str, Any]
+    x: dict[str | int, Any]
     y: Any
     public: bool
     clipped: int
@@ -136,9 +136,11 @@ class RecordValidator:
         out: dict[str, Any] = {}
         clipped = 0
         features = self.schema.features
-        for name, value in x.items():
-            spec = features.get(name)
+        for key, value in x.items():
+            name = self.schema.resolve(key)   # 3 and "3" name one feature
+            spec = features.get(name) if name is not None else None
             if spec is None:
+                name = key
                 raise RejectedRecord(f"x.{name}: unknown feature (not declared in the schema)")
             if value is None:
                 continue
