@@ -37,8 +37,8 @@ __all__ = ["Forest", "complete_tree_layout"]
 _CHUNK = 512  # rows x 150 trees per step stays in cache (see docs/benchmark_notes.md)
 
 
-def _contiguous(X) -> np.ndarray:
-    """Float64 rows for the kernels, in either memory order (a column-major pool stays so)."""
+def _floats(X) -> np.ndarray:
+    """Float64 rows for the kernels, in any memory order (a column-major pool stays so)."""
     return np.asarray(X, dtype=np.float64)
 
 
@@ -160,7 +160,7 @@ class Forest:
         X = np.asarray(X, dtype=np.float64)
         base = self._base(tree)
         if route_block is not None:
-            X = _contiguous(X)
+            X = _floats(X)
             roots = np.array([base], dtype=np.int64)
             return route_block(X, roots, self.feature, self.threshold, self.left,
                                self.max_depth)[:, 0] - base
@@ -182,13 +182,14 @@ class Forest:
             raise ValueError("X must be a 2-d array of encoded records")
         if self.n_trees == 0 or X.shape[0] == 0:
             return
-        if route_block is not None:
+        chunk = max(1, (_CHUNK * 150) // self.n_trees)
+        if route_block is not None:   # compiled, in blocks of rows so memory stays bounded
             roots = np.arange(self.n_trees, dtype=np.int64) * self.max_nodes
-            yield 0, route_block(_contiguous(X), roots, self.feature, self.threshold,
-                                 self.left, self.max_depth)
+            for s in range(0, X.shape[0], chunk):
+                yield s, route_block(X[s:s + chunk], roots, self.feature, self.threshold,
+                                     self.left, self.max_depth)
             return
         roots = (np.arange(self.n_trees) * self.max_nodes).astype(np.int32)[None, :]
-        chunk = max(1, (_CHUNK * 150) // self.n_trees)
         for s in range(0, X.shape[0], chunk):
             Xc = X[s:s + chunk]
             yield s, self._route(Xc, np.broadcast_to(roots, (Xc.shape[0], self.n_trees)))
@@ -196,7 +197,7 @@ class Forest:
     def predict_sum(self, X: np.ndarray) -> np.ndarray:
         """Sum over trees of the value each row reaches (the raw boosting score)."""
         if sum_block is not None and self.n_trees:
-            X = _contiguous(X)
+            X = _floats(X)
             if X.ndim != 2:
                 raise ValueError("X must be a 2-d array of encoded records")
             roots = np.arange(self.n_trees, dtype=np.int64) * self.max_nodes
@@ -236,7 +237,7 @@ class Forest:
         if self.n_trees == 0:
             return 0.0
         if sum_one is not None:
-            return float(sum_one(_contiguous(row), self.n_trees, self.max_nodes, self.feature,
+            return float(sum_one(_floats(row), self.n_trees, self.max_nodes, self.feature,
                                  self.threshold, self.left, self.value, self.max_depth))
         return float(self.value.take(self.nodes_one(row)).sum())
 

@@ -71,7 +71,7 @@ def random_complete_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.G
     # per-node state: numeric intervals and, per categorical feature, the columns still open
     # (None once the path has fixed the value). Plain Python over pre-drawn uniforms: numpy
     # calls per node would cost more than the arithmetic (a round draws one tree)
-    uniforms = rng.random(3 * internal.size).tolist()
+    uniforms = rng.random(2 * internal.size).tolist()
     intervals = {0: [(lo, hi) for _, lo, hi in numeric]}
     open_cats: dict[int, list[list[int] | None]] = {0: [list(c) for c in categorical]}
     for node in internal.tolist():
@@ -83,7 +83,7 @@ def random_complete_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.G
         total = sum(weights)
         l_iv, r_iv = list(iv), list(iv)
         l_cats, r_cats = list(cats), list(cats)
-        u_feature, u_split = uniforms[3 * node], uniforms[3 * node + 1]
+        u_feature, u_split = uniforms[2 * node], uniforms[2 * node + 1]
         if total <= 0:  # nothing left to split on: everything goes left
             feature[node], threshold[node] = 0, np.inf
         else:

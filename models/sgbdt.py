@@ -147,13 +147,12 @@ class _SGBDTBase(base.Estimator):
                                      detector="page-hinkley",
                                      seed=None if self.seed is None else self.seed + 7919)
                        if self.drift else None)
-        self._since_round = 0
 
     def __setstate__(self, state: dict) -> None:
         # models pickled before drift adaptation: no drift budget was reserved, so none is used
         if "drift" not in state:
             state.update(drift=False, drift_share=0.0, drift_window=500, min_leaf_records=0.0,
-                         _drift=None, _since_round=len(state.get("_buffer_y", ())))
+                         _drift=None)
         state["_last"] = None
         self.__dict__.update(state)
 
@@ -258,11 +257,9 @@ class _SGBDTBase(base.Estimator):
         self._buffer_X.append(row)
         self._buffer_y.append(target)
         self.records_seen += 1
-        self._since_round += 1
-        if self._since_round >= self.round_size:
+        if len(self._buffer_y) >= self.round_size:
             self._flush()
             self.engine.round()
-            self._since_round = 0
 
     # ------------------------------------------------------- stream schedule
     def _drift_window(self) -> int:
@@ -282,7 +279,6 @@ class _SGBDTBase(base.Estimator):
         self._flush()
         e = self.engine
         e.new_generation(keep_from=e.records_added - (self._drift.window - 1))
-        self._since_round = 0
 
     def learn_many(self, X: Any, y: Any, *, rounds: int | None = None) -> None:
         """Batch training as in the paper: add the batch, then ``n_trees + extra_trees`` rounds.
@@ -299,7 +295,6 @@ class _SGBDTBase(base.Estimator):
         if n_rounds < 0:
             raise ValueError(f"rounds must be >= 0, got {rounds!r}")
         self._flush()
-        self._since_round = 0
         self.engine.add(Xe, ye)
         self.records_seen += int(ye.size)
         self.engine.evict_oldest(self.max_active)

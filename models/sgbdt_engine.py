@@ -266,11 +266,14 @@ class SGBDTEngine:
 
     # ------------------------------------------------------------- init score
     def fit_init_score(self) -> None:
-        """DPInitScore (Alg. 6) on the records in the pool, once.
+        """DPInitScore (Alg. 6) on the pool records that took part in no earlier release.
 
-        |D| is not public in a stream, so the clipped label sum and the record count are each
-        released with Laplace noise at ``epsilon_init / 2`` (pure epsilon_init-DP together) and
-        the score is their clamped ratio. With ``init_share = 0`` the score stays the public 0.
+        |D| is not public in a stream, so the clipped label sum and the record count of those
+        records are each released with Laplace noise at ``epsilon_init / 2`` (pure
+        epsilon_init-DP together); the score is the clamped ratio of the released totals of
+        this generation (see :attr:`init_pending` for when a round releases). Each record is
+        in one release at most (``init_cut``). With ``init_share = 0`` the score stays the
+        public 0.
         """
         if not self.init_pending:
             return

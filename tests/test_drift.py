@@ -143,8 +143,8 @@ def test_models_pickled_before_drift_adaptation_still_load():
     for x, y in _drifting(300):
         model.learn_one(x, y)
     state = dict(model.__dict__)
-    for name in ("drift", "drift_share", "drift_window", "min_leaf_records", "_drift",
-                 "_since_round"):   # what a model pickled before drift adaptation lacks
+    # what a model pickled before drift adaptation lacks
+    for name in ("drift", "drift_share", "drift_window", "min_leaf_records", "_drift"):
         state.pop(name)
     old = SGBDTClassifier.__new__(SGBDTClassifier)
     old.__setstate__(state)
