@@ -113,6 +113,25 @@ _PARAMS_DOC = """
     cyclical_features
         ``True``: tree t splits only on feature t mod (number of features), so the ensemble is
         an additive model of one-feature step functions (public, data-independent choice).
+    split_levels
+        ``0`` (regressor default): every split is drawn at random from the public domains, as
+        in the paper. ``L > 0`` (classifier default 1): the top ``L`` levels of each tree are chosen from noisy gradient histograms over
+        public candidate grids (:mod:`~dpstream.models.hist_splits`), paid from the same
+        per-record round cost as the leaves — the calibration and the guarantee are
+        unchanged; the leaves get less of the noise budget.
+    split_share
+        With ``split_levels``: the share of the gradient noise budget (``1 - r1``) spent on
+        the split histograms; the leaf sums keep the rest.
+    split_bins
+        With ``split_levels``: candidate thresholds per numeric feature and node (equal-width
+        cells of the node's public interval).
+    split_decay
+        With ``split_levels``: the root is chosen from the fresh noisy root histogram plus
+        ``split_decay`` times the running sum of the earlier ones (post-processing of
+        released histograms: it averages their noise away while the residual structure
+        persists; 0 uses each round's histogram alone). A new generation starts the sum
+        afresh. The distributed party (``SGBDTParty``) always draws the paper's random
+        trees.
     seed
         ``None`` for OS entropy (use this in production); an int for tests and benchmarks.
 """
@@ -127,7 +146,8 @@ class _SGBDTBase(base.Estimator):
                "subsample", "grad_clip", "label_clip", "init_share", "leaf_noise_split", "l2",
                "round_size", "max_active", "max_trees", "accountant", "dynamic_leaf_noise",
                "individual_filter", "numeric_weight", "cyclical_features", "drift",
-               "drift_share", "drift_window", "min_leaf_records", "seed")
+               "drift_share", "drift_window", "min_leaf_records", "split_levels",
+               "split_share", "split_bins", "split_decay", "seed")
 
     def __init__(self, schema: Any, **params: Any):
         self.schema = schema
@@ -153,6 +173,9 @@ class _SGBDTBase(base.Estimator):
         if "drift" not in state:
             state.update(drift=False, drift_share=0.0, drift_window=500, min_leaf_records=0.0,
                          _drift=None)
+        for name, default in (("split_levels", 0), ("split_share", 0.3), ("split_bins", 8),
+                              ("split_decay", 0.99)):
+            state.setdefault(name, default)   # models pickled before split selection
         state["_last"] = None
         self.__dict__.update(state)
 
@@ -211,7 +234,11 @@ class _SGBDTBase(base.Estimator):
             individual_filter=bool(self.individual_filter),
             numeric_weight=real("numeric_weight", 0, lo_open=False),
             cyclical_features=bool(self.cyclical_features), max_trees=max_trees,
-            drift_share=drift_share, min_leaf_records=min_leaf)
+            drift_share=drift_share, min_leaf_records=min_leaf,
+            split_levels=integer("split_levels", 0),
+            split_share=real("split_share", 0, 1) if self.split_levels else 0.0,
+            split_bins=integer("split_bins", 2),
+            split_decay=real("split_decay", 0, 1, lo_open=False, hi_open=True))
 
     # ---------------------------------------------------------------- engine
     @property
@@ -420,7 +447,9 @@ class SGBDTRegressor(RawScoreRegressor, _SGBDTBase, base.Regressor):
                  dynamic_leaf_noise: bool = True, individual_filter: bool = True,
                  numeric_weight: float = 1.0, cyclical_features: bool = False,
                  drift: bool = True, drift_share: float = 0.05, drift_window: int | None = None,
-                 min_leaf_records: float = 20.0, seed: int | None = None):
+                 min_leaf_records: float = 20.0, split_levels: int = 0,
+                 split_share: float = 0.3, split_bins: int = 8, split_decay: float = 0.99,
+                 seed: int | None = None):
         super().__init__(**own_args(locals()))
 
     def _check_target(self, encoder: RecordEncoder) -> None:
@@ -461,7 +490,7 @@ class SGBDTClassifier(RawScoreBinaryClassifier, _SGBDTBase, base.Classifier):
 
     def __init__(self, schema: Any, epsilon: float = 1.0, delta: float = 5e-8,
                  n_trees: int = 100, extra_trees: int = 100, depth: int = 6,
-                 learning_rate: float = 0.5, subsample: float = 0.1, grad_clip: float = 1.0,
+                 learning_rate: float = 0.3, subsample: float = 0.1, grad_clip: float = 1.0,
                  label_clip: float | None = None, init_share: float = 0.1,
                  leaf_noise_split: float = 0.05, l2: float = 15.0,
                  round_size: int = 32, max_active: int = 100_000,
@@ -469,7 +498,9 @@ class SGBDTClassifier(RawScoreBinaryClassifier, _SGBDTBase, base.Classifier):
                  dynamic_leaf_noise: bool = True, individual_filter: bool = True,
                  numeric_weight: float = 1.0, cyclical_features: bool = False,
                  drift: bool = True, drift_share: float = 0.05, drift_window: int | None = None,
-                 min_leaf_records: float = 20.0, seed: int | None = None):
+                 min_leaf_records: float = 20.0, split_levels: int = 1,
+                 split_share: float = 0.3, split_bins: int = 8, split_decay: float = 0.99,
+                 seed: int | None = None):
         super().__init__(**own_args(locals()))
 
     def _check_target(self, encoder: RecordEncoder) -> None:

@@ -36,6 +36,7 @@ import numpy as np
 from ..accounting import IndividualRenyiFilter, LaplaceMechanism, RoundCostTable, calibrate_sgbdt
 from .encoding import RecordEncoder
 from .forest import Forest, complete_tree_layout, route_block
+from .hist_splits import grow_tree, histogram_sigma
 from .random_splits import random_complete_tree
 
 __all__ = ["SGBDTConfig", "SGBDTEngine", "dp_init_score", "noisy_label_stats",
@@ -43,6 +44,10 @@ __all__ = ["SGBDTConfig", "SGBDTEngine", "dp_init_score", "noisy_label_stats",
 
 #: the released record count after which the initial score stops being refined
 INIT_TARGET = 1000
+#: an initial-score release waits for ceil(INIT_NOISE / epsilon_init) fresh arrivals (the
+#: Laplace noise of the released count then has a standard deviation of at most 28% of it;
+#: 10 beat 0, 20 and 40 on the Abalone stream, docs/sgbdt.md)
+INIT_NOISE = 10.0
 _ROOT = np.zeros(1, dtype=np.int64)
 
 
@@ -72,6 +77,10 @@ class SGBDTConfig:
     max_trees: int | None = None
     drift_share: float = 0.0
     min_leaf_records: float = 0.0
+    split_levels: int = 0
+    split_share: float = 0.0
+    split_bins: int = 32
+    split_decay: float = 0.0
 
     @property
     def epsilon_init(self) -> float:
@@ -88,6 +97,11 @@ class SGBDTConfig:
     @property
     def r1(self) -> float:
         return self.leaf_noise_split if self.dynamic_leaf_noise else 0.0
+
+    @property
+    def r_split(self) -> float:
+        """r_s, the share of the gradient noise budget spent on split histograms."""
+        return self.split_share * (1.0 - self.r1) if self.split_levels > 0 else 0.0
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -178,6 +192,8 @@ class SGBDTEngine:
         self.records_exhausted = 0
         self.records_evicted = 0
         self.trees_retired = 0
+        self.split_sigma = 0.0   # the histogram cell noise of the last split-selecting round
+        self.split_memory: dict = {}   # decayed sum of released root histograms
 
     # ------------------------------------------------------------------ scores
     @property
@@ -213,7 +229,8 @@ class SGBDTEngine:
         for name, default in (("init_cut", state["records_added"]), ("refit_init", False),
                               ("init_stats", [0.0, float(INIT_TARGET)]),
                               ("generation", 0), ("records_dropped", 0),
-                              ("generation_start", 0)):
+                              ("generation_start", 0), ("split_sigma", 0.0),
+                              ("split_memory", {})):
             state.setdefault(name, default)
         self.__dict__.update(state)
 
@@ -300,9 +317,19 @@ class SGBDTEngine:
         ``INIT_TARGET`` — disjoint groups of fresh records then refine the score (parallel
         composition: each record is in one group). A batch of ``INIT_TARGET`` or more records
         gets the paper's single release."""
-        return (self.init_score is None or self.refit_init
-                or (self.config.epsilon_init > 0 and self.init_stats[1] < INIT_TARGET
-                    and self.records_added > self.init_cut))
+        c = self.config
+        if self.refit_init or c.epsilon_init <= 0:
+            return self.refit_init or self.init_score is None
+        if self.records_added - self.init_cut < self.init_group:
+            return False    # too few fresh arrivals: their release would be mostly noise
+        return self.init_score is None or self.init_stats[1] < INIT_TARGET
+
+    @property
+    def init_group(self) -> int:
+        """The fewest fresh arrivals (a public count) one initial-score release covers:
+        ``ceil(INIT_NOISE / epsilon_init)``, so the Laplace noise on the released count stays
+        a small share of it."""
+        return max(1, math.ceil(INIT_NOISE / self.config.epsilon_init))
 
     def new_generation(self, keep_from: int) -> dict:
         """A detected concept change (a DP release, so this is post-processing): every tree
@@ -317,6 +344,7 @@ class SGBDTEngine:
             self._remove(old)
             self.records_dropped += dropped
         self.score = np.full(len(self), self.base_score)
+        self.split_memory = {}
         self.refit_init = True
         self.generation_start = keep_from
         self.generation += 1
@@ -336,11 +364,32 @@ class SGBDTEngine:
             self.fit_init_score()
         prep = self.begin_round()
         self.retire_if_full()
-        only = self.rounds % self.n_features if c.cyclical_features else None
-        tree = random_complete_tree(self.encoder, depth=self.round_depth(), rng=self.rng,
-                                    numeric_weight=c.numeric_weight, only_feature=only)
+        tree = self.draw_tree(prep)
         noisy_n, noisy_s = self.noisy_leaf_stats(tree, prep)
         return self.end_round(tree, self.leaf_values(noisy_n, noisy_s), prep)
+
+    def draw_tree(self, prep: dict):
+        """This round's tree: the paper's random complete tree, or with ``split_levels`` its
+        top levels chosen from noisy gradient histograms of the round's sampled records
+        (:mod:`~dpstream.models.hist_splits`; ``prep["split_share"]`` then tells
+        :meth:`noisy_leaf_stats` how much of the gradient noise budget is left for the
+        leaves)."""
+        c = self.config
+        only = self.rounds % self.n_features if c.cyclical_features else None
+        depth = self.round_depth()
+        if c.split_levels <= 0:
+            return random_complete_tree(self.encoder, depth=depth, rng=self.rng,
+                                        numeric_weight=c.numeric_weight, only_feature=only)
+        levels = min(c.split_levels, depth)
+        sigma = histogram_sigma(self.calibration.sigma_leaf, levels=levels,
+                                n_features=self.n_features, split_share=c.r_split)
+        sampled = prep["sampled"]
+        prep["split_share"] = c.r_split
+        self.split_sigma = sigma
+        return grow_tree(self.encoder, depth=depth, rng=self.rng, X=self.X[sampled],
+                         g=prep["g"][sampled], levels=levels, bins=c.split_bins, sigma=sigma,
+                         numeric_weight=c.numeric_weight, only_feature=only,
+                         memory=self.split_memory, decay=c.split_decay)
 
     def round_depth(self) -> int:
         """The depth of this round's tree, from public counts only: ``depth``, or with
@@ -401,11 +450,13 @@ class SGBDTEngine:
         leaf = self.pool_nodes(tree, prep)[sampled] - int(leaves[0])
         counts = np.bincount(leaf, minlength=n_leaves).astype(np.float64)
         sums = np.bincount(leaf, weights=prep["g"][sampled], minlength=n_leaves)
+        # r2: the gradient share left to the leaves (all of 1 - r1 unless split histograms
+        # were released in this round)
+        r2 = 1.0 - c.r1 - prep.get("split_share", 0.0)
+        noisy_n = None
         if c.dynamic_leaf_noise:
             noisy_n = counts + self.rng.normal(0.0, sigma / math.sqrt(2 * c.r1), n_leaves)
-            noisy_s = sums + self.rng.normal(0.0, sigma / math.sqrt(2 * (1 - c.r1)), n_leaves)
-            return noisy_n, noisy_s
-        return None, sums + self.rng.normal(0.0, sigma / math.sqrt(2.0), n_leaves)
+        return noisy_n, sums + self.rng.normal(0.0, sigma / math.sqrt(2 * r2), n_leaves)
 
     def leaf_values(self, noisy_n: np.ndarray | None, noisy_s: np.ndarray) -> np.ndarray:
         """Leaf values from the released statistics (post-processing): ``-lr s~ / max(lambda,

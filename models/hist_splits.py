@@ -1,0 +1,268 @@
+"""Split selection from noisy gradient histograms: S-GBDT's option beyond the paper.
+
+Kirschte et al. (2023) draw every split at random from the public domains (§VI-C), which
+spends nothing on the tree's shape but wastes most splits. With ``split_levels = L > 0`` the
+top ``L`` levels of a round's tree are chosen from the data instead, through a Gaussian
+mechanism that shares the round's Poisson subsample and its individual RDP charge:
+
+* every feature has a public candidate grid: ``bins`` equal-width cells of the node's current
+  interval (the interval narrows along the path, from released splits only) for a numeric
+  feature, one cell per public value for a categorical one, and one more cell for a missing
+  value — so each record falls in exactly one cell of each feature;
+* at each selected level, each sampled record adds its clipped gradient ``g`` to one cell per
+  feature of the node it reaches; every cell of every node gets ``N(0, sigma_h^2)`` noise;
+* a split's score is ``-S_L * S_R`` from the noisy cell sums (``S_L^2 + S_R^2 - S^2``, the
+  gain of a split when both sides are taken to hold equally many records — no count is
+  released, so a record's whole contribution scales with its own ``|g|``), and each node takes
+  its best-scoring candidate (post-processing). Levels below ``L`` are drawn at random as in
+  the paper, inside the intervals the selected splits left.
+
+Privacy. One record moves ``L * F`` cells (``F`` features) by ``g`` each: its contribution has
+L2 norm ``|g| sqrt(L F)``. The noise is ``sigma_h = sigma sqrt(L F / (2 r_s))``, so the
+histograms add ``2 r_s g^2 / sigma^2`` to the record's ``1 / z^2``; the leaf sums keep
+``2 r_2 g^2 / sigma^2`` with ``r_2 = 1 - r_1 - r_s``. Together with the leaf count's
+``2 r_1 / sigma^2`` the round is a Gaussian mechanism (adaptively composed: the leaves depend
+on the chosen splits, which changes where a record's contribution lands but never its norm)
+with ``z(|g|) = sigma / sqrt(2 (r_1 + (1 - r_1) g^2))`` — exactly the paper's per-record
+round cost (Theorem 23 / Corollary 24), so the calibration, the cost table and the individual
+filter are unchanged. Poisson subsampling of an adaptively composed Gaussian is dominated by
+the subsampled Gaussian with the composed noise multiplier (dominating pairs, Zhu, Dong and
+Wang 2022), which is what the accountant charges. ``tests/test_statistical_privacy.py`` tests
+the round end to end, with a negative control.
+
+Examples
+--------
+>>> import numpy as np
+>>> from dpstream.models.encoding import RecordEncoder
+>>> enc = RecordEncoder({"features": {"x": {"type": "numeric", "min": 0, "max": 10},
+...                                   "c": {"type": "categorical", "values": ["a", "b"]}},
+...                      "target": {"type": "numeric", "min": 0, "max": 1}})
+>>> rng = np.random.default_rng(0)
+>>> X = enc.encode_many([{"x": float(v), "c": "a"} for v in rng.uniform(0, 10, 400)])
+>>> x_col = enc.numeric_columns()[0][0]           # column 0 is the encoder's constant
+>>> g = np.where(X[:, x_col] <= 7.5, 0.5, -0.5)   # the gradient changes sign at x = 7.5
+>>> tree = grow_tree(enc, depth=2, rng=rng, X=X, g=g, levels=1, bins=8, sigma=1.0)
+>>> int(tree.feature[0]) == x_col, float(tree.threshold[0])
+(True, 7.5)
+>>> tree.leaves.tolist()
+[3, 4, 5, 6]
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .encoding import RecordEncoder
+from .forest import complete_tree_layout
+from .random_splits import RandomTree
+
+__all__ = ["grow_tree", "histogram_sigma"]
+
+
+def histogram_sigma(sigma_leaf: float, *, levels: int, n_features: int,
+                    split_share: float) -> float:
+    """The noise of every histogram cell: ``sigma sqrt(L F / (2 r_s))`` (module docstring)."""
+    if levels <= 0:
+        return 0.0
+    return sigma_leaf * math.sqrt(levels * n_features / (2.0 * split_share))
+
+
+class _Cells:
+    """The public cell layout of one node's histogram: numeric features first (``bins`` cells
+    of the node's interval and one for missing), then categorical ones (one cell per value
+    and one for missing)."""
+
+    def __init__(self, encoder: RecordEncoder, bins: int):
+        self.numeric = encoder.numeric_columns()
+        self.categorical = encoder.categorical_columns()
+        self.bins = bins
+        n_num = len(self.numeric)
+        cat_sizes = [len(c) + 1 for c in self.categorical]
+        self.cat_offset = n_num * (bins + 1) + np.cumsum([0] + cat_sizes[:-1],
+                                                         dtype=np.int64)[:len(cat_sizes)]
+        self.offset = np.concatenate((np.arange(n_num) * (bins + 1), self.cat_offset)).astype(
+            np.int64)
+        self.size = n_num * (bins + 1) + int(sum(cat_sizes))
+
+    def codes(self, X: np.ndarray) -> np.ndarray:
+        """The categorical cell of each row (value index; the last cell when missing)."""
+        out = np.empty((X.shape[0], len(self.categorical)), dtype=np.int64)
+        for k, cols in enumerate(self.categorical):
+            sub = X[:, cols]
+            out[:, k] = np.where(sub.max(axis=1, initial=0.0) > 0.5, sub.argmax(axis=1),
+                                 len(cols))
+        return out
+
+    def numeric_cells(self, X: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """The numeric cell of each row within its node's interval ``[lo, hi]`` (per row)."""
+        if not self.numeric:
+            return np.empty((X.shape[0], 0), dtype=np.int64)
+        x = X[:, [c for c, _, _ in self.numeric]]
+        width = hi - lo
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pos = np.floor((x - lo) / np.where(width > 0, width, 1.0) * self.bins)
+        cell = np.clip(np.nan_to_num(pos, nan=0.0), 0, self.bins - 1).astype(np.int64)
+        cell[np.isnan(x)] = self.bins          # missing: always right
+        return cell
+
+
+def _best_split(H: np.ndarray, cells: _Cells, iv: list, cats: list, allowed: np.ndarray):
+    """The best-scoring candidate of one node's noisy histogram ``H``: ``(column, threshold,
+    kind, index, cut)`` or ``None`` when no feature can split."""
+    best, best_score = None, -math.inf
+    B = cells.bins
+    n_num = len(cells.numeric)
+    if n_num:
+        Hn = H[:n_num * (B + 1)].reshape(n_num, B + 1)
+        total = Hn.sum(axis=1, keepdims=True)
+        left = np.cumsum(Hn[:, :B - 1], axis=1)
+        score = -left * (total - left)
+        for j in range(n_num):
+            lo, hi = iv[j]
+            if not allowed[j] or hi <= lo:
+                continue
+            k = int(np.argmax(score[j]))
+            if score[j, k] > best_score:
+                best_score = float(score[j, k])
+                best = (cells.numeric[j][0], lo + (k + 1) * (hi - lo) / B, "num", j, None)
+    for k, cols in enumerate(cells.categorical):
+        open_cols = cats[k]
+        if not allowed[n_num + k] or open_cols is None or len(open_cols) < 2:
+            continue
+        off = int(cells.cat_offset[k])
+        Hc = H[off:off + len(cols) + 1]
+        total = Hc.sum()
+        values = [c - cols[0] for c in open_cols]
+        score = -Hc[values] * (total - Hc[values])
+        i = int(np.argmax(score))
+        if score[i] > best_score:
+            best_score = float(score[i])
+            best = (open_cols[i], 0.5, "cat", k, open_cols[i])
+    return best
+
+
+def grow_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.Generator,
+              X: np.ndarray | None = None, g: np.ndarray | None = None, levels: int = 0,
+              bins: int = 32, sigma: float = 0.0, numeric_weight: float = 1.0,
+              only_feature: int | None = None, memory: dict | None = None,
+              decay: float = 0.0) -> RandomTree:
+    """One complete tree of ``depth``: the top ``levels`` levels chosen from noisy gradient
+    histograms of the rows ``X`` (gradients ``g``, cell noise ``sigma``; see the module
+    docstring), the rest drawn at random from the public domains as in the paper.
+
+    ``X`` and ``g`` are the round's Poisson-sampled records; ``sigma`` must come from
+    :func:`histogram_sigma` for the round's accounting to hold. ``only_feature`` restricts
+    every split to one feature (numeric ones first, then categorical, as in
+    :func:`~dpstream.models.random_splits.feature_order`).
+    """
+    n_nodes, internal, leaves = complete_tree_layout(depth)
+    feature = np.zeros(n_nodes, dtype=np.int32)
+    threshold = np.full(n_nodes, np.inf)
+    left = np.arange(n_nodes, dtype=np.int32)
+    left[internal] = 2 * internal + 1
+    cells = _Cells(encoder, bins)
+    n_num, n_feat = len(cells.numeric), len(cells.numeric) + len(cells.categorical)
+    allowed = np.ones(n_feat, dtype=bool)
+    if only_feature is not None:
+        allowed[:] = False
+        allowed[only_feature] = True
+    if numeric_weight <= 0:
+        allowed[:n_num] = False
+    levels = min(levels, depth) if X is not None and g is not None else 0
+
+    # state of the nodes of the current level: numeric intervals and open categorical columns
+    ivs = [[(lo, hi) for _, lo, hi in cells.numeric]]
+    catss = [[list(c) for c in cells.categorical]]
+    if levels:
+        codes = cells.codes(X)
+        pos = np.zeros(X.shape[0], dtype=np.int64)   # each row's node within its level
+    for level in range(depth):
+        first = 2 ** level - 1
+        width = 2 ** level
+        if level < levels:
+            prior = None
+            if level == 0 and memory is not None:
+                prior = memory.get("root")
+                if prior is not None and prior.size != cells.size:
+                    prior = None
+            chosen, hist = _select_level(cells, X, g, pos, codes, ivs, catss, allowed, sigma,
+                                         rng, prior, decay)
+            if level == 0 and memory is not None:
+                memory["root"] = hist
+        else:
+            u = rng.random(2 * width).tolist()
+            chosen = [_random_split(cells, ivs[i], catss[i], allowed, numeric_weight,
+                                    u[2 * i], u[2 * i + 1]) for i in range(width)]
+        next_ivs, next_cats = [], []
+        for i, split in enumerate(chosen):
+            node = first + i
+            l_iv, r_iv = list(ivs[i]), list(ivs[i])
+            l_cat, r_cat = list(catss[i]), list(catss[i])
+            if split is None:
+                feature[node], threshold[node] = 0, np.inf   # nothing to split: all go left
+            else:
+                col, t, kind, j, cut = split
+                feature[node], threshold[node] = col, t
+                if kind == "num":
+                    lo, hi = ivs[i][j]
+                    l_iv[j], r_iv[j] = (lo, t), (t, hi)
+                else:
+                    l_cat[j] = None
+                    r_cat[j] = [c for c in catss[i][j] if c != cut]
+            next_ivs += [l_iv, r_iv]
+            next_cats += [l_cat, r_cat]
+        if level + 1 < levels:   # rows move to the next selected level
+            node = first + pos
+            go_left = X[np.arange(X.shape[0]), feature[node]] <= threshold[node]
+            pos = 2 * pos + np.where(go_left, 0, 1)
+        ivs, catss = next_ivs, next_cats
+    return RandomTree(feature, threshold, left, leaves)
+
+
+def _select_level(cells: _Cells, X, g, pos, codes, ivs, catss, allowed, sigma, rng,
+                  prior=None, decay=0.0) -> tuple[list, np.ndarray]:
+    """Noisy histograms of every node of one level, and each node's best split."""
+    width = len(ivs)
+    lo = np.array([[a for a, _ in iv] for iv in ivs]).reshape(width, -1)
+    hi = np.array([[b for _, b in iv] for iv in ivs]).reshape(width, -1)
+    cell = np.concatenate((cells.numeric_cells(X, lo[pos], hi[pos]), codes), axis=1)
+    index = pos[:, None] * cells.size + cells.offset[None, :] + cell
+    hist = np.bincount(index.ravel(), weights=np.repeat(g, cell.shape[1]),
+                       minlength=width * cells.size)
+    # every cell of every node is noised, empty or not: what is released does not depend on
+    # which cells the records fell in
+    hist = hist + rng.normal(0.0, sigma, hist.size)
+    if prior is not None:
+        hist = hist + decay * prior
+    return [_best_split(hist[i * cells.size:(i + 1) * cells.size], cells, ivs[i], catss[i],
+                        allowed) for i in range(width)], hist
+
+
+def _random_split(cells: _Cells, iv: list, cats: list, allowed: np.ndarray,
+                  numeric_weight: float, u_feature: float, u_split: float):
+    """The paper's random split of one node (a feature with weight ``numeric_weight`` for a
+    numeric one and 1 for a categorical one, then a uniform threshold or value)."""
+    n_num = len(cells.numeric)
+    weights = [numeric_weight if (allowed[j] and hi > lo) else 0.0
+               for j, (lo, hi) in enumerate(iv)]
+    weights += [1.0 if (allowed[n_num + k] and c is not None and len(c) > 1) else 0.0
+                for k, c in enumerate(cats)]
+    total = sum(weights)
+    if total <= 0:
+        return None
+    target, acc, j = u_feature * total, 0.0, -1
+    for i, w in enumerate(weights):
+        if w > 0:
+            j = i
+            acc += w
+            if target < acc:
+                break
+    if j < n_num:
+        lo, hi = iv[j]
+        return cells.numeric[j][0], lo + u_split * (hi - lo), "num", j, None
+    k = j - n_num
+    cols = cats[k]
+    col = cols[min(int(u_split * len(cols)), len(cols) - 1)]
+    return col, 0.5, "cat", k, col
