@@ -146,7 +146,7 @@ def test_full_matrix_covers_every_model_and_every_quoted_epsilon():
     assert set(suite.GRID) <= eps and min(eps) == 0.05 and max(eps) == 10
     kinds = {c.name for c in cells if c.kind == "baseline"}
     assert kinds == {"hist-gradient-boosting", "sklearn-random-forest",
-                     "diffprivlib-random-forest", "dp-mean"}
+                     "diffprivlib-random-forest", "dp-ebm", "dp-mean"}
     assert {c.name for c in cells if c.kind == "stream"} >= {"hoeffding-tree", "arf"}
 
 

@@ -5,6 +5,13 @@
 * ``diffprivlib-random-forest`` — IBM diffprivlib's ``RandomForestClassifier``, the DP anchor
   most users know (the ``bench`` extra; it needs scikit-learn < 1.7). It gets the public
   schema's bounds and classes, never bounds read from the data. Classification only.
+* ``dp-ebm`` — InterpretML's DP Explainable Boosting Machine (Nori et al., 2021;
+  ``interpret.privacy.DPExplainableBoostingClassifier`` / ``...Regressor``, the ``bench``
+  extra's ``interpret-core``), the DP tabular peer users would pick, at the row's ε and
+  S-GBDT's δ. It runs with its defaults on Adult and Abalone and gets every public domain:
+  declared feature types (categories ``nominal``, never auto-detected), ``privacy_bounds``
+  from the schema's numeric ranges and, for regression, ``privacy_target_min`` / ``_max``
+  from the target's range, so no bound is read from the data.
 * ``dp-mean`` — Kirschte et al.'s "DP Mean": one constant prediction, the DP mean of the training
   labels (:class:`DPMean`). The floor every DP model must clear.
 
@@ -24,6 +31,7 @@ Examples
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,16 +39,25 @@ from typing import Any
 import numpy as np
 
 from ...accounting import BudgetLedger, LaplaceMechanism
+from ...models import SGBDTClassifier
 from ...models.encoding import RecordEncoder
 from .protocols import _metric, load_protocol_data, protocol_splits
 
-__all__ = ["BASELINES", "DPMean", "baseline_available", "design_matrix", "run_baseline"]
+__all__ = ["BASELINES", "DP_PEER_DATASETS", "DPMean", "baseline_available", "design_matrix",
+           "dp_ebm_frame", "run_baseline"]
+
+#: the tables DP-EBM runs on (S-GBDT's datasets)
+DP_PEER_DATASETS = ("adult", "abalone")
+
+#: S-GBDT's default δ: DP-EBM runs at the same (ε, δ) as the S-GBDT rows it stands beside
+_SGBDT_DELTA = float(inspect.signature(SGBDTClassifier).parameters["delta"].default)
 
 #: name -> (kind, what it is)
 BASELINES: dict[str, tuple[str, str]] = {
     "hist-gradient-boosting": ("non-private", "scikit-learn HistGradientBoosting"),
     "sklearn-random-forest": ("non-private", "scikit-learn RandomForest (100 trees)"),
     "diffprivlib-random-forest": ("dp-anchor", "diffprivlib RandomForestClassifier (10 trees)"),
+    "dp-ebm": ("dp-anchor", "InterpretML DP-EBM (DPExplainableBoosting*, its defaults)"),
     "dp-mean": ("dp-baseline", "DP Mean (Kirschte et al., 2023): the DP mean of the labels"),
 }
 
@@ -128,6 +145,11 @@ def baseline_available(name: str) -> str | None:
         return f"unknown baseline {name!r}; choose from {sorted(BASELINES)}"
     if name == "dp-mean":
         return None
+    if name == "dp-ebm":
+        try:
+            from interpret.privacy import DPExplainableBoostingClassifier  # noqa: F401
+        except ImportError:
+            return "interpret is not installed (pip install 'dpstream[bench]')"
     try:
         import sklearn  # noqa: F401
     except ImportError:
@@ -138,6 +160,48 @@ def baseline_available(name: str) -> str | None:
         except ImportError:
             return "diffprivlib is not installed (pip install 'dpstream[bench]')"
     return None
+
+
+def dp_ebm_frame(schema: Any, X: list) -> tuple[Any, dict]:
+    """The rows as a DataFrame for DP-EBM, and its public arguments from the schema.
+
+    Columns in schema order, named ``str(key)``; categories as strings (a missing one becomes
+    ``"None"``, a category of its own), numbers as floats (missing: NaN). The arguments:
+    ``feature_names``, ``feature_types`` (``"nominal"`` / ``"continuous"``) and
+    ``privacy_bounds`` (each numeric feature's declared ``(min, max)``).
+    """
+    import pandas as pd
+
+    names, types, bounds, cols = [], [], {}, {}
+    for key, feat in schema.features.items():
+        name = str(key)
+        names.append(name)
+        values = [x.get(key) for x in X]
+        if getattr(feat, "values", None) is not None:
+            types.append("nominal")
+            cols[name] = [str(v) for v in values]
+        else:
+            types.append("continuous")
+            bounds[name] = (float(feat.min), float(feat.max))
+            cols[name] = np.array([np.nan if v is None else float(v) for v in values])
+    return pd.DataFrame(cols, columns=names), {"feature_names": names, "feature_types": types,
+                                               "privacy_bounds": bounds}
+
+
+def _dp_ebm(regression: bool, epsilon: float, delta: float, seed: int, public: dict,
+            schema: Any):
+    import warnings
+
+    from interpret.privacy import DPExplainableBoostingClassifier, DPExplainableBoostingRegressor
+    # a fixed random_state makes the noise reproducible, which a benchmark wants
+    warnings.filterwarnings("ignore", message=".*fixed random_state.*")
+    if regression:
+        return DPExplainableBoostingRegressor(
+            epsilon=epsilon, delta=delta, random_state=seed, n_jobs=1,
+            privacy_target_min=float(schema.target.min),
+            privacy_target_max=float(schema.target.max), **public)
+    return DPExplainableBoostingClassifier(epsilon=epsilon, delta=delta, random_state=seed,
+                                           n_jobs=1, **public)
 
 
 def _estimator(name: str, regression: bool, epsilon: float | None, seed: int, lo, hi,
@@ -179,7 +243,14 @@ def run_baseline(name: str, dataset: str, protocol: str, *, epsilon: float | Non
     folds = 1 if protocol == "holdout" else folds
     truth = np.empty(len(y), dtype=object)
     truth[:] = list(y)
-    if name != "dp-mean":
+    delta = None if kind == "non-private" else 0.0
+    if name == "dp-ebm":
+        frame, public = dp_ebm_frame(schema, X)
+        delta = _SGBDT_DELTA
+        # regression in the label's own units, bounded by the schema's declared range
+        target = (np.array([float(v) for v in y]) if regression
+                  else enc.encode_targets(y).astype(np.intp))
+    elif name != "dp-mean":
         M, lo, hi = design_matrix(schema, X)
         t = enc.encode_targets(y)
         target = t if regression else t.astype(np.intp)
@@ -193,6 +264,13 @@ def run_baseline(name: str, dataset: str, protocol: str, *, epsilon: float | Non
             pred = np.empty(split.test.size, dtype=object)
             pred[:] = DPMean(schema, epsilon, seed=fit_seed).fit(
                 list(truth[train])).predict(split.test.size)
+        elif name == "dp-ebm":
+            est = _dp_ebm(regression, epsilon, delta, fit_seed, public, schema)
+            est.fit(frame.iloc[train], target[train])
+            out = np.asarray(est.predict(frame.iloc[split.test]))
+            pred = np.empty(split.test.size, dtype=object)
+            pred[:] = ([float(v) for v in out] if regression
+                       else [enc.classes[int(v)] for v in out])
         else:
             est = _estimator(name, regression, epsilon, fit_seed, lo, hi,
                              0 if regression else len(enc.classes))
@@ -207,7 +285,7 @@ def run_baseline(name: str, dataset: str, protocol: str, *, epsilon: float | Non
     seconds = time.perf_counter() - t0
     label = {"holdout": "holdout 90/10"}.get(protocol, f"{folds}-fold CV")
     return {"model": name, "dataset": dataset, "epsilon": epsilon,
-            "delta": None if kind == "non-private" else 0.0, "metric": metric,
+            "delta": delta, "metric": metric,
             "mean": float(np.mean(scores)), "std": float(np.std(scores)), "repeats": repeats,
             "folds": folds, "seconds": round(seconds, 3),
             "rows_per_s": round(len(splits) * len(y) / seconds, 1), "params": {},

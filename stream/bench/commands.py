@@ -39,6 +39,9 @@ def bench_command(model: str, dataset: str, epsilons: Sequence[float], *,
         print(f"{res['model']} on {res['dataset']} at epsilon {eps:g} (delta "
               f"{res['delta']:g}): {res['metric']} {res['mean']:.4f} +- {res['std']:.4f} "
               f"over {res['repeats']} x {res['protocol']}{labels}, {res['seconds']:.1f} s")
+        if "error_best_threshold" in res:
+            print(f"  error at the best threshold on each test fold (the authors' scoring): "
+                  f"{res['error_best_threshold']:.4f} +- {res['error_best_threshold_std']:.4f}")
         if "curve" in res:
             print(f"  accuracy before the drift {res['accuracy_before_drift']:.4f}; per "
                   f"{res['block']} records: {' '.join(f'{v:.2f}' for v in res['curve'])}")

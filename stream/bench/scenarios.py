@@ -11,7 +11,8 @@ synthetic sets, and a drifting stream.
   ``random_state=0``. The generator's public parameters bound a feature by ``3·sqrt(d) + 2``;
   a rare value beyond would be clipped to the domain, as the service does.
 * ``agrawal-drift`` — river's Agrawal generator (classification function 0, then 2) joined by
-  river's ``ConceptDriftStream``; domains from the generator's definition.
+  river's ``ConceptDriftStream``; domains from the generator's definition. The suite's other
+  drifting streams (Agrawal, SEA, Hyperplane) are in :mod:`.drift_streams`.
 
 Examples
 --------
@@ -147,13 +148,19 @@ def _numeric_dataset(Xa: np.ndarray, ya: np.ndarray, d: int) -> Dataset:
 
 
 def load_agrawal_drift(n: int = 60_000, *, drift_at: int = 30_000, width: int = 1_000,
-                       seed: int = 0) -> Dataset:
-    """``n`` records of Agrawal function 0 drifting to function 2 around ``drift_at``."""
+                       seed: int = 0, functions: tuple[int, int] = (0, 2)) -> Dataset:
+    """``n`` records of Agrawal ``functions[0]`` drifting to ``functions[1]`` around ``drift_at``.
+
+    River's ``ConceptDriftStream`` joins ``Agrawal(functions[0], seed=seed)`` and
+    ``Agrawal(functions[1], seed=seed + 1)``: record ``t`` comes from the new concept with
+    probability ``1 / (1 + exp(-4 (t - drift_at) / width))`` (``width=1``: an abrupt switch).
+    """
     from river.datasets import synth
 
+    before, after = functions
     stream = synth.ConceptDriftStream(
-        stream=synth.Agrawal(classification_function=0, seed=seed),
-        drift_stream=synth.Agrawal(classification_function=2, seed=seed + 1),
+        stream=synth.Agrawal(classification_function=before, seed=seed),
+        drift_stream=synth.Agrawal(classification_function=after, seed=seed + 1),
         position=drift_at, width=width, seed=seed)
     X, y = [], []
     for x, label in itertools.islice(stream, n):

@@ -9,10 +9,15 @@ skipped, so an interrupted run resumes where it stopped. The results are then re
 The matrix is a list of :class:`Table` s: a dataset under the protocol of the paper its models
 come from (:func:`~dpstream.stream.bench.protocol_splits`), the dpstream models of that seed,
 and — on the very same splits — scikit-learn's non-private HistGradientBoosting and
-RandomForest, diffprivlib's DP random forest (classification) and Kirschte et al.'s DP Mean at every
-ε. The ε grid is log-spaced over 0.05 … 10 plus each paper's quoted ε. The stream section runs
-river's HoeffdingTree and ARF and every dpstream model through progressive validation on the
-stream variants and measures rows/s and peak memory (:mod:`dpstream.stream.bench.throughput`).
+RandomForest, diffprivlib's DP random forest (classification), Kirschte et al.'s DP Mean and,
+on Adult and Abalone, InterpretML's DP-EBM (Nori et al., 2021) at every ε. The ε grid is
+log-spaced over 0.05 … 10 plus each paper's quoted ε. The stream section runs river's
+HoeffdingTree and ARF and every dpstream model through progressive validation on the stream
+variants and measures rows/s and peak memory (:mod:`dpstream.stream.bench.throughput`). The
+drift section runs S-GBDT (adaptive: the defaults; faithful: ``drift=False, split_levels=0``,
+the paper's random splits without the drift signal) at ε = 1 and
+river's HoeffdingTree and ARF over river's drifting Agrawal, SEA and Hyperplane streams
+(:mod:`dpstream.stream.bench.drift_streams`).
 
 Every line carries DESIGN.md §6's bench fields plus ``rows_per_s``, ``peak_rss_mib`` (the
 peak resident memory of the process while the cell ran, reset before each cell where Linux
@@ -43,7 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .baselines import BASELINES, baseline_available, run_baseline
+from .baselines import BASELINES, DP_PEER_DATASETS, baseline_available, run_baseline
+from .drift_streams import DRIFT_SCENARIOS, run_drift_stream
 from .protocols import DEFAULT_FOLDS, run_bench
 from .throughput import RIVER_MODELS, run_stream
 
@@ -87,6 +93,10 @@ class Profile:
     streams: tuple[tuple[str, tuple[str, ...]], ...] = ()
     stream_n: int | None = None
     stream_epsilon: float = 1.0
+    drifts: tuple[str, ...] = ()       # drifting streams (:mod:`.drift_streams`)
+    drift_n: int = 30_000
+    drift_seeds: int = 3
+    dp_peer: bool = True               # DP-EBM next to S-GBDT on Adult and Abalone
 
 
 #: figures quoted by the papers: (model, params, dataset, labeled_fraction) -> {ε: value};
@@ -160,19 +170,26 @@ QUICK_TABLES = (
 )
 
 _CLASSIFIERS = ("sgbdt", "median-forest", "random-forest", "rdt", "greedy-forest")
+#: S-GBDT's two arms on the drifting streams: adapting to drift, and the paper's algorithm
+#: (faithful: no drift signal and the paper's random splits; adaptive: the defaults)
+ADAPTIVE, FAITHFUL = (("drift", True),), (("drift", False), ("split_levels", 0))
+_DRIFT_ROWS = (("sgbdt", ADAPTIVE), ("sgbdt", FAITHFUL), ("hoeffding-tree", ()), ("arf", ()))
 _STREAMERS = _CLASSIFIERS + ("rdt-sharp",)
 
 PROFILES: dict[str, Profile] = {
     "full": Profile(FULL_TABLES, GRID, {"cv": 5, "holdout": 10, "kfold": 2},
                     streams=(("adult", _STREAMERS), ("abalone", ("sgbdt",)),
-                             ("agrawal-drift", _STREAMERS))),
+                             ("agrawal-drift", _STREAMERS)), drifts=tuple(DRIFT_SCENARIOS)),
     "quick": Profile(QUICK_TABLES, (0.1, 1.0), {"cv": 1, "holdout": 3, "kfold": 1},
-                     paper_points=2, streams=(("adult", _STREAMERS),), stream_n=5_000),
+                     paper_points=2, streams=(("adult", _STREAMERS),), stream_n=5_000,
+                     drifts=("agrawal-4-0-gradual", "sea-abrupt", "hyperplane-gradual"),
+                     drift_seeds=1),
     # the CI smoke test of the harness: seconds, every kind of cell
     "smoke": Profile((Table("iris", "holdout", (Row("median-forest"),)),
                       Table("abalone", "cv", (Row("sgbdt", (("n_trees", 10),)),))),
                      (1.0,), {"cv": 1, "holdout": 2, "kfold": 1}, {"cv": 2, "kfold": 2},
-                     paper_points=0, streams=(("abalone", ("sgbdt",)),), stream_n=300),
+                     paper_points=0, streams=(("abalone", ("sgbdt",)),), stream_n=300,
+                     dp_peer=False),
 }
 
 
@@ -180,7 +197,7 @@ PROFILES: dict[str, Profile] = {
 class Cell:
     """One line of the results: a model, baseline or stream run at one ε."""
 
-    kind: str                     # "model" | "baseline" | "stream"
+    kind: str                     # "model" | "baseline" | "stream" | "drift"
     name: str
     dataset: str
     protocol: str
@@ -212,6 +229,10 @@ class Cell:
             return run_baseline(self.name, self.dataset, self.protocol, epsilon=self.epsilon,
                                 repeats=self.repeats, folds=self.folds,
                                 labeled_fraction=self.labeled_fraction, progress=progress)
+        if self.kind == "drift":
+            return run_drift_stream(self.name, self.dataset, epsilon=self.epsilon,
+                                    n=self.n or 30_000, repeats=self.repeats,
+                                    params=dict(self.params), progress=progress)
         return run_stream(self.name, self.dataset, epsilon=self.epsilon, n=self.n,
                           params=dict(self.params), progress=progress)
 
@@ -220,6 +241,8 @@ def variant_label(model: str, params: dict) -> str:
     """A readable name for a model with parameters (``sgbdt, no IRF``, ``SSPE-2`` ...)."""
     if model == "sgbdt" and params.get("individual_filter") is False:
         return "sgbdt, no IRF"
+    if model == "sgbdt" and tuple(sorted(params.items())) in (ADAPTIVE, FAITHFUL):
+        return "sgbdt adaptive" if params["drift"] else "sgbdt faithful"
     if model == "median-forest" and params.get("privacy") == "labels_only":
         return "median-forest SSPE-2 (public features)"
     if model == "dpboost" and params.get("data_filter") is True:
@@ -238,7 +261,8 @@ def _table_eps(table: Table, profile: Profile) -> list[float]:
 
 
 def build_matrix(profile: str | Profile) -> list[Cell]:
-    """Every cell of a profile, in run order (dpstream rows, then baselines, then streams)."""
+    """Every cell of a profile, in run order (dpstream rows, then baselines, then streams,
+    then the drifting streams)."""
     prof = PROFILES[profile] if isinstance(profile, str) else profile
     cells: list[Cell] = []
     for t in prof.tables:
@@ -256,8 +280,11 @@ def build_matrix(profile: str | Profile) -> list[Cell]:
         cells += [Cell("baseline", b, epsilon=None, repeats=repeats, **common)
                   for b, (kind, _) in BASELINES.items() if kind == "non-private"]
         regression = t.dataset.startswith("abalone")
-        for b in ("diffprivlib-random-forest", "dp-mean"):
+        for b in ("diffprivlib-random-forest", "dp-ebm", "dp-mean"):
             if b == "diffprivlib-random-forest" and regression:
+                continue
+            if b == "dp-ebm" and not (prof.dp_peer and t.protocol == "cv"
+                                      and t.dataset in DP_PEER_DATASETS):
                 continue
             cells += [Cell("baseline", b, epsilon=e, repeats=repeats, **common) for e in eps]
     for dataset, models in prof.streams:
@@ -266,6 +293,10 @@ def build_matrix(profile: str | Profile) -> list[Cell]:
                   for m in models if not (regression and m not in ("sgbdt", "dpboost"))]
         cells += [Cell("stream", m, dataset, "stream", None, n=prof.stream_n)
                   for m in RIVER_MODELS]
+    for scenario in prof.drifts:
+        cells += [Cell("drift", m, scenario, "drift", prof.stream_epsilon if m == "sgbdt"
+                       else None, params=p, repeats=prof.drift_seeds, n=prof.drift_n)
+                  for m, p in _DRIFT_ROWS]
     return cells
 
 
