@@ -54,11 +54,23 @@ import math
 
 import numpy as np
 
+try:   # numba is a core dependency; the numpy path below is the fallback and the test oracle
+    from numba import njit
+except ImportError:  # pragma: no cover - depends on the environment
+    njit = None
+
 from .encoding import RecordEncoder
 from .forest import complete_tree_layout
 from .random_splits import RandomTree
 
-__all__ = ["grow_tree", "histogram_sigma"]
+__all__ = ["category_codes", "grow_tree", "histogram_sigma"]
+
+
+def category_codes(encoder: RecordEncoder, X: np.ndarray) -> np.ndarray:
+    """Each row's value index per categorical feature (the feature's number of values when
+    missing), as ``int16`` — the compact form the histograms read (the S-GBDT pool keeps it
+    next to its encoded rows)."""
+    return _Cells(encoder, 2).codes(X).astype(np.int16)
 
 
 def histogram_sigma(sigma_leaf: float, *, levels: int, n_features: int,
@@ -85,14 +97,18 @@ class _Cells:
         self.offset = np.concatenate((np.arange(n_num) * (bins + 1), self.cat_offset)).astype(
             np.int64)
         self.size = n_num * (bins + 1) + int(sum(cat_sizes))
+        self.num_cols = np.array([c for c, _, _ in self.numeric], dtype=np.int64)
+        self.cat_start = np.array([c[0] for c in self.categorical], dtype=np.int64)
+        self.cat_size = np.array([len(c) for c in self.categorical], dtype=np.int64)
 
     def codes(self, X: np.ndarray) -> np.ndarray:
-        """The categorical cell of each row (value index; the last cell when missing)."""
+        """The categorical cell of each row (value index; the last cell when missing). The
+        encoder writes 0 in the column of the record's value and 1 in the others (a split
+        ``x[col] <= 0.5`` sends that value left); a missing value is NaN in every column."""
         out = np.empty((X.shape[0], len(self.categorical)), dtype=np.int64)
         for k, cols in enumerate(self.categorical):
-            sub = X[:, cols]
-            out[:, k] = np.where(sub.max(axis=1, initial=0.0) > 0.5, sub.argmax(axis=1),
-                                 len(cols))
+            is_value = X[:, cols] <= 0.5
+            out[:, k] = np.where(is_value.any(axis=1), is_value.argmax(axis=1), len(cols))
         return out
 
     def numeric_cells(self, X: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -104,8 +120,122 @@ class _Cells:
         with np.errstate(invalid="ignore", divide="ignore"):
             pos = np.floor((x - lo) / np.where(width > 0, width, 1.0) * self.bins)
         cell = np.clip(np.nan_to_num(pos, nan=0.0), 0, self.bins - 1).astype(np.int64)
+        cell[~(width > 0) & ~np.isnan(x)] = 0   # an empty interval: one cell (never split)
         cell[np.isnan(x)] = self.bins          # missing: always right
         return cell
+
+
+def _level_histogram_numpy(cells: _Cells, X, codes, rows, pos, g, lo, hi,
+                           width: int) -> np.ndarray:
+    """Noiseless gradient sums per (node, cell) of one level (the reference path)."""
+    Xs = X[rows]
+    cell = np.concatenate((cells.numeric_cells(Xs, lo[pos], hi[pos]),
+                           codes[rows].astype(np.int64)), axis=1)
+    index = pos[:, None] * cells.size + cells.offset[None, :] + cell
+    return np.bincount(index.ravel(), weights=np.repeat(g, cell.shape[1]),
+                       minlength=width * cells.size)
+
+
+if njit is not None:
+    @njit(cache=True, nogil=True)
+    def _level_histogram_kernel(X, codes, rows, pos, g, num_cols, lo, hi, bins, offset,
+                                width, size):   # pragma: no cover - compiled
+        # feature by feature: the pool is column-major, so each pass reads one column in
+        # row order; categorical features read the compact codes, not their one-hot columns
+        hist = np.zeros(width * size)
+        n_num, n_cat, m = num_cols.shape[0], codes.shape[1], rows.shape[0]
+        for j in range(n_num):
+            c = num_cols[j]
+            for r in range(m):
+                p = pos[r]
+                x = X[rows[r], c]
+                if np.isnan(x):
+                    b = bins                      # missing: the extra cell (always right)
+                else:
+                    w = hi[p, j] - lo[p, j]
+                    b = 0
+                    if w > 0:
+                        b = int(np.floor((x - lo[p, j]) / w * bins))
+                        b = min(max(b, 0), bins - 1)
+                hist[p * size + offset[j] + b] += g[r]
+        for k in range(n_cat):
+            for r in range(m):
+                hist[pos[r] * size + offset[n_num + k] + codes[rows[r], k]] += g[r]
+        return hist
+
+    @njit(cache=True, nogil=True)
+    def _random_levels_kernel(u, start, n_internal, lo, hi, is_open, num_cols, cat_start,
+                              cat_size, numeric_weight, allowed, feature,
+                              threshold):   # pragma: no cover - compiled
+        """The paper's random draw for internal nodes ``start ..`` (heap order), from the
+        per-node state ``lo``/``hi`` (numeric intervals) and ``is_open`` (open categorical
+        columns) that the caller set for the nodes of the first random level."""
+        n_num, n_cat = num_cols.shape[0], cat_start.shape[0]
+        weights = np.zeros(n_num + n_cat)
+        for node in range(start, n_internal):
+            a = 2 * (node - start)
+            total = 0.0
+            for j in range(n_num):
+                w = numeric_weight if (allowed[j] and hi[node, j] > lo[node, j]) else 0.0
+                weights[j] = w
+                total += w
+            for k in range(n_cat):
+                n_open = 0
+                for v in range(cat_size[k]):
+                    n_open += is_open[node, cat_start[k] + v]
+                w = 1.0 if (allowed[n_num + k] and n_open > 1) else 0.0
+                weights[n_num + k] = w
+                total += w
+            left = 2 * node + 1
+            if left < n_internal:
+                for child in (left, left + 1):
+                    lo[child] = lo[node]
+                    hi[child] = hi[node]
+                    is_open[child] = is_open[node]
+            if total <= 0:
+                feature[node], threshold[node] = 0, np.inf
+                continue
+            target, acc, j = u[a] * total, 0.0, -1
+            for i in range(n_num + n_cat):
+                if weights[i] > 0:
+                    j = i
+                    acc += weights[i]
+                    if target < acc:
+                        break
+            if j < n_num:
+                t = lo[node, j] + u[a + 1] * (hi[node, j] - lo[node, j])
+                feature[node], threshold[node] = num_cols[j], t
+                if left < n_internal:
+                    hi[left, j], lo[left + 1, j] = t, t
+            else:
+                k = j - n_num
+                n_open = 0
+                for v in range(cat_size[k]):
+                    n_open += is_open[node, cat_start[k] + v]
+                pick = min(int(u[a + 1] * n_open), n_open - 1)
+                col = -1
+                for v in range(cat_size[k]):
+                    if is_open[node, cat_start[k] + v]:
+                        if pick == 0:
+                            col = cat_start[k] + v
+                            break
+                        pick -= 1
+                feature[node], threshold[node] = col, 0.5   # left iff value == this category
+                if left < n_internal:
+                    for v in range(cat_size[k]):
+                        is_open[left, cat_start[k] + v] = False
+                    is_open[left + 1, col] = False
+
+
+def _level_histogram(cells: _Cells, X, codes, rows, pos, g, lo, hi,
+                     width: int) -> np.ndarray:
+    """Noiseless gradient sums per (node, cell) of one level: compiled, reading the sampled
+    rows of the pool in place (no copy of the sampled records)."""
+    if njit is None:
+        return _level_histogram_numpy(cells, X, codes, rows, pos, g, lo, hi, width)
+    return _level_histogram_kernel(X, codes, rows, pos, np.asarray(g, dtype=np.float64),
+                                   cells.num_cols, lo, hi, cells.bins, cells.offset, width,
+                                   cells.size)
 
 
 def _best_split(H: np.ndarray, cells: _Cells, iv: list, cats: list, allowed: np.ndarray):
@@ -144,7 +274,9 @@ def _best_split(H: np.ndarray, cells: _Cells, iv: list, cats: list, allowed: np.
 
 
 def grow_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.Generator,
-              X: np.ndarray | None = None, g: np.ndarray | None = None, levels: int = 0,
+              X: np.ndarray | None = None, g: np.ndarray | None = None,
+              rows: np.ndarray | None = None, codes: np.ndarray | None = None,
+              levels: int = 0,
               bins: int = 32, sigma: float = 0.0, numeric_weight: float = 1.0,
               only_feature: int | None = None, memory: dict | None = None,
               decay: float = 0.0) -> RandomTree:
@@ -152,7 +284,9 @@ def grow_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.Generator,
     histograms of the rows ``X`` (gradients ``g``, cell noise ``sigma``; see the module
     docstring), the rest drawn at random from the public domains as in the paper.
 
-    ``X`` and ``g`` are the round's Poisson-sampled records; ``sigma`` must come from
+    ``X[rows]`` (all of ``X`` when ``rows`` is ``None``) are the round's Poisson-sampled
+    records and ``g`` their clipped gradients; ``codes`` the :func:`category_codes` of ``X``
+    (computed when ``None``); ``sigma`` must come from
     :func:`histogram_sigma` for the round's accounting to hold. ``only_feature`` restricts
     every split to one feature (numeric ones first, then categorical, as in
     :func:`~dpstream.models.random_splits.feature_order`).
@@ -176,8 +310,10 @@ def grow_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.Generator,
     ivs = [[(lo, hi) for _, lo, hi in cells.numeric]]
     catss = [[list(c) for c in cells.categorical]]
     if levels:
-        codes = cells.codes(X)
-        pos = np.zeros(X.shape[0], dtype=np.int64)   # each row's node within its level
+        rows = np.arange(X.shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
+        pos = np.zeros(rows.size, dtype=np.int64)   # each sampled row's node in its level
+        if codes is None:
+            codes = category_codes(encoder, X)
     for level in range(depth):
         first = 2 ** level - 1
         width = 2 ** level
@@ -187,10 +323,14 @@ def grow_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.Generator,
                 prior = memory.get("root")
                 if prior is not None and prior.size != cells.size:
                     prior = None
-            chosen, hist = _select_level(cells, X, g, pos, codes, ivs, catss, allowed, sigma,
-                                         rng, prior, decay)
+            chosen, hist = _select_level(cells, X, codes, rows, g, pos, ivs, catss, allowed,
+                                         sigma, rng, prior, decay)
             if level == 0 and memory is not None:
                 memory["root"] = hist
+        elif njit is not None:   # the remaining levels at random, compiled
+            _random_rest(cells, encoder.n_columns, ivs, catss, level, depth, rng,
+                         numeric_weight, allowed, feature, threshold)
+            break
         else:
             u = rng.random(2 * width).tolist()
             chosen = [_random_split(cells, ivs[i], catss[i], allowed, numeric_weight,
@@ -215,22 +355,41 @@ def grow_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.Generator,
             next_cats += [l_cat, r_cat]
         if level + 1 < levels:   # rows move to the next selected level
             node = first + pos
-            go_left = X[np.arange(X.shape[0]), feature[node]] <= threshold[node]
+            go_left = X[rows, feature[node]] <= threshold[node]
             pos = 2 * pos + np.where(go_left, 0, 1)
         ivs, catss = next_ivs, next_cats
     return RandomTree(feature, threshold, left, leaves)
 
 
-def _select_level(cells: _Cells, X, g, pos, codes, ivs, catss, allowed, sigma, rng,
+def _random_rest(cells: _Cells, n_columns: int, ivs: list, catss: list, level: int,
+                 depth: int, rng, numeric_weight: float, allowed, feature, threshold) -> None:
+    """Levels ``level ..`` of the tree at random (compiled), from the state the levels above
+    left: the intervals ``ivs`` and open categories ``catss`` of the nodes of ``level``."""
+    n_internal = 2 ** depth - 1
+    start = 2 ** level - 1
+    n_num = len(cells.numeric)
+    lo = np.zeros((n_internal, n_num))
+    hi = np.zeros((n_internal, n_num))
+    is_open = np.zeros((n_internal, n_columns), dtype=np.bool_)
+    for i, (iv, cats) in enumerate(zip(ivs, catss)):
+        if n_num:
+            lo[start + i], hi[start + i] = zip(*iv)
+        for cols in cats:
+            if cols is not None:
+                is_open[start + i, cols] = True
+    u = rng.random(2 * (n_internal - start))
+    _random_levels_kernel(u, start, n_internal, lo, hi, is_open, cells.num_cols,
+                          cells.cat_start, cells.cat_size, float(numeric_weight), allowed,
+                          feature, threshold)
+
+
+def _select_level(cells: _Cells, X, codes, rows, g, pos, ivs, catss, allowed, sigma, rng,
                   prior=None, decay=0.0) -> tuple[list, np.ndarray]:
     """Noisy histograms of every node of one level, and each node's best split."""
     width = len(ivs)
     lo = np.array([[a for a, _ in iv] for iv in ivs]).reshape(width, -1)
     hi = np.array([[b for _, b in iv] for iv in ivs]).reshape(width, -1)
-    cell = np.concatenate((cells.numeric_cells(X, lo[pos], hi[pos]), codes), axis=1)
-    index = pos[:, None] * cells.size + cells.offset[None, :] + cell
-    hist = np.bincount(index.ravel(), weights=np.repeat(g, cell.shape[1]),
-                       minlength=width * cells.size)
+    hist = _level_histogram(cells, X, codes, rows, pos, g, lo, hi, width)
     # every cell of every node is noised, empty or not: what is released does not depend on
     # which cells the records fell in
     hist = hist + rng.normal(0.0, sigma, hist.size)

@@ -161,6 +161,9 @@ class _SGBDTBase(base.Estimator):
         self._engine: SGBDTEngine | None = None
         self._buffer_X: list[list[float]] = []
         self._buffer_y: list[float] = []
+        # each buffered record's raw score from predict_one (None: not predicted). Rounds run
+        # only at a flush, which empties the buffer, so these stay the forest's scores
+        self._buffer_raw: list[float | None] = []
         self._last: tuple | None = None   # (x, copy of x, row, raw): predict_one's work
         self.records_seen = 0
         self._drift = (DPDriftSignal(self._config.epsilon_drift, self._drift_window(),
@@ -177,6 +180,7 @@ class _SGBDTBase(base.Estimator):
                               ("split_decay", 0.99)):
             state.setdefault(name, default)   # models pickled before split selection
         state["_last"] = None
+        state.setdefault("_buffer_raw", [None] * len(state["_buffer_y"]))
         self.__dict__.update(state)
 
     # ------------------------------------------------------------ validation
@@ -253,8 +257,12 @@ class _SGBDTBase(base.Estimator):
         if self._buffer_y:
             X = np.array(self._buffer_X, dtype=np.float64)
             y = np.array(self._buffer_y, dtype=np.float64)
-            self._buffer_X, self._buffer_y = [], []
-            self.engine.add(X, y)
+            raw = self._buffer_raw
+            known = None
+            if None not in raw:
+                known = np.array(raw, dtype=np.float64)
+            self._buffer_X, self._buffer_y, self._buffer_raw = [], [], []
+            self.engine.add(X, y, raw=known)
             self.engine.evict_oldest(self.max_active)
 
     # ------------------------------------------------------------ learning
@@ -281,8 +289,10 @@ class _SGBDTBase(base.Estimator):
                 raw = self._raw_row(row)
             if self._drift.update(self._loss_of(raw, target)):
                 self._new_generation()
+                raw = None   # scored by the retired trees
         self._buffer_X.append(row)
         self._buffer_y.append(target)
+        self._buffer_raw.append(raw)
         self.records_seen += 1
         if len(self._buffer_y) >= self.round_size:
             self._flush()

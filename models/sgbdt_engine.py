@@ -36,7 +36,7 @@ import numpy as np
 from ..accounting import IndividualRenyiFilter, LaplaceMechanism, RoundCostTable, calibrate_sgbdt
 from .encoding import RecordEncoder
 from .forest import Forest, complete_tree_layout, route_block
-from .hist_splits import grow_tree, histogram_sigma
+from .hist_splits import category_codes, grow_tree, histogram_sigma
 from .random_splits import random_complete_tree
 
 __all__ = ["SGBDTConfig", "SGBDTEngine", "dp_init_score", "noisy_label_stats",
@@ -186,6 +186,8 @@ class SGBDTEngine:
         self.y = np.empty(0)
         self.score = np.empty(0)
         self.ids = np.empty(0, dtype=np.int64)   # arrival number of each pool record
+        # each pool record's categorical value indices (split histograms read these)
+        self.codes = np.zeros((0, len(encoder.schema.categorical_features)), dtype=np.int16)
         self.last_round: dict[str, np.ndarray] = {}
         self.rounds = 0
         self.records_added = 0
@@ -232,10 +234,13 @@ class SGBDTEngine:
                               ("generation_start", 0), ("split_sigma", 0.0),
                               ("split_memory", {})):
             state.setdefault(name, default)
+        if "codes" not in state:   # checkpoints from before split selection
+            state["codes"] = category_codes(state["encoder"], state["_X"][:state["_n"]])
         self.__dict__.update(state)
 
-    def add(self, X: np.ndarray, y: np.ndarray) -> None:
-        """Records enter the pool with a full individual budget."""
+    def add(self, X: np.ndarray, y: np.ndarray, raw: np.ndarray | None = None) -> None:
+        """Records enter the pool with a full individual budget. ``raw``: their current raw
+        scores when the caller already has them (predict_one computed them on this forest)."""
         if X.shape[0] == 0:
             return
         n, m = self._n, X.shape[0]
@@ -247,8 +252,9 @@ class SGBDTEngine:
         self._X[n:n + m] = X
         self._n = n + m
         self.y = np.concatenate((self.y, y))
-        self.score = np.concatenate((self.score, self.raw_scores(X)))
+        self.score = np.concatenate((self.score, self.raw_scores(X) if raw is None else raw))
         self.ids = np.concatenate((self.ids, self.records_added + np.arange(X.shape[0])))
+        self.codes = np.concatenate((self.codes, category_codes(self.encoder, X)))
         self.filter.add(X.shape[0])
         self.records_added += X.shape[0]
 
@@ -279,6 +285,7 @@ class SGBDTEngine:
         if k < self._X.shape[0] // 4 and self._X.shape[0] > 1024:
             self._X = self._X[:max(2 * k, 1024)].copy(order="F")
         self.y, self.score, self.ids = self.y[order], self.score[order], self.ids[order]
+        self.codes = self.codes[order]
         self.filter.select(order)
 
     # ------------------------------------------------------------- init score
@@ -386,8 +393,10 @@ class SGBDTEngine:
         sampled = prep["sampled"]
         prep["split_share"] = c.r_split
         self.split_sigma = sigma
-        return grow_tree(self.encoder, depth=depth, rng=self.rng, X=self.X[sampled],
-                         g=prep["g"][sampled], levels=levels, bins=c.split_bins, sigma=sigma,
+        return grow_tree(self.encoder, depth=depth, rng=self.rng, X=self.X,
+                         rows=np.flatnonzero(sampled), codes=self.codes,
+                         g=prep["g"][sampled], levels=levels,
+                         bins=c.split_bins, sigma=sigma,
                          numeric_weight=c.numeric_weight, only_feature=only,
                          memory=self.split_memory, decay=c.split_decay)
 

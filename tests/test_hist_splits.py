@@ -54,7 +54,7 @@ def test_noiseless_histograms_find_the_split_the_gradients_change_at(kind):
     if kind == "numeric":
         g = np.where(X[:, a_col] <= 2.5, 1.0, -0.3)
     else:
-        g = np.where(X[:, w_col] > 0.5, 1.0, -0.5)
+        g = np.where(X[:, w_col] <= 0.5, 1.0, -0.5)   # the record's value is "w"
     tree = grow_tree(enc, depth=3, rng=np.random.default_rng(0), X=X, g=g, levels=1, bins=8,
                      sigma=0.0)
     if kind == "numeric":
@@ -145,12 +145,14 @@ def test_old_checkpoints_load_with_selection_off():
     for name in ("split_levels", "split_share", "split_bins", "split_decay"):
         state.pop(name)
     engine_state = m.engine.__dict__.copy()
-    for name in ("split_sigma", "split_memory"):
+    codes = engine_state["codes"]
+    for name in ("split_sigma", "split_memory", "codes"):
         engine_state.pop(name)
     old = SGBDTRegressor.__new__(SGBDTRegressor)
     old.__setstate__(state)
     old.engine.__setstate__(engine_state)
     assert old.split_levels == 0 and old.engine.split_memory == {}
+    assert np.array_equal(old.engine.codes, codes)
     old.learn_many(_rows(50, seed=3), list(np.linspace(0, 1, 50)), rounds=1)
 
 
@@ -173,3 +175,23 @@ def test_the_first_initial_score_release_waits_for_enough_arrivals():
     for x in _rows(40, seed=5):
         m.learn_one(x, 0.2)
     assert m.engine.init_score is not None and m.engine.init_records >= 100
+
+
+def test_compiled_histograms_equal_the_numpy_reference():
+    from dpstream.models import hist_splits as hs
+    enc = RecordEncoder(SCHEMA)
+    rows = _rows(400, seed=7) + [{"a": None, "b": 0.5, "c": None}]
+    X = np.asfortranarray(enc.encode_many(rows))
+    cells = _Cells(enc, bins=5)
+    rng = np.random.default_rng(0)
+    idx = np.sort(rng.choice(len(X), 200, replace=False))
+    idx[-1] = len(X) - 1
+    pos = rng.integers(0, 2, idx.size)
+    g = rng.normal(size=idx.size)
+    lo = np.array([[0.0, -1.0], [2.0, -0.5]])
+    hi = np.array([[10.0, 1.0], [7.0, 0.25]])
+    codes = hs.category_codes(enc, X)
+    assert codes[-1, 0] == 3 and set(codes[:-1, 0]) == {0, 1, 2}
+    ref = hs._level_histogram_numpy(cells, X, codes, idx, pos, g, lo, hi, 2)
+    assert np.allclose(hs._level_histogram(cells, X, codes, idx, pos, g, lo, hi, 2), ref)
+    assert ref.size == 2 * cells.size and np.isclose(ref.sum(), 3 * g.sum())

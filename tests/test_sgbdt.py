@@ -336,3 +336,27 @@ def test_forest_drop_oldest_keeps_the_rest():
     assert len(forest) == 4
     np.testing.assert_allclose(forest.predict_sum(rows), expected)
     np.testing.assert_allclose([forest.predict_sum_one(r) for r in rows], expected)
+
+
+def test_pool_scores_stay_the_forests_scores_when_predict_one_scores_are_reused():
+    """learn_one reuses predict_one's raw score for the pool (no second pass over the
+    forest); the pool's scores must equal a fresh scoring, also across generation switches
+    and records learned without a prediction."""
+    from river.datasets import synth
+    schema = {"features": {k: {"type": "numeric", "min": lo, "max": hi} for k, lo, hi in (
+        ("salary", 20000, 150000), ("commission", 0, 85000), ("age", 20, 80),
+        ("elevel", 0, 4), ("car", 1, 20), ("zipcode", 0, 8), ("hvalue", 0, 1_200_000),
+        ("hyears", 1, 30), ("loan", 0, 500_000))},
+              "target": {"type": "binary", "values": [0, 1]}}
+    stream = synth.ConceptDriftStream(stream=synth.Agrawal(classification_function=0, seed=1),
+                                      drift_stream=synth.Agrawal(classification_function=4,
+                                                                 seed=2),
+                                      position=3000, width=50, seed=3)
+    m = SGBDTClassifier(schema=schema, epsilon=5.0, seed=0, drift_window=200)
+    for i, (x, y) in enumerate(stream.take(6000)):
+        if i % 3:
+            m.predict_one(x)
+        m.learn_one(x, y)
+    e = m.engine
+    assert e.generation >= 1 and e.rounds > 100
+    np.testing.assert_allclose(e.score, e.raw_scores(e.X), rtol=0, atol=1e-9)
