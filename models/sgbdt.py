@@ -399,8 +399,27 @@ class _SGBDTBase(base.Estimator):
             "records_evicted": e.records_evicted,
             "init_score_records": e.init_records,
             "spend_fraction": {k: spend[k] for k in ("min", "median", "max")},
+            "spend_by_age": self._spend_by_age(),
             "drift": self._drift_report(),
         }
+
+    #: age brackets (arrivals since a record arrived) of ``privacy_report()["spend_by_age"]``
+    AGE_BRACKETS = (0, 1_000, 5_000, 20_000)
+
+    def _spend_by_age(self) -> dict:
+        """Median share of its RDP bound each active record has spent, by how many arrivals
+        ago it arrived (records that spent it all have left: ``records_exhausted``)."""
+        e = self.engine
+        frac = e.filter.spent / e.filter.bound
+        age = e.records_added - e.ids
+        out = {}
+        edges = self.AGE_BRACKETS + (math.inf,)
+        for lo, hi in zip(edges[:-1], edges[1:]):
+            sel = (age >= lo) & (age < hi)
+            name = f"{lo}+" if hi == math.inf else f"{lo}-{hi}"
+            out[name] = {"records": int(sel.sum()),
+                         "median": float(np.median(frac[sel])) if sel.any() else None}
+        return out
 
     def _drift_report(self) -> dict:
         e = self.engine

@@ -195,3 +195,14 @@ def test_compiled_histograms_equal_the_numpy_reference():
     ref = hs._level_histogram_numpy(cells, X, codes, idx, pos, g, lo, hi, 2)
     assert np.allclose(hs._level_histogram(cells, X, codes, idx, pos, g, lo, hi, 2), ref)
     assert ref.size == 2 * cells.size and np.isclose(ref.sum(), 3 * g.sum())
+
+
+def test_privacy_report_shows_spend_by_age():
+    m = SGBDTRegressor(schema=SCHEMA, epsilon=1.0, seed=0)
+    for i, x in enumerate(_rows(2500)):
+        m.learn_one(x, float(x["a"] > 5))
+    by_age = m.privacy_report()["spend_by_age"]
+    assert list(by_age) == ["0-1000", "1000-5000", "5000-20000", "20000+"]
+    assert by_age["0-1000"]["records"] + by_age["1000-5000"]["records"] == len(m.engine)
+    assert by_age["20000+"] == {"records": 0, "median": None}
+    assert by_age["1000-5000"]["median"] > by_age["0-1000"]["median"] > 0   # older spent more
