@@ -61,11 +61,13 @@ from typing import Any
 import numpy as np
 
 from ..accounting import ExponentialMechanism, ReportNoisyMax
+from . import random_trees
 from ._params import check_integer
 from .random_trees import (
     KeyedTree,
     LeafTable,
     child_keys,
+    kernel_salts,
     keyed_rank,
     nth_free,
     root_keys,
@@ -112,6 +114,12 @@ class GreedyForestClassifier(WindowForestBase):
         Equal-width bins of a numeric attribute's public domain.
     window_seconds
         Close a window once a record arrives this long after its first one.
+    warmup, drift, drift_share, drift_window
+        The window policy every window forest shares: warm-up windows of ``warmup``,
+        ``2 warmup``, ``4 warmup``, ... records up to ``window_size`` (default 1000; ``None``:
+        full windows from the start) and a DP drift signal (``drift_share`` of epsilon) that
+        closes the open window on a detected change and retires the old concept's windows.
+        See :class:`~dpstream.models.window_forest.WindowForestBase`.
     seed
         Random seed (tests and benchmarks; leave ``None`` in production).
     """
@@ -119,11 +127,12 @@ class GreedyForestClassifier(WindowForestBase):
     def __init__(self, schema: Any, epsilon: float = 1.0, n_trees: int = 25,
                  window_size: int | None = 20_000, max_windows: int | None = 2,
                  max_depth: int = 5, n_bins: int = 4, window_seconds: float | None = None,
-                 seed: int | None = None):
+                 warmup: int | None = 1000, drift: bool = True, drift_share: float = 0.05,
+                 drift_window: int | None = None, seed: int | None = None):
         self.max_depth = max_depth
         self.n_bins = n_bins
         super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
-                         window_seconds)
+                         window_seconds, warmup, drift, drift_share, drift_window)
         enc = self._encoder
         self._numeric = enc.numeric_columns()
         self._groups = [np.array(g, dtype=np.intp) for g in enc.categorical_columns()]
@@ -141,18 +150,28 @@ class GreedyForestClassifier(WindowForestBase):
     @property
     def epsilon_split(self) -> float:
         """Budget of one level of splits."""
-        return float(self.epsilon) / (2 * self.levels) if self.levels else 0.0
+        return self.epsilon_trees / (2 * self.levels) if self.levels else 0.0
 
     @property
     def epsilon_leaf(self) -> float:
         """Budget of the leaf labels (all of it when a tree has no split)."""
-        return float(self.epsilon) / 2 if self.levels else float(self.epsilon)
+        return self.epsilon_trees / 2 if self.levels else self.epsilon_trees
 
     # ------------------------------------------------------------- encoding
     def codes(self, X: np.ndarray) -> np.ndarray:
         """Encoded records -> the branch each takes at each attribute (numeric bins of the
         public domain, then categorical codes; missing: the last branch)."""
         X = np.asarray(X, dtype=np.float64).reshape(-1, np.shape(X)[-1])
+        if random_trees._wk is not None:
+            if getattr(self, "_code_args", None) is None:
+                num = self._numeric
+                self._code_args = (
+                    np.array([c for c, _, _ in num], dtype=np.intp),
+                    np.array([lo for _, lo, _ in num], dtype=np.float64),
+                    np.array([hi for _, _, hi in num], dtype=np.float64), int(self.n_bins),
+                    np.array([g[0] for g in self._groups], dtype=np.intp),
+                    np.array([g.size for g in self._groups], dtype=np.intp))
+            return random_trees._wk.bin_codes(X, *self._code_args)
         C = np.empty((X.shape[0], self._fan.size), dtype=np.int64)
         for j, (col, lo, hi) in enumerate(self._numeric):
             v = X[:, col]
@@ -230,6 +249,15 @@ class GreedyForestClassifier(WindowForestBase):
         out = np.zeros((C.shape[0], k))
         if ids.size == 0:
             return out
+        if random_trees._wk is not None:   # compiled: walk, look up and vote in one loop
+            plan = getattr(self, "_plan", None)
+            if plan is None or plan[0] is not ids:   # per kept set: root keys, attributes
+                self._plan = plan = (ids, root_keys(self._secret, ids),
+                                     np.ascontiguousarray(nodes.values[:, 0]))
+            draw, out_salt, _ = kernel_salts(k)
+            return random_trees._wk.greedy_votes(
+                np.ascontiguousarray(C), plan[1], self.levels, nodes.keys, nodes.slots(),
+                plan[2], leaves.keys, leaves.slots(), leaves.values, draw, out_salt)
         step = max(1, 262_144 // ids.size)
         for s in range(0, C.shape[0], step):
             block = C[s:s + step]
@@ -254,6 +282,11 @@ class GreedyForestClassifier(WindowForestBase):
 
     def _scores(self, X: np.ndarray) -> np.ndarray:
         return self._votes(self.codes(X))
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state.pop("_plan", None)          # the kernels' cache, rebuilt on demand
+        return state
 
     def _score_row(self, row: np.ndarray) -> np.ndarray:
         return self._votes(self.codes(row[None, :]))[0]

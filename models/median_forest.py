@@ -52,14 +52,14 @@ Examples
 >>> for xi, yi in zip(X[:20_000], y[:20_000]):
 ...     model.learn_one(xi, yi)
 >>> model.privacy_report()["windows_closed"], model.privacy_report()["epsilon"]
-(2, 2.0)
+(4, 2.0)
 >>> model.predict_one(X[20_000]) in (False, True)
 True
 
 Semi-supervised: ``learn_one(x, None)`` adds an unlabeled record to the window.
 
 >>> ssl = MedianForestClassifier(schema=schema, privacy="labels_only", transductive=True,
-...                              window_size=5_000, seed=0)
+...                              window_size=5_000, warmup=None, seed=0)
 >>> for i, (xi, yi) in enumerate(zip(X[:5_000], y[:5_000])):
 ...     ssl.learn_one(xi, yi if i % 5 == 0 else None)
 >>> report = ssl.privacy_report()
@@ -77,6 +77,11 @@ import numpy as np
 from ..accounting import LaplaceMechanism, PrivateMedian
 from ._params import check_integer, check_real
 from .window_forest import UNLABELED, WindowForestBase, WindowTree, pack_trees
+
+try:   # compiled scoring (numba); the base's numpy scoring gives the same sums without it
+    from . import window_kernels as _wk
+except ImportError:   # pragma: no cover - numba is a dependency
+    _wk = None
 
 __all__ = ["MedianForestClassifier", "grow_median_tree"]
 
@@ -189,6 +194,12 @@ class MedianForestClassifier(WindowForestBase):
         Uniform candidates of each private median.
     window_seconds
         Also close a window when a record arrives this long after its first one.
+    warmup, drift, drift_share, drift_window
+        The window policy every window forest shares: warm-up windows of ``warmup``,
+        ``2 warmup``, ``4 warmup``, ... records up to ``window_size`` (default 1000; ``None``:
+        full windows from the start) and a DP drift signal (``drift_share`` of epsilon) that
+        closes the open window on a detected change and retires the old concept's windows.
+        See :class:`~dpstream.models.window_forest.WindowForestBase`.
     seed
         ``None`` for OS entropy; an int for tests and benchmarks.
     """
@@ -198,7 +209,9 @@ class MedianForestClassifier(WindowForestBase):
                  privacy: str = "features_and_labels", transductive: bool = False,
                  n_trees_second: int | None = None, split_share: float = 0.5,
                  max_depth: int | None = None, leaf_size: int = 5, n_candidates: int = 256,
-                 window_seconds: float | None = None, seed: int | None = None):
+                 window_seconds: float | None = None, warmup: int | None = 1000,
+                 drift: bool = True, drift_share: float = 0.05,
+                 drift_window: int | None = None, seed: int | None = None):
         self.privacy = privacy
         self.transductive = transductive
         self.n_trees_second = n_trees_second
@@ -219,7 +232,7 @@ class MedianForestClassifier(WindowForestBase):
         check_integer("leaf_size", leaf_size, 1)
         check_integer("n_candidates", n_candidates, 1)
         super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
-                         window_seconds)
+                         window_seconds, warmup, drift, drift_share, drift_window)
 
     # ------------------------------------------------------------ the trees
     def depth_for(self, n_per_tree: int) -> int:
@@ -265,7 +278,7 @@ class MedianForestClassifier(WindowForestBase):
         return tree
 
     def _train_window(self, X: np.ndarray, y: np.ndarray, public: np.ndarray):
-        eps = float(self.epsilon)
+        eps = self.epsilon_trees
         lab = np.flatnonzero(y != UNLABELED)
         unl = np.flatnonzero(y == UNLABELED)
         algo = self.algorithm_for(lab.size, unl.size)
@@ -303,6 +316,24 @@ class MedianForestClassifier(WindowForestBase):
                     f, t = self._grow(X, depth2, None)
                     trees.append(self._tree(f, t, depth2, X[unl], pseudo, None))
         return trees, algo, extra
+
+    # ------------------------------------------------------------- predicting
+    def _scores(self, X: np.ndarray) -> np.ndarray:
+        """Summed leaf class distributions over every kept tree (the base's
+        ``table[forest.nodes(X)].sum(1)``), walked and summed by a compiled kernel."""
+        if _wk is None:
+            return super()._scores(X)
+        forest, table = self._serve()
+        if len(forest) == 0:
+            return np.zeros((X.shape[0], table.shape[1]))
+        return _wk.packed_scores(np.ascontiguousarray(X, dtype=np.float64), len(forest),
+                                 forest.max_nodes, forest.feature, forest.threshold,
+                                 forest.left, forest.max_depth, table)
+
+    def _score_row(self, row: np.ndarray) -> np.ndarray:
+        if _wk is None:
+            return super()._score_row(row)
+        return self._scores(row[None, :])[0]
 
     # ------------------------------------------------------------- report
     def privacy_report(self) -> dict:

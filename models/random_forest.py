@@ -32,9 +32,9 @@ Examples
 ...                                        seed=0)
 >>> for xi, yi in zip(X[:20_000], y[:20_000]):
 ...     model.learn_one(xi, yi)
->>> report = model.privacy_report()
+>>> report = model.privacy_report()       # warm-up windows 1k .. 8k; the newest 2 vote
 >>> report["epsilon"], report["trees"], report["depth"]
-(1.0, 100, 9)
+(1.0, 200, 9)
 >>> model.predict_one(X[25_000]) in (False, True)
 True
 >>> theorem2_depth(5, 0), theorem2_depth(20, 0), theorem2_depth(0, 22)
@@ -48,11 +48,14 @@ from typing import Any
 import numpy as np
 
 from ..accounting import ReportNoisyMax
+from . import random_trees
 from ._params import check_integer
-from .random_trees import ImplicitRandomTrees, KeyedTree, LeafTable, uniform_label
+from .random_trees import ImplicitRandomTrees, KeyedTree, LeafTable, kernel_salts, uniform_label
 from .window_forest import UNLABELED, WindowForestBase
 
 __all__ = ["RandomDecisionForestClassifier", "release_leaf_labels", "theorem2_depth"]
+
+_NTH = random_trees._wk.nth_table() if random_trees._wk is not None else None
 
 #: the name checkpoints written before trees were shared with the other keyed forests use
 RandomTree = KeyedTree
@@ -116,6 +119,12 @@ class RandomDecisionForestClassifier(WindowForestBase):
         Overrides the Theorem-2 depth.
     window_seconds
         Close a window once a record arrives this long after its first one.
+    warmup, drift, drift_share, drift_window
+        The window policy every window forest shares: warm-up windows of ``warmup``,
+        ``2 warmup``, ``4 warmup``, ... records up to ``window_size`` (default 1000; ``None``:
+        full windows from the start) and a DP drift signal (``drift_share`` of epsilon) that
+        closes the open window on a detected change and retires the old concept's windows.
+        See :class:`~dpstream.models.window_forest.WindowForestBase`.
     seed
         Random seed (tests and benchmarks; leave ``None`` in production — whoever knows the
         seed can replay the noise).
@@ -124,10 +133,11 @@ class RandomDecisionForestClassifier(WindowForestBase):
     def __init__(self, schema: Any, epsilon: float = 1.0, n_trees: int = 100,
                  window_size: int | None = 20_000, max_windows: int | None = 2,
                  max_depth: int | None = None, window_seconds: float | None = None,
-                 seed: int | None = None):
+                 warmup: int | None = 1000, drift: bool = True, drift_share: float = 0.05,
+                 drift_window: int | None = None, seed: int | None = None):
         self.max_depth = max_depth
         super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
-                         window_seconds)
+                         window_seconds, warmup, drift, drift_share, drift_window)
         enc = self._encoder
         depth = theorem2_depth(len(enc.numeric_columns()), len(enc.categorical_columns()))
         self.depth = depth if max_depth is None else max_depth
@@ -155,7 +165,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
         counts = np.zeros((reached.size, k))
         np.add.at(counts, (inv, y), 1.0)
         # one report per reached leaf: leaves of a tree are disjoint, trees hold disjoint parts
-        labels = release_leaf_labels(counts, self.epsilon, self._rng)
+        labels = release_leaf_labels(counts, self.epsilon_trees, self._rng)
         votes = np.zeros_like(counts)
         votes[np.arange(reached.size), labels] = 1.0
         trees = [KeyedTree(int(t), self.depth) for t in ids]
@@ -167,20 +177,30 @@ class RandomDecisionForestClassifier(WindowForestBase):
                                 int((labels != counts.argmax(axis=1)).sum())}}
 
     # ------------------------------------------------------------- predicting
-    def _kept(self) -> tuple[np.ndarray, LeafTable]:
+    def _kept(self) -> tuple[np.ndarray, LeafTable, np.ndarray]:
+        """``(tree ids, merged leaf table, root keys)`` of the kept trees, cached in
+        ``_serving`` until a window closes or retires."""
         if self._serving is None:
-            self._serving = LeafTable.concat([w.extra["table"] for w in self._windows
-                                            if "table" in w.extra], len(self._encoder.classes))
-        ids = np.array([tr.id for win in self._windows for tr in win.trees], dtype=np.int64)
-        return ids, self._serving
+            ids = np.array([tr.id for win in self._windows for tr in win.trees], dtype=np.int64)
+            table = LeafTable.concat([w.extra["table"] for w in self._windows
+                                      if "table" in w.extra], len(self._encoder.classes))
+            self._serving = (ids, table, self._trees.root_keys(ids))
+        return self._serving
 
     def _empty(self, keys: np.ndarray) -> np.ndarray:
         return uniform_label(keys, len(self._encoder.classes))
 
     def _votes(self, V: np.ndarray) -> np.ndarray:
-        ids, table = self._kept()
+        ids, table, roots = self._kept()
+        k = len(self._encoder.classes)
         if ids.size == 0:
-            return np.zeros((V.shape[0], len(self._encoder.classes)))
+            return np.zeros((V.shape[0], k))
+        if self._trees.compiled:   # compiled: walk, look up and vote in one loop
+            wk = random_trees._wk
+            return wk.implicit_votes(
+                np.ascontiguousarray(V), roots, self.depth,
+                *self._trees.kernel_args(), _NTH, table.keys, table.slots(), table.values,
+                kernel_salts(k)[1])
         keys = self._trees.leaf_keys(V, ids)
         return table.lookup(keys, self._empty).sum(axis=1)
 

@@ -60,8 +60,13 @@ import numpy as np
 
 from .encoding import RecordEncoder
 
+try:   # compiled walks (numba); the numpy walks below give the same keys without it
+    from . import window_kernels as _wk
+except ImportError:   # pragma: no cover - numba is a dependency
+    _wk = None
+
 __all__ = ["ImplicitRandomTrees", "KeyedTree", "LeafTable", "child_keys", "keyed_rank",
-           "laplace_of", "nth_free", "root_keys", "uniform_of", "uniform_label"]
+           "kernel_salts", "laplace_of", "nth_free", "root_keys", "uniform_of", "uniform_label"]
 
 _U64 = np.uint64
 _GOLDEN = _U64(0x9E3779B97F4A7C15)
@@ -155,6 +160,19 @@ def laplace_of(keys: np.ndarray, n_classes: int, scale: np.ndarray | float) -> n
     return out
 
 
+def kernel_salts(n_classes: int) -> tuple[np.uint64, np.uint64, np.ndarray]:
+    """The salts of :func:`keyed_rank`, :func:`uniform_label` and :func:`laplace_of`'s
+    ``n_classes`` draws, for the compiled kernels (:mod:`~dpstream.models.window_kernels`)."""
+    lap = _LAP_SALTS.get(n_classes)
+    if lap is None:
+        lap = _LAP_SALTS[n_classes] = np.array([_salted(_LAP + c) for c in range(n_classes)],
+                                               dtype=_U64)
+    return _DRAW, _SALTS[_OUT], lap
+
+
+_LAP_SALTS: dict[int, np.ndarray] = {}
+
+
 def uniform_label(keys: np.ndarray, n_classes: int) -> np.ndarray:
     """One-hot rows of a uniformly random label per key (report-noisy-argmax on zero counts)."""
     label = np.minimum((uniform_of(keys, _OUT) * n_classes).astype(np.intp), n_classes - 1)
@@ -187,10 +205,30 @@ class ImplicitRandomTrees:
         self.depth = int(depth)
         self.secret = int(secret) & (2**63 - 1)
 
+    def kernel_args(self) -> tuple:
+        """``(lo, hi, last, draw)``: what the compiled walks of
+        :mod:`~dpstream.models.window_kernels` read (public domains and the split salt)."""
+        return self._lo, self._hi, self._last, _DRAW
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the compiled walks apply (numba present, at most 62 categorical
+        attributes: the lanes keep the free ones in a bit mask)."""
+        return _wk is not None and self.r <= 62
+
     def matrix(self, X: np.ndarray) -> np.ndarray:
         """Encoded records (:class:`RecordEncoder` layout) -> routing matrix: column 0 the
         constant 0, then the numeric values, then one integer code per categorical attribute."""
         X = np.asarray(X, dtype=np.float64).reshape(-1, np.shape(X)[-1])
+        groups = getattr(self, "_group_runs", None)
+        if groups is None:    # each categorical group's (first column, size), if contiguous
+            contiguous = all(g.size and (np.diff(g) == 1).all() for g in self._cat_groups)
+            self._group_runs = groups = (
+                np.array([g[0] for g in self._cat_groups], dtype=np.intp),
+                np.array([g.size for g in self._cat_groups], dtype=np.intp)) \
+                if contiguous else ()
+        if _wk is not None and groups:
+            return _wk.routing_rows(X, self._num_cols, *groups)
         V = np.empty((X.shape[0], 1 + self.s + self.r))
         V[:, 0] = 0.0
         V[:, 1:1 + self.s] = X[:, self._num_cols]
@@ -212,8 +250,20 @@ class ImplicitRandomTrees:
         (tree, row) pairs and the result is flat. ``depth`` overrides the trees' depth (the
         first ``depth`` levels of the same complete trees).
         """
-        V = np.where(np.isnan(V), np.inf, V)          # missing: right / last value
         trees = np.atleast_1d(np.asarray(trees, dtype=np.int64))
+        depth = self.depth if depth is None else int(depth)
+        if _wk is not None:   # compiled: one loop over the pairs, NaN read as missing there
+            V = np.ascontiguousarray(V, dtype=np.float64)
+            if rows is None:
+                shape = (V.shape[0], trees.size)
+                rows = np.repeat(np.arange(V.shape[0]), trees.size)
+                trees = np.tile(trees, V.shape[0])
+            else:
+                rows = np.asarray(rows, dtype=np.intp)
+                shape = (rows.size,)
+            return _wk.implicit_keys(V, self.root_keys(trees), rows, depth,
+                                     *self.kernel_args()).reshape(shape)
+        V = np.where(np.isnan(V), np.inf, V)          # missing: right / last value
         if rows is None:
             shape = (V.shape[0], trees.size)
             rows = np.repeat(np.arange(V.shape[0]), trees.size)
@@ -223,8 +273,7 @@ class ImplicitRandomTrees:
             shape = (rows.size,)
         out = np.empty(rows.size, dtype=_U64)
         for s in range(0, rows.size, chunk):
-            out[s:s + chunk] = self._walk(V, trees[s:s + chunk], rows[s:s + chunk],
-                                          self.depth if depth is None else int(depth))
+            out[s:s + chunk] = self._walk(V, trees[s:s + chunk], rows[s:s + chunk], depth)
         return out.reshape(shape)
 
     def _walk(self, V: np.ndarray, trees: np.ndarray, rows: np.ndarray,
@@ -291,6 +340,13 @@ class LeafTable:
 
     def __len__(self) -> int:
         return self.keys.size
+
+    def slots(self) -> np.ndarray:
+        """The compiled kernels' hash index over :attr:`keys`
+        (:func:`~dpstream.models.window_kernels.hash_slots`), built once."""
+        if getattr(self, "_slots", None) is None:
+            self._slots = _wk.hash_slots(self.keys)
+        return self._slots
 
     def find(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(index, found)`` of each key (flattened) in the table."""

@@ -68,13 +68,15 @@ from typing import Any
 import numpy as np
 
 from ..accounting import LaplaceMechanism
+from . import random_trees
 from ._params import check_integer
-from .random_trees import ImplicitRandomTrees, KeyedTree, LeafTable, laplace_of
+from .random_trees import ImplicitRandomTrees, KeyedTree, LeafTable, kernel_salts, laplace_of
 from .window_forest import UNLABELED, WindowForestBase, leaf_proba
 
 __all__ = ["RDTClassifier", "CenterTable", "release_counts", "rdt_height"]
 
 COMBINE = ("average", "sum")
+_NTH = random_trees._wk.nth_table() if random_trees._wk is not None else None
 
 
 def rdt_height(k: int, b: float, n: int) -> int:
@@ -205,6 +207,12 @@ class RDTClassifier(WindowForestBase):
         Overrides the height ``min(floor(k/2), floor(log_b n) + 1)``.
     window_seconds
         Close a window once a record arrives this long after its first one.
+    warmup, drift, drift_share, drift_window
+        The window policy every window forest shares: warm-up windows of ``warmup``,
+        ``2 warmup``, ``4 warmup``, ... records up to ``window_size`` (default 1000; ``None``:
+        full windows from the start) and a DP drift signal (``drift_share`` of epsilon) that
+        closes the open window on a detected change and retires the old concept's windows.
+        See :class:`~dpstream.models.window_forest.WindowForestBase`.
     seed
         Random seed (tests and benchmarks; leave ``None`` in production).
     """
@@ -213,14 +221,16 @@ class RDTClassifier(WindowForestBase):
                  window_size: int | None = 20_000, max_windows: int | None = 2,
                  disjoint: bool = False, secondary_trees: int = 200, n_cells: int = 10,
                  combine: str = "average", max_depth: int | None = None,
-                 window_seconds: float | None = None, seed: int | None = None):
+                 window_seconds: float | None = None, warmup: int | None = 1000,
+                 drift: bool = True, drift_share: float = 0.05,
+                 drift_window: int | None = None, seed: int | None = None):
         self.disjoint = disjoint
         self.combine = combine
         self.secondary_trees = secondary_trees
         self.n_cells = n_cells
         self.max_depth = max_depth
         super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
-                         window_seconds)
+                         window_seconds, warmup, drift, drift_share, drift_window)
         enc = self._encoder
         self._trees = ImplicitRandomTrees(enc, depth=1, secret=int(self._rng.integers(2**63)))
         s, r = self._trees.s, self._trees.r
@@ -251,7 +261,7 @@ class RDTClassifier(WindowForestBase):
     def _window_charges(self) -> list[tuple[str, float, str]]:
         if self.disjoint:
             return super()._window_charges()
-        return [("trees", float(self.epsilon),
+        return [("trees", self.epsilon_trees,
                  f"RDT: {self.n_trees} trees on every labeled record, epsilon/{self.n_trees} "
                  f"each (sequential)")]
 
@@ -300,11 +310,11 @@ class RDTClassifier(WindowForestBase):
             for t, part in zip(ids, self.deal(yl.size), strict=True):
                 tree_of[part] = t
             row_of = np.arange(yl.size)
-            eps_tree, n = float(self.epsilon), yl.size // p
+            eps_tree, n = self.epsilon_trees, yl.size // p
         else:
             tree_of = np.tile(ids, yl.size)
             row_of = np.repeat(np.arange(yl.size), p)
-            eps_tree, n = float(self.epsilon) / p, yl.size
+            eps_tree, n = self.epsilon_trees / p, yl.size
         h = self.height(n)
         scale = 1.0 / eps_tree
         # primary trees: private labels into the nearest center (or the leaf), Laplace noise
@@ -392,25 +402,59 @@ class RDTClassifier(WindowForestBase):
         return leaf_proba(self._cell_values(V, trees, centers, cells))
 
     def _kept(self) -> tuple[list[RDTTree], CenterTable, LeafTable]:
+        return self._serve_rdt()[:3]
+
+    def _serve_rdt(self) -> tuple:
+        """``(trees, centers, cells, plan)`` of the kept windows, cached in ``_serving`` until a
+        window closes or retires; ``plan`` lists per ensemble (primary, then secondary) its
+        trees of each height as ``(height, root keys, primary flags, Laplace scales)``."""
         if self._serving is None:
             k, width = len(self._encoder.classes), 1 + self._trees.s + self._trees.r
             wins = [w for w in self._windows if "cells" in w.extra]
+            trees = [tr for w in self._windows for tr in w.trees]
+            plan = []
+            for group in ([t for t in trees if t.primary], [t for t in trees if not t.primary]):
+                by_depth: dict[int, list[RDTTree]] = {}
+                for tr in group:
+                    by_depth.setdefault(tr.depth, []).append(tr)
+                if group:
+                    plan.append([(depth, self._trees.root_keys([tr.id for tr in g]),
+                                  np.array([tr.primary for tr in g]),
+                                  np.array([tr.scale for tr in g], dtype=np.float64))
+                                 for depth, g in by_depth.items()])
             self._serving = (
-                [tr for w in self._windows for tr in w.trees],
+                trees,
                 CenterTable.concat([w.extra["centers"] for w in wins], width - 1, k),
-                LeafTable.concat([w.extra["cells"] for w in wins], k))
+                LeafTable.concat([w.extra["cells"] for w in wins], k), plan)
         return self._serving
 
     def _scores(self, X: np.ndarray) -> np.ndarray:
         """The mean of the primary ensemble's and (RDT#) the secondary ensemble's class
         distributions."""
-        trees, centers, cells = self._kept()
+        trees, centers, cells, plan = self._serve_rdt()
         V = self._trees.matrix(X)
+        if not plan:
+            return np.zeros((V.shape[0], len(self._encoder.classes)))
+        if self._trees.compiled:   # compiled: walk, find the cell and sum in one loop
+            return sum(leaf_proba(self._compiled_cells(V, group, centers, cells))
+                       for group in plan) / len(plan)
         groups = [g for g in ([t for t in trees if t.primary],
                               [t for t in trees if not t.primary]) if g]
-        if not groups:
-            return np.zeros((V.shape[0], len(self._encoder.classes)))
         return sum(self._ensemble_proba(V, g, centers, cells) for g in groups) / len(groups)
+
+    def _compiled_cells(self, V: np.ndarray, group: list, centers: CenterTable,
+                        cells: LeafTable) -> np.ndarray:
+        """:meth:`_cell_values` of one ensemble by :func:`~.window_kernels.implicit_cells`."""
+        k = len(self._encoder.classes)
+        V = np.ascontiguousarray(V, dtype=np.float64)
+        out = np.zeros((V.shape[0], k))
+        for depth, roots, primary, scale in group:
+            out += random_trees._wk.implicit_cells(
+                V, roots, depth, *self._trees.kernel_args(), _NTH, primary, scale,
+                self.combine == "average", centers.keys, centers.point, centers.values,
+                centers.points, self._scale, self._trees.s, cells.keys, cells.slots(),
+                cells.values, kernel_salts(k)[2])
+        return out
 
     def _score_row(self, row: np.ndarray) -> np.ndarray:
         return self._scores(row[None, :])[0]

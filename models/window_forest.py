@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import time
+from fractions import Fraction
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +44,7 @@ from river import base
 
 from ..accounting import BudgetLedger
 from ._params import check_integer, check_real
+from .drift import DPDriftSignal
 from .encoding import RecordEncoder
 from .forest import Forest
 
@@ -87,17 +89,19 @@ class WindowTree:
         return forest.apply(0, X)
 
 
-def pack_trees(trees: list[WindowTree], n_classes: int) -> tuple[Forest, np.ndarray]:
+def pack_trees(trees: list[WindowTree], n_classes: int,
+               weights: list[float] | None = None) -> tuple[Forest, np.ndarray]:
     """Trees in one :class:`Forest`, plus each node's leaf class distribution
-    (:func:`leaf_proba`) in a table indexed by global node: ``table[forest.nodes(X)].sum(1)``
-    scores a batch."""
+    (:func:`leaf_proba`, times the tree's weight) in a table indexed by global node:
+    ``table[forest.nodes(X)].sum(1)`` scores a batch."""
     stride = max((tr.feature.size for tr in trees), default=1)
     forest = Forest(max_nodes=stride, max_depth=max((tr.depth for tr in trees), default=0))
     table = np.zeros((max(1, len(trees)) * stride, n_classes))
     for i, tr in enumerate(trees):
         forest.add_tree(feature=tr.feature, threshold=tr.threshold, left=tr.left,
                         value=np.zeros(tr.feature.size))
-        table[i * stride:i * stride + tr.feature.size] = leaf_proba(tr.counts)
+        table[i * stride:i * stride + tr.feature.size] = leaf_proba(tr.counts) * (
+            1.0 if weights is None else weights[i])
     return forest, table
 
 
@@ -108,17 +112,37 @@ class _Window:
     labeled: int
     kind: str
     extra: dict = field(default_factory=dict)
+    generation: int = 0          # the drift generation the window closed in
 
 
 class WindowForestBase(base.Classifier):
-    """Classifier over tumbling windows; subclasses turn one closed window into trees."""
+    """Classifier over tumbling windows; subclasses turn one closed window into trees.
+
+    The window policy, shared by every subclass:
+
+    * **Warm-up.** With ``warmup`` (default 1000) the k-th window of a generation closes at
+      ``min(window_size, warmup * 2**k)`` records (1000, 2000, 4000, ...): a first model exists
+      after a thousand records instead of a whole ``window_size``. Window sizes are a function
+      of arrival counts, so public; every window is still a disjoint set of records.
+    * **Drift.** With ``drift`` (default) each labeled record's prequential 0/1 error (the
+      model's prediction before it learns the record) enters one window of ``drift_window``
+      records (default ``max(200, ceil(30 / epsilon_drift))``) whose sum is released with
+      Laplace noise (:class:`~dpstream.models.drift.DPDriftSignal`, ``epsilon_drift =
+      drift_share * epsilon`` per record); a Page-Hinkley test on the noisy rates detects a
+      rise. A detected change closes the open window (its records are trained once, as
+      always), restarts the warm-up, and once the first window of the new generation has
+      trees every older window retires (post-processing). The trees spend ``epsilon_trees =
+      epsilon - epsilon_drift`` per record; the report's ``epsilon`` is their sum.
+    """
 
     #: the runner hands unlabeled records (``y`` null) to the model
     learns_unlabeled = True
 
     def __init__(self, schema: Any, epsilon: float, n_trees: int, window_size: int | None,
                  max_windows: int | None, seed: int | None,
-                 window_seconds: float | None = None):
+                 window_seconds: float | None = None, warmup: int | None = 1000,
+                 drift: bool = True, drift_share: float = 0.05,
+                 drift_window: int | None = None):
         self.schema = schema
         self.epsilon = epsilon
         self.n_trees = n_trees
@@ -126,6 +150,10 @@ class WindowForestBase(base.Classifier):
         self.max_windows = max_windows
         self.seed = seed
         self.window_seconds = window_seconds
+        self.warmup = warmup
+        self.drift = drift
+        self.drift_share = drift_share
+        self.drift_window = drift_window
         self._encoder = RecordEncoder(schema)
         if self._encoder.classes is None:
             raise ValueError("a window forest classifies: the schema needs target classes")
@@ -146,6 +174,18 @@ class WindowForestBase(base.Classifier):
         self.records_trained = 0
         self.unlabeled_seen = 0
         self.public_seen = 0
+        self.generation = 0          # drift generations started (0: none detected)
+        self.generation_windows = 0  # windows closed in this generation (the warm-up step)
+        self.windows_retired_by_drift = 0
+        self._buffer_fed = False     # a record of the open window fed the drift signal
+        self._training_epsilon: float | None = None
+        self._drift: DPDriftSignal | None = None
+        if drift:
+            eps_drift = float(epsilon) * float(drift_share)
+            self._drift = DPDriftSignal(
+                eps_drift, drift_window if drift_window is not None
+                else max(200, math.ceil(30.0 / eps_drift)),
+                detector="page-hinkley", seed=None if seed is None else seed + 7919)
 
     # --------------------------------------------------------------- params
     def _check_params(self) -> None:
@@ -161,6 +201,48 @@ class WindowForestBase(base.Classifier):
                              f"({self.n_trees}): each tree needs its own records")
         check_integer("max_windows", self.max_windows, 1, none_ok=True)
         check_integer("seed", self.seed, 0, none_ok=True)
+        check_integer("warmup", self.warmup, 1, none_ok=True)
+        if self.warmup is not None and self.window_size is not None \
+                and self.warmup < self.n_trees:
+            raise ValueError(f"warmup ({self.warmup}) must be >= n_trees ({self.n_trees}): "
+                             "each tree of the first window needs its own records")
+        if not isinstance(self.drift, (bool, np.bool_)):
+            raise ValueError(f"drift must be True or False, got {self.drift!r}")
+        if self.drift:
+            check_real("drift_share", self.drift_share, 0, 1)
+            check_integer("drift_window", self.drift_window, 1, none_ok=True)
+
+    @property
+    def epsilon_drift(self) -> float:
+        """The drift signal's share of the budget (0 without ``drift``)."""
+        return float(self.epsilon) * float(self.drift_share) if self.drift else 0.0
+
+    def _epsilon_rest(self) -> float:
+        """``epsilon - epsilon_drift``, rounded down so that the two add up to at most
+        ``epsilon`` exactly (the ledger adds the decimal values exactly)."""
+        total, drift = Fraction(repr(float(self.epsilon))), Fraction(repr(self.epsilon_drift))
+        rest = float(total - drift)
+        while Fraction(repr(rest)) + drift > total:
+            rest = math.nextafter(rest, 0.0)
+        return rest
+
+    @property
+    def epsilon_trees(self) -> float:
+        """What a window's trees spend per record: ``epsilon - epsilon_drift``, or the whole
+        ``epsilon`` for a window none of whose records fed the drift signal (``learn_many``
+        batches: their records spend nothing on it)."""
+        if getattr(self, "_training_epsilon", None) is not None:
+            return self._training_epsilon
+        fed = self._drift is not None and (self._drift.releases or self._drift.pending)
+        return self._epsilon_rest() if fed else float(self.epsilon)
+
+    @property
+    def current_window_size(self) -> int | None:
+        """Records the open window closes at: ``window_size``, or during a warm-up the
+        ``warmup * 2**k``-th of this generation's windows (a function of public counts)."""
+        if self.window_size is None or self.warmup is None:
+            return self.window_size
+        return min(self.window_size, self.warmup * 2 ** min(self.generation_windows, 40))
 
     # --------------------------------------------------------------- learning
     def learn_one(self, x: Mapping, y: Any, *, public: bool = False, t: float | None = None,
@@ -184,11 +266,18 @@ class WindowForestBase(base.Classifier):
         nothing.
         """
         last, self._last = self._last, None
+        scores = None
         if last is not None and last[0] is x and last[1] == x:
-            row = last[2]   # predict_one just validated and encoded this very record
+            row, scores = last[2], last[3]   # predict_one just validated and scored it
         else:
             row = self._encoder._row(x)
         label = UNLABELED if y is None else int(self._encoder.encode_target_one(y))
+        if self._drift is not None and label != UNLABELED:
+            if scores is None:
+                scores = self._score_row(np.array(row))
+            if self._drift.update(float(int(np.argmax(scores)) != label)):
+                self._new_generation()
+            self._buffer_fed = True   # this window holds a record the drift signal read
         if self.window_seconds is not None:
             now = time.time() if t is None else float(t)
             if not math.isfinite(now):
@@ -203,7 +292,8 @@ class WindowForestBase(base.Classifier):
         self.records_seen += 1
         self.unlabeled_seen += label == UNLABELED
         self.public_seen += bool(public)
-        if self.window_size is not None and len(self._buffer_y) >= self.window_size:
+        size = self.current_window_size
+        if size is not None and len(self._buffer_y) >= size:
             self._close_window()
 
     def learn_many(self, X: Any, y: Any, public: Any = False) -> None:
@@ -238,11 +328,24 @@ class WindowForestBase(base.Classifier):
         public = np.array(self._buffer_public, dtype=bool)
         self._buffer_X, self._buffer_y, self._buffer_public = [], [], []
         self._window_start = None
+        fed, self._buffer_fed = getattr(self, "_buffer_fed", True), False
+        self._training_epsilon = self._epsilon_rest() if fed else float(self.epsilon)
+        try:
+            self._train_closed(X, y, public, fed)
+        finally:
+            self._training_epsilon = None
+
+    def _train_closed(self, X: np.ndarray, y: np.ndarray, public: np.ndarray,
+                      fed: bool) -> None:
         w = self.windows_closed
         if (y != UNLABELED).any():
             charges = self._window_charges()
             for part, eps, label in charges:
                 self._ledger.charge(eps, partition=f"window-{w}/{part}", label=label)
+            if fed:   # its records' prequential errors fed the drift signal
+                for part in dict.fromkeys(part for part, _, _ in charges):
+                    self._ledger.charge(self.epsilon_drift, partition=f"window-{w}/{part}",
+                                        label="DPDriftSignal")
             self.ledger_partitions += len(charges)
             trees, kind, extra = self._train_window(X, y, public)
             self.last_depth = max((tr.depth for tr in trees), default=None)
@@ -250,9 +353,14 @@ class WindowForestBase(base.Classifier):
             trees, kind, extra = [], "none (no labeled record)", {}
         self._windows.append(_Window(trees=trees, records=int(y.size),
                                      labeled=int((y != UNLABELED).sum()), kind=kind,
-                                     extra=extra))
+                                     extra=extra, generation=self.generation))
+        old = [win for win in self._windows if win.generation < self.generation]
+        if old and trees:   # the new concept has a model: the old concept's windows retire
+            self._windows = [win for win in self._windows if win.generation >= self.generation]
+            self.windows_retired_by_drift += len(old)
         if self.max_windows is not None and len(self._windows) > self.max_windows:
             self._windows.pop(0)                 # retiring trees is post-processing
+        self.generation_windows += 1
         self._serving = None
         self.windows_closed += 1
         self.records_trained += int(y.size)
@@ -263,8 +371,18 @@ class WindowForestBase(base.Classifier):
         By default one partition per tree: each (window, tree) part's mechanisms spend
         ``epsilon`` on its own records only. A forest whose trees share records overrides this.
         """
-        return [(f"tree-{t}", float(self.epsilon), type(self).__name__)
+        return [(f"tree-{t}", self.epsilon_trees, type(self).__name__)
                 for t in range(self.n_trees)]
+
+    def _new_generation(self) -> None:
+        """The drift signal saw the error rise (a DP release: what follows is
+        post-processing). The open window closes now (its records are trained once, as
+        always); the warm-up restarts, and the old concept's windows keep serving until the
+        first window of the new generation has trees, then retire."""
+        if self._buffer_y:
+            self._close_window()
+        self.generation += 1
+        self.generation_windows = 0
 
     def _train_window(self, X: np.ndarray, y: np.ndarray,
                       public: np.ndarray) -> tuple[list[WindowTree], str, dict]:
@@ -285,8 +403,19 @@ class WindowForestBase(base.Classifier):
         merged tables there."""
         if self._serving is None:
             self._serving = pack_trees([tr for win in self._windows for tr in win.trees],
-                                       len(self._encoder.classes))
+                                       len(self._encoder.classes),
+                                       [wt for win, wt in zip(self._windows,
+                                                              self.window_weights())
+                                        for _ in win.trees])
         return self._serving
+
+    def window_weights(self) -> list[float]:
+        """The vote weight of each kept window's trees: proportional to the window's
+        labeled records (public: a count), so the small warm-up windows do not outvote the
+        full ones; 1 each when every window is the same size."""
+        sizes = [max(1, win.labeled) for win in self._windows]
+        top = max(sizes, default=1)
+        return [n / top for n in sizes]
 
     def _scores(self, X: np.ndarray) -> np.ndarray:
         """Summed leaf class distributions over every kept tree, shape ``(rows, classes)``."""
@@ -297,8 +426,9 @@ class WindowForestBase(base.Classifier):
 
     def _scores_one(self, x: Mapping) -> np.ndarray:
         row = self._encoder._row(x)      # validates even with no trees: a bad record is an error
-        self._last = (x, dict(x), row)   # learn_one of this very record reuses the encoding
-        return self._score_row(np.array(row))
+        scores = self._score_row(np.array(row))
+        self._last = (x, dict(x), row, scores)   # learn_one of this record reuses both
+        return scores
 
     def _score_row(self, row: np.ndarray) -> np.ndarray:
         """:meth:`_scores` of one encoded row (subclasses with other trees override both)."""
@@ -335,6 +465,10 @@ class WindowForestBase(base.Classifier):
     def __setstate__(self, state: dict) -> None:
         if "_buffer_public" not in state:     # a checkpoint from before public flags were kept
             state["_buffer_public"] = [False] * len(state["_buffer_y"])
+        if "drift" not in state:   # from before warm-up and drift: the old fixed windows
+            state.update(warmup=None, drift=False, drift_share=0.0, drift_window=None,
+                         _drift=None, generation=0, generation_windows=0,
+                         windows_retired_by_drift=0)
         self.__dict__.update(state)
 
     # ----------------------------------------------------------------- report
@@ -347,11 +481,40 @@ class WindowForestBase(base.Classifier):
         """Closed windows (the runner checkpoints after each when it publishes predictions)."""
         return self.windows_closed
 
+    def _window_policy(self) -> str:
+        warm = (f"warm-up windows of {self.warmup}, {2 * self.warmup}, {4 * self.warmup}, ... "
+                f"records up to {self.window_size} (restarted by each drift generation)"
+                if self.warmup is not None and self.window_size is not None
+                else f"windows of {self.window_size} records")
+        return (f"{warm}; every record in exactly one window and one tree's part "
+                f"(parallel composition: epsilon_trees per record); the newest "
+                f"{self.max_windows} windows vote")
+
+    def _drift_report(self) -> dict:
+        out = {"enabled": self._drift is not None, "generation": self.generation,
+               "windows_retired": self.windows_retired_by_drift}
+        if self._drift is not None:
+            out.update(self._drift.report())
+            out["guarantee"] = (
+                "each labeled record's prequential 0/1 error is in exactly one released window "
+                "(Laplace, sensitivity 1): epsilon_drift-DP per record; detection, closing the "
+                "open window and retiring the old concept's windows are post-processing")
+        return out
+
     def _report_base(self) -> dict:
+        drift_spent = self.epsilon_drift if (self._drift is not None
+                                             and self._drift.releases) else 0.0
         return {
-            "epsilon": self._ledger.spent if self.ledger_partitions else 0.0,
+            # per record: its window's trees and (stream records) the drift signal, both in
+            # the ledger's partition of its window; records of the open window have spent
+            # on the drift signal only
+            "epsilon": max(self._ledger.spent if self.ledger_partitions else 0.0, drift_spent),
             "epsilon_budget": float(self.epsilon),
+            "epsilon_trees": self.epsilon_trees,
+            "epsilon_drift": self.epsilon_drift,
             "delta": 0.0,
+            "window_policy": self._window_policy(),
+            "drift": self._drift_report(),
             "windows_closed": self.windows_closed,
             "windows_kept": len(self._windows),
             "trees": self.n_trees_kept,

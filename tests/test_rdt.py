@@ -61,7 +61,7 @@ def test_every_labeled_record_is_counted_once_per_tree_it_feeds(monkeypatch, dis
     _spy_training(monkeypatch)
     X, y, _ = load_adult("train")
     model = RDTClassifier(schema=ADULT_SCHEMA, window_size=600, n_trees=4, disjoint=disjoint,
-                          max_windows=None, seed=3)
+                          max_windows=None, drift=False, seed=3)
     labels = [v if i % 3 else None for i, v in enumerate(y[:1800])]
     for xi, yi in zip(X[:1800], labels, strict=True):
         model.learn_one(xi, yi)

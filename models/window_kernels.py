@@ -1,0 +1,488 @@
+"""Compiled kernels of the window forests (numba): one record through every kept tree in
+machine code.
+
+The window forests score a record by walking it through every kept tree and summing what the
+leaves it reaches release. The numpy versions (kept in each model as the reference, and used when
+numba cannot be imported) pay a dozen array calls per tree level; a river stream scores one
+record at a time, so those calls — not the arithmetic — set its speed. These kernels walk each
+(row, tree) pair in a loop — sixteen keyed trees side by side and branch-free, so that their
+chains of dependent multiplies overlap — and look the leaf up in the released table through an
+open-addressing index (:func:`hash_slots`), with **exactly** the numpy versions' arithmetic: the same splitmix64 keys, the same uniform draws,
+the same sums in the same order. They read released outputs and public structure only; nothing
+here draws noise, so privacy is untouched (``tests/test_window_kernels.py`` checks each kernel
+against its numpy reference).
+
+* :func:`implicit_keys` — the leaf key of (row, tree) pairs of
+  :class:`~dpstream.models.random_trees.ImplicitRandomTrees`;
+* :func:`implicit_votes` — the random decision forest's summed leaf votes;
+* :func:`implicit_cells` — RDT's summed cell values (nearest center, else the leaf's released or
+  key-derived Laplace counts);
+* :func:`greedy_votes` — the greedy forest's walk (released attribute per reached node, keyed
+  draw elsewhere) and summed leaf votes;
+* :func:`packed_scores` — the median forest's heap trees (a packed
+  :class:`~dpstream.models.forest.Forest`) and their per-node class-distribution table;
+* :func:`routing_rows` and :func:`bin_codes` — the per-record encodings the walks read.
+
+Examples
+--------
+>>> X = np.array([[0.0, 0.2], [0.0, 0.9], [0.0, np.nan]])
+>>> feature = np.array([1, 0, 0], dtype=np.int32)
+>>> threshold = np.array([0.5, np.inf, np.inf])
+>>> left = np.array([1, 1, 2], dtype=np.int32)
+>>> table = np.array([[0.0, 0.0], [1.0, 0.0], [0.25, 0.75]])
+>>> packed_scores(X, 1, 3, feature, threshold, left, 1, table).tolist()
+[[1.0, 0.0], [0.25, 0.75], [0.25, 0.75]]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["bin_codes", "greedy_votes", "implicit_cells", "implicit_keys", "implicit_votes",
+           "packed_scores", "routing_rows"]
+
+# splitmix64 (as models/random_trees.py): every constant a uint64 so numba keeps integer maths
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_BRANCH = np.uint64(0xD6E8FEB86659FD93)
+_LOW32 = np.uint64(0xFFFFFFFF)
+_ONE = np.uint64(1)
+_S11, _S27, _S30, _S31, _S32 = (np.uint64(v) for v in (11, 27, 30, 31, 32))
+_TWO_M32 = 2.0 ** -32
+_TWO_M53 = 2.0 ** -53
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mix(z):   # pragma: no cover - compiled
+    z = z + _GOLDEN
+    z = (z ^ (z >> _S30)) * _M1
+    z = (z ^ (z >> _S27)) * _M2
+    return z ^ (z >> _S31)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _child(key, branch):   # pragma: no cover - compiled
+    return _mix(key ^ ((np.uint64(branch) + _ONE) * _BRANCH))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rank(key, draw, n):   # pragma: no cover - compiled
+    # keyed_rank: a uniform rank in range(n) from the high 32 bits, a uniform [0, 1) from the low
+    z = _mix(key ^ draw)
+    return np.int64(((z >> _S32) * np.uint64(n)) >> _S32), np.float64(z & _LOW32) * _TWO_M32
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _uniform(key, salt):   # pragma: no cover - compiled
+    return np.float64(_mix(key ^ salt) >> _S11) * _TWO_M53
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _label(key, salt, k):   # pragma: no cover - compiled
+    # uniform_label: report-noisy-argmax's output on zero counts
+    return min(np.int64(_uniform(key, salt) * k), k - 1)
+
+
+@njit(cache=True, nogil=True)
+def hash_slots(keys):   # pragma: no cover - compiled
+    """An open-addressing index over ``keys`` (uint64, already uniformly mixed): a power-of-two
+    array of at least twice as many slots holding each key's index, ``-1`` where empty; a key
+    seen twice keeps its first index (as ``LeafTable.find``'s leftmost search does)."""
+    size = 2
+    while size < 2 * keys.shape[0]:
+        size *= 2
+    mask = np.uint64(size - 1)
+    slots = np.full(size, -1, dtype=np.int64)
+    for i in range(keys.shape[0]):
+        h = np.int64(keys[i] & mask)
+        while slots[h] >= 0:
+            if keys[slots[h]] == keys[i]:
+                break
+            h = (h + 1) & (size - 1)
+        if slots[h] < 0:
+            slots[h] = i
+    return slots
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _probe(keys, slots, key):   # pragma: no cover - compiled
+    # the index of key in keys through hash_slots' index, or -1
+    size = slots.shape[0]
+    h = np.int64(key & np.uint64(size - 1))
+    while True:
+        i = slots[h]
+        if i < 0 or keys[i] == key:
+            return i
+        h = (h + 1) & (size - 1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _nth_free(free, rank):   # pragma: no cover - compiled
+    for c in range(free.shape[0]):
+        if free[c]:
+            if rank == 0:
+                return c
+            rank -= 1
+    return free.shape[0] - 1
+
+
+@njit(cache=True, nogil=True)
+def _walk(v, key, depth, lo0, hi0, last, draw, lo, hi, free):   # pragma: no cover - compiled
+    # ImplicitRandomTrees._walk for one routing row v from root key; lo/hi/free: scratch
+    s, r = lo0.shape[0], last.shape[0]
+    for j in range(s):
+        lo[j] = lo0[j]
+        hi[j] = hi0[j]
+    for c in range(r):
+        free[c] = True
+    nfree = r
+    for _ in range(depth):
+        avail = s + nfree
+        if avail == 0:            # nothing left to split: a leaf
+            break
+        pick, u = _rank(key, draw, avail)
+        if pick < s:
+            a, b = lo[pick], hi[pick]
+            thr = a + u * (b - a)
+            if v[1 + pick] <= thr:          # missing (NaN) fails: right
+                hi[pick] = thr
+                branch = 0
+            else:
+                lo[pick] = thr
+                branch = 1
+        else:
+            c = _nth_free(free, pick - s)
+            x = v[1 + s + c]
+            branch = np.int64(x) if x <= last[c] else np.int64(last[c])   # missing: last
+            free[c] = False
+            nfree -= 1
+        key = _child(key, branch)
+    return key
+
+
+@njit(cache=True, nogil=True)
+def implicit_keys(V, roots, rows, depth, lo0, hi0, last, draw):   # pragma: no cover
+    """Leaf key of each (root key ``roots[p]``, row ``V[rows[p]]``) pair after ``depth`` levels
+    (:meth:`~dpstream.models.random_trees.ImplicitRandomTrees.leaf_keys`)."""
+    n = roots.shape[0]
+    out = np.empty(n, dtype=np.uint64)
+    lo, hi = np.empty(lo0.shape[0]), np.empty(lo0.shape[0])
+    free = np.empty(last.shape[0], dtype=np.bool_)
+    for p in range(n):
+        out[p] = _walk(V[rows[p]], roots[p], depth, lo0, hi0, last, draw, lo, hi, free)
+    return out
+
+
+#: trees walked side by side for one record: their chains of dependent multiplies overlap
+_LANES = 16
+
+
+def nth_table() -> np.ndarray:
+    """``table[mask, rank]``: the position of the ``rank``-th set bit of an 8-bit ``mask`` (the
+    categorical attribute a keyed draw picks among those still free; 0 where none)."""
+    table = np.zeros((256, 8), dtype=np.int64)
+    for mask in range(256):
+        bits = [q for q in range(8) if mask >> q & 1]
+        table[mask, :len(bits)] = bits
+    return table
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _nth_bit(mask, rank, r):   # pragma: no cover - compiled
+    # the rank-th set bit of mask among its low r bits, without a branch per bit
+    c, count = 0, 0
+    for q in range(r):
+        bit = (mask >> q) & 1
+        c += q * (bit & (count == rank))
+        count += bit
+    return c
+
+
+@njit(cache=True, nogil=True)
+def _walk_lanes(v, roots, t0, nb, depth, lo0, hi0, lastp, draw, nth, lo, hi, mask, nfree,
+                key):   # pragma: no cover - compiled
+    # _walk of one routing row through trees t0 .. t0 + nb, branch-free, lanes side by side;
+    # leaves the leaf keys in key[:nb]. lastp: last codes plus a pad (r may be 0).
+    s, r = lo0.shape[0], lastp.shape[0] - 1
+    for b in range(nb):
+        key[b] = roots[t0 + b]
+        mask[b] = (np.int64(1) << r) - 1
+        nfree[b] = r
+        for j in range(s):
+            lo[b, j] = lo0[j]
+            hi[b, j] = hi0[j]
+    for _ in range(depth):
+        for b in range(nb):
+            avail = s + nfree[b]
+            k0 = key[b]
+            z = _mix(k0 ^ draw)
+            pick = np.int64(((z >> _S32) * np.uint64(avail)) >> _S32)
+            u = np.float64(z & _LOW32) * _TWO_M32
+            num = pick < s
+            j = pick if num else 0
+            a, e = lo[b, j], hi[b, j]
+            thr = a + u * (e - a)
+            right = not (v[1 + j if s else 0] <= thr)      # missing (NaN) fails: right
+            lo[b, j] = thr if num and right else a
+            hi[b, j] = thr if num and not right else e
+            rank = 0 if num else pick - s
+            m = mask[b]
+            c = nth[m & 255, rank & 7] if r <= 8 else _nth_bit(m, rank, r)
+            x, lc = v[1 + s + c if r else 0], lastp[c]
+            code = np.int64(x if x <= lc else lc)           # missing: the last value
+            cat = (not num) and avail > 0
+            mask[b] = m & ~(np.int64(1) << c) if cat else m
+            nfree[b] -= 1 if cat else 0
+            nk = _child(k0, np.int64(right) if num else code)
+            key[b] = nk if avail > 0 else k0
+
+
+@njit(cache=True, nogil=True)
+def implicit_votes(V, roots, depth, lo0, hi0, last, draw, nth, keys, slots, values,
+                   out_salt):   # pragma: no cover - compiled
+    """Per row of ``V``, the sum over trees (root keys ``roots``) of the released row of the
+    leaf it reaches (``keys`` with their :func:`hash_slots`, ``values`` one row each), else a
+    uniformly random one-hot label drawn from the leaf's key (the random decision forest's
+    vote)."""
+    m, k, s = V.shape[0], values.shape[1], lo0.shape[0]
+    out = np.zeros((m, k))
+    lo, hi = np.empty((_LANES, max(1, s))), np.empty((_LANES, max(1, s)))
+    mask, nfree = np.empty(_LANES, np.int64), np.empty(_LANES, np.int64)
+    key = np.empty(_LANES, np.uint64)
+    lastp = np.append(last, 0.0)
+    for i in range(m):
+        v = V[i]
+        for t0 in range(0, roots.shape[0], _LANES):
+            nb = min(_LANES, roots.shape[0] - t0)
+            _walk_lanes(v, roots, t0, nb, depth, lo0, hi0, lastp, draw, nth, lo, hi, mask,
+                        nfree, key)
+            for b in range(nb):
+                idx = _probe(keys, slots, key[b])
+                if idx >= 0:
+                    for c in range(k):
+                        out[i, c] += values[idx, c]
+                else:
+                    out[i, _label(key[b], out_salt, k)] += 1.0
+    return out
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _pairwise(a, n):   # pragma: no cover - compiled
+    # numpy's pairwise sum of a[:n] for n <= 128 (eight accumulators from 8 on)
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3, r4, r5, r6, r7 = a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]
+    i = 8
+    while i < n - n % 8:
+        r0 += a[i]
+        r1 += a[i + 1]
+        r2 += a[i + 2]
+        r3 += a[i + 3]
+        r4 += a[i + 4]
+        r5 += a[i + 5]
+        r6 += a[i + 6]
+        r7 += a[i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[i]
+        i += 1
+    return res
+
+
+@njit(cache=True, nogil=True)
+def _nearest(q, key, ckeys, cpoint, cpoints, dscale, n_numeric, buf):   # pragma: no cover
+    # CenterTable.nearest for one query row q (routing row without column 0): -1 if none
+    lo, hi = 0, ckeys.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if ckeys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    best, best_d = -1, np.inf
+    j = lo
+    while j < ckeys.shape[0] and ckeys[j] == key:
+        p = cpoints[cpoint[j]]
+        for a in range(n_numeric):
+            diff = q[a] - p[a]
+            buf[a] = 1.0 if diff != diff else diff * diff * dscale[a]
+        d = _pairwise(buf, n_numeric)
+        miss = 0
+        for a in range(n_numeric, q.shape[0]):
+            miss += q[a] != p[a]
+        d += miss
+        if d < best_d:
+            best, best_d = j, d
+        j += 1
+    return best
+
+
+@njit(cache=True, nogil=True)
+def implicit_cells(V, roots, depth, lo0, hi0, last, draw, nth, primary, scale, average,
+                   ckeys, cpoint, cvalues, cpoints, dscale, n_numeric,
+                   lkeys, lslots, lvalues, lap_salts):   # pragma: no cover - compiled
+    """RDT: per row of ``V``, the sum over trees of the cell each reaches — the nearest center
+    of its leaf (``ckeys`` / ``cpoint`` / ``cvalues`` / ``cpoints``, distances scaled by
+    ``dscale``), else, for a ``primary`` tree, the leaf's released counts (``lkeys`` with their
+    :func:`hash_slots` ``lslots``, ``lvalues``) or its key-derived ``Laplace(scale)`` counts
+    (salts ``lap_salts``), else nothing; with ``average`` each cell's counts are clipped at 0
+    and normalised first."""
+    m, k, s = V.shape[0], lvalues.shape[1], lo0.shape[0]
+    out = np.zeros((m, k))
+    lo, hi = np.empty((_LANES, max(1, s))), np.empty((_LANES, max(1, s)))
+    mask, nfree = np.empty(_LANES, np.int64), np.empty(_LANES, np.int64)
+    key = np.empty(_LANES, np.uint64)
+    lastp = np.append(last, 0.0)
+    buf = np.empty(max(1, n_numeric))
+    val = np.empty(k)
+    for i in range(m):
+        v = V[i]
+        for t0 in range(0, roots.shape[0], _LANES):
+            nb = min(_LANES, roots.shape[0] - t0)
+            _walk_lanes(v, roots, t0, nb, depth, lo0, hi0, lastp, draw, nth, lo, hi, mask,
+                        nfree, key)
+            for b in range(nb):
+                t = t0 + b
+                near = _nearest(v[1:], key[b], ckeys, cpoint, cpoints, dscale, n_numeric,
+                                buf) if ckeys.shape[0] else -1
+                if near >= 0:
+                    for c in range(k):
+                        val[c] = cvalues[near, c]
+                elif primary[t]:
+                    idx = _probe(lkeys, lslots, key[b])
+                    if idx >= 0:
+                        for c in range(k):
+                            val[c] = lvalues[idx, c]
+                    else:   # laplace_of: the mechanism's output on zero counts, from the key
+                        for c in range(k):
+                            z = _mix(key[b] ^ lap_salts[c])
+                            u = (np.float64(z >> _S11) + 0.5) * _TWO_M53 - 0.5
+                            val[c] = -scale[t] * np.sign(u) * np.log1p(-2.0 * np.abs(u))
+                else:
+                    for c in range(k):
+                        val[c] = 0.0
+                if average:   # leaf_proba
+                    for c in range(k):
+                        val[c] = max(val[c], 0.0)
+                    total = _pairwise(val, k)
+                    for c in range(k):
+                        val[c] = val[c] / total if total > 0 else 0.0
+                for c in range(k):
+                    out[i, c] += val[c]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def greedy_votes(C, roots, levels, nkeys, nslots, nattr, lkeys, lslots, lvalues, draw,
+                 out_salt):   # pragma: no cover - compiled
+    """The greedy forest: per row of branch codes ``C``, the sum over trees of the released
+    label of the leaf it reaches. A node splits on its released attribute (``nkeys`` with
+    their :func:`hash_slots`, ``nattr``), or — reached by no training record — on a keyed
+    uniform draw among the attributes left; a leaf no training record reached (``lkeys``,
+    ``lslots``, ``lvalues``) votes a keyed uniform label."""
+    m, a_count, k = C.shape[0], C.shape[1], lvalues.shape[1]
+    out = np.zeros((m, k))
+    free = np.empty(a_count, dtype=np.bool_)
+    for i in range(m):
+        for t in range(roots.shape[0]):
+            key = roots[t]
+            for a in range(a_count):
+                free[a] = True
+            nfree = a_count
+            for _ in range(levels):
+                idx = _probe(nkeys, nslots, key)
+                if idx >= 0:
+                    a = np.int64(nattr[idx])
+                else:
+                    rank, _u = _rank(key, draw, nfree)
+                    a = _nth_free(free, rank)
+                if free[a]:
+                    free[a] = False
+                    nfree -= 1
+                key = _child(key, C[i, a])
+            idx = _probe(lkeys, lslots, key)
+            if idx >= 0:
+                for c in range(k):
+                    out[i, c] += lvalues[idx, c]
+            else:
+                out[i, _label(key, out_salt, k)] += 1.0
+    return out
+
+
+@njit(cache=True, nogil=True)
+def packed_scores(X, n_trees, stride, feature, threshold, left, depth,
+                  table):   # pragma: no cover - compiled
+    """Per encoded row, the sum over the packed heap trees (roots ``0, stride, ...``) of the
+    ``table`` row of the node it reaches (go left iff ``x[feature] <= threshold``; missing goes
+    right; a leaf is its own left child)."""
+    m, k = X.shape[0], table.shape[1]
+    out = np.zeros((m, k))
+    for i in range(m):
+        x = X[i]
+        for t in range(n_trees):
+            g = t * stride
+            for _ in range(depth):
+                nxt = left[g]
+                if nxt == g:
+                    break
+                g = nxt + (not (x[feature[g]] <= threshold[g]))
+            for c in range(k):
+                out[i, c] += table[g, c]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def routing_rows(X, num_cols, group_start, group_size):   # pragma: no cover - compiled
+    """:meth:`~dpstream.models.random_trees.ImplicitRandomTrees.matrix`: column 0 zero, the
+    numeric columns, then each categorical group's code (first smallest column; NaN if the
+    value is missing)."""
+    m, s, r = X.shape[0], num_cols.shape[0], group_start.shape[0]
+    V = np.empty((m, 1 + s + r))
+    for i in range(m):
+        V[i, 0] = 0.0
+        for j in range(s):
+            V[i, 1 + j] = X[i, num_cols[j]]
+        for g in range(r):
+            V[i, 1 + s + g] = _argmin_code(X[i], group_start[g], group_size[g])
+    return V
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _argmin_code(x, start, size):   # pragma: no cover - compiled
+    # np.argmin over x[start:start+size] (the first NaN wins), NaN when the first is missing
+    if x[start] != x[start]:
+        return np.nan
+    best, at = x[start], 0
+    for j in range(1, size):
+        v = x[start + j]
+        if v != v:
+            return np.float64(j)
+        if v < best:
+            best, at = v, j
+    return np.float64(at)
+
+
+@njit(cache=True, nogil=True)
+def bin_codes(X, num_cols, lo, hi, n_bins, group_start, group_size):   # pragma: no cover
+    """The greedy forest's branch codes: ``n_bins`` equal-width bins of each numeric column's
+    public domain, then each categorical group's code; missing takes the last branch."""
+    m, s, r = X.shape[0], num_cols.shape[0], group_start.shape[0]
+    out = np.empty((m, s + r), dtype=np.int64)
+    for i in range(m):
+        for j in range(s):
+            v = X[i, num_cols[j]]
+            if v != v:
+                out[i, j] = n_bins - 1
+                continue
+            b = np.floor((v - lo[j]) / (hi[j] - lo[j]) * n_bins) if hi[j] > lo[j] else 0.0
+            out[i, j] = np.int64(min(max(b, 0.0), n_bins - 1.0))
+        for g in range(r):
+            c = _argmin_code(X[i], group_start[g], group_size[g])
+            out[i, s + g] = group_size[g] - 1 if c != c else np.int64(c)
+    return out

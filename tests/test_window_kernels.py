@@ -1,0 +1,132 @@
+"""The window forests' compiled kernels (models/window_kernels.py) against their numpy
+references: the same leaf keys, the same trained tables and the same scores, bit for bit, with
+missing values, categorical and numeric attributes, public records (RDT#'s centers) and a
+schema without categorical attributes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpstream.models import (
+    GreedyForestClassifier,
+    MedianForestClassifier,
+    RandomDecisionForestClassifier,
+    RDTClassifier,
+)
+from dpstream.models import median_forest, random_trees, window_kernels
+from dpstream.models.encoding import RecordEncoder
+
+MIXED = {"features": {"a": {"type": "numeric", "min": 0, "max": 10},
+                      "b": {"type": "numeric", "min": -5, "max": 5},
+                      "c": {"type": "categorical", "values": ["p", "q", "r"]},
+                      "d": {"type": "numeric", "min": 0, "max": 1},
+                      "e": {"type": "categorical", "values": list("uvwxyz")},
+                      "f": {"type": "categorical", "values": ["m", "n"]}},
+         "target": {"type": "categorical", "values": ["k0", "k1", "k2"]}}
+NUMERIC = {"features": {n: {"type": "numeric", "min": 0, "max": 1} for n in "ghij"},
+           "target": {"type": "binary", "values": [False, True]}}
+
+
+def _records(schema: dict, n: int, seed: int) -> tuple[list[dict], list]:
+    """Random records with about one value in ten missing, labels depending on the values."""
+    rng = np.random.default_rng(seed)
+    X, y = [], []
+    for _ in range(n):
+        x = {}
+        for name, f in schema["features"].items():
+            if rng.random() < 0.1:
+                continue
+            if f["type"] == "numeric":
+                x[name] = float(rng.uniform(f["min"], f["max"]))
+            else:
+                x[name] = f["values"][int(rng.integers(len(f["values"])))]
+        score = sum(v if isinstance(v, float) else len(v) for v in x.values())
+        values = schema["target"]["values"]
+        y.append(values[int(score * 7) % len(values)])
+        X.append(x)
+    return X, y
+
+
+def _numpy_only(monkeypatch) -> None:
+    monkeypatch.setattr(random_trees, "_wk", None)
+    monkeypatch.setattr(median_forest, "_wk", None)
+
+
+MODELS = [
+    (RandomDecisionForestClassifier, {"n_trees": 20}, False),
+    (RDTClassifier, {"n_trees": 5, "secondary_trees": 12}, True),
+    (RDTClassifier, {"n_trees": 4, "combine": "sum", "disjoint": True}, False),
+    (GreedyForestClassifier, {"n_trees": 6, "max_depth": 4}, False),
+    (MedianForestClassifier, {"n_trees": 5}, False),
+]
+
+
+@pytest.mark.parametrize("schema", [MIXED, NUMERIC], ids=["mixed", "numeric"])
+@pytest.mark.parametrize("cls, params, public", MODELS,
+                         ids=[f"{c.__name__}-{i}" for i, (c, _, _) in enumerate(MODELS)])
+def test_compiled_scores_equal_numpy(monkeypatch, schema, cls, params, public):
+    X, y = _records(schema, 900, seed=3)
+    test, _ = _records(schema, 300, seed=4)
+
+    def trained():
+        model = cls(schema=schema, epsilon=1.0, window_size=400, seed=5, **params)
+        for s in range(0, 800, 400):   # two windows (the second with public records for RDT#)
+            flags = [public and s > 0 and i % 3 == 0 for i in range(400)]
+            model.learn_many(X[s:s + 400], y[s:s + 400], public=flags)
+        return model
+
+    assert random_trees._wk is not None and median_forest._wk is not None   # numba present
+    model = trained()
+    if public:
+        assert len(model._kept()[1]) > 0      # RDT#: centers, so nearest-center search runs
+    Xe = model._encoder.encode_many(test)
+    compiled = model._scores(Xe)
+    one = np.array([model._score_row(row) for row in Xe[:20]])
+    compiled_pred = list(model.predict_many(test))
+    _numpy_only(monkeypatch)
+    assert np.array_equal(compiled, model._scores(Xe))        # scoring kernels
+    assert np.array_equal(one, compiled[:20])
+    twin = trained()                                          # training through numpy walks
+    assert np.array_equal(twin._scores(Xe), compiled)
+    assert list(twin.predict_many(test)) == compiled_pred
+    assert compiled.sum() > 0
+
+
+@pytest.mark.parametrize("schema", [MIXED, NUMERIC], ids=["mixed", "numeric"])
+def test_leaf_keys_and_routing_matrix_equal_numpy(monkeypatch, schema):
+    X, _ = _records(schema, 400, seed=7)
+    enc = RecordEncoder(schema)
+    Xe = enc.encode_many(X)
+    trees = random_trees.ImplicitRandomTrees(enc, depth=6, secret=11)
+    V = trees.matrix(Xe)
+    grid = trees.leaf_keys(V, np.arange(9))
+    pairs = trees.leaf_keys(V, np.arange(400) % 5, rows=np.arange(400), depth=3)
+    _numpy_only(monkeypatch)
+    V0 = trees.matrix(Xe)
+    assert np.array_equal(V, V0, equal_nan=True) and np.isnan(V).any()
+    assert np.array_equal(grid, trees.leaf_keys(V0, np.arange(9)))
+    assert np.array_equal(pairs, trees.leaf_keys(V0, np.arange(400) % 5, rows=np.arange(400),
+                                                 depth=3))
+    assert np.unique(grid).size > 9   # the records do spread over leaves
+
+
+def test_greedy_codes_equal_numpy(monkeypatch):
+    X, _ = _records(MIXED, 300, seed=9)
+    model = GreedyForestClassifier(schema=MIXED, n_bins=3, seed=0)
+    Xe = model._encoder.encode_many(X)
+    compiled = model.codes(Xe)
+    _numpy_only(monkeypatch)
+    assert np.array_equal(compiled, model.codes(Xe))
+
+
+def test_hash_slots_find_every_key_and_only_them():
+    keys = random_trees.root_keys(3, np.random.default_rng(0).permutation(3000))
+    keys = np.r_[keys, keys[:10]]                 # a repeated key keeps its first index
+    slots = window_kernels.hash_slots(keys)
+    assert slots.size >= 2 * keys.size and slots.size & (slots.size - 1) == 0
+    found = [window_kernels._probe(keys, slots, k) for k in keys]
+    assert found == list(range(3000)) + list(range(10))
+    unknown = random_trees.root_keys(4, np.arange(300))
+    assert all(window_kernels._probe(keys, slots, k) == -1 for k in unknown)
+    assert window_kernels._probe(keys[:0], window_kernels.hash_slots(keys[:0]), keys[0]) == -1
