@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
 
+from . import _sgm
 from ._validate import (
     check_delta,
     check_epsilon,
@@ -306,7 +308,21 @@ def calibrate_sgbdt(*, epsilon: float, delta: float, sample_rate: float, rounds:
     """
     g = check_positive("grad_clip", grad_clip)
     r1 = _check_split(leaf_noise_split)
-    target = check_epsilon(epsilon)
+    eps = check_epsilon(epsilon)
+    # the checks of calibrate_noise_multiplier, in its order, so the errors are the same
+    d = check_delta(delta)
+    q = check_sample_rate(sample_rate)
+    t = check_int("steps", rounds, minimum=1)
+    acc = _check_accountant(accountant)
+    return _calibrate_sgbdt(eps, d, q, t, g, r1, acc)
+
+
+@lru_cache(maxsize=64)
+def _calibrate_sgbdt(epsilon: float, delta: float, sample_rate: float, rounds: int,
+                     g: float, r1: float, accountant: str) -> SGBDTCalibration:
+    # A pure function of validated floats: every model started with the same budget shares
+    # one (frozen) result instead of repeating the search.
+    target = epsilon
     for _ in range(8):
         cal = calibrate_noise_multiplier(epsilon=target, delta=delta, sample_rate=sample_rate,
                                          steps=rounds, accountant=accountant)
@@ -329,6 +345,77 @@ def calibrate_sgbdt(*, epsilon: float, delta: float, sample_rate: float, rounds:
         rho_max=rho_max, epsilon=eps_guaranteed, delta=cal.delta,
         sample_rate=cal.sample_rate, rounds=cal.steps, grad_clip=g, leaf_noise_split=r1,
         accountant=accountant)
+
+
+def _lookup_kernel(g, grid, table, grad_clip):   # pragma: no cover - compiled
+    # RoundCostTable.cost per record: clip |g| to g*, guess the first grid point >= |g|
+    # arithmetically, correct the guess one step up or down, read the table there
+    last = grid.size - 1
+    scale = last / grad_clip
+    out = np.empty(g.size)
+    for k in range(g.size):
+        v = abs(g[k])
+        if v > grad_clip:
+            v = grad_clip
+        i = min(int(np.ceil(v * scale)), last)
+        if grid[i] < v and i < last:
+            i += 1
+        if i > 0 and grid[i - 1] >= v:
+            i -= 1
+        out[k] = table[i]
+    return out
+
+
+_COMPILED: list = []   # the compiled lookup, built on first use (None without numba)
+
+
+def _grid_lookup():
+    """:func:`_lookup_kernel` compiled by numba (imported lazily), or ``None``."""
+    if not _COMPILED:
+        try:
+            from numba import njit
+        except ImportError:   # pragma: no cover - numba is a dependency
+            _COMPILED.append(None)
+        else:
+            _COMPILED.append(njit(cache=True, nogil=True)(_lookup_kernel))
+    return _COMPILED[0]
+
+
+@lru_cache(maxsize=64)
+def _round_costs(order: float, sigma_leaf: float, r1: float, q: float, grad_clip: float,
+                 accountant: str, n: int) -> np.ndarray:
+    """The cost table of :class:`RoundCostTable` (read-only): ``exact_cost`` at each grid point.
+
+    For the tight accountant all grid points go through one vectorised series call; each entry
+    is computed from its own terms only, so it is the very value ``exact_cost`` returns there.
+    """
+    grid = np.linspace(0.0, grad_clip, n)
+    if accountant != "tight":
+        table = np.array([_exact_cost(order, sigma_leaf, r1, q, grad_clip, accountant, g)
+                          for g in grid])
+    else:
+        g = np.minimum(np.abs(grid), grad_clip)
+        with np.errstate(divide="ignore"):
+            z = sigma_leaf / np.sqrt(2.0 * (r1 + (1.0 - r1) * g * g))
+        table = np.zeros(n)
+        live = np.isfinite(z)
+        if q == 1.0:
+            table[live] = order / (2.0 * z[live] * z[live])
+        elif live.any():
+            log_a = _sgm.log_a(q, z[live], np.full(int(live.sum()), order))
+            table[live] = np.maximum(log_a, 0.0) / (order - 1.0)
+    table.setflags(write=False)
+    return table
+
+
+def _exact_cost(order: float, sigma_leaf: float, r1: float, q: float, grad_clip: float,
+                accountant: str, grad_abs: float) -> float:
+    g = min(abs(float(grad_abs)), grad_clip)
+    if r1 == 0.0 and g == 0.0:  # static leaf noise: a zero gradient moves nothing released
+        return 0.0
+    z = sigma_leaf / math.sqrt(2.0 * (r1 + (1.0 - r1) * g * g))
+    return float(subsampled_rdp([order], sample_rate=q, noise_multiplier=z,
+                                accountant=accountant)[0])
 
 
 class RoundCostTable:
@@ -363,19 +450,15 @@ class RoundCostTable:
         self.accountant = _check_accountant(accountant)
         n = check_int("grid", grid, minimum=2)
         self.grid = np.linspace(0.0, self.grad_clip, n)
-        self.table = np.array([self.exact_cost(g) for g in self.grid])
+        self.table = _round_costs(self.order, self.sigma_leaf, self.leaf_noise_split,
+                                  self.sample_rate, self.grad_clip, self.accountant, n).copy()
         if np.any(np.diff(self.table) < 0):  # pragma: no cover - monotone by construction
             raise ArithmeticError("round cost is not monotone in |g|")
 
     def exact_cost(self, grad_abs: float) -> float:
         """Exact cost at one gradient magnitude (already clipped to ``[0, g*]``)."""
-        g = min(abs(float(grad_abs)), self.grad_clip)
-        r1 = self.leaf_noise_split
-        if r1 == 0.0 and g == 0.0:  # static leaf noise: a zero gradient moves nothing released
-            return 0.0
-        z = self.sigma_leaf / math.sqrt(2.0 * (r1 + (1.0 - r1) * g * g))
-        return float(subsampled_rdp([self.order], sample_rate=self.sample_rate,
-                                    noise_multiplier=z, accountant=self.accountant)[0])
+        return _exact_cost(self.order, self.sigma_leaf, self.leaf_noise_split, self.sample_rate,
+                           self.grad_clip, self.accountant, grad_abs)
 
     @property
     def min_cost(self) -> float:
@@ -389,8 +472,11 @@ class RoundCostTable:
 
     def cost(self, grad_abs) -> np.ndarray:
         """Per-record costs for gradient magnitudes (clipped to g*), rounded up to the grid."""
-        g = np.minimum(np.abs(check_finite_array("grad_abs", grad_abs, allow_empty=True)),
-                       self.grad_clip)
+        g = check_finite_array("grad_abs", grad_abs, allow_empty=True)
+        lookup = _grid_lookup()
+        if lookup is not None:   # the same steps, compiled: one pass over the pool
+            return lookup(g.ravel(), self.grid, self.table, self.grad_clip).reshape(g.shape)
+        g = np.minimum(np.abs(g), self.grad_clip)
         # the grid is uniform: guess the first grid point >= g arithmetically, then correct
         # the guess by one step either way so float rounding can never charge less
         last = self.grid.size - 1

@@ -48,6 +48,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import special
 
+from . import _sgm
 from ._validate import (
     check_delta,
     check_finite_array,
@@ -180,55 +181,6 @@ def laplace_rdp(orders, epsilon: float) -> np.ndarray:
 
 # --------------------------------------------------------------------------- subsampling
 
-def _log_erfc(x: float) -> float:
-    # log(erfc(x)) = log(2) + log(Phi(-x*sqrt(2))); log_ndtr is accurate far in the tails.
-    return math.log(2.0) + float(special.log_ndtr(-x * math.sqrt(2.0)))
-
-
-def _log_a_int(q: float, z: float, alpha: int) -> float:
-    """log A_alpha for integer alpha: the binomial expansion (Mironov et al. 2019, Sec. 3.3)."""
-    k = np.arange(alpha + 1, dtype=np.float64)
-    log_binom = special.gammaln(alpha + 1) - special.gammaln(k + 1) - special.gammaln(alpha - k + 1)
-    terms = log_binom + k * math.log(q) + (alpha - k) * math.log1p(-q) + (k * k - k) / (2 * z * z)
-    return float(special.logsumexp(terms))
-
-
-def _log_a_frac(q: float, z: float, alpha: float) -> float:
-    """log A_alpha for fractional alpha: two erfc-weighted series (Mironov et al. 2019, Sec. 3.3).
-
-    The generalised binomial coefficients change sign past ``i > alpha``; positive and negative
-    contributions are accumulated separately in log space and subtracted once at the end.
-    """
-    z0 = z * z * math.log(1.0 / q - 1.0) + 0.5
-    log_q, log_1q = math.log(q), math.log1p(-q)
-    pos: list[float] = []
-    neg: list[float] = []
-    i = 0
-    while True:
-        coef = special.binom(alpha, i)
-        if coef == 0:
-            break
-        log_coef = math.log(abs(coef))
-        j = alpha - i
-        s0 = (log_coef + i * log_q + j * log_1q + (i * i - i) / (2 * z * z)
-              + math.log(0.5) + _log_erfc((i - z0) / (math.sqrt(2) * z)))
-        s1 = (log_coef + j * log_q + i * log_1q + (j * j - j) / (2 * z * z)
-              + math.log(0.5) + _log_erfc((z0 - j) / (math.sqrt(2) * z)))
-        (pos if coef > 0 else neg).extend((s0, s1))
-        if i > alpha and max(s0, s1) < -30.0:
-            break
-        i += 1
-        if i > 100_000:  # pragma: no cover - the series converges long before this
-            raise ArithmeticError("subsampled Gaussian RDP series did not converge")
-    log_pos = special.logsumexp(pos)
-    if not neg:
-        return float(log_pos)
-    log_neg = special.logsumexp(neg)
-    if log_neg >= log_pos:  # pragma: no cover - cannot happen for valid inputs
-        raise ArithmeticError("subsampled Gaussian RDP series lost precision")
-    return float(log_pos + math.log1p(-math.exp(log_neg - log_pos)))
-
-
 def subsampled_gaussian_rdp(orders, *, sample_rate: float, noise_multiplier: float) -> np.ndarray:
     """Tight RDP of the Poisson-subsampled Gaussian mechanism (Mironov, Talwar, Zhang 2019).
 
@@ -244,14 +196,7 @@ def subsampled_gaussian_rdp(orders, *, sample_rate: float, noise_multiplier: flo
         return np.zeros_like(a)
     if q == 1.0:
         return a / (2.0 * z * z)
-    out = np.empty_like(a)
-    for idx, alpha in enumerate(a):
-        if float(alpha).is_integer():
-            log_a = _log_a_int(q, z, int(alpha))
-        else:
-            log_a = _log_a_frac(q, z, float(alpha))
-        out[idx] = max(log_a, 0.0) / (alpha - 1.0)
-    return out
+    return np.maximum(_sgm.log_a(q, np.full(a.size, z), a), 0.0) / (a - 1.0)
 
 
 def zhu_wang_subsampled_rdp(orders, *, sample_rate: float,

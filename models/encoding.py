@@ -104,7 +104,13 @@ class RecordEncoder:
         self._template = [0.0] + [math.nan] * (self.n_columns - 1)
         self._names = set(self.schema.features)
         self._names_list = list(self.schema.features)
-        self._ones = {k: [1.0] * k for _, _, k in self._categorical.values()}
+        # per categorical feature: its column span, value -> ready block (1.0 everywhere but
+        # 0.0 at the value's column) and the blocks by code
+        self._blocks: dict[str, tuple[int, int, dict[Any, list[float]], list[list[float]]]] = {}
+        for name, (start, codes, k) in self._categorical.items():
+            ready = [[0.0 if j == c else 1.0 for j in range(k)] for c in range(k)]
+            self._blocks[name] = (start, start + k, {v: ready[c] for v, c in codes.items()},
+                                  ready)
         self._bool_code = {name: [isinstance(v, bool) for v in f.values]
                            for name, f in self.schema.features.items()
                            if isinstance(f, CategoricalFeature)}
@@ -135,48 +141,69 @@ class RecordEncoder:
         if not isinstance(x, Mapping):
             raise InvalidRecordError("x", f"expected a dict of features, got {type(x).__name__}")
         row = self._template.copy()
-        numeric, categorical = self._numeric, self._categorical
+        numeric, blocks = self._numeric, self._blocks
         for name, value in x.items():
+            # fast paths: a float in range, a declared str category (a str is never a bool, so
+            # the bool check of _feature holds); anything else takes the general path
+            kind = type(value)
+            if kind is float:
+                spec = numeric.get(name)
+                if spec is not None:
+                    col, lo, hi = spec
+                    if lo <= value <= hi:
+                        row[col] = value
+                        continue
+            elif kind is str:
+                cat = blocks.get(name)
+                if cat is not None:
+                    block = cat[2].get(value)
+                    if block is not None:
+                        row[cat[0]:cat[1]] = block
+                        continue
             if value is None:
                 continue
-            spec = numeric.get(name)
-            if spec is None and name not in categorical:
-                declared = self.schema.resolve(name)   # 3 and "3" name one feature
-                if declared is not None:
-                    name, spec = declared, numeric.get(declared)
-            if spec is not None:
-                col, lo, hi = spec
-                kind = type(value)
-                if kind is not float and kind is not int and (
-                        isinstance(value, bool) or not isinstance(value, numbers.Real)):
-                    raise InvalidRecordError(
-                        name, f"expected a number, got {type(value).__name__} {_describe(value)}")
-                try:
-                    v = float(value)
-                except OverflowError:   # an integer too large for a float
-                    v = math.inf
-                if not lo <= v <= hi:
-                    if math.isnan(v):
-                        raise InvalidRecordError(
-                            name, "NaN is not a value (leave the feature out to mark it missing)")
-                    raise InvalidRecordError(
-                        name, f"value {_describe(value)} is outside the public domain [{lo}, {hi}]")
-                row[col] = v
-                continue
-            cat = categorical.get(name)
-            if cat is None:
-                raise InvalidRecordError(name, "unknown feature (not declared in the schema)")
-            start, codes, k = cat
-            try:
-                code = codes.get(value)
-            except TypeError:
-                code = None
-            if code is None or (isinstance(value, bool) is not self._bool_code[name][code]):
-                raise InvalidRecordError(
-                    name, f"{_describe(value)} is not one of the declared categories")
-            row[start:start + k] = self._ones[k]
-            row[start + code] = 0.0
+            self._feature(row, name, value)
         return row
+
+    def _feature(self, row: list[float], name: Any, value: Any) -> None:
+        """Validate one present feature value and write its columns into ``row``."""
+        numeric, categorical = self._numeric, self._categorical
+        spec = numeric.get(name)
+        if spec is None and name not in categorical:
+            declared = self.schema.resolve(name)   # 3 and "3" name one feature
+            if declared is not None:
+                name, spec = declared, numeric.get(declared)
+        if spec is not None:
+            col, lo, hi = spec
+            kind = type(value)
+            if kind is not float and kind is not int and (
+                    isinstance(value, bool) or not isinstance(value, numbers.Real)):
+                raise InvalidRecordError(
+                    name, f"expected a number, got {type(value).__name__} {_describe(value)}")
+            try:
+                v = float(value)
+            except OverflowError:   # an integer too large for a float
+                v = math.inf
+            if not lo <= v <= hi:
+                if math.isnan(v):
+                    raise InvalidRecordError(
+                        name, "NaN is not a value (leave the feature out to mark it missing)")
+                raise InvalidRecordError(
+                    name, f"value {_describe(value)} is outside the public domain [{lo}, {hi}]")
+            row[col] = v
+            return
+        cat = categorical.get(name)
+        if cat is None:
+            raise InvalidRecordError(name, "unknown feature (not declared in the schema)")
+        start, codes, k = cat
+        try:
+            code = codes.get(value)
+        except TypeError:
+            code = None
+        if code is None or (isinstance(value, bool) is not self._bool_code[name][code]):
+            raise InvalidRecordError(
+                name, f"{_describe(value)} is not one of the declared categories")
+        row[start:start + k] = self._blocks[name][3][code]
 
     def encode_many(self, X: Iterable[Mapping] | Any) -> np.ndarray:
         """Many records (dicts, or a pandas DataFrame whose NaN cells mean *missing*).

@@ -25,13 +25,21 @@ True
 from __future__ import annotations
 
 from typing import NamedTuple
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
 from .encoding import RecordEncoder
 from .forest import complete_tree_layout
 
+try:   # compiled draw (numba); _draw_python below gives the same trees without it
+    from .split_draw import PY_SUM_COMPENSATED, draw_splits
+except ImportError:   # pragma: no cover - numba is a dependency
+    PY_SUM_COMPENSATED, draw_splits = False, None
+
 __all__ = ["RandomTree", "feature_order", "random_complete_tree"]
+
+_DOMAINS: WeakKeyDictionary = WeakKeyDictionary()   # encoder -> the kernel's domain arrays
 
 
 class RandomTree(NamedTuple):
@@ -64,14 +72,47 @@ def random_complete_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.G
     threshold = np.full(n_nodes, np.inf)
     left = np.arange(n_nodes, dtype=np.int32)
     left[internal] = 2 * internal + 1
+    # two uniforms per internal node (feature, then split), drawn in one call
+    uniforms = rng.random(2 * internal.size)
+    if draw_splits is not None:
+        num, cat = _domains(encoder)
+        only = -1
+        if only_feature is not None:   # a negative index matches no feature, as in Python
+            only = int(only_feature) if only_feature >= 0 else num[0].size + cat[0].size
+        draw_splits(uniforms, internal.size, *num, *cat, float(numeric_weight), only,
+                    PY_SUM_COMPENSATED, feature, threshold)
+    else:
+        _draw_python(encoder, uniforms.tolist(), internal, numeric_weight, only_feature,
+                     feature, threshold)
+    return RandomTree(feature, threshold, left, leaves)
+
+
+def _domains(encoder: RecordEncoder) -> tuple[tuple, tuple]:
+    """The kernel's view of the public domains, built once per encoder."""
+    cached = _DOMAINS.get(encoder)
+    if cached is None:
+        numeric = encoder.numeric_columns()
+        categorical = encoder.categorical_columns()
+        num = (np.array([c for c, _, _ in numeric], dtype=np.int64),
+               np.array([lo for _, lo, _ in numeric], dtype=np.float64),
+               np.array([hi for _, _, hi in numeric], dtype=np.float64))
+        cat = (np.array([c[0] if c else 0 for c in categorical], dtype=np.int64),
+               np.array([len(c) for c in categorical], dtype=np.int64))
+        cached = (num, cat)
+        _DOMAINS[encoder] = cached
+    return cached
+
+
+def _draw_python(encoder: RecordEncoder, uniforms: list[float], internal: np.ndarray,
+                 numeric_weight: float, only_feature: int | None, feature: np.ndarray,
+                 threshold: np.ndarray) -> None:
+    """The reference draw in plain Python (used without numba; the kernel replays it)."""
     numeric = encoder.numeric_columns()
     categorical = encoder.categorical_columns()
     n_num = len(numeric)
-
     # per-node state: numeric intervals and, per categorical feature, the columns still open
     # (None once the path has fixed the value). Plain Python over pre-drawn uniforms: numpy
     # calls per node would cost more than the arithmetic (a round draws one tree)
-    uniforms = rng.random(2 * internal.size).tolist()
     intervals = {0: [(lo, hi) for _, lo, hi in numeric]}
     open_cats: dict[int, list[list[int] | None]] = {0: [list(c) for c in categorical]}
     for node in internal.tolist():
@@ -110,4 +151,3 @@ def random_complete_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.G
         for child, civ, ccat in ((2 * node + 1, l_iv, l_cats), (2 * node + 2, r_iv, r_cats)):
             if child < internal.size:
                 intervals[child], open_cats[child] = civ, ccat
-    return RandomTree(feature, threshold, left, leaves)

@@ -147,3 +147,48 @@ def test_round_cost_lookup_never_undercharges(clip, grid, seed):
     idx = np.minimum(np.searchsorted(table.grid, capped, side="left"), grid - 1)
     np.testing.assert_array_equal(table.cost(g), table.table[idx])
     assert np.all(table.grid[idx] >= capped)
+
+
+@pytest.mark.parametrize("order", [1.5, 2.5, 8.0, 58.0])
+@pytest.mark.parametrize("r1", [0.0, 0.2])
+@pytest.mark.parametrize("q", [0.1, 1.0])
+def test_round_cost_table_entries_are_the_exact_costs(order, r1, q):
+    """The vectorised table is exact_cost at every grid point, bit for bit: a record whose |g|
+    sits on a grid point (e.g. clipped to g*) is charged no less than its exact cost."""
+    table = RoundCostTable(order=order, sigma_leaf=2.0, leaf_noise_split=r1, sample_rate=q,
+                           grad_clip=0.5, grid=65)
+    assert table.table.tolist() == [table.exact_cost(g) for g in table.grid]
+
+
+def test_batched_subsampled_rdp_equals_one_order_at_a_time():
+    from dpstream.accounting import rdp
+
+    orders = np.concatenate([rdp.DEFAULT_ORDERS[::7], [1.01, 2.25, 33.3, 100.5, 2048.0]])
+    for q, z in ((0.01, 0.7), (0.1, 11.756), (0.5, 3.0)):
+        batch = rdp.subsampled_gaussian_rdp(orders, sample_rate=q, noise_multiplier=z)
+        single = [rdp.subsampled_gaussian_rdp([a], sample_rate=q, noise_multiplier=z)[0]
+                  for a in orders]
+        assert batch.tolist() == single
+
+
+def test_sgbdt_calibration_is_computed_once_per_budget():
+    from dpstream.accounting import calibrate_sgbdt
+
+    kw = dict(epsilon=0.5, delta=5e-8, sample_rate=0.1, rounds=40, grad_clip=0.5,
+              leaf_noise_split=0.1)
+    first = calibrate_sgbdt(**kw)
+    assert calibrate_sgbdt(**{**kw, "rounds": np.int64(40), "epsilon": np.float64(0.5)}) is first
+    assert calibrate_sgbdt(**{**kw, "rounds": 41}) != first
+
+
+def test_compiled_cost_lookup_matches_the_numpy_lookup(monkeypatch):
+    from dpstream.accounting import accountant
+
+    table = RoundCostTable(order=8.0, sigma_leaf=2.0, leaf_noise_split=0.1, sample_rate=0.2,
+                           grad_clip=0.7, grid=97)
+    rng = np.random.default_rng(1)
+    g = np.concatenate([rng.normal(0, 0.5, 3000), table.grid, -table.grid,
+                        np.nextafter(table.grid, 0), np.nextafter(table.grid, np.inf), [9.0]])
+    compiled = table.cost(g)
+    monkeypatch.setattr(accountant, "_COMPILED", [None])
+    np.testing.assert_array_equal(compiled, table.cost(g))
