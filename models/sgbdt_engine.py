@@ -497,9 +497,13 @@ class SGBDTEngine:
                 floor = float(self.costs.table[1])
             done = self.filter.exhausted(min_cost=floor)
             n_done = int(done.sum())
-            if n_done:
+            # spent records leave in batches (removal moves O(pool) data): until then the
+            # filter refuses them every round, so they are never charged, sampled or used
+            if n_done >= max(64, self._n // 100):
                 self._remove(done)
                 self.records_exhausted += n_done
+            else:
+                n_done = 0
         self.rounds += 1
         active = int(prep["cont"].sum()) if prep is not None else 0
         sampled_n = int(prep["sampled"].sum()) if prep is not None else 0
