@@ -61,7 +61,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 from .encoding import RecordEncoder
 from .forest import complete_tree_layout
-from .random_splits import RandomTree
+from .random_splits import RandomTree, pick_weighted
 
 __all__ = ["category_codes", "grow_tree", "histogram_sigma"]
 
@@ -411,13 +411,7 @@ def _random_split(cells: _Cells, iv: list, cats: list, allowed: np.ndarray,
     total = sum(weights)
     if total <= 0:
         return None
-    target, acc, j = u_feature * total, 0.0, -1
-    for i, w in enumerate(weights):
-        if w > 0:
-            j = i
-            acc += w
-            if target < acc:
-                break
+    j = pick_weighted(weights, total, u_feature)
     if j < n_num:
         lo, hi = iv[j]
         return cells.numeric[j][0], lo + u_split * (hi - lo), "num", j, None

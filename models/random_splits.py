@@ -37,7 +37,7 @@ try:   # compiled draw (numba); _draw_python below gives the same trees without 
 except ImportError:   # pragma: no cover - numba is a dependency
     PY_SUM_COMPENSATED, draw_splits = False, None
 
-__all__ = ["RandomTree", "feature_order", "random_complete_tree"]
+__all__ = ["RandomTree", "feature_order", "pick_weighted", "random_complete_tree"]
 
 _DOMAINS: WeakKeyDictionary = WeakKeyDictionary()   # encoder -> the kernel's domain arrays
 
@@ -103,6 +103,23 @@ def _domains(encoder: RecordEncoder) -> tuple[tuple, tuple]:
     return cached
 
 
+def pick_weighted(weights: list[float], total: float, u: float) -> int:
+    """Inverse-CDF draw: the index ``i`` with probability ``weights[i] / total`` for a uniform
+    ``u`` (the last positive weight when round-off leaves ``u * total`` at the end).
+
+    >>> pick_weighted([1.0, 0.0, 3.0], 4.0, 0.2), pick_weighted([1.0, 0.0, 3.0], 4.0, 0.3)
+    (0, 2)
+    """
+    target, acc, j = u * total, 0.0, -1
+    for i, w in enumerate(weights):
+        if w > 0:
+            j = i
+            acc += w
+            if target < acc:
+                break
+    return j
+
+
 def _draw_python(encoder: RecordEncoder, uniforms: list[float], internal: np.ndarray,
                  numeric_weight: float, only_feature: int | None, feature: np.ndarray,
                  threshold: np.ndarray) -> None:
@@ -128,14 +145,7 @@ def _draw_python(encoder: RecordEncoder, uniforms: list[float], internal: np.nda
         if total <= 0:  # nothing left to split on: everything goes left
             feature[node], threshold[node] = 0, np.inf
         else:
-            # inverse-CDF draw of a feature with probability weight / total
-            target, acc, j = u_feature * total, 0.0, -1
-            for i, w in enumerate(weights):
-                if w > 0:
-                    j = i
-                    acc += w
-                    if target < acc:
-                        break
+            j = pick_weighted(weights, total, u_feature)
             if j < n_num:
                 lo, hi = iv[j]
                 t = lo + u_split * (hi - lo)

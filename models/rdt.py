@@ -208,11 +208,8 @@ class RDTClassifier(WindowForestBase):
     window_seconds
         Close a window once a record arrives this long after its first one.
     warmup, drift, drift_share, drift_window
-        The window policy every window forest shares: warm-up windows of ``warmup``,
-        ``2 warmup``, ``4 warmup``, ... records up to ``window_size`` (default 1000; ``None``:
-        full windows from the start) and a DP drift signal (``drift_share`` of epsilon) that
-        closes the open window on a detected change and retires the old concept's windows.
-        See :class:`~dpstream.models.window_forest.WindowForestBase`.
+        The window policy of :class:`~dpstream.models.window_forest.WindowForestBase`:
+        warm-up windows and the DP drift signal.
     seed
         Random seed (tests and benchmarks; leave ``None`` in production).
     """

@@ -181,7 +181,7 @@ class WindowForestBase(base.Classifier):
         self._training_epsilon: float | None = None
         self._drift: DPDriftSignal | None = None
         if drift:
-            eps_drift = float(epsilon) * float(drift_share)
+            eps_drift = self.epsilon_drift    # exactly what the ledger charges
             self._drift = DPDriftSignal(
                 eps_drift, drift_window if drift_window is not None
                 else max(200, math.ceil(30.0 / eps_drift)),
@@ -215,16 +215,22 @@ class WindowForestBase(base.Classifier):
     @property
     def epsilon_drift(self) -> float:
         """The drift signal's share of the budget (0 without ``drift``)."""
-        return float(self.epsilon) * float(self.drift_share) if self.drift else 0.0
+        return self._budget_split()[1] if self.drift else 0.0
 
     def _epsilon_rest(self) -> float:
-        """``epsilon - epsilon_drift``, rounded down so that the two add up to at most
-        ``epsilon`` exactly (the ledger adds the decimal values exactly)."""
-        total, drift = Fraction(repr(float(self.epsilon))), Fraction(repr(self.epsilon_drift))
-        rest = float(total - drift)
-        while Fraction(repr(rest)) + drift > total:
-            rest = math.nextafter(rest, 0.0)
-        return rest
+        """``epsilon - epsilon_drift``: the trees' share of a stream record's budget."""
+        return self._budget_split()[0]
+
+    def _budget_split(self) -> tuple[float, float]:
+        """``(trees, drift)`` with ``drift`` about ``drift_share * epsilon`` and ``trees +
+        drift <= epsilon`` exactly in the decimal values the ledger adds (so a budget of 1.5
+        reads 1.5, never 1.5000000000000002)."""
+        total = Fraction(repr(float(self.epsilon)))
+        rest = float(total * (1 - Fraction(repr(float(self.drift_share)))))
+        drift = float(total - Fraction(repr(rest)))
+        while Fraction(repr(rest)) + Fraction(repr(drift)) > total:
+            drift = math.nextafter(drift, 0.0)
+        return rest, drift
 
     @property
     def epsilon_trees(self) -> float:

@@ -206,3 +206,20 @@ def test_privacy_report_shows_spend_by_age():
     assert by_age["0-1000"]["records"] + by_age["1000-5000"]["records"] == len(m.engine)
     assert by_age["20000+"] == {"records": 0, "median": None}
     assert by_age["1000-5000"]["median"] > by_age["0-1000"]["median"] > 0   # older spent more
+
+
+def test_without_numba_the_same_root_is_chosen(monkeypatch):
+    from dpstream.models import hist_splits as hs
+    enc = RecordEncoder(SCHEMA)
+    X = enc.encode_many(_rows(1500, seed=4))
+    a_col = enc.numeric_columns()[0][0]
+    g = np.where(X[:, a_col] <= 6.25, 0.4, -0.6)
+    compiled = grow_tree(enc, depth=4, rng=np.random.default_rng(1), X=X, g=g, levels=2,
+                         bins=8, sigma=0.5)
+    monkeypatch.setattr(hs, "njit", None)
+    plain = grow_tree(enc, depth=4, rng=np.random.default_rng(1), X=X, g=g, levels=2,
+                      bins=8, sigma=0.5)
+    assert np.array_equal(compiled.feature[:3], plain.feature[:3])
+    assert np.array_equal(compiled.threshold[:3], plain.threshold[:3])
+    assert (compiled.feature[0], compiled.threshold[0]) == (a_col, 6.25)
+    assert np.all(np.isinf(plain.threshold[plain.leaves]))
