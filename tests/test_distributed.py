@@ -179,7 +179,9 @@ def _run_parties(broker, topic, rounds, *, dies=None, round_timeout=20.0, epsilo
 
     def run(i, name):
         try:
-            party = SGBDTParty(SGBDTClassifier(schema=schema, epsilon=epsilon, seed=i))
+            # Alg. 9's setting: the batch learning rate, no (stream-only) drift signal
+            party = SGBDTParty(SGBDTClassifier(schema=schema, epsilon=epsilon, seed=i,
+                                               learning_rate=0.5, drift=False))
             party.learn_many(*shards[i])
             board = KafkaBoard(broker.bootstrap, topic)
             assert board.connect()
