@@ -252,18 +252,6 @@ class ImplicitRandomTrees:
         """
         trees = np.atleast_1d(np.asarray(trees, dtype=np.int64))
         depth = self.depth if depth is None else int(depth)
-        if _wk is not None:   # compiled: one loop over the pairs, NaN read as missing there
-            V = np.ascontiguousarray(V, dtype=np.float64)
-            if rows is None:
-                shape = (V.shape[0], trees.size)
-                rows = np.repeat(np.arange(V.shape[0]), trees.size)
-                trees = np.tile(trees, V.shape[0])
-            else:
-                rows = np.asarray(rows, dtype=np.intp)
-                shape = (rows.size,)
-            return _wk.implicit_keys(V, self.root_keys(trees), rows, depth,
-                                     *self.kernel_args()).reshape(shape)
-        V = np.where(np.isnan(V), np.inf, V)          # missing: right / last value
         if rows is None:
             shape = (V.shape[0], trees.size)
             rows = np.repeat(np.arange(V.shape[0]), trees.size)
@@ -271,6 +259,11 @@ class ImplicitRandomTrees:
         else:
             rows = np.asarray(rows, dtype=np.intp)
             shape = (rows.size,)
+        if _wk is not None:   # compiled: one loop over the pairs, NaN read as missing there
+            V = np.ascontiguousarray(V, dtype=np.float64)
+            return _wk.implicit_keys(V, self.root_keys(trees), rows, depth,
+                                     *self.kernel_args()).reshape(shape)
+        V = np.where(np.isnan(V), np.inf, V)          # missing: right / last value
         out = np.empty(rows.size, dtype=_U64)
         for s in range(0, rows.size, chunk):
             out[s:s + chunk] = self._walk(V, trees[s:s + chunk], rows[s:s + chunk], depth)
