@@ -69,8 +69,15 @@ __all__ = ["category_codes", "grow_tree", "histogram_sigma"]
 def category_codes(encoder: RecordEncoder, X: np.ndarray) -> np.ndarray:
     """Each row's value index per categorical feature (the feature's number of values when
     missing), as ``int16`` — the compact form the histograms read (the S-GBDT pool keeps it
-    next to its encoded rows)."""
-    return _Cells(encoder, 2).codes(X).astype(np.int16)
+    next to its encoded rows). The encoder writes 0 in the column of the record's value and 1
+    in the others (a split ``x[col] <= 0.5`` sends that value left); a missing value is NaN
+    in every column."""
+    categorical = encoder.categorical_columns()
+    out = np.empty((X.shape[0], len(categorical)), dtype=np.int16)
+    for k, cols in enumerate(categorical):
+        is_value = X[:, cols] <= 0.5
+        out[:, k] = np.where(is_value.any(axis=1), is_value.argmax(axis=1), len(cols))
+    return out
 
 
 def histogram_sigma(sigma_leaf: float, *, levels: int, n_features: int,
@@ -100,16 +107,6 @@ class _Cells:
         self.num_cols = np.array([c for c, _, _ in self.numeric], dtype=np.int64)
         self.cat_start = np.array([c[0] for c in self.categorical], dtype=np.int64)
         self.cat_size = np.array([len(c) for c in self.categorical], dtype=np.int64)
-
-    def codes(self, X: np.ndarray) -> np.ndarray:
-        """The categorical cell of each row (value index; the last cell when missing). The
-        encoder writes 0 in the column of the record's value and 1 in the others (a split
-        ``x[col] <= 0.5`` sends that value left); a missing value is NaN in every column."""
-        out = np.empty((X.shape[0], len(self.categorical)), dtype=np.int64)
-        for k, cols in enumerate(self.categorical):
-            is_value = X[:, cols] <= 0.5
-            out[:, k] = np.where(is_value.any(axis=1), is_value.argmax(axis=1), len(cols))
-        return out
 
     def numeric_cells(self, X: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """The numeric cell of each row within its node's interval ``[lo, hi]`` (per row)."""

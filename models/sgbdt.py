@@ -29,6 +29,7 @@ from ..accounting import ACCOUNTANTS
 from ._params import check_integer, check_real
 from .drift import DPDriftSignal
 from .encoding import RecordEncoder
+from .hist_splits import histogram_sigma
 from .raw_score import RawScoreBinaryClassifier, RawScoreRegressor, own_args
 from .sgbdt_engine import SGBDTConfig, SGBDTEngine
 
@@ -401,6 +402,7 @@ class _SGBDTBase(base.Estimator):
             "spend_fraction": {k: spend[k] for k in ("min", "median", "max")},
             "spend_by_age": self._spend_by_age(),
             "drift": self._drift_report(),
+            "split_selection": self._split_report(),
         }
 
     #: age brackets (arrivals since a record arrived) of ``privacy_report()["spend_by_age"]``
@@ -420,6 +422,22 @@ class _SGBDTBase(base.Estimator):
             out[name] = {"records": int(sel.sum()),
                          "median": float(np.median(frac[sel])) if sel.any() else None}
         return out
+
+    def _split_report(self) -> dict:
+        """Split selection's part of the report: what the histograms release, at what noise
+        (for a full-depth round; shallower early rounds release fewer levels, less noisily)."""
+        c = self._config
+        if c.split_levels <= 0:
+            return {"enabled": False, "splits": "random from the public domains (the paper)"}
+        levels = min(c.split_levels, c.depth)
+        return {"enabled": True, "levels": levels, "bins": c.split_bins,
+                "share": c.r_split, "decay": c.split_decay,
+                "sigma_cell": histogram_sigma(self.engine.calibration.sigma_leaf,
+                                              levels=levels, n_features=self.engine.n_features,
+                                              split_share=c.r_split),
+                "guarantee": "Gaussian gradient histograms of the round's Poisson sample, one "
+                             "cell per feature per level for each record, paid from the leaf "
+                             "sums' share: the round's per-record cost is the paper's z(|g|)"}
 
     def _drift_report(self) -> dict:
         e = self.engine

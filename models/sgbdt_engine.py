@@ -194,7 +194,6 @@ class SGBDTEngine:
         self.records_exhausted = 0
         self.records_evicted = 0
         self.trees_retired = 0
-        self.split_sigma = 0.0   # the histogram cell noise of the last split-selecting round
         self.split_memory: dict = {}   # decayed sum of released root histograms
 
     # ------------------------------------------------------------------ scores
@@ -231,8 +230,7 @@ class SGBDTEngine:
         for name, default in (("init_cut", state["records_added"]), ("refit_init", False),
                               ("init_stats", [0.0, float(INIT_TARGET)]),
                               ("generation", 0), ("records_dropped", 0),
-                              ("generation_start", 0), ("split_sigma", 0.0),
-                              ("split_memory", {})):
+                              ("generation_start", 0), ("split_memory", {})):
             state.setdefault(name, default)
         if "codes" not in state:   # checkpoints from before split selection
             state["codes"] = category_codes(state["encoder"], state["_X"][:state["_n"]])
@@ -392,7 +390,6 @@ class SGBDTEngine:
                                 n_features=self.n_features, split_share=c.r_split)
         sampled = prep["sampled"]
         prep["split_share"] = c.r_split
-        self.split_sigma = sigma
         return grow_tree(self.encoder, depth=depth, rng=self.rng, X=self.X,
                          rows=np.flatnonzero(sampled), codes=self.codes,
                          g=prep["g"][sampled], levels=levels,

@@ -237,7 +237,7 @@ class WindowForestBase(base.Classifier):
         """What a window's trees spend per record: ``epsilon - epsilon_drift``, or the whole
         ``epsilon`` for a window none of whose records fed the drift signal (``learn_many``
         batches: their records spend nothing on it)."""
-        if getattr(self, "_training_epsilon", None) is not None:
+        if self._training_epsilon is not None:
             return self._training_epsilon
         fed = self._drift is not None and (self._drift.releases or self._drift.pending)
         return self._epsilon_rest() if fed else float(self.epsilon)
@@ -334,7 +334,7 @@ class WindowForestBase(base.Classifier):
         public = np.array(self._buffer_public, dtype=bool)
         self._buffer_X, self._buffer_y, self._buffer_public = [], [], []
         self._window_start = None
-        fed, self._buffer_fed = getattr(self, "_buffer_fed", True), False
+        fed, self._buffer_fed = self._buffer_fed, False
         self._training_epsilon = self._epsilon_rest() if fed else float(self.epsilon)
         try:
             self._train_closed(X, y, public, fed)
@@ -475,6 +475,8 @@ class WindowForestBase(base.Classifier):
             state.update(warmup=None, drift=False, drift_share=0.0, drift_window=None,
                          _drift=None, generation=0, generation_windows=0,
                          windows_retired_by_drift=0)
+        state.setdefault("_buffer_fed", False)   # no drift signal then: nothing fed
+        state.setdefault("_training_epsilon", None)
         self.__dict__.update(state)
 
     # ----------------------------------------------------------------- report

@@ -343,11 +343,8 @@ def test_pool_scores_stay_the_forests_scores_when_predict_one_scores_are_reused(
     forest); the pool's scores must equal a fresh scoring, also across generation switches
     and records learned without a prediction."""
     from river.datasets import synth
-    schema = {"features": {k: {"type": "numeric", "min": lo, "max": hi} for k, lo, hi in (
-        ("salary", 20000, 150000), ("commission", 0, 85000), ("age", 20, 80),
-        ("elevel", 0, 4), ("car", 1, 20), ("zipcode", 0, 8), ("hvalue", 0, 1_200_000),
-        ("hyears", 1, 30), ("loan", 0, 500_000))},
-              "target": {"type": "binary", "values": [0, 1]}}
+
+    from dpstream.stream.bench.scenarios import AGRAWAL_SCHEMA as schema
     stream = synth.ConceptDriftStream(stream=synth.Agrawal(classification_function=0, seed=1),
                                       drift_stream=synth.Agrawal(classification_function=4,
                                                                  seed=2),

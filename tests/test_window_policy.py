@@ -15,11 +15,8 @@ from dpstream.models import (
     RandomDecisionForestClassifier,
     RDTClassifier,
 )
+from dpstream.stream.bench.scenarios import AGRAWAL_SCHEMA as AGRAWAL
 
-AGRAWAL = {"features": {k: {"type": "numeric", "min": lo, "max": hi} for k, lo, hi in (
-    ("salary", 20000, 150000), ("commission", 0, 85000), ("age", 20, 80), ("elevel", 0, 4),
-    ("car", 1, 20), ("zipcode", 0, 8), ("hvalue", 0, 1_200_000), ("hyears", 1, 30),
-    ("loan", 0, 500_000))}, "target": {"type": "binary", "values": [0, 1]}}
 MODELS = [MedianForestClassifier, RandomDecisionForestClassifier, RDTClassifier,
           GreedyForestClassifier]
 
