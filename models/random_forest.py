@@ -56,6 +56,9 @@ from .window_forest import UNLABELED, WindowForestBase
 __all__ = ["RandomDecisionForestClassifier", "release_leaf_labels", "theorem2_depth"]
 
 _NTH = random_trees._wk.nth_table() if random_trees._wk is not None else None
+#: rows from which a batch is scored tree by tree through a trie of the nodes it reaches
+#: (:func:`~dpstream.models.window_kernels.trie_scores`); fewer walk each row alone
+_BATCH = 256
 
 #: the name checkpoints written before trees were shared with the other keyed forests use
 RandomTree = KeyedTree
@@ -192,6 +195,13 @@ class RandomDecisionForestClassifier(WindowForestBase):
         k = len(self._encoder.classes)
         if ids.size == 0:
             return np.zeros((V.shape[0], k))
+        if self._trees.compiled and V.shape[0] >= _BATCH:   # one trie per tree and batch
+            wk = random_trees._wk
+            lo, hi, last, draw = self._trees.kernel_args()
+            return wk.trie_scores(
+                wk._trie_votes, V, roots, np.ones(ids.size), k,
+                (self.depth, lo, hi, last, draw, _NTH, table.keys, table.slots(), table.values,
+                 kernel_salts(k)[1]), max(1, self._trees.s))
         if self._trees.compiled:   # compiled: walk, look up and vote in one loop
             wk = random_trees._wk
             return wk.implicit_votes(

@@ -14,7 +14,13 @@ from dpstream.models import (
     RandomDecisionForestClassifier,
     RDTClassifier,
 )
-from dpstream.models import median_forest, random_trees, window_kernels
+from dpstream.models import (
+    greedy_forest,
+    median_forest,
+    random_forest,
+    random_trees,
+    window_kernels,
+)
 from dpstream.models.encoding import RecordEncoder
 
 MIXED = {"features": {"a": {"type": "numeric", "min": 0, "max": 10},
@@ -130,3 +136,35 @@ def test_hash_slots_find_every_key_and_only_them():
     unknown = random_trees.root_keys(4, np.arange(300))
     assert all(window_kernels._probe(keys, slots, k) == -1 for k in unknown)
     assert window_kernels._probe(keys[:0], window_kernels.hash_slots(keys[:0]), keys[0]) == -1
+
+
+@pytest.mark.parametrize("cls, module, params", [
+    (RandomDecisionForestClassifier, random_forest, {"n_trees": 30}),
+    (GreedyForestClassifier, greedy_forest, {"n_trees": 12, "max_depth": 5}),
+], ids=["random-forest", "greedy-forest"])
+def test_batch_tries_equal_row_walks(monkeypatch, cls, module, params):
+    """A batch is scored tree by tree through a trie of the nodes it reaches
+    (window_kernels.trie_scores): the same scores, bit for bit, as walking each row alone and
+    as the numpy walks, over a few thousand rows, in chunks and with node tables that grow."""
+    X, y = _records(MIXED, 3000, seed=11)
+    test, _ = _records(MIXED, 3000, seed=12)
+    model = cls(schema=MIXED, epsilon=1.0, window_size=1500, seed=2, **params)
+    model.learn_many(X[:1500], y[:1500])
+    model.learn_many(X[1500:], y[1500:])
+    Xe = model._encoder.encode_many(test)
+    assert Xe.shape[0] >= module._BATCH
+    batch = model._scores(Xe)
+    calls = []
+    real = window_kernels.trie_scores
+
+    def small(*args, **kwargs):   # the same trees in chunks of 700 rows, tables from 64 nodes
+        calls.append(1)
+        return real(*args, chunk=700, capacity=64)
+
+    monkeypatch.setattr(window_kernels, "trie_scores", small)
+    assert np.array_equal(model._scores(Xe), batch) and calls
+    monkeypatch.setattr(module, "_BATCH", 10**9)           # every row walked alone
+    assert np.array_equal(model._scores(Xe), batch)
+    _numpy_only(monkeypatch)
+    assert np.array_equal(model._scores(Xe), batch)
+    assert batch.sum(axis=1).min() > 0
