@@ -15,9 +15,10 @@ from stattest import halfline_events, privacy_loss_lower_bound
 
 from dpstream.models import RDTClassifier
 from dpstream.models import rdt as rdt_module
-from dpstream.models.rdt import rdt_height, release_counts
+from dpstream.models.rdt import private_ranges, rdt_height, release_counts, signal_height
 from dpstream.stream import ADULT_SCHEMA, load_adult
 from dpstream.stream.bench import run_bench
+from dpstream.stream.bench.scenarios import load_synthetic
 
 PARAMS = list(RDTClassifier._unit_test_params())
 
@@ -40,9 +41,17 @@ def test_height_is_the_seeds_formula(k, b, n):
     assert rdt_height(k, b, n) == expected
 
 
+def test_signal_height_keeps_leaves_above_the_noise():
+    assert signal_height(2.0, 20_000, 0.171) == 9 and signal_height(2.0, 1000, 0.0855) == 4
+    assert signal_height(8.1, 10, 0.1) == 1
+    model = RDTClassifier(schema=ADULT_SCHEMA, window_size=20_000, seed=0)
+    assert model.height(20_000, 0.18) == max(signal_height(model._b, 20_000, 0.18, 2.0),
+                                             rdt_height(14, model._b, 20_000)) == 5
+
+
 def test_adult_height_uses_the_public_labeled_count():
     X, y, _ = load_adult("train")
-    model = RDTClassifier(schema=ADULT_SCHEMA, window_size=20_000, seed=0)
+    model = RDTClassifier(schema=ADULT_SCHEMA, window_size=20_000, height_rule="paper", seed=0)
     assert model._k_attributes == 14 and 8 < model._b < 8.5   # 6 numeric (2) + 8 categorical
     assert model.height(20_000) == 5 and model.height(500) == 3
     with pytest.raises(ValueError):
@@ -71,22 +80,75 @@ def test_every_labeled_record_is_counted_once_per_tree_it_feeds(monkeypatch, dis
     for w in model._windows:
         counted = w.extra["cells"].values.sum() + w.extra["centers"].values.sum()
         assert counted == w.labeled * (1 if disjoint else 4)
-        assert w.extra["epsilon_per_tree"] == (1.0 if disjoint else 0.25)
+        # 10% of the window's epsilon went to the private numeric range, 0.9 to the leaves
+        assert w.extra["epsilon_range"] == 0.1
+        assert w.extra["epsilon_per_tree"] == (0.9 if disjoint else 0.225)
         assert w.kind == "RDT" and w.extra["public"] == 0
 
 
 def test_sequential_trees_split_the_budget_and_the_ledger_agrees():
     X, y, _ = load_adult("train")
-    model = RDTClassifier(schema=ADULT_SCHEMA, epsilon=0.5, window_size=400, n_trees=5, seed=1)
+    model = RDTClassifier(schema=ADULT_SCHEMA, epsilon=0.5, window_size=400, n_trees=5,
+                          range_share=0.2, seed=1)
     model.learn_many(X[:400], y[:400])
     (charge,) = [c for c in model._ledger.history]
     assert charge["epsilon"] == 0.5 and "sequential" in charge["label"]
-    assert {tr.scale for tr in model._windows[0].trees} == {10.0}    # Lap(p / epsilon)
+    assert "range (epsilon 0.1" in charge["label"] and "leaves (epsilon 0.4)" in charge["label"]
+    assert {tr.scale for tr in model._windows[0].trees} == {12.5}    # Lap(p / 0.4)
     disjoint = RDTClassifier(schema=ADULT_SCHEMA, epsilon=0.5, window_size=400, n_trees=5,
-                             disjoint=True, seed=1)
+                             disjoint=True, range_share=0.0, seed=1)
     disjoint.learn_many(X[:400], y[:400])
     assert {tr.scale for tr in disjoint._windows[0].trees} == {2.0}
     assert disjoint._ledger.spent == 0.5 and len(disjoint._ledger.history) == 5
+
+
+def test_split_points_fall_where_the_data_is_on_syn5d():
+    """The structural bug: split points drawn over syn5d's public domain (±8.7, data within
+    ±2.6) left all 2,700 records in one leaf of most height-2 trees, and RDT at 57% whatever
+    epsilon. Inside the private range every tree splits the data."""
+    X, y, schema = load_synthetic(5)
+    for share, most_leaves in ((0.0, 2), (0.1, 4)):
+        model = RDTClassifier(schema=schema, epsilon=2.0, n_trees=5, height_rule="paper",
+                              range_share=share, drift=False, seed=0)
+        model.learn_many(X[:2700], y[:2700])
+        w = model._windows[0]
+        V = model._trees.matrix(model._encoder.encode_many(X[:2700]))
+        reached = [np.unique(tr.router.leaf_keys(V, [tr.id], depth=tr.depth)).size
+                   for tr in w.trees]
+        assert w.extra["height"] == 2 and max(reached) <= most_leaves
+        if share:
+            assert min(reached) >= 2 and sum(reached) >= 14, reached
+            lo, hi = np.array(w.extra["numeric_range"]).T
+            assert (lo >= -8.7).all() and (hi <= 8.7).all() and (hi - lo).max() < 10
+        else:
+            assert sorted(reached)[2] == 1, reached     # the old trees: one leaf, mostly
+
+
+def test_private_ranges_are_epsilon_dp_and_fall_back_to_the_public_domain():
+    rng = np.random.default_rng(1)
+    lo, hi = np.array([-10.0]), np.array([10.0])
+    # a histogram with one bin per neighbour's difference: sensitivity 1, Laplace(1/eps)
+    near = rng.normal(0.0, 1.0, size=(3000, 1))
+    a, b = private_ranges(near, lo, hi, 1.0, 10, rng)
+    assert -10 < a[0] <= -2 and 2 <= b[0] < 10 and b[0] - a[0] <= 12
+    # too few records to tell where they are: the public domain
+    a, b = private_ranges(near[:20], lo, hi, 0.1, 10, rng)
+    assert (a[0], b[0]) == (-10.0, 10.0)
+    # one extra record moves the release by at most one count: the loss stays within epsilon
+    runs = 4000
+    base = np.full((40, 1), 0.5)
+    first = [private_ranges(base, lo, hi, 0.7, 2, np.random.default_rng(s))[0][0]
+             for s in range(runs)]
+    second = [private_ranges(np.vstack([base, [[0.5]]]), lo, hi, 0.7, 2,
+                             np.random.default_rng(s + runs))[0][0] for s in range(runs)]
+    lb = privacy_loss_lower_bound(np.array(first), np.array(second), halfline_events([-5.0]))
+    assert lb <= 0.7
+
+
+def test_paper_rows_reach_huang_et_al_on_syn5d():
+    """Huang et al. (2023) Table 1: RDT 79.78% on syn5d at epsilon 2 (it scored 57.5%)."""
+    res = run_bench("rdt", "syn5d", 2.0, repeats=5, seed=0)
+    assert res["mean"] >= 0.79, res
 
 
 def _leaf_u_count(records, seed, public=None):
@@ -126,7 +188,7 @@ def test_double_epsilon_is_caught_by_the_same_test():
 def test_leaves_no_record_reached_release_laplace_noise_of_the_right_scale():
     X, y, _ = load_adult("train")
     model = RDTClassifier(schema=ADULT_SCHEMA, epsilon=0.5, window_size=20, n_trees=5,
-                          combine="sum", max_depth=6, seed=2)
+                          combine="sum", max_depth=6, range_share=0.0, seed=2)
     model.learn_many(X[:20], y[:20])
     trees, centers, cells = model._kept()
     V = model._trees.matrix(model._encoder.encode_many(X[1000:1400]))
@@ -162,7 +224,7 @@ def test_rdt_sharp_uses_public_features_for_centers_and_pseudo_labels_only(monke
     # the 800 public records once per secondary tree (their pseudo-labels)
     tree_of = {}
     for tr in w.trees:
-        k = model._trees.leaf_keys(P, [tr.id], depth=tr.depth)[:, 0]
+        k = tr.router.leaf_keys(P, [tr.id], depth=tr.depth)[:, 0]
         tree_of.update(dict.fromkeys(k.tolist(), tr.id))
     first = np.array([tree_of.get(k, -1) in primary for k in centers.keys.tolist()])
     prim_total = centers.values[first].sum() + w.extra["cells"].values.sum()
@@ -170,7 +232,7 @@ def test_rdt_sharp_uses_public_features_for_centers_and_pseudo_labels_only(monke
     assert centers.values[~first].sum() == 800 * 30
     # N_CELLS = 10 per tree over all leaves, at least one per leaf with public data
     per_tree = np.bincount([tree_of[k] - min(primary) for k in centers.keys.tolist()])
-    leaves = [len(np.unique(model._trees.leaf_keys(P, [t], depth=w.extra["height"])))
+    leaves = [len(np.unique(w.trees[0].router.leaf_keys(P, [t], depth=w.extra["height"])))
               for t in range(min(primary), min(primary) + 35)]
     assert all(leaves[t] <= per_tree[t] <= leaves[t] + 10 for t in range(35))
 
@@ -187,6 +249,8 @@ def test_a_window_of_public_records_alone_trains_and_spends_nothing():
     ({"epsilon": -1}, "epsilon"), ({"n_trees": 0}, "n_trees"), ({"max_depth": 0}, "max_depth"),
     ({"secondary_trees": -1}, "secondary_trees"), ({"n_cells": 0}, "n_cells"),
     ({"disjoint": "yes"}, "disjoint"), ({"combine": "vote"}, "combine"),
+    ({"range_share": 1.0}, "range_share"), ({"range_bins": 0}, "range_bins"),
+    ({"height_rule": "deep"}, "height_rule"), ({"leaf_signal": 0}, "leaf_signal"),
     ({"window_size": 3}, "window_size")])
 def test_bad_parameters(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -200,7 +264,8 @@ def test_adult_accuracy_floor():
 
 
 def test_public_records_help_on_syn10d():
-    """Issue target on syn10d: RDT# beats RDT at 20% labels (measured 0.854 vs 0.628)."""
+    """Issue target on syn10d: RDT# beats RDT at 20% labels (measured 0.854 vs 0.755; RDT
+    scored 0.628 while its split points missed the data)."""
     sharp = run_bench("rdt-sharp", "syn10d", 1.0, repeats=5, seed=0, labeled_fraction=0.2)
     alone = run_bench("rdt", "syn10d", 1.0, repeats=5, seed=0, labeled_fraction=0.2)
-    assert sharp["mean"] >= 0.78 and sharp["mean"] > alone["mean"] + 0.1, (sharp, alone)
+    assert sharp["mean"] >= 0.78 and sharp["mean"] > alone["mean"] + 0.05, (sharp, alone)

@@ -91,10 +91,11 @@ def test_compiled_scores_equal_numpy(monkeypatch, schema, cls, params, public):
     one = np.array([model._score_row(row) for row in Xe[:20]])
     compiled_pred = list(model.predict_many(test))
     _numpy_only(monkeypatch)
-    assert np.array_equal(compiled, model._scores(Xe))        # scoring kernels
-    assert np.array_equal(one, compiled[:20])
+    # equal up to the order of float additions (RDT sums one group per window's domain)
+    np.testing.assert_allclose(model._scores(Xe), compiled, rtol=0, atol=1e-12)  # kernels
+    np.testing.assert_allclose(one, compiled[:20], rtol=0, atol=1e-12)
     twin = trained()                                          # training through numpy walks
-    assert np.array_equal(twin._scores(Xe), compiled)
+    np.testing.assert_allclose(twin._scores(Xe), compiled, rtol=0, atol=1e-12)
     assert list(twin.predict_many(test)) == compiled_pred
     assert compiled.sum() > 0
 
@@ -168,3 +169,66 @@ def test_batch_tries_equal_row_walks(monkeypatch, cls, module, params):
     _numpy_only(monkeypatch)
     assert np.array_equal(model._scores(Xe), batch)
     assert batch.sum(axis=1).min() > 0
+
+
+@pytest.mark.parametrize("path", ["compiled", "numpy"])
+def test_rdt_window_weights_scale_each_windows_cells(monkeypatch, path):
+    """RDT: each tree's cell counts enter its ensemble's sum times its window's weight
+    (window_weights), in the compiled kernel and the numpy walk alike."""
+    X, y = _records(MIXED, 1100, seed=15)
+    test, _ = _records(MIXED, 200, seed=16)
+    model = RDTClassifier(schema=MIXED, epsilon=1.0, n_trees=3, window_size=1000, warmup=None,
+                          drift=False, seed=4)
+    model.learn_many(X[:1000], y[:1000])
+    model.learn_many(X[1000:], y[1000:])
+    assert model.window_weights() == [1.0, 0.1]
+    V = model._trees.matrix(model._encoder.encode_many(test))
+
+    def primary(weights):
+        monkeypatch.setattr(type(model), "window_weights", lambda self: weights)
+        model._serving = None
+        trees, centers, cells, plan = model._serve_rdt()
+        if path == "compiled":
+            return model._compiled_cells(V, plan[0], centers, cells)
+        return model._cell_values(V, [t for t in trees if t.primary], centers, cells)
+
+    if path == "numpy":
+        _numpy_only(monkeypatch)
+    weighted = primary([1.0, 0.1])
+    first, second = primary([1.0, 0.0]), primary([0.0, 1.0])
+    assert np.allclose(weighted, first + 0.1 * second)
+    assert not np.allclose(weighted, first + second)
+
+
+@pytest.mark.parametrize("cls, module, params", [
+    (RandomDecisionForestClassifier, random_forest, {"n_trees": 8}),
+    (GreedyForestClassifier, greedy_forest, {"n_trees": 6, "max_depth": 4}),
+], ids=["random-forest", "greedy-forest"])
+@pytest.mark.parametrize("path", ["batch", "row", "numpy"])
+def test_window_weights_scale_each_windows_votes(monkeypatch, cls, module, params, path):
+    """Two windows of 1000 and 100 labeled records vote with weights 1 and 0.1
+    (window_weights): the scores are the first window's votes plus a tenth of the second's,
+    in the batch tries, the per-row kernels and the numpy walks alike."""
+    X, y = _records(MIXED, 1100, seed=13)
+    test, _ = _records(MIXED, 400, seed=14)
+    model = cls(schema=MIXED, epsilon=1.0, window_size=1000, warmup=None, drift=False, seed=3,
+                **params)
+    model.learn_many(X[:1000], y[:1000])
+    model.learn_many(X[1000:], y[1000:])
+    assert model.window_weights() == [1.0, 0.1]
+    if path != "batch":
+        monkeypatch.setattr(module, "_BATCH", 10**9)
+    if path == "numpy":
+        _numpy_only(monkeypatch)
+    Xe = model._encoder.encode_many(test)
+    weighted = model._scores(Xe)
+    n = params["n_trees"]
+    model._serving = None
+    model._kept()
+    model._serving = model._serving[:3] + (np.r_[np.ones(n), np.zeros(n)],)
+    first = model._scores(Xe)
+    model._serving = model._serving[:3] + (np.r_[np.zeros(n), np.ones(n)],)
+    second = model._scores(Xe)
+    assert np.allclose(first.sum(axis=1), n) and np.allclose(second.sum(axis=1), n)
+    assert np.allclose(weighted, first + 0.1 * second)
+    assert not np.allclose(weighted, first + second)   # equal weights would score otherwise

@@ -153,7 +153,15 @@ DRIFT_PARAMS = {"window_size": 5_000, "max_windows": 2}
 # splits, and the classifier's batch-tuned learning rate (its default, 0.3, is tuned for
 # stream rounds; docs/sgbdt.md). Keyed by model name, then by estimator class.
 BATCH_DEFAULTS = {"sgbdt": {"drift": False, "split_levels": 0},
-                  "SGBDTClassifier": {"learning_rate": 0.5}}
+                  "SGBDTClassifier": {"learning_rate": 0.5},
+                  # Jagannathan et al.'s height rule; RDT with Fan et al.'s 10 trees (the
+                  # 2013 paper's p = 5 is [13]'s choice for its smallest data set only)
+                  "rdt": {"drift": False, "height_rule": "paper", "n_trees": 10},
+                  "rdt-sharp": {"drift": False, "height_rule": "paper"},
+                  # Huang et al.'s Alg. 2 as published: uniform split attributes, the even
+                  # split of epsilon, n_trees trees however small the training set
+                  "median-forest": {"attributes": "uniform", "split_share": 0.5,
+                                    "min_tree_records": None}}
 
 
 def fold_indices(n: int, folds: int, *, seed: int) -> list[np.ndarray]:
