@@ -33,9 +33,10 @@ grows one greedy tree with the full ``epsilon`` (parallel composition, the paper
   64-bit key (as in :mod:`~dpstream.models.random_trees`), so every node of the complete tree
   has its own independent output while memory stays proportional to the records.
 
-Prediction is the majority vote of the kept trees' leaf labels (``predict_proba_one``: vote
-shares). Unlabeled records are counted and not used; ``public=True`` records are protected like
-the rest.
+Prediction is the majority vote of the kept trees' leaf labels, each window's trees weighted by
+its labeled records (:meth:`~dpstream.models.window_forest.WindowForestBase.window_weights`;
+``predict_proba_one``: vote shares). Unlabeled records are counted and not used;
+``public=True`` records are protected like the rest.
 
 Examples
 --------
@@ -241,8 +242,15 @@ class GreedyForestClassifier(WindowForestBase):
                 np.array([tr.id for w in self._windows for tr in w.trees], dtype=np.int64),
                 LeafTable.concat([w.extra["nodes"] for w in wins], 1),
                 LeafTable.concat([w.extra["leaves"] for w in wins],
-                                 len(self._encoder.classes)))
-        return self._serving
+                                 len(self._encoder.classes)),
+                np.array([wt for w, wt in zip(self._windows, self.window_weights())
+                          for _ in w.trees], dtype=np.float64))
+        return self._serving[:3]
+
+    def _tree_weights(self) -> np.ndarray:
+        """Each kept tree's vote weight: its window's :meth:`window_weights` entry."""
+        self._kept()
+        return self._serving[3]
 
     def _votes(self, C: np.ndarray) -> np.ndarray:
         ids, nodes, leaves = self._kept()
@@ -259,12 +267,13 @@ class GreedyForestClassifier(WindowForestBase):
             wk = random_trees._wk
             if C.shape[0] >= _BATCH and self._fan.size <= 62:   # one trie per tree and batch
                 return wk.trie_scores(
-                    wk._trie_greedy, C, plan[1], np.ones(ids.size), k,
+                    wk._trie_greedy, C, plan[1], self._tree_weights(), k,
                     (self.levels, self._fan, nodes.keys, nodes.slots(), plan[2], leaves.keys,
                      leaves.slots(), leaves.values, draw, out_salt), 0)
             return random_trees._wk.greedy_votes(
                 np.ascontiguousarray(C), plan[1], self.levels, nodes.keys, nodes.slots(),
-                plan[2], leaves.keys, leaves.slots(), leaves.values, draw, out_salt)
+                plan[2], leaves.keys, leaves.slots(), leaves.values, draw, out_salt,
+                self._tree_weights())
         step = max(1, 262_144 // ids.size)
         for s in range(0, C.shape[0], step):
             block = C[s:s + step]
@@ -284,7 +293,8 @@ class GreedyForestClassifier(WindowForestBase):
             idx, hit = leaves.find(key)
             votes = uniform_label(key, k)
             votes[hit] = leaves.values[idx[hit]]
-            out[s:s + step] = votes.reshape(block.shape[0], ids.size, k).sum(axis=1)
+            out[s:s + step] = (votes.reshape(block.shape[0], ids.size, k)
+                               * self._tree_weights()[:, None]).sum(axis=1)
         return out
 
     def _scores(self, X: np.ndarray) -> np.ndarray:

@@ -19,7 +19,9 @@ addendum). Leaves of one tree hold disjoint records and trees hold disjoint part
 mechanism with smooth sensitivity ``e^{-j epsilon}`` is **not** offered: applying smooth
 sensitivity inside the exponential mechanism is not proven private (the addendum). A leaf no
 record reached reports a uniformly random label — what the mechanism gives on zero counts.
-Prediction is the majority vote of the kept trees (``predict_proba_one``: vote shares).
+Prediction is the majority vote of the kept trees, each window's trees weighted by its labeled
+records (:meth:`~dpstream.models.window_forest.WindowForestBase.window_weights`: the small
+warm-up windows do not outvote the full ones; ``predict_proba_one``: vote shares).
 
 Unlabeled records are counted and not used (the paper is supervised); ``public=True`` records are
 protected like the rest.
@@ -179,13 +181,20 @@ class RandomDecisionForestClassifier(WindowForestBase):
     # ------------------------------------------------------------- predicting
     def _kept(self) -> tuple[np.ndarray, LeafTable, np.ndarray]:
         """``(tree ids, merged leaf table, root keys)`` of the kept trees, cached in
-        ``_serving`` until a window closes or retires."""
+        ``_serving`` (with :meth:`_tree_weights`) until a window closes or retires."""
         if self._serving is None:
             ids = np.array([tr.id for win in self._windows for tr in win.trees], dtype=np.int64)
             table = LeafTable.concat([w.extra["table"] for w in self._windows
                                       if "table" in w.extra], len(self._encoder.classes))
-            self._serving = (ids, table, self._trees.root_keys(ids))
-        return self._serving
+            weights = np.array([wt for win, wt in zip(self._windows, self.window_weights())
+                                for _ in win.trees], dtype=np.float64)
+            self._serving = (ids, table, self._trees.root_keys(ids), weights)
+        return self._serving[:3]
+
+    def _tree_weights(self) -> np.ndarray:
+        """Each kept tree's vote weight: its window's :meth:`window_weights` entry."""
+        self._kept()
+        return self._serving[3]
 
     def _empty(self, keys: np.ndarray) -> np.ndarray:
         return uniform_label(keys, len(self._encoder.classes))
@@ -199,7 +208,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
             wk = random_trees._wk
             lo, hi, last, draw = self._trees.kernel_args()
             return wk.trie_scores(
-                wk._trie_votes, V, roots, np.ones(ids.size), k,
+                wk._trie_votes, V, roots, self._tree_weights(), k,
                 (self.depth, lo, hi, last, draw, _NTH, table.keys, table.slots(), table.values,
                  kernel_salts(k)[1]), max(1, self._trees.s))
         if self._trees.compiled:   # compiled: walk, look up and vote in one loop
@@ -207,9 +216,9 @@ class RandomDecisionForestClassifier(WindowForestBase):
             return wk.implicit_votes(
                 np.ascontiguousarray(V), roots, self.depth,
                 *self._trees.kernel_args(), _NTH, table.keys, table.slots(), table.values,
-                kernel_salts(k)[1])
+                kernel_salts(k)[1], self._tree_weights())
         keys = self._trees.leaf_keys(V, ids)
-        return table.lookup(keys, self._empty).sum(axis=1)
+        return (table.lookup(keys, self._empty) * self._tree_weights()[:, None]).sum(axis=1)
 
     def _scores(self, X: np.ndarray) -> np.ndarray:
         return self._votes(self._trees.matrix(X))

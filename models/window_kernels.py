@@ -245,11 +245,11 @@ def _walk_lanes(v, roots, t0, nb, depth, lo0, hi0, lastp, draw, nth, lo, hi, mas
 
 @njit(cache=True, nogil=True)
 def implicit_votes(V, roots, depth, lo0, hi0, last, draw, nth, keys, slots, values,
-                   out_salt):   # pragma: no cover - compiled
+                   out_salt, weights):   # pragma: no cover - compiled
     """Per row of ``V``, the sum over trees (root keys ``roots``) of the released row of the
     leaf it reaches (``keys`` with their :func:`hash_slots`, ``values`` one row each), else a
     uniformly random one-hot label drawn from the leaf's key (the random decision forest's
-    vote)."""
+    vote), each tree's times its ``weights`` entry."""
     m, k, s = V.shape[0], values.shape[1], lo0.shape[0]
     out = np.zeros((m, k))
     lo, hi = np.empty((_LANES, max(1, s))), np.empty((_LANES, max(1, s)))
@@ -264,11 +264,12 @@ def implicit_votes(V, roots, depth, lo0, hi0, last, draw, nth, keys, slots, valu
                         nfree, key)
             for b in range(nb):
                 idx = _probe(keys, slots, key[b])
+                wt = weights[t0 + b]
                 if idx >= 0:
                     for c in range(k):
-                        out[i, c] += values[idx, c]
+                        out[i, c] += wt * values[idx, c]
                 else:
-                    out[i, _label(key[b], out_salt, k)] += 1.0
+                    out[i, _label(key[b], out_salt, k)] += wt
     return out
 
 
@@ -570,13 +571,14 @@ def _nearest(q, key, ckeys, cpoint, cpoints, dscale, n_numeric, buf):   # pragma
 @njit(cache=True, nogil=True)
 def implicit_cells(V, roots, depth, lo0, hi0, last, draw, nth, primary, scale, average,
                    ckeys, cpoint, cvalues, cpoints, dscale, n_numeric,
-                   lkeys, lslots, lvalues, lap_salts):   # pragma: no cover - compiled
+                   lkeys, lslots, lvalues, lap_salts,
+                   weights=None):   # pragma: no cover - compiled
     """RDT: per row of ``V``, the sum over trees of the cell each reaches — the nearest center
     of its leaf (``ckeys`` / ``cpoint`` / ``cvalues`` / ``cpoints``, distances scaled by
     ``dscale``), else, for a ``primary`` tree, the leaf's released counts (``lkeys`` with their
     :func:`hash_slots` ``lslots``, ``lvalues``) or its key-derived ``Laplace(scale)`` counts
     (salts ``lap_salts``), else nothing; with ``average`` each cell's counts are clipped at 0
-    and normalised first."""
+    and normalised first. Tree ``t``'s cell counts ``weights[t]`` (default 1)."""
     m, k, s = V.shape[0], lvalues.shape[1], lo0.shape[0]
     out = np.zeros((m, k))
     lo, hi = np.empty((_LANES, max(1, s))), np.empty((_LANES, max(1, s)))
@@ -617,19 +619,23 @@ def implicit_cells(V, roots, depth, lo0, hi0, last, draw, nth, primary, scale, a
                     total = _pairwise(val, k)
                     for c in range(k):
                         val[c] = val[c] / total if total > 0 else 0.0
+                wt = 1.0
+                if weights is not None:
+                    wt = weights[t]
                 for c in range(k):
-                    out[i, c] += val[c]
+                    out[i, c] += wt * val[c]
     return out
 
 
 @njit(cache=True, nogil=True)
 def greedy_votes(C, roots, levels, nkeys, nslots, nattr, lkeys, lslots, lvalues, draw,
-                 out_salt):   # pragma: no cover - compiled
+                 out_salt, weights):   # pragma: no cover - compiled
     """The greedy forest: per row of branch codes ``C``, the sum over trees of the released
     label of the leaf it reaches. A node splits on its released attribute (``nkeys`` with
     their :func:`hash_slots`, ``nattr``), or — reached by no training record — on a keyed
     uniform draw among the attributes left; a leaf no training record reached (``lkeys``,
-    ``lslots``, ``lvalues``) votes a keyed uniform label."""
+    ``lslots``, ``lvalues``) votes a keyed uniform label. Tree ``t``'s vote counts
+    ``weights[t]``."""
     m, a_count, k = C.shape[0], C.shape[1], lvalues.shape[1]
     out = np.zeros((m, k))
     free = np.empty(a_count, dtype=np.bool_)
@@ -653,9 +659,9 @@ def greedy_votes(C, roots, levels, nkeys, nslots, nattr, lkeys, lslots, lvalues,
             idx = _probe(lkeys, lslots, key)
             if idx >= 0:
                 for c in range(k):
-                    out[i, c] += lvalues[idx, c]
+                    out[i, c] += weights[t] * lvalues[idx, c]
             else:
-                out[i, _label(key, out_salt, k)] += 1.0
+                out[i, _label(key, out_salt, k)] += weights[t]
     return out
 
 
