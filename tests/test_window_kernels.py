@@ -232,37 +232,3 @@ def test_window_weights_scale_each_windows_votes(monkeypatch, cls, module, param
     assert np.allclose(first.sum(axis=1), n) and np.allclose(second.sum(axis=1), n)
     assert np.allclose(weighted, first + 0.1 * second)
     assert not np.allclose(weighted, first + second)   # equal weights would score otherwise
-
-
-@pytest.mark.parametrize("cls, module, params", [
-    (RandomDecisionForestClassifier, random_forest, {"n_trees": 8}),
-    (GreedyForestClassifier, greedy_forest, {"n_trees": 6, "max_depth": 4}),
-], ids=["random-forest", "greedy-forest"])
-@pytest.mark.parametrize("path", ["batch", "row", "numpy"])
-def test_window_weights_scale_each_windows_votes(monkeypatch, cls, module, params, path):
-    """Two windows of 1000 and 100 labeled records vote with weights 1 and 0.1
-    (window_weights): the scores are the first window's votes plus a tenth of the second's,
-    in the batch tries, the per-row kernels and the numpy walks alike."""
-    X, y = _records(MIXED, 1100, seed=13)
-    test, _ = _records(MIXED, 400, seed=14)
-    model = cls(schema=MIXED, epsilon=1.0, window_size=1000, warmup=None, drift=False, seed=3,
-                **params)
-    model.learn_many(X[:1000], y[:1000])
-    model.learn_many(X[1000:], y[1000:])
-    assert model.window_weights() == [1.0, 0.1]
-    if path != "batch":
-        monkeypatch.setattr(module, "_BATCH", 10**9)
-    if path == "numpy":
-        _numpy_only(monkeypatch)
-    Xe = model._encoder.encode_many(test)
-    weighted = model._scores(Xe)
-    n = params["n_trees"]
-    model._serving = None
-    model._kept()
-    model._serving = model._serving[:3] + (np.r_[np.ones(n), np.zeros(n)],)
-    first = model._scores(Xe)
-    model._serving = model._serving[:3] + (np.r_[np.zeros(n), np.ones(n)],)
-    second = model._scores(Xe)
-    assert np.allclose(first.sum(axis=1), n) and np.allclose(second.sum(axis=1), n)
-    assert np.allclose(weighted, first + 0.1 * second)
-    assert not np.allclose(weighted, first + second)   # equal weights would score otherwise
