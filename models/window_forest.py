@@ -48,10 +48,28 @@ from .drift import DPDriftSignal
 from .encoding import RecordEncoder
 from .forest import Forest
 
-__all__ = ["WindowForestBase", "WindowTree", "UNLABELED", "leaf_proba", "pack_trees"]
+__all__ = ["WindowForestBase", "WindowTree", "UNLABELED", "leaf_proba", "pack_trees",
+           "split_exact"]
 
 #: the label code of an unlabeled record inside a window buffer
 UNLABELED = -1
+
+
+def split_exact(total: float, share: float) -> tuple[float, float]:
+    """``(rest, part)``: ``part`` about ``share * total`` and ``rest + part <= total`` exactly
+    in the decimal values a :class:`~dpstream.accounting.BudgetLedger` adds.
+
+    >>> split_exact(1.5, 0.05)
+    (1.425, 0.075)
+    >>> split_exact(1.0, 0.2)
+    (0.8, 0.2)
+    """
+    whole = Fraction(repr(float(total)))
+    rest = float(whole * (1 - Fraction(repr(float(share)))))
+    part = float(whole - Fraction(repr(rest)))
+    while Fraction(repr(rest)) + Fraction(repr(part)) > whole:
+        part = math.nextafter(part, 0.0)
+    return rest, part
 
 
 def leaf_proba(counts: np.ndarray) -> np.ndarray:
@@ -142,7 +160,7 @@ class WindowForestBase(base.Classifier):
                  max_windows: int | None, seed: int | None,
                  window_seconds: float | None = None, warmup: int | None = 1000,
                  drift: bool = True, drift_share: float = 0.05,
-                 drift_window: int | None = None):
+                 drift_window: int | None = None, min_tree_records: int | None = None):
         self.schema = schema
         self.epsilon = epsilon
         self.n_trees = n_trees
@@ -154,6 +172,8 @@ class WindowForestBase(base.Classifier):
         self.drift = drift
         self.drift_share = drift_share
         self.drift_window = drift_window
+        self.min_tree_records = min_tree_records
+        self._window_trees: int | None = None   # trees of the window being trained
         self._encoder = RecordEncoder(schema)
         if self._encoder.classes is None:
             raise ValueError("a window forest classifies: the schema needs target classes")
@@ -202,6 +222,7 @@ class WindowForestBase(base.Classifier):
         check_integer("max_windows", self.max_windows, 1, none_ok=True)
         check_integer("seed", self.seed, 0, none_ok=True)
         check_integer("warmup", self.warmup, 1, none_ok=True)
+        check_integer("min_tree_records", self.min_tree_records, 1, none_ok=True)
         if self.warmup is not None and self.window_size is not None \
                 and self.warmup < self.n_trees:
             raise ValueError(f"warmup ({self.warmup}) must be >= n_trees ({self.n_trees}): "
@@ -225,12 +246,7 @@ class WindowForestBase(base.Classifier):
         """``(trees, drift)`` with ``drift`` about ``drift_share * epsilon`` and ``trees +
         drift <= epsilon`` exactly in the decimal values the ledger adds (so a budget of 1.5
         reads 1.5, never 1.5000000000000002)."""
-        total = Fraction(repr(float(self.epsilon)))
-        rest = float(total * (1 - Fraction(repr(float(self.drift_share)))))
-        drift = float(total - Fraction(repr(rest)))
-        while Fraction(repr(rest)) + Fraction(repr(drift)) > total:
-            drift = math.nextafter(drift, 0.0)
-        return rest, drift
+        return split_exact(self.epsilon, self.drift_share)
 
     @property
     def epsilon_trees(self) -> float:
@@ -345,6 +361,7 @@ class WindowForestBase(base.Classifier):
                       fed: bool) -> None:
         w = self.windows_closed
         if (y != UNLABELED).any():
+            self._window_trees = self.trees_for(int((y != UNLABELED).sum()))
             charges = self._window_charges()
             for part, eps, label in charges:
                 self._ledger.charge(eps, partition=f"window-{w}/{part}", label=label)
@@ -378,7 +395,7 @@ class WindowForestBase(base.Classifier):
         ``epsilon`` on its own records only. A forest whose trees share records overrides this.
         """
         return [(f"tree-{t}", self.epsilon_trees, type(self).__name__)
-                for t in range(self.n_trees)]
+                for t in range(self._window_trees or self.n_trees)]
 
     def _new_generation(self) -> None:
         """The drift signal saw the error rise (a DP release: what follows is
@@ -396,9 +413,20 @@ class WindowForestBase(base.Classifier):
         the records that need no privacy)."""
         raise NotImplementedError
 
-    def deal(self, n: int) -> list[np.ndarray]:
-        """A random partition of ``range(n)`` into ``n_trees`` parts (data-independent)."""
-        return np.array_split(self._rng.permutation(n), self.n_trees)
+    def trees_for(self, n_labeled: int) -> int:
+        """Trees a window with ``n_labeled`` labeled records (a public count) trains:
+        ``n_trees``, or with ``min_tree_records`` as many as give each tree that many
+        records (at least one, at most ``n_trees``): a small warm-up window trains a few
+        trees worth having rather than ``n_trees`` starved ones."""
+        if self.min_tree_records is None:
+            return self.n_trees
+        return int(min(self.n_trees, max(1, n_labeled // self.min_tree_records)))
+
+    def deal(self, n: int, parts: int | None = None) -> list[np.ndarray]:
+        """A random partition of ``range(n)`` into ``parts`` (default: the window's trees)
+        disjoint parts; data-independent."""
+        k = parts or self._window_trees or self.n_trees
+        return np.array_split(self._rng.permutation(n), k)
 
     # ------------------------------------------------------------- predicting
     def _serve(self) -> tuple[Forest, np.ndarray]:
@@ -477,6 +505,8 @@ class WindowForestBase(base.Classifier):
                          windows_retired_by_drift=0)
         state.setdefault("_buffer_fed", False)   # no drift signal then: nothing fed
         state.setdefault("_training_epsilon", None)
+        state.setdefault("min_tree_records", None)   # from before small windows' tree counts
+        state.setdefault("_window_trees", None)
         self.__dict__.update(state)
 
     # ----------------------------------------------------------------- report
