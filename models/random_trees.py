@@ -192,18 +192,59 @@ class ImplicitRandomTrees:
         Levels of splits from the root to a leaf.
     secret
         The key every tree derives from (draw it from the model's private random source).
+    domain
+        ``(lo, hi)``: the interval of each numeric attribute (schema order) inside which the
+        roots draw their split points; default the schema's public domain. Pass a DP release
+        (:func:`~dpstream.models.private_range.private_ranges`) to split where the data lie:
+        the same secret with another domain gives the same attributes and uniform draws, the
+        split points scaled into the new intervals.
+
+    Examples
+    --------
+    >>> from dpstream.models.encoding import RecordEncoder
+    >>> enc = RecordEncoder({"features": {"x": {"type": "numeric", "min": -10, "max": 10}},
+    ...                      "target": {"type": "binary", "values": [0, 1]}})
+    >>> wide = ImplicitRandomTrees(enc, depth=1, secret=3)
+    >>> narrow = wide.with_domain(np.array([-1.0]), np.array([1.0]))
+    >>> narrow.domain, wide.domain
+    ((array([-1.]), array([1.])), (array([-10.]), array([10.])))
+    >>> V = narrow.matrix(np.array([[-0.5], [0.5]]))
+    >>> len(set(narrow.leaf_keys(V, [0]).ravel())), len(set(wide.leaf_keys(V, [0]).ravel()))
+    (2, 1)
     """
 
-    def __init__(self, encoder: RecordEncoder, *, depth: int, secret: int):
+    def __init__(self, encoder: RecordEncoder, *, depth: int, secret: int,
+                 domain: tuple[np.ndarray, np.ndarray] | None = None):
         numeric = encoder.numeric_columns()
         self._num_cols = np.array([c for c, _, _ in numeric], dtype=np.intp)
         self._cat_groups = [np.array(g, dtype=np.intp) for g in encoder.categorical_columns()]
         self.s, self.r = len(numeric), len(self._cat_groups)
         self._lo = np.array([lo for _, lo, _ in numeric], dtype=np.float64)
         self._hi = np.array([hi for _, _, hi in numeric], dtype=np.float64)
+        if domain is not None:
+            self._set_domain(*domain)
         self._last = np.array([g.size - 1 for g in self._cat_groups], dtype=np.float64)
         self.depth = int(depth)
         self.secret = int(secret) & (2**63 - 1)
+
+    @property
+    def domain(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(lo, hi)``: each numeric attribute's interval at the roots."""
+        return self._lo, self._hi
+
+    def with_domain(self, lo: np.ndarray, hi: np.ndarray) -> ImplicitRandomTrees:
+        """The same trees (encoder, depth, secret) over another numeric ``domain``."""
+        trees = ImplicitRandomTrees.__new__(ImplicitRandomTrees)
+        trees.__dict__.update(self.__dict__)
+        trees._set_domain(lo, hi)
+        return trees
+
+    def _set_domain(self, lo, hi) -> None:
+        lo, hi = (np.array(d, dtype=np.float64).reshape(-1) for d in (lo, hi))
+        if lo.shape != (self.s,) or hi.shape != (self.s,) or (hi < lo).any():
+            raise ValueError(f"domain must be (lo, hi) with {self.s} numeric bounds each and "
+                             f"lo <= hi, got {(lo, hi)!r}")
+        self._lo, self._hi = lo, hi
 
     def kernel_args(self) -> tuple:
         """``(lo, hi, last, draw)``: what the compiled walks of

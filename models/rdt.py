@@ -36,7 +36,8 @@ data: on Huang et al.'s syn5d (domain ±8.7, data within ±2.6 for 98% of values
 left all 2,700 records in one leaf in 3 of 5 trees, so RDT scored 57.5% at every ε from 0.05
 to 10 (syn10d 67.7%, syn15d 60.5%), against the paper's 79.8 / 78.6 / 80.2%. Each window now
 spends ``range_share`` (10%) of its budget on an ``epsilon``-DP range per numeric attribute
-(:func:`private_ranges`: the records dealt into one part per attribute, a Laplace histogram of
+(:func:`~dpstream.models.private_range.private_ranges`, shared with the random decision
+forest: the records dealt into one part per attribute, a Laplace histogram of
 ``range_bins`` bins of the public domain, the span of the bins that clearly hold records), and
 its trees — the same keyed trees — draw their numeric split points inside it. The ledger charges
 the window's trees and range together, exactly (:func:`split_epsilon`). ``range_share=0``
@@ -94,6 +95,7 @@ import numpy as np
 from ..accounting import LaplaceMechanism
 from . import random_trees
 from ._params import check_integer, check_real
+from .private_range import private_ranges
 from .random_trees import ImplicitRandomTrees, KeyedTree, LeafTable, kernel_salts, laplace_of
 from .window_forest import UNLABELED, WindowForestBase, leaf_proba
 
@@ -150,59 +152,6 @@ def split_epsilon(epsilon: float, share: float) -> tuple[float, float]:
     while Fraction(repr(rest)) + Fraction(repr(part)) > total:
         rest = math.nextafter(rest, 0.0)
     return rest, part
-
-
-def private_ranges(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, epsilon: float,
-                   bins: int, rng: np.random.Generator,
-                   public: np.ndarray | None = None,
-                   coverage: float = 0.75) -> tuple[np.ndarray, np.ndarray]:
-    """An ``epsilon``-DP range ``[lo', hi']`` inside each numeric attribute's public domain
-    ``[lo, hi]`` where the private ``values`` (rows: records, columns: attributes) lie.
-
-    The records are dealt at random into one part per attribute (the dealing reads nothing but
-    the row order); attribute ``j`` counts its part's values in ``bins`` equal-width bins of its
-    public domain and releases the counts with ``Laplace(1 / epsilon)`` noise. A record adds one
-    to one count of one attribute, so the whole release is ``epsilon``-DP (parallel
-    composition over the parts). The range spans the bins whose noisy count reaches
-    ``(ln(bins) + 2) / epsilon`` (an empty bin passes with probability ``1 / (2 e² bins)``)
-    if its noisy counts add up to ``coverage`` of the part's records (a public count); else —
-    too few records to tell, or bins passed by noise — the attribute keeps its public domain. Rows of ``public`` (records that need no
-    privacy, optional) are counted in every attribute, without noise. Missing values count
-    nowhere.
-
-    >>> rng = np.random.default_rng(0)
-    >>> vals = rng.normal(0.0, 1.0, size=(4000, 2))
-    >>> a, b = private_ranges(vals, np.array([-20.0, -20.0]), np.array([20.0, 20.0]), 1.0, 20,
-    ...                       rng)
-    >>> a.tolist(), b.tolist()
-    ([-4.0, -4.0], [4.0, 4.0])
-    """
-    lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
-    s = lo.size
-    new_lo, new_hi = lo.copy(), hi.copy()
-    if s == 0:
-        return new_lo, new_hi
-    values = np.asarray(values, dtype=np.float64).reshape(-1, s)
-    part = rng.permutation(values.shape[0]) % s
-    noise = LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng)
-    tau = (math.log(bins) + 2.0) / epsilon
-    for j in range(s):
-        if not hi[j] > lo[j]:
-            continue
-        edges = np.linspace(lo[j], hi[j], bins + 1)
-        v = values[part == j, j]
-        counts = np.histogram(np.clip(v[~np.isnan(v)], lo[j], hi[j]), edges)[0]
-        counts = noise.release(counts.astype(np.float64))
-        if public is not None and public.size:
-            p = np.asarray(public, dtype=np.float64)[:, j]
-            counts += np.histogram(np.clip(p[~np.isnan(p)], lo[j], hi[j]), edges)[0]
-        keep = np.flatnonzero(counts >= tau)
-        # the span must hold most of the part (its size is public): else the bins that passed
-        # are noise, or too few records to say where they lie
-        total = (part == j).sum() + (0 if public is None else np.asarray(public).shape[0])
-        if keep.size and counts[keep[0]:keep[-1] + 1].sum() >= coverage * total:
-            new_lo[j], new_hi[j] = edges[keep[0]], edges[keep[-1] + 1]
-    return new_lo, new_hi
 
 
 def release_counts(counts: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
@@ -426,13 +375,10 @@ class RDTClassifier(WindowForestBase):
         trees = self._trees
         if epsilon <= 0:
             return trees
-        lo, hi = trees.kernel_args()[:2]
         cols = slice(1, 1 + trees.s)
-        new_lo, new_hi = private_ranges(V[~public, cols], lo, hi, epsilon, self.range_bins,
-                                        self._rng, public=V[public, cols])
-        router = ImplicitRandomTrees(self._encoder, depth=1, secret=trees.secret)
-        router._lo, router._hi = new_lo, new_hi
-        return router
+        return trees.with_domain(*private_ranges(V[~public, cols], *trees.domain, epsilon,
+                                                 self.range_bins, self._rng,
+                                                 public=V[public, cols]))
 
     def _pick_centers(self, P: np.ndarray, ids: np.ndarray, depth: int,
                       router: ImplicitRandomTrees | None = None) -> tuple:
