@@ -204,13 +204,13 @@ class ImplicitRandomTrees:
     >>> from dpstream.models.encoding import RecordEncoder
     >>> enc = RecordEncoder({"features": {"x": {"type": "numeric", "min": -10, "max": 10}},
     ...                      "target": {"type": "binary", "values": [0, 1]}})
-    >>> wide = ImplicitRandomTrees(enc, depth=1, secret=3)
+    >>> wide = ImplicitRandomTrees(enc, depth=3, secret=3)
     >>> narrow = wide.with_domain(np.array([-1.0]), np.array([1.0]))
     >>> narrow.domain, wide.domain
     ((array([-1.]), array([1.])), (array([-10.]), array([10.])))
-    >>> V = narrow.matrix(np.array([[-0.5], [0.5]]))
+    >>> V = narrow.matrix(np.linspace(-1.0, 1.0, 101)[:, None])    # data inside [-1, 1]
     >>> len(set(narrow.leaf_keys(V, [0]).ravel())), len(set(wide.leaf_keys(V, [0]).ravel()))
-    (2, 1)
+    (6, 1)
     """
 
     def __init__(self, encoder: RecordEncoder, *, depth: int, secret: int,
