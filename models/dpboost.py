@@ -20,7 +20,10 @@ all trees: each tree fits the gradients of the model built so far. One tree:
 3. each leaf value ``V = -sum g / (n + lambda)`` is clipped to ``[-C_t, C_t]`` with the geometric
    leaf clipping bound ``C_t = g* (1 - eta)^(t-1)`` (``t``: the tree's index in its ensemble),
    released with Laplace noise of scale ``min(g* / (1 + lambda), 2 C_t) / epsilon_leaf`` — the
-   sensitivity of the clipped value — and shrunk by the learning rate ``eta``.
+   sensitivity of the clipped value — and shrunk by the learning rate ``eta``. With
+   ``l2_per_epsilon`` lambda grows as ``1 / epsilon`` (a public rule), which keeps that scale
+   about fixed across epsilon: Kirschte et al. tuned DPBoost per epsilon, and this is the knob
+   their tuning has to turn.
 
 Before the first tree the DP initial score (Kirschte et al. 2023, Alg. 6) is released with
 ``init_share * epsilon``. Every release is charged to a
@@ -91,7 +94,13 @@ _PARAMS_DOC = """
         g*: gradients are clipped to (or, with ``data_filter``, filtered at) this bound.
         Regression labels are scaled to [-1, 1] with the schema's target range.
     l2
-        lambda, the leaf and gain regulariser (> 0).
+        lambda, the leaf and gain regulariser (> 0); with ``l2_per_epsilon`` a floor.
+    l2_per_epsilon
+        ``None`` (default): lambda is ``l2``. A number c: lambda is ``max(l2, c / epsilon)``,
+        so the Laplace leaf scale ``g* / ((1 + lambda) epsilon_leaf)`` stays about the same
+        at every epsilon while a leaf of n >> lambda records keeps ``n / (n + lambda)`` of
+        its value. Public (epsilon is public), so no privacy cost. The benchmark's paper rows
+        use 60 (``docs/dpboost.md``).
     split_share
         Share of a tree's epsilon spent on its splits (spread evenly over its levels); the
         rest goes to the leaves.
@@ -119,14 +128,15 @@ _PARAMS_DOC = """
 class _DPBoostBase(base.Estimator):
     _loss = "squared"
     _PARAMS = ("epsilon", "n_ensembles", "trees_per_ensemble", "depth", "learning_rate",
-               "grad_clip", "l2", "split_share", "init_share", "label_clip", "data_filter",
-               "leaf_clipping", "numeric_weight", "window_size", "max_trees", "seed")
+               "grad_clip", "l2", "l2_per_epsilon", "split_share", "init_share", "label_clip",
+               "data_filter", "leaf_clipping", "numeric_weight", "window_size", "max_trees", "seed")
 
     def __init__(self, schema: Any, **params: Any):
         self.schema = schema
         for name in self._PARAMS:
             setattr(self, name, params.pop(name))
         self._validate()
+        self._l2 = self.l2_effective
         self._encoder = RecordEncoder(schema)
         self._check_target(self._encoder)
         n_nodes, self._internal, self._leaves = complete_tree_layout(self.depth)
@@ -157,6 +167,8 @@ class _DPBoostBase(base.Estimator):
         check_real("learning_rate", self.learning_rate, 0, 1)
         check_real("grad_clip", self.grad_clip, 0)
         check_real("l2", self.l2, 0)
+        if self.l2_per_epsilon is not None:
+            check_real("l2_per_epsilon", self.l2_per_epsilon, 0, lo_open=False)
         check_real("split_share", self.split_share, 0, 1)
         check_real("init_share", self.init_share, 0, 1, lo_open=False)
         if self.label_clip is not None:
@@ -174,6 +186,24 @@ class _DPBoostBase(base.Estimator):
         if self.label_clip is not None:
             return float(self.label_clip)
         return 1.0 if self._loss == "squared" else 3.0
+
+    @property
+    def l2_effective(self) -> float:
+        """The lambda in use: ``max(l2, l2_per_epsilon / epsilon)`` (``l2`` alone when
+        ``l2_per_epsilon`` is ``None``). A function of public parameters only.
+
+        Examples
+        --------
+        >>> from dpstream.models import DPBoostClassifier
+        >>> from dpstream.stream import load_adult
+        >>> _, _, schema = load_adult("train")
+        >>> [DPBoostClassifier(schema=schema, epsilon=e, l2_per_epsilon=60.0).l2_effective
+        ...  for e in (0.12, 1.0, 10.0)]
+        [500.0, 60.0, 10.0]
+        """
+        if self.l2_per_epsilon is None:
+            return float(self.l2)
+        return max(float(self.l2), float(self.l2_per_epsilon) / float(self.epsilon))
 
     @property
     def epsilon_init(self) -> float:
@@ -293,12 +323,12 @@ class _DPBoostBase(base.Estimator):
         n_leaves = self._leaves.size
         counts = np.bincount(leaf, minlength=n_leaves).astype(np.float64)
         sums = np.bincount(leaf, weights=g, minlength=n_leaves)
-        value = -sums / (counts + self.l2)
+        value = -sums / (counts + self._l2)
         bound = self.grad_clip * (1.0 - self.learning_rate) ** t if self.leaf_clipping \
             else self.grad_clip
         value = np.clip(value, -bound, bound)
         lap = LaplaceMechanism(epsilon=eps_leaf, rng=self._rng,
-                               sensitivity=leaf_sensitivity(self.grad_clip, self.l2, bound))
+                               sensitivity=leaf_sensitivity(self.grad_clip, self._l2, bound))
         noisy = np.clip(lap.release(value), -bound, bound)   # clamping: post-processing
         values = np.zeros(n_nodes)
         values[self._leaves] = self.learning_rate * noisy
@@ -307,7 +337,7 @@ class _DPBoostBase(base.Estimator):
     def _split(self, mech: GridlessExponentialMechanism, X: np.ndarray,
                g: np.ndarray) -> tuple[int, float]:
         """The grid-less exponential mechanism over this node's records (Alg. 3)."""
-        total_g, total_n, l2 = float(g.sum()), g.size, self.l2
+        total_g, total_n, l2 = float(g.sum()), g.size, self._l2
         columns, prefix = [], []
         for col, _, _ in self._numeric:
             x = X[:, col]
@@ -361,6 +391,7 @@ class _DPBoostBase(base.Estimator):
             "epsilon_per_ensemble": self.epsilon_ensemble,
             "epsilon_split_per_level": self.epsilon_ensemble * self.split_share / self.depth,
             "epsilon_leaf": self.epsilon_ensemble * (1.0 - self.split_share),
+            "l2": self._l2,
             "n_ensembles": self.n_ensembles,
             "trees_per_ensemble": self.trees_per_ensemble,
             "windows": self.windows,
@@ -402,7 +433,8 @@ class DPBoostRegressor(RawScoreRegressor, _DPBoostBase, base.Regressor):
 
     def __init__(self, schema: Any, epsilon: float = 1.0, n_ensembles: int = 2,
                  trees_per_ensemble: int = 10, depth: int = 4, learning_rate: float = 0.1,
-                 grad_clip: float = 0.3, l2: float = 10.0, split_share: float = 0.5,
+                 grad_clip: float = 0.3, l2: float = 10.0,
+                 l2_per_epsilon: float | None = None, split_share: float = 0.5,
                  init_share: float = 0.1, label_clip: float | None = None,
                  data_filter: bool = False, leaf_clipping: bool = True,
                  numeric_weight: float = 1.0, window_size: int = 4096,
@@ -442,7 +474,8 @@ class DPBoostClassifier(RawScoreBinaryClassifier, _DPBoostBase, base.Classifier)
 
     def __init__(self, schema: Any, epsilon: float = 1.0, n_ensembles: int = 2,
                  trees_per_ensemble: int = 20, depth: int = 4, learning_rate: float = 0.3,
-                 grad_clip: float = 1.0, l2: float = 10.0, split_share: float = 0.3,
+                 grad_clip: float = 1.0, l2: float = 10.0,
+                 l2_per_epsilon: float | None = None, split_share: float = 0.3,
                  init_share: float = 0.1, label_clip: float | None = None,
                  data_filter: bool = False, leaf_clipping: bool = False,
                  numeric_weight: float = 50.0, window_size: int = 4096,

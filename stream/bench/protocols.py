@@ -154,6 +154,11 @@ DRIFT_PARAMS = {"window_size": 5_000, "max_windows": 2}
 # stream rounds; docs/sgbdt.md). Keyed by model name, then by estimator class.
 BATCH_DEFAULTS = {"sgbdt": {"drift": False, "split_levels": 0},
                   "SGBDTClassifier": {"learning_rate": 0.5},
+                  # Kirschte et al. tuned DPBoost per epsilon: lambda grows as 1/epsilon
+                  # (Laplace leaf scale g*/((1 + lambda) eps_leaf) held about fixed), big
+                  # steps, no GLC, 30% on splits (docs/dpboost.md, "Paper rows")
+                  "dpboost": {"learning_rate": 0.9, "l2_per_epsilon": 60.0,
+                              "leaf_clipping": False, "split_share": 0.3},
                   # Jagannathan et al.'s height rule; RDT with Fan et al.'s 10 trees (the
                   # 2013 paper's p = 5 is [13]'s choice for its smallest data set only)
                   "rdt": {"drift": False, "height_rule": "paper", "n_trees": 10},
