@@ -45,8 +45,8 @@ Examples
 >>> model = GreedyForestClassifier(schema=schema, epsilon=1.0, window_size=10_000, seed=0)
 >>> model.learn_many(X[:10_000], y[:10_000])
 >>> report = model.privacy_report()
->>> report["epsilon"], report["trees"], report["levels"]
-(1.0, 25, 4)
+>>> report["epsilon"], report["trees"], report["levels"]   # >= 1,500 records per tree
+(1.0, 6, 4)
 >>> report["epsilon_per_split_level"], report["epsilon_leaf"]
 (0.125, 0.5)
 >>> model.predict_one(X[20_000]) in (False, True)
@@ -119,9 +119,12 @@ class GreedyForestClassifier(WindowForestBase):
         Equal-width bins of a numeric attribute's public domain.
     window_seconds
         Close a window once a record arrives this long after its first one.
-    warmup, drift, drift_share, drift_window
+    warmup, drift, drift_share, drift_window, min_tree_records
         The window policy of :class:`~dpstream.models.window_forest.WindowForestBase`:
-        warm-up windows and the DP drift signal.
+        warm-up windows, the DP drift signal, and trees of at least ``min_tree_records``
+        records (default 1,500: a window of ``n`` labeled records trains
+        ``min(n_trees, n // 1500)`` trees, at least one; ``None``: always ``n_trees``, the
+        paper's rule).
     seed
         Random seed (tests and benchmarks; leave ``None`` in production).
     """
@@ -130,11 +133,13 @@ class GreedyForestClassifier(WindowForestBase):
                  window_size: int | None = 20_000, max_windows: int | None = 2,
                  max_depth: int = 5, n_bins: int = 4, window_seconds: float | None = None,
                  warmup: int | None = 1000, drift: bool = True, drift_share: float = 0.05,
-                 drift_window: int | None = None, seed: int | None = None):
+                 drift_window: int | None = None, min_tree_records: int | None = 1500,
+                 seed: int | None = None):
         self.max_depth = max_depth
         self.n_bins = n_bins
         super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
-                         window_seconds, warmup, drift, drift_share, drift_window)
+                         window_seconds, warmup, drift, drift_share, drift_window,
+                         min_tree_records)
         enc = self._encoder
         self._numeric = enc.numeric_columns()
         self._groups = [np.array(g, dtype=np.intp) for g in enc.categorical_columns()]
@@ -190,8 +195,9 @@ class GreedyForestClassifier(WindowForestBase):
                       public: np.ndarray) -> tuple[list, str, dict]:
         lab = y != UNLABELED
         C, y = self.codes(X[lab]), y[lab]
-        ids = np.arange(self._next_tree, self._next_tree + self.n_trees, dtype=np.int64)
-        self._next_tree += self.n_trees
+        n_trees = self._window_trees or self.n_trees
+        ids = np.arange(self._next_tree, self._next_tree + n_trees, dtype=np.int64)
+        self._next_tree += n_trees
         tree_of = np.empty(y.size, dtype=np.int64)
         for t, part in zip(ids, self.deal(y.size), strict=True):
             tree_of[part] = t

@@ -38,7 +38,7 @@ Examples
 [0.333, 0.333, 0.333]
 >>> rel.release(X, y, epsilon=1.0, rng=rng)
 >>> w = rel.weights()
->>> int(np.argmax(w)), bool(w[1] > 0.8)
+>>> int(np.argmax(w)), bool(w[1] > 0.6)
 (1, True)
 """
 

@@ -369,7 +369,7 @@ class WindowForestBase(base.Classifier):
                 for part in dict.fromkeys(part for part, _, _ in charges):
                     self._ledger.charge(self.epsilon_drift, partition=f"window-{w}/{part}",
                                         label="DPDriftSignal")
-            self.ledger_partitions += len(charges)
+            self.ledger_partitions += len(dict.fromkeys(part for part, _, _ in charges))
             trees, kind, extra = self._train_window(X, y, public)
             self.last_depth = max((tr.depth for tr in trees), default=None)
         else:   # no label to fill a leaf with: nothing is trained, nothing released or spent

@@ -88,7 +88,7 @@ def test_training_releases_only_through_the_two_mechanisms(monkeypatch):
     monkeypatch.setattr(ReportNoisyMax, "select_rows", rnm_spy)
     X, y, _ = load_adult("train")
     model = GreedyForestClassifier(schema=ADULT_SCHEMA, epsilon=0.6, window_size=900,
-                                   n_trees=3, max_depth=4, seed=2)
+                                   n_trees=3, max_depth=4, min_tree_records=None, seed=2)
     labels = [v if i % 3 else None for i, v in enumerate(y[:900])]
     model.learn_many(X[:900], labels)
     assert len(splits) == 3 and len(leaves) == 1          # 3 levels of splits, then leaves
@@ -122,7 +122,7 @@ def test_complete_trees_empty_nodes_vote_uniformly():
     """Records far from all training data reach nodes nobody reached: coin-flip votes."""
     X, y, _ = load_adult("train")
     model = GreedyForestClassifier(schema=ADULT_SCHEMA, window_size=400, n_trees=100,
-                                   max_depth=6, seed=4)
+                                   max_depth=6, min_tree_records=None, seed=4)
     young = [(x, t) for x, t in zip(X, y, strict=True) if x["age"] < 25][:400]
     model.learn_many([x for x, _ in young], [t for _, t in young])
     far = dict(X[0], age=89, **{"native-country": "Holand-Netherlands",

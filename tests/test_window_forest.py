@@ -76,7 +76,7 @@ def test_each_record_feeds_one_window_and_one_tree_part(n, window, n_trees, labe
     window = max(window, n_trees)
     rng = np.random.default_rng(seed)
     model = Spy(schema=SCHEMA, epsilon=1.0, n_trees=n_trees, window_size=window,
-                max_windows=None, privacy="features_and_labels" if mode ==
+                max_windows=None, attributes="uniform", min_tree_records=None, privacy="features_and_labels" if mode ==
                 "features_and_labels" else "labels_only", transductive=mode == "pte",
                 seed=seed)
     model.log = []
@@ -132,7 +132,7 @@ def test_modes_spend_what_the_paper_says():
     X, y, schema = load_adult("train")
     # one window of the paper's mode, spending the whole epsilon (no warm-up, no drift signal)
     kw = {"schema": schema, "epsilon": 2.0, "window_size": 2000, "seed": 0, "warmup": None,
-          "drift": False}
+          "drift": False, "attributes": "uniform", "min_tree_records": None, "split_share": 0.5}
     half = [yi if i % 2 else None for i, yi in enumerate(y[:2000])]   # 50% labeled
     few = [yi if i % 5 == 0 else None for i, yi in enumerate(y[:2000])]
     cases = [(MedianForestClassifier(**kw), y[:2000], "SPE", 1.0, 1.0),
@@ -185,12 +185,13 @@ def test_windows_compose_in_parallel(cls, n, window, n_trees, max_windows, seed)
     assert rep["windows_closed"] == closed
     assert rep["records_learned"] == closed * window          # each closed window once
     assert rep["records_pending"] == n - closed * window      # the partial one is kept
-    assert rep["ledger_partitions"] == closed * PARTS_PER_WINDOW[cls](n_trees)
+    trees = model.trees_for(window)    # min_tree_records: small windows train fewer trees
+    assert rep["ledger_partitions"] == closed * PARTS_PER_WINDOW[cls](trees)
     # parallel composition over windows (and disjoint trees) keeps the stream at epsilon
     assert rep["epsilon"] == (1.5 if closed else 0.0)
     assert model._ledger.spent <= 1.5
     kept = closed if max_windows is None else min(closed, max_windows)
-    assert rep["windows_kept"] == kept and rep["trees"] == kept * n_trees
+    assert rep["windows_kept"] == kept and rep["trees"] == kept * trees
 
 
 @pytest.mark.parametrize("cls", WINDOW_FORESTS)

@@ -202,7 +202,8 @@ def test_rdt_window_weights_scale_each_windows_cells(monkeypatch, path):
 
 @pytest.mark.parametrize("cls, module, params", [
     (RandomDecisionForestClassifier, random_forest, {"n_trees": 8}),
-    (GreedyForestClassifier, greedy_forest, {"n_trees": 6, "max_depth": 4}),
+    (GreedyForestClassifier, greedy_forest, {"n_trees": 6, "max_depth": 4,
+                                             "min_tree_records": None}),
 ], ids=["random-forest", "greedy-forest"])
 @pytest.mark.parametrize("path", ["batch", "row", "numpy"])
 def test_window_weights_scale_each_windows_votes(monkeypatch, cls, module, params, path):

@@ -166,7 +166,9 @@ BATCH_DEFAULTS = {"sgbdt": {"drift": False, "split_levels": 0},
                   # Huang et al.'s Alg. 2 as published: uniform split attributes, the even
                   # split of epsilon, n_trees trees however small the training set
                   "median-forest": {"attributes": "uniform", "split_share": 0.5,
-                                    "min_tree_records": None}}
+                                    "min_tree_records": None},
+                  # Xin et al.'s tau trees on every training set
+                  "greedy-forest": {"drift": False, "min_tree_records": None}}
 
 
 def fold_indices(n: int, folds: int, *, seed: int) -> list[np.ndarray]:
