@@ -30,14 +30,17 @@ would release without noise. Drawn over the schema's public domain instead, they
 wherever the domain is wider than the data: on SynthF (domain ±11.5, 99% of the values within
 ±3.8) most records of most trees shared one leaf, and the forest scored 79-80% at every epsilon
 from 0.1 to 5 against the paper's "over 85%" at epsilon 1 (its Fig. 9). Each window therefore
-spends ``range_share`` (10%) of its budget on an ``epsilon``-DP range per numeric attribute
+spends ``range_share`` (5%) of its budget on an ``epsilon``-DP range per numeric attribute
 (:func:`~dpstream.models.private_range.private_ranges`, shared with RDT: the window's labeled
 records dealt one attribute each, a Laplace histogram of ``range_bins`` bins of the public
 domain, the span of the bins that clearly hold records) and its trees — the same keyed trees —
-split inside it; the leaves get the other 90%. A record is in one attribute's part of the range
+split inside it; the leaves get the other 95%. A record is in one attribute's part of the range
 and one leaf of one tree: sequential composition, ``epsilon_range + epsilon_leaves =
 epsilon_trees`` exactly (:func:`~dpstream.models.window_forest.split_exact`), charged once per
-(window, tree). ``range_share=0`` restores split points over the whole public domain.
+(window, tree). A window too small for the range to find the data (each attribute's part
+under four times the noisy count a bin needs: :meth:`RandomDecisionForestClassifier.ranged`,
+a function of public counts) spends nothing on it and keeps the public domain.
+``range_share=0`` restores split points over the whole public domain.
 
 Unlabeled records are counted and not used (the paper is supervised); ``public=True`` records are
 protected like the rest.
@@ -61,6 +64,7 @@ True
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -149,9 +153,11 @@ class RandomDecisionForestClassifier(WindowForestBase):
         made of (24: SynthF gains the most for the least loss on SynthG; docs/random_forest.md).
     window_seconds
         Close a window once a record arrives this long after its first one.
-    warmup, drift, drift_share, drift_window
+    warmup, drift, drift_share, drift_window, min_tree_records
         The window policy of :class:`~dpstream.models.window_forest.WindowForestBase`:
-        warm-up windows and the DP drift signal.
+        warm-up windows, the DP drift signal, and (``min_tree_records``) fewer trees of at
+        least that many records in small windows (default ``None``: ``n_trees`` trees in
+        every window; it did not help here — docs/random_forest.md).
     seed
         Random seed (tests and benchmarks; leave ``None`` in production — whoever knows the
         seed can replay the noise).
@@ -159,7 +165,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
 
     def __init__(self, schema: Any, epsilon: float = 1.0, n_trees: int = 100,
                  window_size: int | None = 20_000, max_windows: int | None = 2,
-                 max_depth: int | None = None, range_share: float = 0.1, range_bins: int = 24,
+                 max_depth: int | None = None, range_share: float = 0.05, range_bins: int = 24,
                  window_seconds: float | None = None, warmup: int | None = 1000,
                  drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, min_tree_records: int | None = None,
@@ -176,6 +182,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
         self._trees = ImplicitRandomTrees(enc, depth=self.depth,
                                           secret=int(self._rng.integers(2**63)))
         self._next_tree = 0
+        self._window_labeled = 0     # labeled records of the window being trained (public)
 
     def _check_params(self) -> None:
         super()._check_params()
@@ -184,12 +191,29 @@ class RandomDecisionForestClassifier(WindowForestBase):
         check_integer("range_bins", self.range_bins, 1)
 
     # ------------------------------------------------------------- accounting
+    def ranged(self, n_labeled: int) -> bool:
+        """Whether a window of ``n_labeled`` labeled records (a public count) buys a private
+        numeric range: each attribute's part must hold at least ``4 * tau`` records, ``tau =
+        (ln(range_bins) + 2) / epsilon_range`` the noisy count a bin needs (else the range
+        all but surely falls back to the public domain and the budget is better left to
+        the leaves: small warm-up windows, small epsilons)."""
+        if not (self.range_share and self._trees.s):
+            return False
+        eps_range = split_exact(self.epsilon_trees, self.range_share)[1]
+        tau = (math.log(self.range_bins) + 2.0) / eps_range
+        return n_labeled / self._trees.s >= 4.0 * tau
+
+    def _train_closed(self, X, y, public, fed) -> None:
+        self._window_labeled = int((y != UNLABELED).sum())
+        super()._train_closed(X, y, public, fed)
+
     def _leaf_and_range_epsilon(self) -> tuple[float, float]:
         """``(leaves, range)``: a window's ``epsilon_trees`` split exactly (in the ledger's
         decimals) into the leaf labels' and the private numeric range's parts; the range
-        gets nothing with ``range_share=0`` or no numeric attribute."""
-        share = self.range_share if self._trees.s else 0.0
-        return split_exact(self.epsilon_trees, share) if share else (self.epsilon_trees, 0.0)
+        gets nothing unless the window is :meth:`ranged`."""
+        if not self.ranged(self._window_labeled):
+            return self.epsilon_trees, 0.0
+        return split_exact(self.epsilon_trees, self.range_share)
 
     def _window_charges(self) -> list[tuple[str, float, str]]:
         eps_leaf, eps_range = self._leaf_and_range_epsilon()
@@ -318,6 +342,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
         # a checkpoint from before private ranges: its windows split over the public domain
         state.setdefault("range_share", 0.0)
         state.setdefault("range_bins", 16)
+        state.setdefault("_window_labeled", 0)
         super().__setstate__(state)
 
     # ------------------------------------------------------------- report
