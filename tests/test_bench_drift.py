@@ -14,6 +14,7 @@ from dpstream.stream.bench import suite
 from dpstream.stream.bench.baselines import baseline_available, dp_ebm_frame
 from dpstream.stream.bench.drift_streams import (
     DRIFT_SCENARIOS,
+    WINDOW_FORESTS,
     drift_geometry,
     load_drift_stream,
     run_drift_stream,
@@ -120,11 +121,14 @@ def test_river_learners_follow_an_abrupt_sea_drift():
 def test_profiles_hold_the_drift_cells():
     full = [c for c in suite.build_matrix("full") if c.kind == "drift"]
     assert {c.dataset for c in full} == set(DRIFT_SCENARIOS)
-    assert len(full) == 4 * len(DRIFT_SCENARIOS)
+    assert len(full) == 8 * len(DRIFT_SCENARIOS)
     assert {(c.name, c.params, c.epsilon) for c in full} == {
         ("sgbdt", (("drift", True),), 1.0),
         ("sgbdt", (("drift", False), ("split_levels", 0)), 1.0),
+        *((f, (), 1.0) for f in WINDOW_FORESTS),          # library defaults, S-GBDT's epsilon
         ("hoeffding-tree", (), None), ("arf", (), None)}
+    for scenario in DRIFT_SCENARIOS:                       # every arm in every scenario
+        assert len({c.name for c in full if c.dataset == scenario}) == 7
     assert all(c.n == 30_000 and c.repeats == 3 for c in full)
     quick = [c for c in suite.build_matrix("quick") if c.kind == "drift"]
     assert 0 < len(quick) < len(full) and all(c.repeats == 1 for c in quick)
@@ -133,28 +137,59 @@ def test_profiles_hold_the_drift_cells():
         "sgbdt faithful"
 
 
+@pytest.mark.parametrize("forest", sorted(WINDOW_FORESTS))
+def test_window_forest_arms_run_a_drift_scenario_with_their_defaults(forest, monkeypatch):
+    built = []
+    cls = WINDOW_FORESTS[forest]
+
+    class Spy(cls):
+        def __init__(self, **kwargs):
+            built.append(kwargs)
+            super().__init__(**kwargs)
+
+    monkeypatch.setitem(WINDOW_FORESTS, forest, Spy)
+    res = run_drift_stream(forest, "sea-abrupt", epsilon=1.0, n=3_000, repeats=1)
+    assert res["kind"] == "dp" and res["params"] == {} and res["epsilon"] == 1.0
+    assert res["delta"] is not None and len(res["curve"]) == 60
+    # only the schema, epsilon and seed: the window sizes, warm-up and drift signal are the
+    # library's defaults (no DRIFT_PARAMS window override)
+    assert [sorted(kw) for kw in built] == [["epsilon", "schema", "seed"]]
+    model = Spy(**built[0])
+    assert model.window_size == cls(schema=model.schema, epsilon=1.0).window_size
+    assert 0.5 < res["tail_accuracy"] <= 1       # a warm-up window trained and predicts
+    with pytest.raises(ValueError, match="give epsilon"):
+        run_drift_stream(forest, "sea-abrupt", n=100)
+
+
 def test_a_drift_cell_runs_through_the_suite_and_is_plotted(tmp_path, monkeypatch):
-    tiny = suite.Profile((), (1.0,), {"cv": 1}, drifts=("sea-gradual",), drift_n=900,
+    tiny = suite.Profile((), (1.0,), {"cv": 1}, drifts=("sea-gradual",), drift_n=2_400,
                          drift_seeds=1)
     monkeypatch.setitem(suite.PROFILES, "tiny", tiny)
     results = tmp_path / "tiny.jsonl"
     rows, skipped = suite.run_suite("tiny", results)
-    assert skipped == [] and len(rows) == 4
+    assert skipped == [] and len(rows) == 8
     assert {r["table"] for r in rows} == {"drift"}
+    assert {r["model"] for r in rows} == {"sgbdt", *WINDOW_FORESTS, "hoeffding-tree", "arf"}
     for r in rows:
         assert {"mean", "tail_accuracy", "curve", "drift_at", "drift_width", "window",
                 "rows_per_s", "majority_tail", "per_seed", "cell"} <= set(r)
-        assert len(r["curve"]) == 60 and r["drift_at"] == 450
+        assert len(r["curve"]) == 60 and r["drift_at"] == 1_200
     docs = tmp_path / "docs" / "benchmarks.md"
     bench_report.write_report(rows, docs, profile="tiny")
     text = docs.read_text()
     assert "## Drifting streams" in text
+    header = next(ln for ln in text.splitlines() if ln.startswith("| scenario | majority"))
+    assert header.split(" | ")[2:] == ["sgbdt adaptive", "sgbdt faithful", "median-forest",
+                                       "greedy-forest", "rdt", "random-forest",
+                                       "hoeffding-tree", "arf |"]
     line = next(ln for ln in text.splitlines() if ln.startswith("| SEA variant 0 → 2"))
-    assert line.count(" / ") == 4                 # overall / last records, four models
+    assert line.count(" / ") == 8                 # overall / last records, eight arms
     png = docs.parent / "img" / "bench_drift_sea-gradual.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
     assert "(img/bench_drift_sea-gradual.png)" in text
     assert "### SEA" not in text                  # drift rows make no ε table
+    from matplotlib.image import imread
+    assert imread(png).shape[:2] == (760, 950)    # two panels: no more than six lines in one
 
 
 # ----------------------------------------------------------------------------- DP-EBM

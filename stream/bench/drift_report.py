@@ -27,7 +27,14 @@ from .suite import variant_label
 __all__ = ["DRIFT_ORDER", "drift_section", "plot_drift"]
 
 #: column order of the table (other variants follow)
-DRIFT_ORDER = ("sgbdt adaptive", "sgbdt faithful", "hoeffding-tree", "arf")
+DRIFT_ORDER = ("sgbdt adaptive", "sgbdt faithful", "median-forest", "greedy-forest", "rdt",
+               "random-forest", "hoeffding-tree", "arf")
+#: the window forests: the plot's second panel, next to S-GBDT adaptive and HoeffdingTree
+FORESTS = ("median-forest", "greedy-forest", "rdt", "random-forest")
+#: one colour per variant, the same in both panels and every scenario
+_COLORS = {"sgbdt adaptive": "tab:blue", "sgbdt faithful": "tab:cyan",
+           "median-forest": "tab:green", "greedy-forest": "tab:red", "rdt": "tab:purple",
+           "random-forest": "tab:brown", "hoeffding-tree": "tab:gray", "arf": "tab:olive"}
 
 
 def _variant(r: dict) -> str:
@@ -38,15 +45,8 @@ def _pct(v: float | None) -> str:
     return "—" if v is None else f"{100 * v:.1f}%"
 
 
-def plot_drift(rows: list[dict], path: Path) -> None:
-    """Windowed accuracy of every row's model against the record index, drift marked."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    first = rows[0]
+def _draw(ax, rows: list[dict], first: dict, title: str, legend: bool) -> None:
     at, width, window = first["drift_at"], first["drift_width"], first["window"]
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
     if width > 1:
         ax.axvspan(at - width / 2, at + width / 2, color="orange", alpha=0.15,
                    label=f"drift width ({width:,} records)")
@@ -56,15 +56,40 @@ def plot_drift(rows: list[dict], path: Path) -> None:
         eps = "" if r.get("epsilon") is None else f" (ε={r['epsilon']:g})"
         style = ":" if r.get("kind") == "non-private" else "-"
         ax.plot(xs, [100 * v for v in r["curve"]], linestyle=style, linewidth=1.3,
-                label=_variant(r) + eps)
+                color=_COLORS.get(_variant(r)), label=_variant(r) + eps)
     ax.axhline(100 * first["majority_tail"], color="grey", linewidth=0.8,
                linestyle=(0, (1, 2)), label="majority rate of the last records")
-    ax.set_xlabel("record index")
-    ax.set_ylabel(f"prequential accuracy % (windows of {window:,})")
-    ax.set_title(first.get("scenario", first["dataset"]), fontsize=10)
+    ax.set_ylabel(f"accuracy % (windows of {window:,})")
+    ax.set_title(title, fontsize=9)
     ax.set_ylim(top=100)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="lower left")
+    if legend:              # beside the panel: the curves' dips after a drift stay visible
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+
+
+def plot_drift(rows: list[dict], path: Path) -> None:
+    """Windowed accuracy against the record index, drift marked. With window-forest rows: two
+    panels sharing the axes — S-GBDT's arms with river's learners, then the four forests next
+    to S-GBDT adaptive and HoeffdingTree — so no panel holds more than six lines."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    first = rows[0]
+    scenario = first.get("scenario", first["dataset"])
+    forests = [r for r in rows if _variant(r) in FORESTS]
+    if not forests:
+        fig, ax = plt.subplots(figsize=(9.5, 4.2))
+        _draw(ax, rows, first, scenario, True)
+        ax.set_xlabel("record index")
+    else:
+        fig, (top, bottom) = plt.subplots(2, 1, figsize=(9.5, 7.6), sharex=True, sharey=True)
+        _draw(top, [r for r in rows if _variant(r) not in FORESTS], first,
+              f"{scenario}: S-GBDT and river's learners", True)
+        refs = [r for r in rows if _variant(r) in ("sgbdt adaptive", "hoeffding-tree")]
+        _draw(bottom, forests + refs, first,
+              "window forests (library defaults), S-GBDT adaptive and HoeffdingTree", True)
+        bottom.set_xlabel("record index")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -91,8 +116,11 @@ def drift_section(rows: list[dict], img_dir: Path | None, img_prefix: str) -> li
            f"{next((r['epsilon'] for r in rows if r.get('epsilon') is not None), 1):g} with "
            "*adaptive* (its defaults: a DP drift signal starts a new generation, the root "
            "split comes from noisy gradient histograms) and *faithful* (`drift=False, "
-           "split_levels=0`: the paper's algorithm on a stream); river's "
-           "HoeffdingTree and ARF (non-private, defaults) for reference. Each cell: overall "
+           "split_levels=0`: the paper's algorithm on a stream); the window forests — "
+           "median, greedy, RDT, random — at the same ε with their library defaults (their "
+           "own window sizes, warm-up windows and drift signal; nothing tuned per "
+           "scenario); river's HoeffdingTree and ARF (non-private, defaults) for "
+           "reference. Each cell: overall "
            f"prequential accuracy / accuracy of the last {first['tail_rows']:,} records; "
            "*majority*: the commonest label's share of those last records (what a constant "
            "predictor scores there).", "",

@@ -23,7 +23,8 @@ Each is public data: the schemas declare the generators' documented domains, not
 from the records. :func:`run_drift_stream` runs one model over a scenario prequentially
 (``predict_one`` then ``learn_one`` per record) and reports the overall accuracy, the accuracy
 of the last 5,000 records, the accuracy of every window of 500 records (for the plot) and the
-rows/s.
+rows/s. The models: S-GBDT, the four window forests (:data:`WINDOW_FORESTS`, their library
+defaults: the drift scenarios set no window size) and river's HoeffdingTree and ARF.
 
 Examples
 --------
@@ -45,13 +46,20 @@ from typing import Any
 
 import numpy as np
 
-from ...models import SGBDTClassifier
+from ...models import (
+    GreedyForestClassifier,
+    MedianForestClassifier,
+    RandomDecisionForestClassifier,
+    RDTClassifier,
+    SGBDTClassifier,
+)
 from ..datasets import Dataset
 from ..messages import Schema
 from .scenarios import AGRAWAL_SCHEMA
 
 __all__ = ["DRIFT_MODELS", "DRIFT_SCENARIOS", "HYPERPLANE_SCHEMA", "REFERENCE_N", "SEA_SCHEMA",
-           "DriftScenario", "drift_geometry", "load_drift_stream", "run_drift_stream"]
+           "WINDOW_FORESTS", "DriftScenario", "drift_geometry", "load_drift_stream",
+           "run_drift_stream"]
 
 #: the reference stream length and drift position (the scenarios scale with ``n``)
 REFERENCE_N = 30_000
@@ -127,8 +135,16 @@ DRIFT_SCENARIOS: dict[str, DriftScenario] = {
     "hyperplane-gradual": DriftScenario("hyperplane", 0, 1, 5_000, 41),
 }
 
-#: the models of a drift cell: dpstream's S-GBDT (arms by params) and river's non-private trees
-DRIFT_MODELS = ("sgbdt", "hoeffding-tree", "arf")
+#: dpstream's window forests on the drifting streams: the river-API classes with their library
+#: defaults (windows, warm-up, drift signal: nothing tuned per scenario, no window override)
+WINDOW_FORESTS = {"median-forest": MedianForestClassifier,
+                  "greedy-forest": GreedyForestClassifier,
+                  "rdt": RDTClassifier,
+                  "random-forest": RandomDecisionForestClassifier}
+
+#: the models of a drift cell: dpstream's S-GBDT (arms by params) and window forests (DP), and
+#: river's non-private trees
+DRIFT_MODELS = ("sgbdt", *WINDOW_FORESTS, "hoeffding-tree", "arf")
 
 
 def _scenario(name: str) -> DriftScenario:
@@ -169,10 +185,11 @@ def load_drift_stream(name: str, n: int = REFERENCE_N, *, seed: int | None = Non
 
 
 def _model(model: str, schema: Schema, epsilon: float | None, seed: int, params: dict):
-    if model == "sgbdt":
+    if model == "sgbdt" or model in WINDOW_FORESTS:
         if epsilon is None:
-            raise ValueError("sgbdt is differentially private: give epsilon")
-        return SGBDTClassifier(schema=schema, epsilon=epsilon, seed=seed, **params), "dp"
+            raise ValueError(f"{model} is differentially private: give epsilon")
+        cls = SGBDTClassifier if model == "sgbdt" else WINDOW_FORESTS[model]
+        return cls(schema=schema, epsilon=epsilon, seed=seed, **params), "dp"
     if model not in DRIFT_MODELS:
         raise ValueError(f"unknown drift-stream model {model!r}; choose from {DRIFT_MODELS}")
     if epsilon is not None:
@@ -191,12 +208,13 @@ def run_drift_stream(model: str, scenario: str, *, epsilon: float | None = None,
     Parameters
     ----------
     model
-        ``"sgbdt"`` (``params`` pick the arm, e.g. ``{"drift": False}``), ``"hoeffding-tree"``
-        or ``"arf"`` (river's, non-private, defaults).
+        ``"sgbdt"`` (``params`` pick the arm, e.g. ``{"drift": False}``), a window forest of
+        :data:`WINDOW_FORESTS` (its defaults unless ``params`` say otherwise),
+        ``"hoeffding-tree"`` or ``"arf"`` (river's, non-private, defaults).
     scenario
         A name of :data:`DRIFT_SCENARIOS`.
     epsilon
-        The DP model's budget; ``None`` for river's learners.
+        The DP model's budget (S-GBDT and the window forests); ``None`` for river's learners.
     n
         Records per run (the drift scales with it, see :func:`drift_geometry`).
     repeats

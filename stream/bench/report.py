@@ -5,7 +5,9 @@ paper's, their ratio, the DP baselines at the same ε, the non-private ceiling),
 side by side with diffprivlib and DP Mean, and a plot of the metric against ε (log x, one line
 per model, the paper's points marked with stars, non-private baselines dashed) like the papers'
 figures. Then the stream section: progressive-validation metric, rows/s and peak memory of
-every model next to river's HoeffdingTree and ARF; then the drifting streams
+every model next to river's HoeffdingTree and ARF; the speed section (every stream model with
+its library defaults, each in a fresh process: rows/s and resident memory); then the drifting
+streams
 (:mod:`.drift_report`: accuracy over the stream, drift marked).
 
 Examples
@@ -251,6 +253,56 @@ def _stream_section(dataset: str, rows: list[dict], img_dir: Path | None,
     return out
 
 
+#: row order of the speed table
+_SPEED_ORDER = ("sgbdt", "dpboost", "median-forest", "greedy-forest", "rdt", "random-forest",
+                "hoeffding-tree", "arf")
+
+
+def _mib(v: float | None) -> str:
+    return "—" if v is None else f"{v:,.0f} MiB"
+
+
+def _speed_section(rows: list[dict], img_dir: Path | None, img_prefix: str) -> list[str]:
+    rows = sorted(rows, key=lambda r: (_SPEED_ORDER.index(r["model"]) if r["model"] in
+                                       _SPEED_ORDER else len(_SPEED_ORDER), r["model"]))
+    first = rows[0]
+    stream = _DATASETS.get(first["dataset"], first["dataset"])
+    out = ["## Speed and memory with the library defaults", "",
+           "Every stream model with its estimator's defaults (no window override: the window "
+           f"forests keep their own window sizes) over the {stream} stream, {first['n']:,} "
+           "records in a seeded random order, each model in a fresh "
+           "Python process (`python -m dpstream.stream.bench.speed MODEL`), so no other run's "
+           "heap or data is in its figures. The process first trains and drops a throwaway "
+           f"model on {first.get('warmup_records', 0):,} records of another order (kernels "
+           "loaded), then measures. *predict_one + learn_one*: progressive validation, all "
+           "training included; *predict_many*: the whole stream scored once it has ended "
+           "(river's learners: a loop of `predict_one`). *Start*: resident memory when the "
+           "model is built (interpreter, libraries, the stream loaded); *peak*: the "
+           "high-water mark from then on (the mark reset there); *added*: peak − start, what "
+           "the model and its predictions cost; *end*: resident memory after the run, the "
+           "model alive. DP models at ε = "
+           f"{next((r['epsilon'] for r in rows if r.get('epsilon') is not None), 1):g}.", "",
+           "| model | estimator | kind | ε | prequential accuracy | predict_one + learn_one | "
+           "predict_many | RSS start | peak RSS | added | RSS end |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        eps = "—" if r.get("epsilon") is None else f"{r['epsilon']:g}"
+        loop = " (loop)" if r.get("kind") == "non-private" else ""
+        peak, start = r.get("peak_rss_mib"), r.get("rss_start_mib")
+        added = "—" if peak is None or start is None else f"+{max(peak - start, 0):,.0f} MiB"
+        out.append(f"| {r['model']} | `{r.get('estimator', '')}` | {r['kind']} | {eps} | "
+                   f"{_fmt('accuracy', r['mean'])} | {r['rows_per_s']:,.0f} rows/s | "
+                   f"{r['predict_many_rows_per_s']:,.0f} rows/s{loop} | {_mib(start)} | "
+                   f"{_mib(peak)} | {added} | {_mib(r.get('rss_end_mib'))} |")
+    out.append("")
+    if img_dir is not None:
+        name = f"bench_speed_{first['dataset']}.png"
+        _plot_speed(rows, img_dir / name)
+        out += [f"![rows/s with the library defaults on the {first['dataset']} stream]"
+                f"({img_prefix}{name})", ""]
+    return out
+
+
 def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
                     img_prefix: str = "img/", profile: str | None = None,
                     skipped: Iterable[str] = ()) -> str:
@@ -274,7 +326,7 @@ def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         groups[_table_key(r)].append(r)
-    tables = [k for k in groups if k[1] not in ("stream", "drift")]
+    tables = [k for k in groups if k[1] not in ("stream", "drift", "speed")]
     if tables:
         out += ["## Accuracy against ε", "",
                 "Kinds: dpstream (solid lines), diffprivlib's DP random forest and "
@@ -296,6 +348,9 @@ def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
                 "what the run added to the resident memory it started with.", ""]
         for key in streams:
             out += _stream_section(key[0], groups[key], img, img_prefix)
+    speeds = [r for r in rows if r.get("table") == "speed"]
+    if speeds:
+        out += _speed_section(speeds, img, img_prefix)
     drifts = [r for r in rows if r.get("table") == "drift"]
     if drifts:
         out += drift_section(drifts, img, img_prefix)

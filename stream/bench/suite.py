@@ -15,9 +15,12 @@ log-spaced over 0.05 … 10 plus each paper's quoted ε. The stream section runs
 HoeffdingTree and ARF and every dpstream model through progressive validation on the stream
 variants and measures rows/s and peak memory (:mod:`dpstream.stream.bench.throughput`). The
 drift section runs S-GBDT (adaptive: the defaults; faithful: ``drift=False, split_levels=0``,
-the paper's random splits without the drift signal) at ε = 1 and
-river's HoeffdingTree and ARF over river's drifting Agrawal, SEA and Hyperplane streams
-(:mod:`dpstream.stream.bench.drift_streams`).
+the paper's random splits without the drift signal) and the four window forests (median,
+greedy, RDT, random; their library defaults) at ε = 1 and river's HoeffdingTree and ARF over
+river's drifting Agrawal, SEA and Hyperplane streams
+(:mod:`dpstream.stream.bench.drift_streams`). The speed section runs every stream model with its
+library defaults over the Adult stream, each in a fresh process, for rows/s and peak RSS
+(:mod:`dpstream.stream.bench.speed`).
 
 Every line carries DESIGN.md §6's bench fields plus ``rows_per_s``, ``peak_rss_mib`` (the
 peak resident memory of the process while the cell ran, reset before each cell where Linux
@@ -49,8 +52,9 @@ from pathlib import Path
 from typing import Any
 
 from .baselines import BASELINES, DP_PEER_DATASETS, baseline_available, run_baseline
-from .drift_streams import DRIFT_SCENARIOS, run_drift_stream
+from .drift_streams import DRIFT_SCENARIOS, WINDOW_FORESTS, run_drift_stream
 from .protocols import DEFAULT_FOLDS, run_bench
+from .speed import SPEED_MODELS, run_speed_isolated
 from .throughput import RIVER_MODELS, run_stream
 
 __all__ = ["GRID", "PAPER", "PROFILES", "Cell", "Profile", "Row", "Table", "build_matrix",
@@ -96,6 +100,9 @@ class Profile:
     drifts: tuple[str, ...] = ()       # drifting streams (:mod:`.drift_streams`)
     drift_n: int = 30_000
     drift_seeds: int = 3
+    speeds: tuple[str, ...] = ()       # speed and memory rows, library defaults (:mod:`.speed`)
+    speed_dataset: str = "adult"
+    speed_n: int | None = None
     dp_peer: bool = True               # DP-EBM next to S-GBDT on Adult and Abalone
 
 
@@ -175,17 +182,22 @@ _CLASSIFIERS = ("sgbdt", "median-forest", "random-forest", "rdt", "greedy-forest
 #: S-GBDT's two arms on the drifting streams: adapting to drift, and the paper's algorithm
 #: (faithful: no drift signal and the paper's random splits; adaptive: the defaults)
 ADAPTIVE, FAITHFUL = (("drift", True),), (("drift", False), ("split_levels", 0))
-_DRIFT_ROWS = (("sgbdt", ADAPTIVE), ("sgbdt", FAITHFUL), ("hoeffding-tree", ()), ("arf", ()))
+#: the arms of every drift scenario: S-GBDT's two, the four window forests with their library
+#: defaults (no window override: the defaults are what a user streaming these records gets),
+#: river's HoeffdingTree and ARF
+_DRIFT_ROWS = (("sgbdt", ADAPTIVE), ("sgbdt", FAITHFUL),
+               *((m, ()) for m in WINDOW_FORESTS), ("hoeffding-tree", ()), ("arf", ()))
 _STREAMERS = _CLASSIFIERS + ("rdt-sharp",)
 
 PROFILES: dict[str, Profile] = {
     "full": Profile(FULL_TABLES, GRID, {"cv": 5, "holdout": 10, "kfold": 2},
                     streams=(("adult", _STREAMERS), ("abalone", ("sgbdt",)),
-                             ("agrawal-drift", _STREAMERS)), drifts=tuple(DRIFT_SCENARIOS)),
+                             ("agrawal-drift", _STREAMERS)), drifts=tuple(DRIFT_SCENARIOS),
+                    speeds=SPEED_MODELS),
     "quick": Profile(QUICK_TABLES, (0.1, 1.0), {"cv": 1, "holdout": 3, "kfold": 1},
                      paper_points=2, streams=(("adult", _STREAMERS),), stream_n=5_000,
                      drifts=("agrawal-4-0-gradual", "sea-abrupt", "hyperplane-gradual"),
-                     drift_seeds=1),
+                     drift_seeds=1, speeds=SPEED_MODELS, speed_n=5_000),
     # the CI smoke test of the harness: seconds, every kind of cell
     "smoke": Profile((Table("iris", "holdout", (Row("median-forest"),)),
                       Table("abalone", "cv", (Row("sgbdt", (("n_trees", 10),)),))),
@@ -199,7 +211,7 @@ PROFILES: dict[str, Profile] = {
 class Cell:
     """One line of the results: a model, baseline or stream run at one ε."""
 
-    kind: str                     # "model" | "baseline" | "stream" | "drift"
+    kind: str                     # "model" | "baseline" | "stream" | "drift" | "speed"
     name: str
     dataset: str
     protocol: str
@@ -231,6 +243,8 @@ class Cell:
             return run_baseline(self.name, self.dataset, self.protocol, epsilon=self.epsilon,
                                 repeats=self.repeats, folds=self.folds,
                                 labeled_fraction=self.labeled_fraction, progress=progress)
+        if self.kind == "speed":        # a fresh process: its own heap and peak RSS
+            return run_speed_isolated(self.name, self.dataset, epsilon=self.epsilon, n=self.n)
         if self.kind == "drift":
             return run_drift_stream(self.name, self.dataset, epsilon=self.epsilon,
                                     n=self.n or 30_000, repeats=self.repeats,
@@ -296,9 +310,11 @@ def build_matrix(profile: str | Profile) -> list[Cell]:
         cells += [Cell("stream", m, dataset, "stream", None, n=prof.stream_n)
                   for m in RIVER_MODELS]
     for scenario in prof.drifts:
-        cells += [Cell("drift", m, scenario, "drift", prof.stream_epsilon if m == "sgbdt"
-                       else None, params=p, repeats=prof.drift_seeds, n=prof.drift_n)
-                  for m, p in _DRIFT_ROWS]
+        cells += [Cell("drift", m, scenario, "drift", None if m in RIVER_MODELS
+                       else prof.stream_epsilon, params=p, repeats=prof.drift_seeds,
+                       n=prof.drift_n) for m, p in _DRIFT_ROWS]
+    cells += [Cell("speed", m, prof.speed_dataset, "speed", None if m in RIVER_MODELS
+                   else prof.stream_epsilon, n=prof.speed_n) for m in prof.speeds]
     return cells
 
 
@@ -426,11 +442,13 @@ def run_suite(profile: str, results: str | Path, *, only: str | None = None,
         start = _status_mib("VmRSS")
         t0 = time.perf_counter()
         row = cell.run(progress=on_progress)
+        own = {"peak_rss_mib": peak_rss_mib(), "rss_start_mib": start,
+               "peak_rss_scope": "cell" if exact_peak else "process"}
+        if row.get("peak_rss_scope") == "subprocess":    # measured in the cell's own process
+            own = {}
         row.update({"cell": cell.key(), "kind": row.get("kind", "dp"), "table": cell.protocol,
-                    "peak_rss_mib": peak_rss_mib(), "rss_start_mib": start, "peak_rss_scope":
-                    "cell" if exact_peak else "process", "wall_s":
-                    round(time.perf_counter() - t0, 3), "profile": profile, "date": today,
-                    "machine": host})
+                    **own, "wall_s": round(time.perf_counter() - t0, 3), "profile": profile,
+                    "date": today, "machine": host})
         _append(results, row)
         if on_done is not None:
             on_done(cell, row, None)
