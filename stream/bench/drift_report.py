@@ -100,6 +100,48 @@ def _order(variant: str) -> tuple[int, str]:
     return (DRIFT_ORDER.index(variant) if variant in DRIFT_ORDER else len(DRIFT_ORDER), variant)
 
 
+def _forest_notes(by_scenario: dict[str, list[dict]]) -> list[str]:
+    """What the window forests show: their last-records accuracy against S-GBDT adaptive and
+    HoeffdingTree, computed from the rows, and the command that makes them."""
+    tail: dict[str, dict[str, float]] = defaultdict(dict)   # variant -> scenario -> tail
+    for scenario, rs in by_scenario.items():
+        for r in rs:
+            tail[_variant(r)][scenario] = r["tail_accuracy"]
+    forests = [f for f in FORESTS if tail.get(f)]
+    ref = tail.get("sgbdt adaptive", {})
+    if not forests:
+        return []
+
+    def mean(v: str, scenarios) -> str:
+        vals = [tail[v][s] for s in scenarios if s in tail[v]]
+        return _pct(sum(vals) / len(vals)) if vals else "—"
+
+    parts = []
+    for f in forests:
+        common = [s for s in tail[f] if s in ref]
+        wins = sum(tail[f][s] >= ref[s] for s in common)
+        worst = min(common, key=lambda s: tail[f][s] - ref[s], default=None)
+        gap = "" if worst is None else (
+            f", furthest behind on {worst} ({_pct(tail[f][worst])} against "
+            f"{_pct(ref[worst])})" if tail[f][worst] < ref[worst] else "")
+        parts.append(f"{f} {mean(f, tail[f])} (at or above S-GBDT adaptive in {wins} of "
+                     f"{len(common)} scenarios{gap})")
+    refs = "; ".join(f"{v} {mean(v, tail[v])}" for v in ("sgbdt adaptive", "hoeffding-tree",
+                                                        "arf") if tail.get(v))
+    return ["**What the window forests show.** Accuracy of the last records, mean over the "
+            "scenarios: " + "; ".join(parts) + f". For reference: {refs}. A window forest "
+            "re-fits only when a window closes: its library defaults close windows of "
+            "1,000, 2,000, 4,000 … records in a new generation (up to 10,000 for the median "
+            "forest, 20,000 for the others), and a drift found by its DP drift signal starts "
+            "a new generation and retires the old windows once the new one has trees; so "
+            "after a drift each forest's curve stays low until its first new window has "
+            "closed, then steps up, while S-GBDT and river's learners move record by record. "
+            "Reproduce: `dpstream suite --profile full --only \"(drift)\"` "
+            "(only the cells not yet in `benchmarks/results/full.jsonl` run; `--only "
+            "\"median-forest · \"` and the like pick one arm), then `dpstream suite --profile "
+            "full --render-only`.", ""]
+
+
 def drift_section(rows: list[dict], img_dir: Path | None, img_prefix: str) -> list[str]:
     """Markdown lines of the drift section for ``rows`` (every drift cell); plots to
     ``img_dir`` (``None``: no plots)."""
@@ -138,6 +180,7 @@ def drift_section(rows: list[dict], img_dir: Path | None, img_prefix: str) -> li
     out += ["", "Rows/s of `predict_one` + `learn_one` (all training included, mean over the "
             "scenarios): " + "; ".join(f"{v} {sum(speed[v]) / len(speed[v]):,.0f}"
                                        for v in variants) + ".", ""]
+    out += _forest_notes(by_scenario)
     if img_dir is not None:
         for scenario, rs in by_scenario.items():
             name = f"bench_drift_{scenario}.png"

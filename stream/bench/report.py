@@ -387,10 +387,16 @@ _HOW = """## How this page is made
   and as many rounds again run; without the individual filter the late batch alone trains
   them. The authors' figures score a classifier at the best decision threshold on the test
   fold; the Adult late table quotes that figure next to ours.
+* **Speed and memory** (`dpstream.stream.bench.speed`): every stream model with its
+  estimator's defaults over the Adult stream (48,842 records; the quick profile: 5,000), each
+  in a fresh Python process after a throwaway 4,000-record warm-up; the resident-memory mark
+  is reset when the measured model is built.
 * **Drifting streams**: river's Agrawal (functions 1 → 3 and 4 → 0), SEA (variant 0 → 2, 10%
   label noise) and Hyperplane (10 features, a new random hyperplane), each with an abrupt
   drift (a step) and a gradual one (river's `ConceptDriftStream`, width 1,000 or 5,000), at
-  record 15,000 of 30,000 (the quick profile: three scenarios, one seed).
+  record 15,000 of 30,000 (the quick profile: three scenarios, one seed). Arms: S-GBDT
+  adaptive and faithful, the four window forests with their library defaults (no window
+  size set by the suite, unlike the stream section above), river's HoeffdingTree and ARF.
 * **Results**: `benchmarks/results/PROFILE.jsonl`, one JSON line per cell as it finishes:
   DESIGN.md §6's bench fields (model, dataset, epsilon, delta, metric, mean, std, repeats,
   folds, seconds, rows_per_s), plus params, protocol, labeled_fraction, kind, peak_rss_mib,
