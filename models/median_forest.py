@@ -87,7 +87,6 @@ import numpy as np
 
 from ..accounting import LaplaceMechanism, PrivateMedian
 from ._params import check_integer, check_real
-from .relevance import AttributeRelevance
 from .window_forest import UNLABELED, WindowForestBase, WindowTree, pack_trees, split_exact
 
 try:   # compiled scoring (numba); the base's numpy scoring gives the same sums without it
@@ -98,7 +97,6 @@ except ImportError:   # pragma: no cover - numba is a dependency
 __all__ = ["MedianForestClassifier", "grow_median_tree"]
 
 PRIVACY_SETTINGS = ("features_and_labels", "labels_only")
-ATTRIBUTE_RULES = ("relevance", "uniform")
 
 
 def grow_median_tree(X: np.ndarray, depth: int, *, numeric: list, categorical: list,
@@ -247,9 +245,6 @@ class MedianForestClassifier(WindowForestBase):
         self.max_depth = max_depth
         self.leaf_size = leaf_size
         self.n_candidates = n_candidates
-        if attributes not in ATTRIBUTE_RULES:
-            raise ValueError(f"attributes must be one of {ATTRIBUTE_RULES}, got {attributes!r}")
-        check_real("relevance_share", relevance_share, 0, 1)
         if privacy not in PRIVACY_SETTINGS:
             raise ValueError(f"privacy must be one of {PRIVACY_SETTINGS}, got {privacy!r}")
         if not isinstance(transductive, bool):
@@ -265,10 +260,7 @@ class MedianForestClassifier(WindowForestBase):
         super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
                          window_seconds, warmup, drift, drift_share, drift_window,
                          min_tree_records)
-        enc = self._encoder
-        self._relevance = AttributeRelevance(enc.numeric_columns(), enc.categorical_columns(),
-                                             len(enc.classes)) \
-            if attributes == "relevance" else None
+        self._setup_relevance()
 
     # ------------------------------------------------------------ the trees
     def depth_for(self, n_per_tree: int) -> int:
@@ -330,16 +322,6 @@ class MedianForestClassifier(WindowForestBase):
         trees, relevance = self._tree_budget()
         return [c for part, _, label in charges
                 for c in ((part, trees, label), (part, relevance, "AttributeRelevance"))]
-
-    def __setstate__(self, state: dict) -> None:
-        if "attributes" not in state:   # a checkpoint from before relevance: the paper's rule
-            state.update(attributes="uniform", relevance_share=0.0, _relevance=None)
-        super().__setstate__(state)
-
-    def _new_generation(self) -> None:
-        super()._new_generation()
-        if self._relevance is not None:
-            self._relevance.reset()
 
     def _train_window(self, X: np.ndarray, y: np.ndarray, public: np.ndarray):
         eps, eps_r = self._tree_budget()
@@ -425,22 +407,13 @@ class MedianForestClassifier(WindowForestBase):
                 "guarantee": guarantee,
                 "protects": "labels" if labels_only else "features and labels",
                 "privacy": self.privacy,
-                "depth": self.last_depth, "windows": windows,
-                "attributes": self._attributes_report()}
+                "depth": self.last_depth, "windows": windows}
 
     def _attributes_report(self) -> dict:
-        """How split attributes are drawn; with relevance, the current probabilities
-        (post-processing of the released histograms)."""
-        if self._relevance is None:
-            return {"rule": "uniform", "guarantee": "the paper's rule: no data read"}
-        enc = self._encoder
-        return {"rule": "relevance", "share": float(self.relevance_share),
-                "epsilon": self._tree_budget()[1], "releases": self._relevance.releases,
-                "names": [*enc._numeric, *enc._categorical],
-                "weights": [round(float(w), 4) for w in self._relevance.weights()],
-                "guarantee": "each labeled record enters one attribute's (bin, class) "
-                             "histogram once, Laplace noise of scale 1/epsilon per cell "
-                             "(sensitivity 1); the probabilities are post-processing"}
+        out = super()._attributes_report()
+        if self._relevance is not None:
+            out["epsilon"] = self._tree_budget()[1]
+        return out
 
     @classmethod
     def _unit_test_params(cls):

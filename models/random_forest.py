@@ -74,6 +74,7 @@ from . import random_trees
 from ._params import check_integer, check_real
 from .private_range import private_ranges
 from .random_trees import ImplicitRandomTrees, KeyedTree, LeafTable, kernel_salts, uniform_label
+from .relevance import slot_counts
 from .window_forest import UNLABELED, WindowForestBase, split_exact
 
 __all__ = ["RandomDecisionForestClassifier", "release_leaf_labels", "theorem2_depth"]
@@ -151,6 +152,14 @@ class RandomDecisionForestClassifier(WindowForestBase):
     range_bins
         Equal-width bins of a numeric attribute's public domain that the private range is
         made of (24: SynthF gains the most for the least loss on SynthG; docs/random_forest.md).
+    attributes
+        ``"relevance"`` (default): the window's trees draw split attributes with
+        probabilities from a DP attribute-relevance release
+        (:class:`~dpstream.models.relevance.AttributeRelevance`, ``relevance_share`` of the
+        budget; through attribute slots, :meth:`ImplicitRandomTrees.with_slots`);
+        ``"uniform"``: the paper's uniform draw.
+    relevance_share
+        Share of each labeled record's tree budget spent on the relevance release.
     window_seconds
         Close a window once a record arrives this long after its first one.
     warmup, drift, drift_share, drift_window, min_tree_records
@@ -169,8 +178,11 @@ class RandomDecisionForestClassifier(WindowForestBase):
                  window_seconds: float | None = None, warmup: int | None = 1000,
                  drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, min_tree_records: int | None = None,
+                 attributes: str = "relevance", relevance_share: float = 0.2,
                  seed: int | None = None):
         self.max_depth = max_depth
+        self.attributes = attributes
+        self.relevance_share = relevance_share
         self.range_share = range_share
         self.range_bins = range_bins
         super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
@@ -183,6 +195,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
                                           secret=int(self._rng.integers(2**63)))
         self._next_tree = 0
         self._window_labeled = 0     # labeled records of the window being trained (public)
+        self._setup_relevance()
 
     def _check_params(self) -> None:
         super()._check_params()
@@ -199,7 +212,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
         the leaves: small warm-up windows, small epsilons)."""
         if not (self.range_share and self._trees.s):
             return False
-        eps_range = split_exact(self.epsilon_trees, self.range_share)[1]
+        eps_range = split_exact(self._relevance_split()[0], self.range_share)[1]
         tau = (math.log(self.range_bins) + 2.0) / eps_range
         return n_labeled / self._trees.s >= 4.0 * tau
 
@@ -207,20 +220,31 @@ class RandomDecisionForestClassifier(WindowForestBase):
         self._window_labeled = int((y != UNLABELED).sum())
         super()._train_closed(X, y, public, fed)
 
-    def _leaf_and_range_epsilon(self) -> tuple[float, float]:
-        """``(leaves, range)``: a window's ``epsilon_trees`` split exactly (in the ledger's
-        decimals) into the leaf labels' and the private numeric range's parts; the range
-        gets nothing unless the window is :meth:`ranged`."""
-        if not self.ranged(self._window_labeled):
+    def _relevance_split(self) -> tuple[float, float]:
+        """``(rest, relevance)``: ``epsilon_trees`` less the attribute-relevance release's
+        share (0 with ``attributes="uniform"``), exactly."""
+        if self._relevance is None:
             return self.epsilon_trees, 0.0
-        return split_exact(self.epsilon_trees, self.range_share)
+        return split_exact(self.epsilon_trees, self.relevance_share)
+
+    def _leaf_and_range_epsilon(self) -> tuple[float, float]:
+        """``(leaves, range)``: what a window's ``epsilon_trees`` leaves after the relevance
+        release, split exactly (in the ledger's decimals) into the leaf labels' and the
+        private numeric range's parts; the range gets nothing unless the window is
+        :meth:`ranged`."""
+        rest = self._relevance_split()[0]
+        if not self.ranged(self._window_labeled):
+            return rest, 0.0
+        return split_exact(rest, self.range_share)
 
     def _window_charges(self) -> list[tuple[str, float, str]]:
         eps_leaf, eps_range = self._leaf_and_range_epsilon()
+        eps_rel = self._relevance_split()[1]
         label = type(self).__name__
-        if eps_range:
-            label += (f": every record in one attribute's part of the private numeric range "
-                      f"(epsilon {eps_range!r}, parallel), then in one leaf of this tree "
+        if eps_range or eps_rel:
+            label += (f": every record in one attribute's histogram of the relevance release "
+                      f"(epsilon {eps_rel!r}), in one attribute's part of the private numeric "
+                      f"range (epsilon {eps_range!r}), then in one leaf of this tree "
                       f"(epsilon {eps_leaf!r}); sequential, one charge")
         return [(f"tree-{t}", self.epsilon_trees, label)
                 for t in range(self._window_trees or self.n_trees)]
@@ -251,7 +275,13 @@ class RandomDecisionForestClassifier(WindowForestBase):
         eps_leaf, eps_range = self._leaf_and_range_epsilon()
         V = self._trees.matrix(X)
         router = self._window_router(V, eps_range)
-        keys = router.leaf_keys(V, tree_of, rows=np.arange(y.size))
+        ranged = router is not self._trees
+        domain = router.domain
+        if self._relevance is not None:   # released first: this window's trees use it too
+            self._relevance.release(X, y, epsilon=self._relevance_split()[1], rng=self._rng)
+            router = router.with_slots(slot_counts(self._relevance.weights(),
+                                                   n_numeric=self._trees.s))
+        keys = router.leaf_keys(router.view(V), tree_of, rows=np.arange(y.size))
         reached, inv = np.unique(keys, return_inverse=True)
         k = len(self._encoder.classes)
         counts = np.zeros((reached.size, k))
@@ -263,14 +293,16 @@ class RandomDecisionForestClassifier(WindowForestBase):
         trees = [KeyedTree(int(t), self.depth) for t in ids]
         extra = {"depth": self.depth, "table": LeafTable.build(reached, votes),
                  "epsilon_leaves": eps_leaf, "epsilon_range": eps_range,
+                 "epsilon_relevance": self._relevance_split()[1],
                  # read from the raw counts: NOT differentially private, kept out of the report
                  "diagnostics": {"leaves_reached": int(reached.size),
                                  "labels_flipped_by_noise":
                                      int((labels != counts.argmax(axis=1)).sum())}}
         if router is not self._trees:
             extra["router"] = router
-            extra["numeric_range"] = [[float(a), float(b)]
-                                      for a, b in zip(*router.domain, strict=True)]
+        if ranged:
+            extra["numeric_range"] = [[float(a), float(b)] for a, b in
+                                      zip(*domain, strict=True)]
         return trees, "random decision forest", extra
 
     # ------------------------------------------------------------- predicting
@@ -316,6 +348,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
                      ids: np.ndarray, roots: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """The weighted votes of trees that share one numeric domain (one window's)."""
         k = len(self._encoder.classes)
+        V = router.view(V)
         if router.compiled and V.shape[0] >= _BATCH:   # one trie per tree and batch
             wk = random_trees._wk
             lo, hi, last, draw = router.kernel_args()

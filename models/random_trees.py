@@ -224,6 +224,7 @@ class ImplicitRandomTrees:
         if domain is not None:
             self._set_domain(*domain)
         self._last = np.array([g.size - 1 for g in self._cat_groups], dtype=np.float64)
+        self._view: np.ndarray | None = None   # with_slots: the routing matrix's columns
         self.depth = int(depth)
         self.secret = int(secret) & (2**63 - 1)
 
@@ -238,6 +239,47 @@ class ImplicitRandomTrees:
         trees.__dict__.update(self.__dict__)
         trees._set_domain(lo, hi)
         return trees
+
+    def with_slots(self, counts) -> ImplicitRandomTrees:
+        """The same secret's trees over attribute *slots*: attribute ``j`` (numeric ones
+        first, then categorical, schema order) fills ``counts[j] >= 1`` of the slots a node
+        draws uniformly among, so it is drawn with probability proportional to its count —
+        relevance-weighted attributes without touching the walks (a numeric attribute may
+        split again anyway; a repeated categorical slot may split a path on it twice, the
+        second time sending every record one way). Route with :meth:`view` of the model's
+        routing matrix. Call after :meth:`with_domain`.
+
+        >>> from dpstream.models.encoding import RecordEncoder
+        >>> enc = RecordEncoder({"features": {"a": {"type": "numeric", "min": 0, "max": 1},
+        ...                                   "b": {"type": "numeric", "min": 0, "max": 1}},
+        ...                      "target": {"type": "binary", "values": [0, 1]}})
+        >>> base = ImplicitRandomTrees(enc, depth=2, secret=1)
+        >>> slots = base.with_slots([3, 1])
+        >>> V = base.matrix(enc.encode_many([{"a": 0.2, "b": 0.7}]))
+        >>> slots.s, slots.view(V).tolist()
+        (4, [[0.0, 0.2, 0.2, 0.2, 0.7]])
+        """
+        counts = np.asarray(counts, dtype=np.int64).reshape(-1)
+        if counts.shape != (self.s + self.r,) or (counts < 1).any() or self._view is not None:
+            raise ValueError(f"counts must be {self.s + self.r} integers >= 1, on trees "
+                             f"without slots, got {counts.tolist()!r}")
+        num = np.repeat(np.arange(self.s), counts[:self.s])
+        cat = np.repeat(np.arange(self.r), counts[self.s:])
+        trees = ImplicitRandomTrees.__new__(ImplicitRandomTrees)
+        trees.__dict__.update(self.__dict__)
+        trees._num_cols, trees._lo, trees._hi = self._num_cols[num], self._lo[num], self._hi[num]
+        trees._cat_groups = [self._cat_groups[i] for i in cat]
+        trees._last = self._last[cat]
+        trees.s, trees.r = int(num.size), int(cat.size)
+        trees._group_runs = None
+        trees._view = np.r_[0, 1 + num, 1 + self.s + cat].astype(np.intp)
+        return trees
+
+    def view(self, V: np.ndarray) -> np.ndarray:
+        """The routing matrix of these trees from the model's (:meth:`matrix` of trees
+        without slots): ``V`` itself, or its columns repeated per slot."""
+        cols = getattr(self, "_view", None)
+        return V if cols is None else np.ascontiguousarray(V[:, cols])
 
     def _set_domain(self, lo, hi) -> None:
         lo, hi = (np.array(d, dtype=np.float64).reshape(-1) for d in (lo, hi))

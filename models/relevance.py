@@ -48,7 +48,33 @@ import numpy as np
 
 from ..accounting import LaplaceMechanism
 
-__all__ = ["AttributeRelevance"]
+__all__ = ["AttributeRelevance", "slot_counts"]
+
+
+def slot_counts(weights: np.ndarray, per_attribute: int = 4, max_slots: int = 32,
+                max_categorical: int = 8, n_numeric: int | None = None) -> np.ndarray:
+    """Attribute probabilities as integer slot counts (each at least 1) for trees that draw
+    attributes uniformly among slots
+    (:meth:`~dpstream.models.random_trees.ImplicitRandomTrees.with_slots`):
+    ``round(w_j * T)`` with ``T = min(per_attribute * F, max_slots)`` (a walk's cost grows
+    with the slots); uniform weights give ``per_attribute`` each (fewer when capped). With
+    ``n_numeric``, the categorical slots (the attributes after the first ``n_numeric``) are
+    scaled down to at most ``max_categorical`` or their number if larger (the compiled walks
+    find the free ones in a bit mask through a table up to 8 of them, bit by bit beyond).
+
+    >>> slot_counts(np.array([0.7, 0.1, 0.1, 0.1])).tolist()
+    [11, 2, 2, 2]
+    >>> slot_counts(np.full(3, 1 / 3)).tolist()
+    [4, 4, 4]
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    total = max(w.size, min(per_attribute * w.size, max_slots))
+    counts = np.maximum(1, np.rint(w * total)).astype(np.int64)
+    limit = max(max_categorical, w.size - (n_numeric or 0))
+    if n_numeric is not None and counts[n_numeric:].sum() > limit:
+        cat = counts[n_numeric:]
+        counts[n_numeric:] = np.maximum(1, np.floor(cat * limit / cat.sum()))
+    return counts
 
 
 def _entropy(counts: np.ndarray) -> np.ndarray:

@@ -47,9 +47,13 @@ from ._params import check_integer, check_real
 from .drift import DPDriftSignal
 from .encoding import RecordEncoder
 from .forest import Forest
+from .relevance import AttributeRelevance
 
-__all__ = ["WindowForestBase", "WindowTree", "UNLABELED", "leaf_proba", "pack_trees",
-           "split_exact"]
+__all__ = ["WindowForestBase", "WindowTree", "UNLABELED", "ATTRIBUTE_RULES", "leaf_proba",
+           "pack_trees", "split_exact"]
+
+#: how a forest's nodes draw split attributes: from a DP relevance release, or uniformly
+ATTRIBUTE_RULES = ("relevance", "uniform")
 
 #: the label code of an unlabeled record inside a window buffer
 UNLABELED = -1
@@ -397,6 +401,34 @@ class WindowForestBase(base.Classifier):
         return [(f"tree-{t}", self.epsilon_trees, type(self).__name__)
                 for t in range(self._window_trees or self.n_trees)]
 
+    # ------------------------------------------------------- attribute relevance
+    def _setup_relevance(self) -> None:
+        """Check ``attributes`` / ``relevance_share`` (set by a subclass that offers them)
+        and create the accumulated relevance evidence
+        (:class:`~dpstream.models.relevance.AttributeRelevance`)."""
+        if self.attributes not in ATTRIBUTE_RULES:
+            raise ValueError(f"attributes must be one of {ATTRIBUTE_RULES}, "
+                             f"got {self.attributes!r}")
+        check_real("relevance_share", self.relevance_share, 0, 1)
+        enc = self._encoder
+        self._relevance = AttributeRelevance(enc.numeric_columns(), enc.categorical_columns(),
+                                             len(enc.classes)) \
+            if self.attributes == "relevance" else None
+
+    def _attributes_report(self) -> dict:
+        """How split attributes are drawn; with relevance, the current probabilities
+        (post-processing of the released histograms)."""
+        rel = getattr(self, "_relevance", None)
+        if rel is None:
+            return {"rule": "uniform", "guarantee": "the paper's rule: no data read"}
+        enc = self._encoder
+        return {"rule": "relevance", "share": float(self.relevance_share),
+                "releases": rel.releases, "names": [*enc._numeric, *enc._categorical],
+                "weights": [round(float(w), 4) for w in rel.weights()],
+                "guarantee": "each labeled record enters one attribute's (bin, class) "
+                             "histogram once, Laplace noise of scale 1/epsilon per cell "
+                             "(sensitivity 1); the probabilities are post-processing"}
+
     def _new_generation(self) -> None:
         """The drift signal saw the error rise (a DP release: what follows is
         post-processing). The open window closes now (its records are trained once, as
@@ -406,6 +438,8 @@ class WindowForestBase(base.Classifier):
             self._close_window()
         self.generation += 1
         self.generation_windows = 0
+        if getattr(self, "_relevance", None) is not None:   # the old concept's evidence
+            self._relevance.reset()
 
     def _train_window(self, X: np.ndarray, y: np.ndarray,
                       public: np.ndarray) -> tuple[list[WindowTree], str, dict]:
@@ -506,6 +540,9 @@ class WindowForestBase(base.Classifier):
         state.setdefault("_buffer_fed", False)   # no drift signal then: nothing fed
         state.setdefault("_training_epsilon", None)
         state.setdefault("min_tree_records", None)   # from before small windows' tree counts
+        if "attributes" not in state and "_relevance" not in state:
+            # from before relevance: the papers' uniform attributes
+            state.update(attributes="uniform", relevance_share=0.0, _relevance=None)
         state.setdefault("_window_trees", None)
         self.__dict__.update(state)
 
@@ -553,6 +590,7 @@ class WindowForestBase(base.Classifier):
             "delta": 0.0,
             "window_policy": self._window_policy(),
             "drift": self._drift_report(),
+            "attributes": self._attributes_report(),
             "windows_closed": self.windows_closed,
             "windows_kept": len(self._windows),
             "trees": self.n_trees_kept,

@@ -21,6 +21,11 @@ from dpstream.stream.bench.scenarios import load_synth
 PARAMS = list(RandomDecisionForestClassifier._unit_test_params())
 
 
+def PaperForest(**kwargs) -> RandomDecisionForestClassifier:   # noqa: N802
+    """The forest with the paper's uniform split attributes (mechanism-level tests)."""
+    return RandomDecisionForestClassifier(attributes="uniform", **kwargs)
+
+
 @pytest.mark.parametrize("check", list(checks.yield_checks(
     RandomDecisionForestClassifier(**PARAMS[0]))), ids=lambda c: c.__name__)
 def test_river_checks(check):
@@ -70,7 +75,7 @@ def test_leaves_are_disjoint_records_and_every_record_is_routed_once(monkeypatch
 
     monkeypatch.setattr(ImplicitRandomTrees, "leaf_keys", spy)
     X, y, _ = load_adult("train")
-    model = RandomDecisionForestClassifier(schema=ADULT_SCHEMA, window_size=700, n_trees=7,
+    model = PaperForest(schema=ADULT_SCHEMA, window_size=700, n_trees=7,
                                            seed=2)
     labels = [v if i % 3 else None for i, v in enumerate(y[:2100])]
     for xi, yi in zip(X[:2100], labels, strict=True):
@@ -89,7 +94,7 @@ def test_leaves_are_disjoint_records_and_every_record_is_routed_once(monkeypatch
 
 def test_retired_windows_take_their_leaves_along():
     X, y, _ = load_adult("train")
-    model = RandomDecisionForestClassifier(schema=ADULT_SCHEMA, window_size=300, n_trees=5,
+    model = PaperForest(schema=ADULT_SCHEMA, window_size=300, n_trees=5,
                                            max_windows=2, seed=8)
     for xi, yi in zip(X[:1000], y[:1000], strict=True):
         model.learn_one(xi, yi)
@@ -123,7 +128,7 @@ def test_training_releases_leaves_only_through_the_mechanism(monkeypatch):
 
     monkeypatch.setattr(rf_module, "release_leaf_labels", spy)
     X, y, _ = load_adult("train")
-    model = RandomDecisionForestClassifier(schema=ADULT_SCHEMA, epsilon=0.3, window_size=500,
+    model = PaperForest(schema=ADULT_SCHEMA, epsilon=0.3, window_size=500,
                                            n_trees=5, seed=1)
     model.learn_many(X[:500], y[:500])
     (counts, eps), = seen
@@ -135,14 +140,14 @@ def test_training_releases_leaves_only_through_the_mechanism(monkeypatch):
 def test_empty_leaves_vote_uniformly_at_random():
     """A point far from every training record falls in empty leaves: coin-flip votes."""
     X, y, _ = load_adult("train")
-    model = RandomDecisionForestClassifier(schema=ADULT_SCHEMA, window_size=400, n_trees=100,
+    model = PaperForest(schema=ADULT_SCHEMA, window_size=400, n_trees=100,
                                            seed=4, max_windows=None)
     young = [(x, t) for x, t in zip(X, y, strict=True) if x["age"] < 25][:400]
     model.learn_many([x for x, _ in young], [t for _, t in young])
     far = dict(X[0], age=89, **{"capital-gain": 99000, "hours-per-week": 98})
     share = model.predict_proba_one(far)[True]
     assert 0.3 < share < 0.7                  # Binomial(100, 1/2) / 100, mostly empty leaves
-    few = RandomDecisionForestClassifier(schema=ADULT_SCHEMA, window_size=400, n_trees=4,
+    few = PaperForest(schema=ADULT_SCHEMA, window_size=400, n_trees=4,
                                          seed=4)
     few.learn_many([x for x, _ in young], [t for _, t in young])
     hits = np.mean([few.predict_one(x) == t for x, t in young[:100]])
@@ -187,7 +192,7 @@ def test_split_points_fall_where_the_data_is_on_synthf():
     X, y, schema = load_synth("f", n=10_000)
     shares = {}
     for share in (0.0, 0.05):
-        model = RandomDecisionForestClassifier(schema=schema, n_trees=10, range_share=share,
+        model = PaperForest(schema=schema, n_trees=10, range_share=share,
                                                drift=False, seed=0)
         model.learn_many(X, y)
         shares[share] = _largest_leaf_shares(model, X)
@@ -228,7 +233,7 @@ def test_range_and_leaves_spend_exactly_the_windows_charge(monkeypatch, epsilon)
     monkeypatch.setattr(rf_module, "private_ranges", range_spy)
     monkeypatch.setattr(rf_module, "release_leaf_labels", leaf_spy)
     X, y, _ = load_adult("train")
-    model = RandomDecisionForestClassifier(schema=ADULT_SCHEMA, epsilon=epsilon, n_trees=10,
+    model = PaperForest(schema=ADULT_SCHEMA, epsilon=epsilon, n_trees=10,
                                            window_size=3000, max_windows=None, range_share=0.5,
                                            range_bins=2, seed=6)
     labels = [v if i % 4 else None for i, v in enumerate(y[:7000])]
@@ -255,7 +260,7 @@ def test_range_and_leaves_spend_exactly_the_windows_charge(monkeypatch, epsilon)
 
 def test_range_share_zero_spends_everything_on_the_leaves():
     X, y, _ = load_adult("train")
-    model = RandomDecisionForestClassifier(schema=ADULT_SCHEMA, epsilon=0.5, n_trees=5,
+    model = PaperForest(schema=ADULT_SCHEMA, epsilon=0.5, n_trees=5,
                                            window_size=500, range_share=0.0, seed=1)
     model.learn_many(X[:500], y[:500])
     w = model._windows[0]
@@ -267,7 +272,7 @@ def test_small_windows_train_fewer_fuller_trees():
     """min_tree_records: a window trains min(n_trees, labeled // min_tree_records) trees, each
     charged once; tree ids stay distinct across windows."""
     X, y, _ = load_adult("train")
-    model = RandomDecisionForestClassifier(schema=ADULT_SCHEMA, n_trees=20, window_size=4000,
+    model = PaperForest(schema=ADULT_SCHEMA, n_trees=20, window_size=4000,
                                            min_tree_records=150, max_windows=None,
                                            drift=False, seed=2)
     for xi, yi in zip(X[:7000], y[:7000], strict=True):          # windows of 1k, 2k, 4k
@@ -283,7 +288,7 @@ def test_windows_too_small_for_a_range_leave_its_share_to_the_leaves():
     """The range needs each attribute's part to hold 4 (ln(bins) + 2) / epsilon_range records
     (public counts): SynthF's 10 attributes at epsilon 1 need 4,145 labeled records."""
     _, _, schema = load_synth("f", n=100)
-    model = RandomDecisionForestClassifier(schema=schema, drift=False)
+    model = PaperForest(schema=schema, drift=False)
     assert not model.ranged(4100) and model.ranged(4200)
     assert not RandomDecisionForestClassifier(schema=schema, range_share=0).ranged(10**9)
     X, y, _ = load_synth("f", n=3000)

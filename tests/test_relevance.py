@@ -131,3 +131,65 @@ def test_relevance_beats_uniform_attributes_on_agrawal_streams():
     for function in (0, 3):
         rows = _agrawal(function, 20_000, seed=2)
         assert second_half(rows) > second_half(rows, attributes="uniform") + 0.03, function
+
+
+def test_slots_draw_attributes_in_proportion_and_route_like_the_repeated_attribute():
+    from dpstream.models.encoding import RecordEncoder
+    from dpstream.models.random_trees import ImplicitRandomTrees
+    from dpstream.models.relevance import slot_counts
+
+    enc = RecordEncoder({"features": {"a": {"type": "numeric", "min": 0, "max": 1},
+                                      "b": {"type": "numeric", "min": 0, "max": 1},
+                                      "c": {"type": "categorical", "values": ["p", "q"]}},
+                         "target": {"type": "binary", "values": [0, 1]}})
+    base = ImplicitRandomTrees(enc, depth=1, secret=11)
+    counts = slot_counts(np.array([0.8, 0.1, 0.1]), n_numeric=2)
+    assert counts.tolist() == [10, 1, 1]
+    slots = base.with_slots(counts)
+    rng = np.random.default_rng(0)
+    X = enc.encode_many([{"a": float(a), "b": float(b), "c": "pq"[int(c)]}
+                         for a, b, c in zip(rng.random(400), rng.random(400),
+                                            rng.integers(0, 2, 400))])
+    V = base.matrix(X)
+    # which attribute each depth-1 tree splits on: the one whose value decides its leaf
+    trees = np.arange(2000)
+    keys = slots.leaf_keys(slots.view(V), trees)
+    splits_a = 0
+    for t in range(trees.size):
+        groups = {}
+        for row, key in zip(V, keys[:, t]):
+            groups.setdefault(key, []).append(row[1])
+        if len(groups) == 2:
+            lows = [max(v) for v in groups.values()]
+            highs = [min(v) for v in groups.values()]
+            splits_a += min(lows) <= max(highs) and sorted(lows)[0] < sorted(highs)[1]
+    # 10 of 12 slots are attribute a: about 83% of the trees split on it (uniform: 33%)
+    assert 0.75 < splits_a / trees.size < 0.9
+    with pytest.raises(ValueError, match="counts"):
+        base.with_slots([1, 1])
+    with pytest.raises(ValueError, match="counts"):
+        slots.with_slots(counts)
+
+
+def test_random_forest_relevance_beats_uniform_attributes_and_charges_exactly():
+    from dpstream.models import RandomDecisionForestClassifier
+
+    rows = _agrawal(0, 20_000, seed=2)
+
+    def run(**kw):
+        m = RandomDecisionForestClassifier(schema=AGRAWAL, epsilon=1.0, seed=0, **kw)
+        hits = 0
+        for i, (x, y) in enumerate(rows):
+            hits += m.predict_one(x) == y and i >= 10_000
+            m.learn_one(x, y)
+        return hits / 10_000, m
+
+    acc, m = run()
+    base, _ = run(attributes="uniform")
+    assert acc > base + 0.05
+    rep = m.privacy_report()
+    assert rep["epsilon"] == 1.0 and rep["attributes"]["rule"] == "relevance"
+    assert m._windows[-1].extra["epsilon_relevance"] > 0
+    win = m._windows[-1].extra
+    total = win["epsilon_relevance"] + win["epsilon_leaves"] + win["epsilon_range"]
+    assert total <= m.epsilon_trees + 1e-15

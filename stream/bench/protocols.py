@@ -168,7 +168,9 @@ BATCH_DEFAULTS = {"sgbdt": {"drift": False, "split_levels": 0},
                   "median-forest": {"attributes": "uniform", "split_share": 0.5,
                                     "min_tree_records": None},
                   # Xin et al.'s tau trees on every training set
-                  "greedy-forest": {"drift": False, "min_tree_records": None}}
+                  "greedy-forest": {"drift": False, "min_tree_records": None},
+                  # Fletcher & Islam's uniformly drawn attributes
+                  "random-forest": {"drift": False, "attributes": "uniform"}}
 
 
 def fold_indices(n: int, folds: int, *, seed: int) -> list[np.ndarray]:
