@@ -97,7 +97,8 @@ from . import random_trees
 from ._params import check_integer, check_real
 from .private_range import private_ranges
 from .random_trees import ImplicitRandomTrees, KeyedTree, LeafTable, kernel_salts, laplace_of
-from .window_forest import UNLABELED, WindowForestBase, leaf_proba
+from .relevance import slot_counts
+from .window_forest import UNLABELED, WindowForestBase, leaf_proba, split_exact
 
 __all__ = ["RDTClassifier", "CenterTable", "release_counts", "rdt_height", "private_ranges",
            "split_epsilon"]
@@ -292,8 +293,11 @@ class RDTClassifier(WindowForestBase):
                  height_rule: str = "signal", leaf_signal: float = 2.0,
                  window_seconds: float | None = None, warmup: int | None = 1000,
                  drift: bool = True, drift_share: float = 0.05,
-                 drift_window: int | None = None, seed: int | None = None):
+                 drift_window: int | None = None, attributes: str = "relevance",
+                 relevance_share: float = 0.2, seed: int | None = None):
         self.disjoint = disjoint
+        self.attributes = attributes
+        self.relevance_share = relevance_share
         self.combine = combine
         self.secondary_trees = secondary_trees
         self.n_cells = n_cells
@@ -313,6 +317,7 @@ class RDTClassifier(WindowForestBase):
         self._k_attributes = s + r
         self._b = (2 * s + sum(len(g) for g in enc.categorical_columns())) / max(1, s + r)
         self._next_tree = 0
+        self._setup_relevance()
 
     def _check_params(self) -> None:
         super()._check_params()
@@ -345,15 +350,26 @@ class RDTClassifier(WindowForestBase):
         """Whether windows spend ``range_share`` on a private numeric range."""
         return self.range_share > 0 and self._trees.s > 0
 
+    def _relevance_split(self) -> tuple[float, float]:
+        """``(rest, relevance)``: ``epsilon_trees`` less the attribute-relevance release's
+        share (0 with ``attributes="uniform"``), exactly."""
+        if self._relevance is None:
+            return self.epsilon_trees, 0.0
+        return split_exact(self.epsilon_trees, self.relevance_share)
+
     def _leaf_and_range_epsilon(self) -> tuple[float, float]:
-        """A window's ``epsilon_trees`` split exactly into the leaves' and the range's parts."""
-        return split_epsilon(self.epsilon_trees, self.range_share if self._ranged() else 0.0)
+        """What a window's ``epsilon_trees`` leaves after the relevance release, split
+        exactly into the leaves' and the range's parts."""
+        return split_epsilon(self._relevance_split()[0],
+                             self.range_share if self._ranged() else 0.0)
 
     def _window_charges(self) -> list[tuple[str, float, str]]:
         eps_leaf, eps_range = self._leaf_and_range_epsilon()
-        ranged = (f"; every record first in one attribute's part of the private numeric range "
+        eps_rel = self._relevance_split()[1]
+        ranged = (f"; every record first in one attribute's histogram of the relevance release "
+                  f"(epsilon {eps_rel!r}), in one attribute's part of the private numeric range "
                   f"(epsilon {eps_range!r}, parallel), then in the leaves (epsilon "
-                  f"{eps_leaf!r}): sequential, one charge" if eps_range else "")
+                  f"{eps_leaf!r}): sequential, one charge" if eps_range or eps_rel else "")
         if self.disjoint:
             return [(f"tree-{t}", self.epsilon_trees, f"RDTClassifier{ranged}")
                     for t in range(self.n_trees)]
@@ -387,7 +403,7 @@ class RDTClassifier(WindowForestBase):
         the leaf key of every (public row, tree) pair, tree-major."""
         N = P.shape[0]
         router = self._trees if router is None else router
-        keys = router.leaf_keys(P, ids, depth=depth).T.ravel()          # tree-major
+        keys = router.leaf_keys(router.view(P), ids, depth=depth).T.ravel()   # tree-major
         rows = np.tile(np.arange(N), ids.size)
         order = np.lexsort((self._rng.random(keys.size), keys))      # by leaf, random within
         sk = keys[order]
@@ -418,6 +434,13 @@ class RDTClassifier(WindowForestBase):
         ids = self._ids(p)
         eps_leaf, eps_range = self._leaf_and_range_epsilon()
         router = self._window_router(V, public, eps_range)
+        domain = router.kernel_args()[:2]
+        if self._relevance is not None:   # released first: this window's trees use it too
+            self._relevance.release(X[lab], yl, epsilon=self._relevance_split()[1],
+                                    rng=self._rng)
+            if not P.shape[0]:   # RDT# windows keep the model's attributes (centers, below)
+                router = router.with_slots(slot_counts(self._relevance.weights(),
+                                                       n_numeric=self._trees.s))
         if self.disjoint:
             tree_of = np.empty(yl.size, dtype=np.int64)
             for t, part in zip(ids, self.deal(yl.size), strict=True):
@@ -435,7 +458,7 @@ class RDTClassifier(WindowForestBase):
             centers, _, _ = self._pick_centers(P, ids, h, router)
         else:
             centers = CenterTable.empty(V.shape[1] - 1, k)
-        keys = router.leaf_keys(Vl, tree_of, rows=row_of, depth=h)
+        keys = router.leaf_keys(router.view(Vl), tree_of, rows=row_of, depth=h)
         near = self._nearest(centers, keys, Vl, row_of)
         at = near >= 0
         np.add.at(centers.values, (near[at], yl[row_of[at]]), 1.0)
@@ -449,8 +472,9 @@ class RDTClassifier(WindowForestBase):
         trees = [RDTTree(int(t), h, True, scale, router) for t in ids]
         extra = {"height": h, "epsilon_per_tree": eps_tree, "epsilon_range": eps_range,
                  "public": int(P.shape[0]), "primary_trees": p, "secondary_trees": 0}
+        extra["epsilon_relevance"] = self._relevance_split()[1]
         if eps_range:
-            lo, hi = router.kernel_args()[:2]
+            lo, hi = domain
             extra["numeric_range"] = [[float(a), float(b)] for a, b in zip(lo, hi, strict=True)]
         tables = [centers]
         if P.shape[0] and self.secondary_trees:
@@ -510,7 +534,7 @@ class RDTClassifier(WindowForestBase):
         tree's cells times its ``weights`` entry (default 1)."""
         k = len(self._encoder.classes)
         router = self._trees if router is None else router
-        keys = router.leaf_keys(V, ids, depth=depth).ravel()          # row-major pairs
+        keys = router.leaf_keys(router.view(V), ids, depth=depth).ravel()   # row-major pairs
         rows = np.repeat(np.arange(V.shape[0]), ids.size)
         col = np.tile(np.arange(ids.size), V.shape[0])
         vals = np.zeros((keys.size, k))
@@ -583,8 +607,10 @@ class RDTClassifier(WindowForestBase):
         V = np.ascontiguousarray(V, dtype=np.float64)
         out = np.zeros((V.shape[0], k))
         for depth, roots, primary, scale, router, weights in group:
+            # a slot router's trees have no centers: the kernel reads its view for routing
+            # only (a center's distance reads the row only when the leaf has centers)
             out += random_trees._wk.implicit_cells(
-                V, roots, depth, *router.kernel_args(), _NTH, primary, scale,
+                router.view(V), roots, depth, *router.kernel_args(), _NTH, primary, scale,
                 self.combine == "average", centers.keys, centers.point, centers.values,
                 centers.points, self._scale, self._trees.s, cells.keys, cells.slots(),
                 cells.values, kernel_salts(k)[2], weights)

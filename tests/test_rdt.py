@@ -27,6 +27,11 @@ TINY = {"features": {"c": {"type": "categorical", "values": ["p", "q"]}},
         "target": {"type": "categorical", "values": ["u", "v"]}}
 
 
+def PaperRDT(**kwargs) -> RDTClassifier:   # noqa: N802
+    """RDT with the paper's uniform split attributes (mechanism-level tests)."""
+    return RDTClassifier(attributes="uniform", **kwargs)
+
+
 @pytest.mark.parametrize("check", list(checks.yield_checks(RDTClassifier(**PARAMS[0]))),
                          ids=lambda c: c.__name__)
 def test_river_checks(check):
@@ -69,7 +74,7 @@ def _spy_training(monkeypatch):
 def test_every_labeled_record_is_counted_once_per_tree_it_feeds(monkeypatch, disjoint):
     _spy_training(monkeypatch)
     X, y, _ = load_adult("train")
-    model = RDTClassifier(schema=ADULT_SCHEMA, window_size=600, n_trees=4, disjoint=disjoint,
+    model = PaperRDT(schema=ADULT_SCHEMA, window_size=600, n_trees=4, disjoint=disjoint,
                           max_windows=None, drift=False, seed=3)
     labels = [v if i % 3 else None for i, v in enumerate(y[:1800])]
     for xi, yi in zip(X[:1800], labels, strict=True):
@@ -88,14 +93,14 @@ def test_every_labeled_record_is_counted_once_per_tree_it_feeds(monkeypatch, dis
 
 def test_sequential_trees_split_the_budget_and_the_ledger_agrees():
     X, y, _ = load_adult("train")
-    model = RDTClassifier(schema=ADULT_SCHEMA, epsilon=0.5, window_size=400, n_trees=5,
+    model = PaperRDT(schema=ADULT_SCHEMA, epsilon=0.5, window_size=400, n_trees=5,
                           range_share=0.2, seed=1)
     model.learn_many(X[:400], y[:400])
     (charge,) = [c for c in model._ledger.history]
     assert charge["epsilon"] == 0.5 and "sequential" in charge["label"]
     assert "range (epsilon 0.1" in charge["label"] and "leaves (epsilon 0.4)" in charge["label"]
     assert {tr.scale for tr in model._windows[0].trees} == {12.5}    # Lap(p / 0.4)
-    disjoint = RDTClassifier(schema=ADULT_SCHEMA, epsilon=0.5, window_size=400, n_trees=5,
+    disjoint = PaperRDT(schema=ADULT_SCHEMA, epsilon=0.5, window_size=400, n_trees=5,
                              disjoint=True, range_share=0.0, seed=1)
     disjoint.learn_many(X[:400], y[:400])
     assert {tr.scale for tr in disjoint._windows[0].trees} == {2.0}
@@ -108,7 +113,7 @@ def test_split_points_fall_where_the_data_is_on_syn5d():
     epsilon. Inside the private range every tree splits the data."""
     X, y, schema = load_synthetic(5)
     for share, most_leaves in ((0.0, 2), (0.1, 4)):
-        model = RDTClassifier(schema=schema, epsilon=2.0, n_trees=5, height_rule="paper",
+        model = PaperRDT(schema=schema, epsilon=2.0, n_trees=5, height_rule="paper",
                               range_share=share, drift=False, seed=0)
         model.learn_many(X[:2700], y[:2700])
         w = model._windows[0]
@@ -187,7 +192,7 @@ def test_double_epsilon_is_caught_by_the_same_test():
 
 def test_leaves_no_record_reached_release_laplace_noise_of_the_right_scale():
     X, y, _ = load_adult("train")
-    model = RDTClassifier(schema=ADULT_SCHEMA, epsilon=0.5, window_size=20, n_trees=5,
+    model = PaperRDT(schema=ADULT_SCHEMA, epsilon=0.5, window_size=20, n_trees=5,
                           combine="sum", max_depth=6, range_share=0.0, seed=2)
     model.learn_many(X[:20], y[:20])
     trees, centers, cells = model._kept()

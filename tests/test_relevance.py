@@ -193,3 +193,24 @@ def test_random_forest_relevance_beats_uniform_attributes_and_charges_exactly():
     win = m._windows[-1].extra
     total = win["epsilon_relevance"] + win["epsilon_leaves"] + win["epsilon_range"]
     assert total <= m.epsilon_trees + 1e-15
+
+
+def test_rdt_relevance_beats_uniform_attributes():
+    from dpstream.models import RDTClassifier
+
+    rows = _agrawal(0, 20_000, seed=2)
+
+    def run(**kw):
+        m = RDTClassifier(schema=AGRAWAL, epsilon=1.0, seed=0, **kw)
+        hits = 0
+        for i, (x, y) in enumerate(rows):
+            hits += m.predict_one(x) == y and i >= 10_000
+            m.learn_one(x, y)
+        return hits / 10_000, m
+
+    acc, m = run()
+    base, _ = run(attributes="uniform")
+    assert acc > base + 0.05
+    assert m.privacy_report()["epsilon"] == 1.0
+    assert {h["partition"] for h in m._ledger.history} == \
+        {f"window-{w}/trees" for w in range(m.windows_closed)}

@@ -161,8 +161,9 @@ BATCH_DEFAULTS = {"sgbdt": {"drift": False, "split_levels": 0},
                               "leaf_clipping": False, "split_share": 0.3},
                   # Jagannathan et al.'s height rule; RDT with Fan et al.'s 10 trees (the
                   # 2013 paper's p = 5 is [13]'s choice for its smallest data set only)
-                  "rdt": {"drift": False, "height_rule": "paper", "n_trees": 10},
-                  "rdt-sharp": {"drift": False, "height_rule": "paper"},
+                  "rdt": {"drift": False, "height_rule": "paper", "n_trees": 10,
+                          "attributes": "uniform"},
+                  "rdt-sharp": {"drift": False, "height_rule": "paper", "attributes": "uniform"},
                   # Huang et al.'s Alg. 2 as published: uniform split attributes, the even
                   # split of epsilon, n_trees trees however small the training set
                   "median-forest": {"attributes": "uniform", "split_share": 0.5,
