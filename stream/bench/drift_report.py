@@ -137,9 +137,9 @@ def _forest_notes(by_scenario: dict[str, list[dict]]) -> list[str]:
             "after a drift each forest's curve stays low until its first new window has "
             "closed, then steps up, while S-GBDT and river's learners move record by record. "
             "Reproduce: `dpstream suite --profile full --only \"(drift)\"` "
-            "(only the cells not yet in `benchmarks/results/full.jsonl` run; `--only "
-            "\"median-forest · \"` and the like pick one arm), then `dpstream suite --profile "
-            "full --render-only`.", ""]
+            "(only the cells not yet in `benchmarks/results/full.jsonl` run; one cell: "
+            "`--only \"median-forest · sea-abrupt (drift)\"`), then `dpstream suite "
+            "--profile full --render-only`.", ""]
 
 
 def drift_section(rows: list[dict], img_dir: Path | None, img_prefix: str) -> list[str]:

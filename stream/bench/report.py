@@ -281,7 +281,12 @@ def _speed_section(rows: list[dict], img_dir: Path | None, img_prefix: str) -> l
            "high-water mark from then on (the mark reset there); *added*: peak − start, what "
            "the model and its predictions cost; *end*: resident memory after the run, the "
            "model alive. DP models at ε = "
-           f"{next((r['epsilon'] for r in rows if r.get('epsilon') is not None), 1):g}.", "",
+           f"{next((r['epsilon'] for r in rows if r.get('epsilon') is not None), 1):g}. "
+           "Rows/s depend on the machine's load (these ran beside other jobs on a shared "
+           "machine: repeated runs moved by up to a third); the memory figures repeat "
+           "within a few MiB. Reproduce: `dpstream suite --profile full --only "
+           "\"(speed)\"`, one model alone: `python -m dpstream.stream.bench.speed MODEL`.",
+           "",
            "| model | estimator | kind | ε | prequential accuracy | predict_one + learn_one | "
            "predict_many | RSS start | peak RSS | added | RSS end |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
