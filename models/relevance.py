@@ -51,7 +51,7 @@ from ..accounting import LaplaceMechanism
 __all__ = ["AttributeRelevance", "slot_counts"]
 
 
-def slot_counts(weights: np.ndarray, per_attribute: int = 4, max_slots: int = 32,
+def slot_counts(weights: np.ndarray, per_attribute: int = 4, max_slots: int = 48,
                 max_categorical: int = 8, n_numeric: int | None = None) -> np.ndarray:
     """Attribute probabilities as integer slot counts (each at least 1) for trees that draw
     attributes uniformly among slots
