@@ -79,7 +79,7 @@ from .window_forest import UNLABELED, WindowForestBase
 __all__ = ["GreedyForestClassifier", "gini_utilities", "GINI_SENSITIVITY"]
 
 #: rows from which a batch is scored tree by tree through a trie of the nodes it reaches
-#: (:func:`~dpstream.models.window_kernels.trie_scores`); fewer walk each row alone
+#: (:func:`~dpstream.models.trie_kernels.trie_scores`); fewer walk each row alone
 _BATCH = 256
 
 #: sensitivity of the count-weighted Gini utility (Friedman and Schuster 2010; derived above)
@@ -272,8 +272,9 @@ class GreedyForestClassifier(WindowForestBase):
             draw, out_salt, _ = kernel_salts(k)
             wk = random_trees._wk
             if C.shape[0] >= _BATCH and self._fan.size <= 62:   # one trie per tree and batch
-                return wk.trie_scores(
-                    wk._trie_greedy, C, plan[1], self._tree_weights(), k,
+                tk = random_trees._tk
+                return tk.trie_scores(
+                    tk._trie_greedy, C, plan[1], self._tree_weights(), k,
                     (self.levels, self._fan, nodes.keys, nodes.slots(), plan[2], leaves.keys,
                      leaves.slots(), leaves.values, draw, out_salt), 0)
             return random_trees._wk.greedy_votes(

@@ -81,7 +81,7 @@ __all__ = ["RandomDecisionForestClassifier", "release_leaf_labels", "theorem2_de
 
 _NTH = random_trees._wk.nth_table() if random_trees._wk is not None else None
 #: rows from which a batch is scored tree by tree through a trie of the nodes it reaches
-#: (:func:`~dpstream.models.window_kernels.trie_scores`); fewer walk each row alone
+#: (:func:`~dpstream.models.trie_kernels.trie_scores`); fewer walk each row alone
 _BATCH = 256
 
 #: the name checkpoints written before trees were shared with the other keyed forests use
@@ -352,8 +352,9 @@ class RandomDecisionForestClassifier(WindowForestBase):
         if router.compiled and V.shape[0] >= _BATCH:   # one trie per tree and batch
             wk = random_trees._wk
             lo, hi, last, draw = router.kernel_args()
-            return wk.trie_scores(
-                wk._trie_votes, V, roots, weights, k,
+            tk = random_trees._tk
+            return tk.trie_scores(
+                tk._trie_votes, V, roots, weights, k,
                 (self.depth, lo, hi, last, draw, _NTH, table.keys, table.slots(), table.values,
                  kernel_salts(k)[1]), max(1, router.s))
         if router.compiled:   # compiled: walk, look up and vote in one loop

@@ -61,9 +61,10 @@ import numpy as np
 from .encoding import RecordEncoder
 
 try:   # compiled walks (numba); the numpy walks below give the same keys without it
+    from . import trie_kernels as _tk
     from . import window_kernels as _wk
 except ImportError:   # pragma: no cover - numba is a dependency
-    _wk = None
+    _wk = _tk = None
 
 __all__ = ["ImplicitRandomTrees", "KeyedTree", "LeafTable", "child_keys", "keyed_rank",
            "kernel_salts", "laplace_of", "nth_free", "root_keys", "uniform_of", "uniform_label"]

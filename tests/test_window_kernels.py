@@ -19,6 +19,7 @@ from dpstream.models import (
     median_forest,
     random_forest,
     random_trees,
+    trie_kernels,
     window_kernels,
 )
 from dpstream.models.encoding import RecordEncoder
@@ -145,7 +146,7 @@ def test_hash_slots_find_every_key_and_only_them():
 ], ids=["random-forest", "greedy-forest"])
 def test_batch_tries_equal_row_walks(monkeypatch, cls, module, params):
     """A batch is scored tree by tree through a trie of the nodes it reaches
-    (window_kernels.trie_scores): the same scores, bit for bit, as walking each row alone and
+    (trie_kernels.trie_scores): the same scores, bit for bit, as walking each row alone and
     as the numpy walks, over a few thousand rows, in chunks and with node tables that grow."""
     X, y = _records(MIXED, 3000, seed=11)
     test, _ = _records(MIXED, 3000, seed=12)
@@ -156,13 +157,13 @@ def test_batch_tries_equal_row_walks(monkeypatch, cls, module, params):
     assert Xe.shape[0] >= module._BATCH
     batch = model._scores(Xe)
     calls = []
-    real = window_kernels.trie_scores
+    real = trie_kernels.trie_scores
 
     def small(*args, **kwargs):   # the same trees in chunks of 700 rows, tables from 64 nodes
         calls.append(1)
         return real(*args, chunk=700, capacity=64)
 
-    monkeypatch.setattr(window_kernels, "trie_scores", small)
+    monkeypatch.setattr(trie_kernels, "trie_scores", small)
     assert np.array_equal(model._scores(Xe), batch) and calls
     monkeypatch.setattr(module, "_BATCH", 10**9)           # every row walked alone
     assert np.array_equal(model._scores(Xe), batch)
