@@ -291,7 +291,8 @@ def test_status_and_metrics_of_a_window_forest(tmp_path):
 
     store = CheckpointStore(tmp_path)
     runner = Runner.create("median-forest", ADULT_SCHEMA, store=store, epsilon=2.0, seed=0,
-                           params={"window_size": 100, "n_trees": 4})
+                           params={"window_size": 100, "n_trees": 4,
+                                   "min_tree_records": None})   # 4 trees per small window
     X, y, _ = load_adult("train")
     for i in range(250):
         runner.process(SourceRecord({"id": i, "x": X[i], "y": y[i] if i % 2 else None}, "f", i))
