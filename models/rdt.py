@@ -161,6 +161,14 @@ class RDTClassifier(WindowForestBase):
     warmup, drift, drift_share, drift_window
         The window policy of :class:`~dpstream.models.window_forest.WindowForestBase`:
         warm-up windows and the DP drift signal.
+    attributes
+        ``"relevance"`` (default): windows without public records draw split attributes
+        with probabilities from a DP attribute-relevance release
+        (:class:`~dpstream.models.relevance.AttributeRelevance`, through attribute slots:
+        :meth:`~dpstream.models.random_trees.ImplicitRandomTrees.with_slots`); ``"uniform"``:
+        the paper's uniform draw.
+    relevance_share
+        Share of the window's tree budget spent on the relevance release (0.35).
     seed
         Random seed (tests and benchmarks; leave ``None`` in production).
     """
@@ -174,7 +182,7 @@ class RDTClassifier(WindowForestBase):
                  window_seconds: float | None = None, warmup: int | None = 1000,
                  drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, attributes: str = "relevance",
-                 relevance_share: float = 0.2, seed: int | None = None):
+                 relevance_share: float = 0.35, seed: int | None = None):
         self.disjoint = disjoint
         self.attributes = attributes
         self.relevance_share = relevance_share

@@ -157,7 +157,7 @@ def test_paper_rows_reach_huang_et_al_on_syn5d():
 
 
 def _leaf_u_count(records, seed, public=None):
-    model = RDTClassifier(schema=TINY, epsilon=0.7, n_trees=1, window_size=None,
+    model = PaperRDT(schema=TINY, epsilon=0.7, n_trees=1, window_size=None,
                           window_seconds=1e9, max_depth=1, secondary_trees=0, combine="sum",
                           seed=seed)
     X = [{"c": c} for c, _ in records] + list(public or [])
