@@ -22,9 +22,10 @@ information gain of attribute ``j``'s accumulated noisy histogram (negative coun
 with no evidence yet the draw is uniform: the paper's rule. The floor keeps every attribute
 in play: an attribute whose effect shows only together with another's (Agrawal function 1:
 salary bands that depend on age) has no marginal gain of its own. Measured on river's Agrawal
-functions 1-4 and Hyperplane (``docs/window_forests.md``), subtracting the median gain starved
-such attributes, and a floor of 0.3 balanced Agrawal (where one or two attributes matter) and
-Hyperplane (where all ten do).
+functions 1-4, SEA and Hyperplane (``docs/median_forest.md``): subtracting the median gain
+starved Hyperplane, where all ten attributes matter, and subtracting the gain an unrelated
+attribute shows by chance starved both; raw gains with a floor of 0.3 balanced Agrawal (one to
+three attributes matter) and Hyperplane.
 
 Examples
 --------
