@@ -38,7 +38,7 @@ split inside it; the leaves get the other 95%. A record is in one attribute's pa
 and one leaf of one tree: sequential composition, ``epsilon_range + epsilon_leaves =
 epsilon_trees`` exactly (:func:`~dpstream.models.window_forest.split_exact`), charged once per
 (window, tree). A window too small for the range to find the data (each attribute's part
-under four times the noisy count a bin needs: :meth:`RandomDecisionForestClassifier.ranged`,
+under eight times the noisy count a bin needs: :meth:`RandomDecisionForestClassifier.ranged`,
 a function of public counts) spends nothing on it and keeps the public domain.
 ``range_share=0`` restores split points over the whole public domain.
 
@@ -206,7 +206,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
     # ------------------------------------------------------------- accounting
     def ranged(self, n_labeled: int) -> bool:
         """Whether a window of ``n_labeled`` labeled records (a public count) buys a private
-        numeric range: each attribute's part must hold at least ``4 * tau`` records, ``tau =
+        numeric range: each attribute's part must hold at least ``8 * tau`` records, ``tau =
         (ln(range_bins) + 2) / epsilon_range`` the noisy count a bin needs (else the range
         all but surely falls back to the public domain and the budget is better left to
         the leaves: small warm-up windows, small epsilons)."""
@@ -214,7 +214,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
             return False
         eps_range = split_exact(self._relevance_split()[0], self.range_share)[1]
         tau = (math.log(self.range_bins) + 2.0) / eps_range
-        return n_labeled / self._trees.s >= 4.0 * tau
+        return n_labeled / self._trees.s >= 8.0 * tau
 
     def _train_closed(self, X, y, public, fed) -> None:
         self._window_labeled = int((y != UNLABELED).sum())
