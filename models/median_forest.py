@@ -87,7 +87,7 @@ import numpy as np
 
 from ..accounting import LaplaceMechanism, PrivateMedian
 from ._params import check_integer, check_real
-from .window_forest import UNLABELED, WindowForestBase, WindowTree, pack_trees, split_exact
+from .window_forest import UNLABELED, WindowForestBase, WindowTree, pack_trees
 
 try:   # compiled scoring (numba); the base's numpy scoring gives the same sums without it
     from . import window_kernels as _wk
@@ -307,24 +307,16 @@ class MedianForestClassifier(WindowForestBase):
                                                    rng=self._rng).release(counts[first_leaf:])
         return tree
 
-    def _tree_budget(self) -> tuple[float, float]:
-        """``(trees, relevance)``: what a record of the window being trained spends on its
-        tree and on the attribute-relevance release (0 with ``attributes="uniform"``); the
-        two add up to ``epsilon_trees`` exactly."""
-        if self._relevance is None:
-            return self.epsilon_trees, 0.0
-        return split_exact(self.epsilon_trees, self.relevance_share)
-
     def _window_charges(self) -> list[tuple[str, float, str]]:
         charges = super()._window_charges()
         if self._relevance is None:
             return charges
-        trees, relevance = self._tree_budget()
+        trees, relevance = self._relevance_split()
         return [c for part, _, label in charges
                 for c in ((part, trees, label), (part, relevance, "AttributeRelevance"))]
 
     def _train_window(self, X: np.ndarray, y: np.ndarray, public: np.ndarray):
-        eps, eps_r = self._tree_budget()
+        eps, eps_r = self._relevance_split()
         lab = np.flatnonzero(y != UNLABELED)
         if self._relevance is not None:   # released first: this window's trees use it too
             self._relevance.release(X[lab], y[lab], epsilon=eps_r, rng=self._rng)
@@ -408,12 +400,6 @@ class MedianForestClassifier(WindowForestBase):
                 "protects": "labels" if labels_only else "features and labels",
                 "privacy": self.privacy,
                 "depth": self.last_depth, "windows": windows}
-
-    def _attributes_report(self) -> dict:
-        out = super()._attributes_report()
-        if self._relevance is not None:
-            out["epsilon"] = self._tree_budget()[1]
-        return out
 
     @classmethod
     def _unit_test_params(cls):

@@ -220,13 +220,6 @@ class RandomDecisionForestClassifier(WindowForestBase):
         self._window_labeled = int((y != UNLABELED).sum())
         super()._train_closed(X, y, public, fed)
 
-    def _relevance_split(self) -> tuple[float, float]:
-        """``(rest, relevance)``: ``epsilon_trees`` less the attribute-relevance release's
-        share (0 with ``attributes="uniform"``), exactly."""
-        if self._relevance is None:
-            return self.epsilon_trees, 0.0
-        return split_exact(self.epsilon_trees, self.relevance_share)
-
     def _leaf_and_range_epsilon(self) -> tuple[float, float]:
         """``(leaves, range)``: what a window's ``epsilon_trees`` leaves after the relevance
         release, split exactly (in the ledger's decimals) into the leaf labels' and the

@@ -96,7 +96,7 @@ from .private_range import private_ranges
 from .random_trees import ImplicitRandomTrees, KeyedTree, LeafTable, kernel_salts, laplace_of
 from .rdt_parts import CenterTable, rdt_height, release_counts, signal_height, split_epsilon
 from .relevance import slot_counts
-from .window_forest import UNLABELED, WindowForestBase, leaf_proba, split_exact
+from .window_forest import UNLABELED, WindowForestBase, leaf_proba
 
 __all__ = ["RDTClassifier", "CenterTable", "release_counts", "rdt_height", "private_ranges",
            "split_epsilon"]
@@ -237,13 +237,6 @@ class RDTClassifier(WindowForestBase):
     def _ranged(self) -> bool:
         """Whether windows spend ``range_share`` on a private numeric range."""
         return self.range_share > 0 and self._trees.s > 0
-
-    def _relevance_split(self) -> tuple[float, float]:
-        """``(rest, relevance)``: ``epsilon_trees`` less the attribute-relevance release's
-        share (0 with ``attributes="uniform"``), exactly."""
-        if self._relevance is None:
-            return self.epsilon_trees, 0.0
-        return split_exact(self.epsilon_trees, self.relevance_share)
 
     def _leaf_and_range_epsilon(self) -> tuple[float, float]:
         """What a window's ``epsilon_trees`` leaves after the relevance release, split

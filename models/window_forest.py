@@ -347,6 +347,13 @@ class WindowForestBase(base.Classifier):
                                              len(enc.classes)) \
             if self.attributes == "relevance" else None
 
+    def _relevance_split(self) -> tuple[float, float]:
+        """``(rest, relevance)``: ``epsilon_trees`` less the attribute-relevance release's
+        share (0 without relevance), split exactly in the ledger's decimals."""
+        if getattr(self, "_relevance", None) is None:
+            return self.epsilon_trees, 0.0
+        return split_exact(self.epsilon_trees, self.relevance_share)
+
     def _attributes_report(self) -> dict:
         """How split attributes are drawn; with relevance, the current probabilities
         (post-processing of the released histograms)."""
@@ -355,7 +362,7 @@ class WindowForestBase(base.Classifier):
             return {"rule": "uniform", "guarantee": "the paper's rule: no data read"}
         enc = self._encoder
         return {"rule": "relevance", "share": float(self.relevance_share),
-                "releases": rel.releases, "names": [*enc._numeric, *enc._categorical],
+                "epsilon": self._relevance_split()[1], "releases": rel.releases, "names": [*enc._numeric, *enc._categorical],
                 "weights": [round(float(w), 4) for w in rel.weights()],
                 "guarantee": "each labeled record enters one attribute's (bin, class) "
                              "histogram once, Laplace noise of scale 1/epsilon per cell "

@@ -45,8 +45,9 @@ from typing import Any
 
 import numpy as np
 
+from .memory import peak_rss_mib, reset_peak, status_mib, trim
 from .protocols import BENCH_MODELS
-from .throughput import RIVER_MODELS, STREAMS
+from .throughput import RIVER_MODELS, STREAMS, time_batch
 
 __all__ = ["SPEED_MODELS", "WARMUP_RECORDS", "run_speed", "run_speed_isolated"]
 
@@ -56,46 +57,6 @@ SPEED_MODELS = ("sgbdt", "dpboost", "median-forest", "greedy-forest", "rdt", "ra
                 *RIVER_MODELS)
 #: records of the throwaway warm-up run (kernels loaded, warm-up windows trained once)
 WARMUP_RECORDS = 4_000
-
-
-def _status_mib(field: str) -> float | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
-
-
-def _peak_mib() -> float:
-    peak = _status_mib("VmHWM")
-    if peak is not None:
-        return peak
-    import resource
-    scale = 1024 * 1024 if sys.platform == "darwin" else 1024
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale, 1)
-
-
-def _reset_peak() -> bool:
-    """Reset the kernel's peak-RSS mark of this process (Linux >= 4.0); False if it cannot."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _trim() -> None:
-    import ctypes
-    import gc
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _build(model: str, schema: Any, epsilon: float | None, seed: int):
@@ -146,21 +107,13 @@ def run_speed(model: str, dataset: str = "adult", *, epsilon: float | None = Non
         warm.predict_many(warm_X[:200])    # batch of 256+ rows with other (trie) kernels,
         warm.predict_many(warm_X[:2000])   # whose load must not be timed either
     del warm, warm_X, warm_y
-    _trim()
-    exact = _reset_peak()       # else the peak may be the warm-up's (two copies of the data)
-    start = _status_mib("VmRSS")
+    trim()
+    exact = reset_peak()       # else the peak may be the warm-up's (two copies of the data)
+    start = status_mib("VmRSS")
     est, kind = _build(model, schema, epsilon, seed)
     hits, stream_s = _prequential(est, X, y)
-    peak_stream = _peak_mib()
-    t1 = time.perf_counter()
-    if kind == "dp":
-        est.predict_many(X)
-        batch = "predict_many"
-    else:
-        for xi in X:
-            est.predict_one(xi)
-        batch = "loop of predict_one (river has no batch predict for this learner)"
-    batch_s = time.perf_counter() - t1
+    peak_stream = peak_rss_mib()
+    batch_s, batch = time_batch(est, X, kind)
     delta = est.privacy_report().get("delta") if kind == "dp" else None
     return {"model": model, "dataset": dataset, "epsilon": epsilon, "delta": delta,
             "metric": "accuracy", "mean": float(hits.mean()), "std": 0.0, "repeats": 1,
@@ -170,8 +123,8 @@ def run_speed(model: str, dataset: str = "adult", *, epsilon: float | None = Non
             "params": {}, "estimator": type(est).__name__,
             "protocol": f"progressive validation, {n:,} records, library defaults",
             "labeled_fraction": 1.0, "kind": kind, "n": n,
-            "rss_start_mib": start, "peak_rss_mib": _peak_mib(),
-            "peak_rss_stream_mib": peak_stream, "rss_end_mib": _status_mib("VmRSS"),
+            "rss_start_mib": start, "peak_rss_mib": peak_rss_mib(),
+            "peak_rss_stream_mib": peak_stream, "rss_end_mib": status_mib("VmRSS"),
             "peak_rss_scope": "subprocess", "peak_rss_reset": exact,
             "warmup_records": WARMUP_RECORDS}
 

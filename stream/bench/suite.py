@@ -53,6 +53,7 @@ from typing import Any
 
 from .baselines import BASELINES, DP_PEER_DATASETS, baseline_available, run_baseline
 from .drift_streams import DRIFT_SCENARIOS, WINDOW_FORESTS, run_drift_stream
+from .memory import peak_rss_mib, reset_peak, status_mib, trim
 from .protocols import DEFAULT_FOLDS, run_bench
 from .speed import SPEED_MODELS, run_speed_isolated
 from .throughput import RIVER_MODELS, run_stream
@@ -319,49 +320,6 @@ def build_matrix(profile: str | Profile) -> list[Cell]:
 
 
 # ------------------------------------------------------------------ memory, machine, results
-def _reset_peak() -> bool:
-    """Reset the kernel's peak-RSS mark of this process (Linux >= 4.0); False if it cannot."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _trim() -> None:
-    """Give freed heap back to the OS (glibc), so a cell's start RSS is what is live."""
-    import ctypes
-    import gc
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
-def _status_mib(field_name: str) -> float | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field_name + ":"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
-
-
-def peak_rss_mib() -> float:
-    """This process's peak resident memory in MiB (since the last reset, where supported)."""
-    peak = _status_mib("VmHWM")
-    if peak is not None:
-        return peak
-    import resource
-    import sys
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
-
-
 def machine() -> str:
     """A one-line description of this machine (cores, CPU, memory, OS, Python, numpy)."""
     import numpy as np
@@ -437,9 +395,9 @@ def run_suite(profile: str, results: str | Path, *, only: str | None = None,
             continue
         if on_start is not None:
             on_start(cell, i, len(todo))
-        _trim()
-        exact_peak = _reset_peak() and exact_peak
-        start = _status_mib("VmRSS")
+        trim()
+        exact_peak = reset_peak() and exact_peak
+        start = status_mib("VmRSS")
         t0 = time.perf_counter()
         row = cell.run(progress=on_progress)
         own = {"peak_rss_mib": peak_rss_mib(), "rss_start_mib": start,

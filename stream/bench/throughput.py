@@ -40,7 +40,7 @@ from ..datasets import load_abalone, load_adult
 from .protocols import BENCH_MODELS, PUBLIC_UNLABELED
 from .scenarios import load_agrawal_drift
 
-__all__ = ["RIVER_MODELS", "STREAMS", "STREAM_MODELS", "run_stream"]
+__all__ = ["RIVER_MODELS", "STREAMS", "STREAM_MODELS", "run_stream", "time_batch"]
 
 
 def _shuffled(loader: Callable[[], tuple], seed: int) -> tuple[list, list, Any]:
@@ -79,6 +79,19 @@ def _one_hot(X: list, schema: Any) -> list:
     cats = {k for k, f in schema.features.items() if getattr(f, "values", None) is not None}
     return [{(f"{k}={v}" if k in cats else k): (1.0 if k in cats else v)
              for k, v in x.items() if v is not None} for x in X]
+
+
+def time_batch(est: Any, X: list, kind: str) -> tuple[float, str]:
+    """Seconds to score all of ``X`` at once, and how: ``predict_many`` for dpstream's models,
+    a loop of ``predict_one`` for river's learners (they have no batch predict)."""
+    t1 = time.perf_counter()
+    if kind == "dp":
+        est.predict_many(X)
+        return time.perf_counter() - t1, "predict_many"
+    for xi in X:
+        est.predict_one(xi)
+    return (time.perf_counter() - t1,
+            "loop of predict_one (river has no batch predict for this learner)")
 
 
 def run_stream(model: str, dataset: str, *, epsilon: float | None = None,
@@ -129,15 +142,7 @@ def run_stream(model: str, dataset: str, *, epsilon: float | None = None,
         if progress is not None and (i + 1) % step == 0:
             progress(i + 1, n)
     stream_s = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    if kind == "dp":
-        est.predict_many(X)
-        batch = "predict_many"
-    else:
-        for xi in X:
-            est.predict_one(xi)
-        batch = "loop of predict_one (river has no batch predict for this learner)"
-    batch_s = time.perf_counter() - t1
+    batch_s, batch = time_batch(est, X, kind)
     truth = np.array(y, dtype=object)
     if regression:
         p = np.array([0.0 if v is None else float(v) for v in pred])
