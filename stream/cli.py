@@ -161,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     ds.add_argument("--aggregation", choices=("values", "sums"),
                     help="what is summed: leaf values (Alg. 9; default) or noisy leaf counts "
                          "and sums")
+    ds.add_argument("--roster", metavar="PATH", help="roster: parties' public keys, threshold")
+    ds.add_argument("--board-key", metavar="PATH", help="this party's signing key (PEM)")
     sv.set_defaults(func=_cmd_serve)
 
     rp = sub.add_parser("replay", help="run the service's runner over a file or topic to its end",

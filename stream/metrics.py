@@ -3,8 +3,10 @@
 The collector reads the runner's counters at scrape time, so nothing has to be kept in sync:
 ``dpstream_records_total{outcome=...}``, ``dpstream_epsilon`` (the guarantee) and
 ``dpstream_record_budget_spent_fraction{stat=min|median|max}``, ``dpstream_trees``,
-``dpstream_consumer_lag``, ``dpstream_last_checkpoint_age_seconds``. ``/healthz`` answers 200
-while the main loop has turned within ``stale_after`` seconds, else 503 (a wedged consumer).
+``dpstream_consumer_lag``, ``dpstream_last_checkpoint_age_seconds`` and, for a party of
+distributed S-GBDT, ``dpstream_board_messages_ignored_total{reason=...}``. ``/healthz``
+answers 200 while the main loop has turned within ``stale_after`` seconds, else 503 (a wedged
+consumer).
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ __all__ = ["MetricsServer", "ServiceCollector"]
 class ServiceCollector:
     """Prometheus collector over a runner (and, optionally, a lag function)."""
 
-    def __init__(self, runner: Any, lag: Callable[[], int | None] | None = None):
+    def __init__(self, runner: Any, lag: Callable[[], int | None] | None = None,
+                 board: Callable[[], dict[str, int]] | None = None):
         self.runner = runner
         self.lag = lag
+        self.board = board
 
     def collect(self):
         r = self.runner
@@ -70,6 +74,15 @@ class ServiceCollector:
         if lag is not None:
             yield GaugeMetricFamily("dpstream_consumer_lag", "Messages behind the high watermark",
                                     value=float(lag))
+        if self.board is not None:   # distributed S-GBDT: board messages dropped, by reason
+            dropped = CounterMetricFamily(
+                "dpstream_board_messages_ignored",
+                "Board messages ignored: failed authentication or replay checks (unsigned, "
+                "bad_signature, replayed, ...) or broke the protocol (late, invalid)",
+                labels=["reason"])
+            for reason, n in self.board().items():
+                dropped.add_metric([reason], n)
+            yield dropped
         if r.last_checkpoint_wall is not None:
             yield GaugeMetricFamily("dpstream_last_checkpoint_age_seconds",
                                     "Seconds since the last checkpoint",

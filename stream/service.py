@@ -65,6 +65,10 @@ class ServeSettings(BaseSettings):
     join_timeout: float = Field(5.0, gt=0)
     round_timeout: float = Field(20.0, gt=0)
     aggregation: str = Field("values", pattern="^(sums|values)$")
+    roster: str | None = Field(None, description="distributed S-GBDT: the roster file (every "
+                                                 "party's public key, the threshold)")
+    board_key: str | None = Field(None, description="distributed S-GBDT: this party's "
+                                                    "signing key (PEM)")
 
     @model_validator(mode="after")
     def _one_dead_letter_sink(self) -> ServeSettings:
@@ -73,6 +77,9 @@ class ServeSettings(BaseSettings):
         if self.board_topic is not None:
             if not self.party:
                 raise ValueError("--board-topic needs --party (this party's unique name)")
+            if not (self.roster and self.board_key):
+                raise ValueError("--board-topic needs --roster and --board-key: every board "
+                                 "message is signed (see docs/distributed.md)")
             if self.model != "sgbdt":
                 raise ValueError(f"distributed training runs the sgbdt model, not "
                                  f"{self.model!r}")
@@ -134,7 +141,8 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         if settings.metrics_port is not None:
             metrics = MetricsServer(
                 ServiceCollector(runner, lag=lambda: source.lag(runner.positions)
-                                 if source.consumer is not None else None),
+                                 if source.consumer is not None else None,
+                                 board=None if dist is None else lambda: dist.counters),
                 host=settings.metrics_host, port=settings.metrics_port)
             log.info("metrics on http://%s:%d/metrics (health: /healthz)",
                      settings.metrics_host, metrics.port)
@@ -187,11 +195,13 @@ def _start_party(settings: ServeSettings, schema: Schema, runner: Runner,
     """Connect the board and join the distributed job (docs/distributed.md)."""
     from ..connectors.bulletin import KafkaBoard
     from .distributed.party import DistributedParty
+    from .distributed.roster import Roster, SigningKey
 
+    roster, key = Roster.load(settings.roster), SigningKey.load(settings.board_key)
     board = KafkaBoard(settings.bootstrap, settings.board_topic, stop=stop)
     if not board.connect():
         raise RuntimeError("stopped before the board was reachable")
-    dist = DistributedParty(runner.model, board, name=settings.party,
+    dist = DistributedParty(runner.model, board, name=settings.party, roster=roster, key=key,
                             session=settings.session, params=settings.shared_params(schema),
                             join_timeout=settings.join_timeout,
                             round_timeout=settings.round_timeout, expected=settings.parties,

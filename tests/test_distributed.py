@@ -1,24 +1,32 @@
-"""Distributed S-GBDT (Kirschte et al., 2023, Alg. 9) with secure aggregation, against the real
-broker.
+"""Distributed S-GBDT (Kirschte et al., 2023, Alg. 9) with authenticated secure aggregation and
+drop-out recovery (Bonawitz et al., 2017), against the real broker.
 
-The masking arithmetic and the board's decisions are tested on their own; the protocol runs
-three parties (threads, each with its own board connection) on a real tansu broker; and three
-``dpstream serve`` processes train on their own topics while one of them is killed mid-round.
+The masking arithmetic, Shamir sharing, keys and the board's decisions are tested on their
+own; the signature layer on a real tansu broker (forged, unsigned, replayed messages); the
+protocol runs three parties (threads, each with its own board connection) on the broker while
+an intruder replays and forges messages; three party *processes* train while one is killed with
+SIGKILL mid-round; and three ``dpstream serve`` processes train while one of them is killed.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
+import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from dpstream.connectors import CheckpointStore
@@ -27,119 +35,193 @@ from dpstream.connectors.local_broker import LocalBroker
 from dpstream.models import SGBDTClassifier
 from dpstream.models.sgbdt_party import SGBDTParty
 from dpstream.stream import ADULT_SCHEMA, load_adult
-from dpstream.stream.distributed import BoardState, DistributedParty
+from dpstream.stream.distributed import (
+    BoardState,
+    DistributedParty,
+    Roster,
+    SignedBoard,
+    SigningKey,
+    keygen,
+)
+from dpstream.stream.distributed.__main__ import main as distributed_main
 from dpstream.stream.distributed.secure_aggregation import (
     FRACTION_BITS,
     KeyPair,
+    RoundSecrets,
     decode,
     encode,
     mask_vector,
+    open_share,
+    recover_sum,
     round_context,
+    seal_share,
     unmask_sum,
 )
+from dpstream.stream.distributed.shamir import (
+    PRIME,
+    reconstruct,
+    share_from_bytes,
+    share_to_bytes,
+    split,
+)
+from dpstream.stream.distributed.signed_board import DOMAIN
 
 DPSTREAM = [sys.executable, "-m", "dpstream.stream.cli"]
+PARTY_PROC = Path(__file__).resolve().parent / "distributed_party_proc.py"
 NAMES = ("alice", "bob", "carol")
 
 
-def _keys(names=NAMES):
-    pairs = {p: KeyPair.generate() for p in names}
-    return {p: {q: pairs[p].shared_key(pairs[q].public) for q in names if q != p}
-            for p in names}
+def _round_secrets(names=NAMES):
+    secrets_ = {p: RoundSecrets.generate() for p in names}
+    publics = {p: s.mask_public for p, s in secrets_.items()}
+    return secrets_, {p: secrets_[p].pair_keys(publics, p) for p in names}, publics
+
+
+# ----------------------------------------------------------------- Shamir sharing
+@settings(max_examples=60, deadline=None)
+@given(secret=st.integers(0, 2 ** 256 - 1), k=st.integers(1, 7), data=st.data())
+def test_any_t_of_k_shares_reconstruct_the_secret_and_fewer_refuse(secret, k, data):
+    t = data.draw(st.integers(1, k), label="threshold")
+    holders = data.draw(st.lists(st.integers(1, 2 ** 40), min_size=k, max_size=k, unique=True))
+    shares = split(secret, holders=holders, threshold=t)
+    subset = data.draw(st.permutations(holders))[:data.draw(st.integers(t, k))]
+    assert reconstruct({x: shares[x] for x in subset}, t) == secret
+    assert all(share_from_bytes(share_to_bytes(v)) == v for v in shares.values())
+    if t > 1:
+        with pytest.raises(ValueError, match=f"{t - 1} shares cannot reconstruct a {t}-of-k"):
+            reconstruct({x: shares[x] for x in subset[:t - 1]}, t)
+
+
+def test_fewer_than_t_shares_are_uniform_whatever_the_secret():
+    """2-of-3: one share alone follows the same (uniform) law for secret 0 and secret 2**256-1
+    (chi-square of its top byte against uniform; two-sample KS between the secrets)."""
+    tops = {}
+    for secret in (0, 2 ** 256 - 1):
+        tops[secret] = np.array([split(secret, holders=[1, 2, 3], threshold=2)[2] >> 513
+                                 for _ in range(4000)])
+        assert stats.chisquare(np.bincount(tops[secret], minlength=256)).pvalue > 1e-4
+    assert stats.ks_2samp(tops[0], tops[2 ** 256 - 1]).pvalue > 1e-4
+
+
+def test_shamir_edge_cases():
+    shares = split(42, holders=[1, 2, 3], threshold=3)   # t = k: every share is needed
+    assert reconstruct(shares, 3) == 42
+    with pytest.raises(ValueError, match="2 shares cannot reconstruct a 3-of-k"):
+        reconstruct({1: shares[1], 3: shares[3]}, 3)
+    assert split(9, holders=[5], threshold=1) == {5: 9}
+    for bad in ({"holders": [1, 1, 2], "threshold": 2}, {"holders": [0, 1], "threshold": 1},
+                {"holders": [1, 2], "threshold": 3}, {"holders": [1, 2], "threshold": 0}):
+        with pytest.raises(ValueError):
+            split(1, **bad)
+    with pytest.raises(ValueError, match="secret"):
+        split(PRIME, holders=[1, 2], threshold=2)
+    with pytest.raises(ValueError):
+        share_from_bytes(b"\x00" * 65)
 
 
 # ----------------------------------------------------------------- secure aggregation
-def test_masks_cancel_in_the_sum_to_fixed_point_precision():
+def test_masks_cancel_or_are_recovered_exactly():
+    """Pairwise masks alone cancel over all members; with self masks and one member dropped,
+    :func:`recover_sum` returns exactly the survivors' fixed-point sum."""
     rng = np.random.default_rng(0)
-    keys = _keys()
-    for t in range(20):
-        W = {p: rng.normal(0, 10.0 ** rng.integers(-3, 6), size=64) for p in NAMES}
+    for t in range(10):
+        secrets_, keys, publics = _round_secrets()
+        W = {p: rng.normal(0, 10.0 ** rng.integers(-3, 6), size=32) for p in NAMES}
         ctx = round_context("s", t, NAMES)
-        masked = [mask_vector(W[p], me=p, keys=keys[p], members=NAMES, context=ctx)
-                  for p in NAMES]
-        total = unmask_sum(masked)
-        assert np.allclose(total, sum(W.values()), rtol=0, atol=3 * 2.0 ** -FRACTION_BITS)
-        # fewer than all members: a mask with the missing party survives
-        partial = unmask_sum(masked[:2])
-        assert np.abs(partial - (W["alice"] + W["bob"])).max() > 1e6
+        plain = [mask_vector(W[p], me=p, keys=keys[p], members=NAMES, context=ctx)
+                 for p in NAMES]
+        assert np.allclose(unmask_sum(plain), sum(W.values()), rtol=0,
+                           atol=3 * 2.0 ** -FRACTION_BITS)
+        y = {p: mask_vector(W[p], me=p, keys=keys[p], members=NAMES, context=ctx,
+                            self_seed=secrets_[p].self_seed) for p in NAMES}
+        gone = NAMES[t % 3]
+        alive = [p for p in NAMES if p != gone]
+        words = recover_sum({p: y[p] for p in alive},
+                            self_seeds={p: secrets_[p].self_seed for p in alive},
+                            dropped={gone: secrets_[gone].mask_private},
+                            mask_publics=publics, context=ctx)
+        assert np.array_equal(words, encode(W[alive[0]]) + encode(W[alive[1]]))
+        # without the dropped member's key the sum stays masked
+        masked = recover_sum({p: y[p] for p in alive},
+                             self_seeds={p: secrets_[p].self_seed for p in alive},
+                             dropped={}, mask_publics=publics, context=ctx)
+        assert np.abs(decode(masked) - (W[alive[0]] + W[alive[1]])).max() > 1e6
 
 
-def test_fixed_point_refuses_what_it_cannot_hold():
+def test_fixed_point_keys_and_sealed_shares_refuse_what_they_cannot_hold():
     assert decode(encode(np.array([-1.5, 0.0, 2.25]))).tolist() == [-1.5, 0.0, 2.25]
-    with pytest.raises(ValueError, match="fixed point"):
-        encode(np.array([1e300]))
-    with pytest.raises(ValueError, match="fixed point"):
-        encode(np.array([np.nan]))
-    with pytest.raises(ValueError, match="public key"):
-        KeyPair.generate().shared_key(1)
+    for bad in (np.array([1e300]), np.array([np.nan])):
+        with pytest.raises(ValueError, match="fixed point"):
+            encode(bad)
+    for public in (bytes(32), b"\x01"):   # a low-order point; a wrong length
+        with pytest.raises(ValueError, match="public key"):
+            KeyPair.generate().shared_key(public)
+    a, b = KeyPair.generate(), KeyPair.generate()
+    key = a.shared_key(b.public, b"share")
+    assert key == b.shared_key(a.public, b"share") != a.shared_key(b.public, b"mask")
+    token = seal_share(key, share_to_bytes(5) + share_to_bytes(7), b"s|1|a|b")
+    assert open_share(key, token, b"s|1|a|b") == (5, 7)
+    with pytest.raises(ValueError, match="does not decrypt"):
+        open_share(key, token, b"s|2|a|b")      # moved to another round
+    with pytest.raises(ValueError, match="does not decrypt"):
+        open_share(KeyPair.generate().shared_key(b.public, b"share"), token, b"s|1|a|b")
 
 
 def test_a_masked_vector_is_statistically_independent_of_its_plaintext():
     """The masked words of two very different plaintexts (all zeros; large, varied values)
     follow the same — uniform — distribution: chi-square on the top byte and on the low byte
     against uniform, and a two-sample test between the plaintexts, on 4,000 words each."""
-    keys = _keys()
     rng = np.random.default_rng(1)
-    zeros = np.zeros(8)
     loud = rng.normal(0, 1e6, size=8)
     samples = {}
-    for name, plain in (("zeros", zeros), ("loud", loud)):
+    for name, plain in (("zeros", np.zeros(8)), ("loud", loud)):
         words = []
         for t in range(500):
-            ctx = round_context("stat", t, NAMES)
+            secrets_, keys, _ = _round_secrets()
             words.append(mask_vector(plain, me="bob", keys=keys["bob"], members=NAMES,
-                                     context=ctx))
+                                     context=round_context("stat", t, NAMES),
+                                     self_seed=secrets_["bob"].self_seed))
         samples[name] = np.concatenate(words)
     for name, w in samples.items():
         for shift in (56, 0):
             byte = ((w >> np.uint64(shift)) & np.uint64(255)).astype(np.int64)
-            counts = np.bincount(byte, minlength=256)
-            assert stats.chisquare(counts).pvalue > 1e-4, (name, shift)
-    # same distribution whatever the plaintext (the top 16 bits as numbers)
+            assert stats.chisquare(np.bincount(byte, minlength=256)).pvalue > 1e-4, name
     a = (samples["zeros"] >> np.uint64(48)).astype(np.float64)
     b = (samples["loud"] >> np.uint64(48)).astype(np.float64)
     assert stats.ks_2samp(a, b).pvalue > 1e-4
-    # and no linear trace of the plaintext word in the masked word
     plain = np.tile(encode(loud), 500).astype(np.float64)
     assert abs(np.corrcoef(plain, b)[0, 1]) < 0.1
 
 
-# ----------------------------------------------------------------- the board's decisions
-def _log(state, *messages):
-    for m in messages:
-        state.apply({"session": "s", **m})
+# ----------------------------------------------------------------- keys and roster
+def test_keygen_command_builds_a_roster_and_never_overwrites_a_key(tmp_path, capsys):
+    for name in NAMES:
+        assert distributed_main(["keygen", "--party", name, "--key-file",
+                                 str(tmp_path / f"{name}.key"), "--roster",
+                                 str(tmp_path / "roster.json"), "--json"]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    roster = Roster.load(tmp_path / "roster.json")
+    assert roster.names == sorted(NAMES) and roster.threshold == 2
+    for out in printed:
+        key = SigningKey.load(out["key_file"])
+        assert roster.verify(out["party"], key.sign(b"m"), b"m")
+        assert stat.S_IMODE(os.stat(out["key_file"]).st_mode) == 0o600
+    before = (tmp_path / "bob.key").read_bytes()
+    assert distributed_main(["keygen", "--party", "bob", "--key-file",
+                             str(tmp_path / "bob.key")]) == 1
+    assert "never overwritten" in capsys.readouterr().err
+    assert (tmp_path / "bob.key").read_bytes() == before
+    # the fingerprint binds keys and threshold; impossible thresholds are refused
+    strict = Roster(roster.parties, threshold=3)
+    assert strict.fingerprint != roster.fingerprint
+    for t in (1, 4):
+        with pytest.raises(ValueError, match="threshold must be in"):
+            _ = Roster(roster.parties, threshold=t).threshold
+    with pytest.raises(ValueError, match="party name"):
+        keygen("a,b", tmp_path / "x.key")
 
 
-def _masked(party, t, words):
-    data = base64.b64encode(np.asarray(words, dtype="<u8").tobytes()).decode()
-    return {"type": "masked", "round": t, "party": party, "data": data}
-
-
-def test_board_rounds_complete_or_are_abandoned_by_log_order():
-    state = BoardState("s")
-    _log(state, *({"type": "hello", "party": p, "public": "ab"} for p in NAMES))
-    _log(state, {"type": "join", "round": 1, "party": "alice", "nonce": "1"},
-         {"type": "join", "round": 1, "party": "bob", "nonce": "2"},
-         {"type": "seal", "round": 1, "party": "bob"},
-         {"type": "join", "round": 1, "party": "carol", "nonce": "3"},   # too late
-         _masked("alice", 1, [5]), _masked("bob", 1, [7]))
-    r = state.rounds[1]
-    assert r.members == ["alice", "bob"] and r.status == "complete"
-    assert r.total().tolist() == [12 / 2 ** FRACTION_BITS]
-    # round 2: carol never posts; the abandon comes first, her late vector changes nothing
-    _log(state, *({"type": "join", "round": 2, "party": p, "nonce": p} for p in NAMES),
-         {"type": "seal", "round": 2, "party": "alice"},
-         _masked("alice", 2, [1]), _masked("bob", 2, [1]),
-         {"type": "abandon", "round": 2, "party": "bob"}, _masked("carol", 2, [1]))
-    assert state.rounds[2].status == "abandoned" and state.rounds[2].missing == ["carol"]
-    assert state.live == {"alice", "bob"}          # not waited for at the next seal
-    # a message of another session and a join without hello are ignored
-    state.apply({"session": "other", "type": "seal", "round": 3, "party": "x"})
-    _log(state, {"type": "join", "round": 3, "party": "mallory", "nonce": "0"})
-    assert 3 not in state.rounds or not state.rounds[3].joins
-
-
-# ----------------------------------------------------------------- the protocol, real broker
+# ----------------------------------------------------------------- the board's signatures
 @pytest.fixture(scope="module")
 def broker():
     b = LocalBroker().start()
@@ -147,6 +229,60 @@ def broker():
     b.stop()
 
 
+def _read_all(board, n: int, timeout: float = 30.0) -> list:
+    out, deadline = [], time.monotonic() + timeout
+    while len(out) < n and time.monotonic() < deadline:
+        out.extend(board.read(100))
+    return out
+
+
+def test_forged_unsigned_and_replayed_messages_are_ignored_and_counted(broker):
+    roster, keys = Roster.generate(["alice", "bob"])
+    topic = "board-auth"
+    raw = KafkaBoard(broker.bootstrap, topic)                 # an intruder who can write
+    assert raw.connect()
+    alice = SignedBoard(KafkaBoard(broker.bootstrap, topic), roster, "auth",
+                        key=keys["alice"], name="alice")
+    assert alice.transport.connect()
+    alice.post("join", {"nonce": "n1"}, round=1)
+    genuine = _read_all(raw, 1)[0]
+    raw.post(genuine)                                          # replayed: same seq
+    env = json.loads(genuine["msg"])
+    env["body"]["nonce"] = "n2"                                # tampered payload
+    raw.post({"msg": json.dumps(env), "sig": genuine["sig"]})
+    fake_roster, fake_keys = Roster.generate(["alice"])        # forged: wrong key
+    SignedBoard(raw, fake_roster, "auth", key=fake_keys["alice"], name="alice").post(
+        "seal", round=1)
+    mallory_roster, mallory = Roster.generate(["mallory"])     # not in the roster
+    SignedBoard(raw, mallory_roster, "auth", key=mallory["mallory"], name="mallory").post(
+        "seal", round=1)
+    raw.post({"type": "seal", "session": "auth", "round": 1, "party": "alice"})   # unsigned
+    raw.post({"msg": "{not json", "sig": genuine["sig"]})      # malformed envelope
+    broker.produce(topic, [b"\x00garbage"])                    # not JSON at all
+    SignedBoard(raw, roster, "other-job", key=keys["alice"], name="alice").post(
+        "join", {"nonce": "x"}, round=1)                       # another session
+    alice.post("join", {"nonce": "n3"}, round=3)
+    alice.post("seal", {}, round=2)                            # older round than her last
+    SignedBoard(raw, roster, "auth", key=keys["bob"], name="bob").post(
+        "join", {"nonce": "b1"}, round=3)
+    expected = {"unsigned": 1, "malformed": 2, "wrong_session": 1, "unknown_sender": 1,
+                "bad_signature": 2, "replayed": 1, "stale_round": 1}
+    for attempt in range(2):   # a later reader replaying the log reaches the same verdicts
+        reader = SignedBoard(KafkaBoard(broker.bootstrap, topic), roster, "auth")
+        assert reader.transport.connect()
+        accepted, deadline = [], time.monotonic() + 30
+        while reader.accepted + sum(reader.rejected.values()) < 12 \
+                and time.monotonic() < deadline:
+            accepted.extend(reader.read(100))
+        assert [(m["party"], m["type"], m["round"], m.get("nonce")) for m in accepted] == [
+            ("alice", "join", 1, "n1"), ("alice", "join", 3, "n3"), ("bob", "join", 3, "b1")]
+        assert dict(reader.rejected) == expected, attempt
+        reader.close()
+    for board in (raw, alice):
+        board.close()
+
+
+# ----------------------------------------------------------------- the protocol, real broker
 def _shards(k=3, n=15000):
     X, y, schema = load_adult("train")
     parts = np.array_split(np.random.default_rng(0).permutation(n), k)
@@ -154,18 +290,14 @@ def _shards(k=3, n=15000):
 
 
 class _Recorder:
-    """A board that remembers what its party posted (the test needs the plaintexts too)."""
+    """The raw board, except that its party dies just before posting its vector of a round."""
 
     def __init__(self, board, dies_at_round=None):
         self.board, self.dies_at_round = board, dies_at_round
-        self.dead = threading.Event()
 
     def post(self, msg):
-        if self.dead.is_set():
-            return
-        if self.dies_at_round is not None and msg.get("type") == "masked" \
-                and msg.get("round") == self.dies_at_round:
-            self.dead.set()      # the party dies between its join and its vector
+        env = json.loads(msg["msg"])
+        if env["type"] == "masked" and env["round"] == self.dies_at_round:
             raise SystemExit
         self.board.post(msg)
 
@@ -173,31 +305,32 @@ class _Recorder:
         return self.board.read(timeout_ms)
 
 
-def _run_parties(broker, topic, rounds, *, dies=None, round_timeout=20.0, epsilon=1.0):
+def _run_parties(broker, topic, rounds, *, dies=None, round_timeout=20.0, threshold=None):
     shards, schema = _shards()
+    roster, keys = Roster.generate(NAMES, threshold)
     out, errors = {}, []
 
     def run(i, name):
         try:
             # Alg. 9's setting: the batch learning rate, no (stream-only) drift signal
-            party = SGBDTParty(SGBDTClassifier(schema=schema, epsilon=epsilon, seed=i,
+            party = SGBDTParty(SGBDTClassifier(schema=schema, epsilon=1.0, seed=i,
                                                learning_rate=0.5, drift=False))
             party.learn_many(*shards[i])
             board = KafkaBoard(broker.bootstrap, topic)
             assert board.connect()
             rec = _Recorder(board, dies_at_round=dies if name == "carol" else None)
-            dist = DistributedParty(party, rec, name=name, session=topic, params={"k": 3},
-                                    expected=3, join_timeout=3.0, round_timeout=round_timeout)
-            out[name] = {"dist": dist, "party": party, "plain": {}, "totals": {}}
-            dist.start()
+            dist = DistributedParty(party, rec, name=name, session=topic, roster=roster,
+                                    key=keys[name], params={"k": 3}, expected=3,
+                                    join_timeout=3.0, round_timeout=round_timeout)
+            out[name] = {"dist": dist, "party": party, "plain": {}, "rounds": {}}
+            dist.start(catch_up_s=0.3)
             for _ in range(rounds + 1):
                 summary = dist.run_round()
                 t = summary["round"]
                 if getattr(dist, "last_plaintext", None) is not None:
-                    out[name]["plain"][t] = dist.last_plaintext
+                    out[name]["plain"][t] = encode(dist.last_plaintext)
                     dist.last_plaintext = None
-                out[name]["totals"][t] = (summary["status"], dist.last_total,
-                                          summary["members"])
+                out[name]["rounds"][t] = {**summary, "words": dist.last_words}
             board.close()
         except SystemExit:
             out[name]["died"] = True
@@ -207,21 +340,60 @@ def _run_parties(broker, topic, rounds, *, dies=None, round_timeout=20.0, epsilo
     threads = [threading.Thread(target=run, args=(i, n)) for i, n in enumerate(NAMES)]
     for t in threads:
         t.start()
+    return threads, out, errors, roster
+
+
+def _join_all(threads, errors):
     for t in threads:
         t.join(180)
     assert not errors, errors
-    return out, schema
 
 
-def test_three_parties_aggregate_exactly_the_plain_sum_and_agree(broker):
-    out, schema = _run_parties(broker, "board-sum", rounds=40)
+def test_three_parties_sum_exactly_and_agree_while_an_intruder_replays_and_forges(broker):
+    """40 rounds; meanwhile an intruder with write access to the board re-posts every 5th
+    message it reads and posts forged ``cut`` / ``abandon`` messages in alice's name. Every
+    round completes with the exact sum, and every party counts exactly what was injected."""
+    topic = "board-sum"
+    threads, out, errors, roster = _run_parties(broker, topic, rounds=40)
+    injected = {"replayed": 0, "bad_signature": 0}
+    fake_roster, fake = Roster.generate(["alice"])
+    intruder = KafkaBoard(broker.bootstrap, topic)
+    assert intruder.connect()
+    forger = SignedBoard(intruder, fake_roster, topic, key=fake["alice"], name="alice")
+    genuine: set[tuple[str, int]] = set()
+    last_round = 0
+    while last_round < 15 and any(t.is_alive() for t in threads):
+        for msg in intruder.read(50):
+            env = json.loads(msg["msg"])
+            key = (env["sender"], env["seq"])
+            if key in genuine or not roster.verify(env["sender"], base64.b64decode(msg["sig"]),
+                                                   DOMAIN + msg["msg"].encode()):
+                continue   # the intruder's own copies and forgeries
+            genuine.add(key)
+            last_round = max(last_round, env["round"])
+            if last_round >= 15:
+                break
+            if len(genuine) % 5 == 0:
+                intruder.post(msg)
+                injected["replayed"] += 1
+            if env["type"] == "seal":   # try to cut the round short and to abandon it
+                forger.post("cut", round=env["round"])
+                forger.post("abandon", round=env["round"])
+                injected["bad_signature"] += 2
+    intruder.close()
+    _join_all(threads, errors)
+    assert injected["replayed"] >= 20 and injected["bad_signature"] >= 20
     for t in range(41):
-        statuses = {out[p]["totals"][t][0] for p in NAMES}
+        statuses = {out[p]["rounds"][t]["status"] for p in NAMES}
         assert statuses == {"complete"}, (t, statuses)
         plain_sum = sum(out[p]["plain"][t] for p in NAMES)
         for p in NAMES:
-            total = out[p]["totals"][t][1]
-            assert np.allclose(total, plain_sum, rtol=0, atol=3 * 2.0 ** -FRACTION_BITS)
+            assert np.array_equal(out[p]["rounds"][t]["words"], plain_sum)   # exact
+    for p in NAMES:
+        counters = out[p]["dist"].counters
+        assert counters["replayed"] == injected["replayed"], (p, counters)
+        assert counters["bad_signature"] == injected["bad_signature"], (p, counters)
+        assert counters["unsigned"] == counters["stale_round"] == counters["invalid"] == 0
     # every party holds the same ensemble, and it predicts better than the majority class
     X, y, _ = load_adult("test")
     preds = [np.asarray(out[p]["party"].predict_many(X[:3000])) for p in NAMES]
@@ -230,7 +402,6 @@ def test_three_parties_aggregate_exactly_the_plain_sum_and_agree(broker):
     assert all(np.array_equal(forests[0].value, f.value) for f in forests[1:])
     err = np.mean(preds[0] != np.asarray(y[:3000]))
     assert err < 0.22, err
-    # privacy reports per party: each its own records, all within the budget
     for p in NAMES:
         rep = out[p]["party"].privacy_report()
         assert rep["records_learned"] == 5000 and rep["epsilon"] <= 1.0
@@ -238,42 +409,124 @@ def test_three_parties_aggregate_exactly_the_plain_sum_and_agree(broker):
         assert rep["scope"].startswith("this party's records")
 
 
-def test_a_party_that_dies_mid_round_does_not_stall_the_others(broker):
-    out, _ = _run_parties(broker, "board-drop", rounds=6, dies=3, round_timeout=6.0)
+def test_fewer_than_t_survivors_abandon_the_round_and_say_why(broker):
+    """Threshold 3 of 3: carol dies before posting her vector in round 3, so the dropped mask
+    cannot be recovered; the round is abandoned with its reason, the next one cannot gather
+    three parties, and the contributions' charges stand."""
+    threads, out, errors, _ = _run_parties(broker, "board-t3", rounds=4, dies=3,
+                                           round_timeout=2.0, threshold=3)
+    _join_all(threads, errors)
     assert out["carol"].get("died")
     for p in ("alice", "bob"):
-        totals = out[p]["totals"]
-        assert totals[3][0] == "abandoned"           # carol joined, then never posted
-        assert totals[3][2] == ["alice", "bob", "carol"] or set(totals[3][2]) == set(NAMES)
-        for t in (4, 5, 6):
-            assert totals[t][0] == "complete" and set(totals[t][2]) == {"alice", "bob"}
-            plain_sum = out["alice"]["plain"][t] + out["bob"]["plain"][t]
-            assert np.allclose(totals[t][1], plain_sum, atol=1e-6)
+        rounds = out[p]["rounds"]
+        assert [rounds[t]["status"] for t in range(5)] == ["complete"] * 3 + ["abandoned"] * 2
+        assert set(rounds[3]["survivors"]) == {"alice", "bob"}
+        assert rounds[3]["reason"] == ("2 of 3 members sent their vector before the cut; the "
+                                       "threshold is 3, so the dropped members' masks cannot "
+                                       "be recovered")
+        assert rounds[4]["reason"] == "2 parties joined; the threshold is 3"
         rep = out[p]["party"].privacy_report()
-        # the abandoned round's charge stands: 6 contributions, one of them abandoned
-        assert rep["rounds_contributed"] == 6 and rep["rounds_abandoned"] == 1
-        assert rep["trees"] == 5
+        assert rep["rounds_contributed"] == 3 and rep["rounds_abandoned"] == 1
+        assert rep["trees"] == 2
     forests = [out[p]["party"].engine.forest for p in ("alice", "bob")]
     assert np.array_equal(forests[0].value, forests[1].value)
 
 
 def test_parties_with_different_settings_refuse_to_train_together(broker):
     shards, schema = _shards()
+    roster, keys = Roster.generate(["p1", "p2"])
     boards = []
     for params in ({"epsilon": 1.0}, {"epsilon": 2.0}):
         board = KafkaBoard(broker.bootstrap, "board-config")
         assert board.connect()
         boards.append(board)
+        name = f"p{len(boards)}"
         party = SGBDTParty(SGBDTClassifier(schema=schema, epsilon=1.0, seed=0))
-        dist = DistributedParty(party, board, name=f"p{len(boards)}", session="cfg",
-                                params=params)
+        dist = DistributedParty(party, board, name=name, session="cfg", params=params,
+                                roster=roster, key=keys[name])
         if len(boards) == 1:
             dist.start(catch_up_s=0.3)
         else:
             with pytest.raises(ValueError, match="config .* differs"):
                 dist.start(catch_up_s=0.3)
+    with pytest.raises(ValueError, match="does not match"):
+        DistributedParty(party, board, name="p1", session="cfg", roster=roster,
+                         key=keys["p2"])
     for b in boards:
         b.close()
+
+
+# ----------------------------------------------------------------- party processes, SIGKILL
+def _keys_for(tmp_path: Path, names=NAMES) -> Path:
+    for name in names:
+        keygen(name, tmp_path / f"{name}.key", roster=tmp_path / "roster.json")
+    return tmp_path
+
+
+def _stopped(proc: subprocess.Popen) -> bool:
+    try:
+        return Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    except (OSError, IndexError):
+        return False
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("when", ["after", "before"])
+def test_a_party_killed_mid_round_leaves_the_survivors_exact_sum(broker, tmp_path, when):
+    """Three party processes; carol freezes right after (or right before) posting her masked
+    vector of round 2 and the test kills her with SIGKILL. Round 2 still completes: with her
+    vector (posted: the survivors reveal her self-mask seed) or without it (the survivors
+    reveal her mask key and take her pairwise masks out) - in both cases the sum is exactly
+    the fixed-point sum of the vectors it holds. Rounds 3 and 4 go on with two parties."""
+    keys = _keys_for(tmp_path)
+    topic = f"board-proc-{when}"
+    procs = {}
+    for i, name in enumerate(NAMES):
+        cmd = [sys.executable, str(PARTY_PROC), "--bootstrap", broker.bootstrap, "--topic",
+               topic, "--name", name, "--keys", str(keys), "--shard", str(i), "--rounds", "4",
+               "--out", str(tmp_path / f"{name}.jsonl")]
+        if name == "carol":
+            cmd += [f"--stop-{when}-masked", "2"]
+        procs[name] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                       stderr=open(tmp_path / f"{name}.log", "wb"))
+    try:
+        deadline = time.monotonic() + 120
+        while not _stopped(procs["carol"]):
+            assert procs["carol"].poll() is None and time.monotonic() < deadline, \
+                (tmp_path / "carol.log").read_text()[-3000:]
+            time.sleep(0.05)
+        procs["carol"].send_signal(signal.SIGKILL)
+        assert procs["carol"].wait(30) == -signal.SIGKILL
+        for name in ("alice", "bob"):
+            assert procs[name].wait(120) == 0, (tmp_path / f"{name}.log").read_text()[-3000:]
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    logs = {n: _lines(tmp_path / f"{n}.jsonl") for n in NAMES}
+    plain = {n: {r["plain"]: np.array(r["words"], dtype=np.uint64)
+                 for r in logs[n] if "plain" in r} for n in NAMES}
+    assert 2 in plain["carol"] and 3 not in plain["carol"]
+    rounds = {n: {r["round"]: r for r in logs[n] if "round" in r} for n in ("alice", "bob")}
+    expected_survivors = set(NAMES) if when == "after" else {"alice", "bob"}
+    for n in ("alice", "bob"):
+        assert [rounds[n][t]["status"] for t in range(5)] == ["complete"] * 5
+        assert set(rounds[n][2]["survivors"]) == expected_survivors
+        for t in range(5):
+            survivors = rounds[n][t]["survivors"]
+            exact = sum((plain[p][t] for p in survivors), np.zeros_like(plain["alice"][t]))
+            assert np.array_equal(np.array(rounds[n][t]["words"], dtype=np.uint64), exact), t
+        assert set(rounds[n][3]["survivors"]) == set(rounds[n][4]["survivors"]) == \
+            {"alice", "bob"}
+    ends = {n: logs[n][-1] for n in ("alice", "bob")}
+    assert ends["alice"]["forest"] == ends["bob"]["forest"]
+    assert ends["alice"]["report"]["trees"] == 4
+    assert ends["alice"]["counters"]["bad_signature"] == 0
 
 
 # ----------------------------------------------------------------- dpstream serve x 3
@@ -287,17 +540,19 @@ def _serve_party(broker, tmp_path: Path, name: str) -> subprocess.Popen:
            "--checkpoint-dir", str(tmp_path / name), "--metrics-port", "0",
            "--checkpoint-interval", "0.5", "--set", "round_size=150",
            "--board-topic", "board-serve", "--party", name, "--session", "e2e",
-           "--parties", "3", "--join-timeout", "2", "--round-timeout", "3"]
+           "--parties", "3", "--join-timeout", "2", "--round-timeout", "3",
+           "--roster", str(tmp_path / "roster.json"), "--board-key",
+           str(tmp_path / f"{name}.key")]
     return subprocess.Popen(cmd, stdout=log, stderr=log)
 
 
 class _Watcher:
-    """Reads the board log incrementally, as a party would."""
+    """Reads and verifies the board log incrementally, as a party would."""
 
-    def __init__(self, broker):
-        self.state = BoardState("e2e")
-        self.board = KafkaBoard(broker.bootstrap, "board-serve")
-        assert self.board.connect()
+    def __init__(self, broker, roster):
+        self.state = BoardState("e2e", roster)
+        self.board = SignedBoard(KafkaBoard(broker.bootstrap, "board-serve"), roster, "e2e")
+        assert self.board.transport.connect()
 
     def rounds(self, timeout_ms: int = 20) -> dict:
         for msg in self.board.read(timeout_ms):
@@ -327,14 +582,23 @@ def _trickle(broker, stop: threading.Event) -> threading.Thread:
     return thread
 
 
+def _metrics(tmp_path: Path, name: str) -> str:
+    found = re.search(r"metrics on http://([\d.]+):(\d+)/metrics",
+                      (tmp_path / f"{name}.log").read_text(errors="replace"))
+    assert found, f"{name} did not log its metrics address"
+    with urllib.request.urlopen(f"http://{found[1]}:{found[2]}/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
 @pytest.mark.kafka
 def test_three_serve_processes_survive_a_party_killed_mid_round(broker, tmp_path):
     for name in NAMES:
         broker.create_topic(f"records-{name}")
+    roster = Roster.load(_keys_for(tmp_path) / "roster.json")
     stop = threading.Event()
     _trickle(broker, stop)
     procs = {n: _serve_party(broker, tmp_path, n) for n in NAMES}
-    watcher = _Watcher(broker)
+    watcher = _Watcher(broker, roster)
 
     def log_tail():
         return (tmp_path / "alice.log").read_text(errors="replace")[-3000:]
@@ -347,6 +611,13 @@ def test_three_serve_processes_survive_a_party_killed_mid_round(broker, tmp_path
                 break
         else:
             raise AssertionError("no complete 3-party rounds:\n" + log_tail())
+        # an intruder replays a party's message and posts an unsigned one
+        intruder = KafkaBoard(broker.bootstrap, "board-serve")
+        assert intruder.connect()
+        first = next(m for m in _read_all(intruder, 1))
+        intruder.post(first)
+        intruder.post({"type": "abandon", "session": "e2e", "round": 1, "party": "alice"})
+        intruder.close()
         # freeze carol right after a join of hers that she has not followed with her vector
         killed_in = None
         while time.monotonic() < deadline and killed_in is None:
@@ -356,7 +627,7 @@ def test_three_serve_processes_survive_a_party_killed_mid_round(broker, tmp_path
                     procs["carol"].send_signal(signal.SIGSTOP)
                     time.sleep(0.3)
                     after = watcher.rounds(50)[r.number]
-                    if "carol" not in after.masked and after.status != "complete":
+                    if "carol" not in after.masked and after.status in ("open", "sealed"):
                         killed_in = r.number
                     else:
                         procs["carol"].send_signal(signal.SIGCONT)
@@ -374,8 +645,14 @@ def test_three_serve_processes_survive_a_party_killed_mid_round(broker, tmp_path
         else:
             raise AssertionError("the round did not proceed after carol was killed:\n"
                                  + log_tail())
-        if "carol" in rounds[killed_in].members:
-            assert rounds[killed_in].status == "abandoned"
+        # she had joined, so she is a member; the round is recovered without her vector
+        assert "carol" in rounds[killed_in].members
+        assert rounds[killed_in].status == "complete"
+        assert rounds[killed_in].survivors == [p for p in rounds[killed_in].members
+                                               if p != "carol"]
+        metrics = _metrics(tmp_path, "alice")
+        assert 'dpstream_board_messages_ignored_total{reason="replayed"} 1.0' in metrics
+        assert 'dpstream_board_messages_ignored_total{reason="unsigned"} 1.0' in metrics
         stop.set()
         for n in ("alice", "bob"):
             procs[n].send_signal(signal.SIGTERM)
@@ -388,6 +665,7 @@ def test_three_serve_processes_survive_a_party_killed_mid_round(broker, tmp_path
             if p.poll() is None:
                 p.kill()
                 p.wait()
+    assert watcher.board.rejected["replayed"] == watcher.board.rejected["unsigned"] == 1
     # privacy reports per party, from each checkpoint (what `dpstream status` prints)
     reports = {}
     for n in NAMES:

@@ -2,8 +2,9 @@
 
 The party's local model (:class:`~dpstream.models.sgbdt_party.SGBDTParty`) is a model and lives
 in :mod:`dpstream.models`; this package holds what sits above it: the board protocol
-(:mod:`.board`, a deterministic reading of the log), the party process (:mod:`.party`) and the
-pairwise-mask secure aggregation (:mod:`.secure_aggregation`). The board's Kafka transport is a
+(:mod:`.board`, a deterministic reading of the log), the party process (:mod:`.party`), the
+signed message envelope (:mod:`.signed_board`) with its roster of keys (:mod:`.roster`), and
+secure aggregation with drop-out recovery (:mod:`.secure_aggregation`, :mod:`.shamir`). The board's Kafka transport is a
 connector (:mod:`dpstream.connectors.bulletin`). See docs/distributed.md and
 docs/architecture.md.
 """
@@ -12,5 +13,8 @@ from __future__ import annotations
 
 from .board import BoardRound, BoardState
 from .party import DistributedParty, RoundTimeout
+from .roster import Roster, SigningKey, keygen
+from .signed_board import SignedBoard
 
-__all__ = ["BoardRound", "BoardState", "DistributedParty", "RoundTimeout"]
+__all__ = ["BoardRound", "BoardState", "DistributedParty", "RoundTimeout", "Roster",
+           "SignedBoard", "SigningKey", "keygen"]

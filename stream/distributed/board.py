@@ -4,43 +4,52 @@ Distributed S-GBDT (Kirschte et al., Algorithm 9) runs over a Kafka topic used a
 
 ``k`` parties each hold their own private records (an
 :class:`~dpstream.models.sgbdt_party.SGBDTParty`) and share one one-partition board topic
-(:class:`~dpstream.connectors.bulletin.KafkaBoard`).
-Everything the parties agree on is a deterministic function of the board's log
-(:class:`BoardState`), so every party — and a party replaying the log after a restart — reaches
-the same conclusions without a coordinator:
+(:class:`~dpstream.connectors.bulletin.KafkaBoard`). Every message is signed by a roster party
+and checked before it gets here (:mod:`.signed_board`). Everything the parties agree on is a
+deterministic function of the accepted log (:class:`BoardState`), so every party — and a party
+replaying the log after a restart — reaches the same conclusions without a coordinator:
 
-* ``config`` — the shared hyper-parameters; the first one in the log wins and a party with
-  different settings refuses to start;
-* ``hello`` — a party's name and Diffie-Hellman public key (pairwise mask keys);
-* ``join`` (round ``t``, a random nonce) — the members of round ``t`` are the parties whose join
-  precedes the round's first ``seal`` in the log. A seal is posted by a member once every live
-  party has joined or ``join_timeout`` passed;
+* ``config`` — the shared hyper-parameters and the roster's fingerprint; the first one in the log
+  wins and a party with different settings refuses to start;
+* ``hello`` — a party's long-term X25519 public key (shares are encrypted to it);
+* ``join`` (round ``t``) — a random nonce, the party's mask public key for the round and its
+  encrypted t-of-k shares of the round's secrets (:mod:`.secure_aggregation`) for every party it
+  has a hello from. The members of round ``t`` are the joins that precede the round's first
+  ``seal`` (kept in log order when each one's shares cover the members before it). A member
+  seals once at least ``t`` have joined and every live party has, or ``join_timeout`` passed;
 * the round's tree comes from public uniform sampling seeded by SHA-256 of the session, ``t``
   and the members' nonces (round 0 is the DP initial score and has no tree);
-* ``masked`` — a member's vector ``W_u`` under pairwise masks (:mod:`.secure_aggregation`);
-  when every member's is in the log, the round is *complete*: the sum unmasks and every party
-  applies the same tree;
-* ``abandon`` — posted by anyone once ``round_timeout`` passed after the seal; if it precedes
-  the last member's vector the round is *abandoned*: no party adds its tree. A member that
-  failed to post is not waited for at the next seal until it posts again.
+* ``masked`` — a member's vector ``y_u`` under its self mask and pairwise masks. When every
+  member's is in, or at the first ``cut`` (posted by anyone ``round_timeout`` after the seal),
+  the *survivors* are fixed: the members whose vector precedes that point. Fewer than the
+  threshold: the round is *abandoned*;
+* ``unmask`` — a survivor's shares: of the self-mask seed for each survivor and of the mask key
+  for each dropped member, never both for one member. With ``threshold`` of them the round is
+  *complete*: the sum of the survivors' vectors is exact, and every party applies the tree;
+* ``abandon`` — posted by anyone once a phase timed out (too few joins, too few reveals):
+  the round is abandoned, nobody adds its tree, and :attr:`BoardRound.reason` says why.
 
 Privacy accounting under drop-outs: a member's filter is charged when it computes ``W_u``, and
-that charge stands whatever happens to the round (its masked vector is in the log and the sum
-could still be completed later), so an abandoned round can never make a record's spend
-understated. A party checkpoints *before* it posts its vector (write-ahead), and re-posts the
-identical bytes after a crash, so no record is charged twice or released uncharged.
+that charge stands whatever happens to the round, so a round without a party's vector can never
+make a record's spend understated. A party checkpoints *before* it posts its vector
+(write-ahead), and re-posts the identical payload after a crash, so no record is charged twice
+or released uncharged.
 
 Examples
 --------
-The protocol's decisions from a log (no broker needed):
+The protocol's membership decision from a log (no broker needed; see
+``tests/test_distributed.py`` for complete rounds):
 
->>> state = BoardState("job-1")
->>> for msg in [{"type": "hello", "party": "a", "public": "5"},
-...             {"type": "hello", "party": "b", "public": "7"},
-...             {"type": "join", "round": 1, "party": "a", "nonce": "01"},
-...             {"type": "join", "round": 1, "party": "b", "nonce": "02"},
+>>> from dpstream.stream.distributed.roster import Roster
+>>> roster, _ = Roster.generate(["a", "b", "c"])
+>>> state = BoardState("job-1", roster)
+>>> key = base64.b64encode(bytes(32)).decode()
+>>> offer = {"mask_public": key, "shares": {p: key for p in "abc"}}
+>>> for msg in [*({"type": "hello", "party": p, "enc_public": key} for p in "abc"),
+...             {"type": "join", "round": 1, "party": "a", "nonce": "01", **offer},
+...             {"type": "join", "round": 1, "party": "b", "nonce": "02", **offer},
 ...             {"type": "seal", "round": 1, "party": "a"},
-...             {"type": "join", "round": 1, "party": "c", "nonce": "03"}]:
+...             {"type": "join", "round": 1, "party": "c", "nonce": "03", **offer}]:
 ...     state.apply({"session": "job-1", **msg})
 >>> r = state.rounds[1]
 >>> r.members, r.status
@@ -50,18 +59,35 @@ The protocol's decisions from a log (no broker needed):
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .secure_aggregation import unmask_sum
+from . import shamir
+from .roster import Roster
+from .secure_aggregation import decode, int_to_secret, recover_sum, round_context
 
 __all__ = ["BoardState", "BoardRound"]
 
 log = logging.getLogger("dpstream.distributed")
+
+
+def _bytes(value: object, size: int | None = None) -> bytes:
+    """Base64 text -> bytes (raises ValueError on anything else)."""
+    if not isinstance(value, str):
+        raise ValueError("expected base64 text")
+    try:
+        out = base64.b64decode(value, validate=True)
+    except binascii.Error as exc:
+        raise ValueError(str(exc)) from None
+    if size is not None and len(out) != size:
+        raise ValueError(f"expected {size} bytes, got {len(out)}")
+    return out
 
 
 @dataclass
@@ -69,86 +95,208 @@ class BoardRound:
     """What the log says about one round."""
 
     number: int
+    session: str
+    threshold: int
+    indices: dict[str, int]                                       # roster places
     joins: list[tuple[str, str]] = field(default_factory=list)   # (party, nonce), log order
+    offers: dict[str, dict] = field(default_factory=dict)        # party -> mask key, shares
     members: list[str] = field(default_factory=list)
-    keys: dict[str, int] = field(default_factory=dict)            # members' public keys at seal
     masked: dict[str, np.ndarray] = field(default_factory=dict)
-    status: str = "open"      # open -> sealed -> complete | abandoned
+    survivors: list[str] = field(default_factory=list)
+    reveals: dict[str, dict] = field(default_factory=dict)       # survivor -> b/s shares
+    status: str = "open"      # open -> sealed -> unmasking -> complete | abandoned
+    reason: str = ""
     first_join_at: float | None = None
     sealed_at: float | None = None
-    missing: list[str] = field(default_factory=list)
+    unmask_at: float | None = None
+    words: np.ndarray | None = None                              # encode(sum), once complete
 
     @property
     def resolved(self) -> bool:
         return self.status in ("complete", "abandoned")
 
-    def seed(self, session: str) -> int:
+    @property
+    def dropped(self) -> list[str]:
+        """Members left out of the sum (known once the survivors are fixed)."""
+        if self.status in ("open", "sealed"):
+            return []
+        return [p for p in self.members if p not in self.survivors]
+
+    @property
+    def context(self) -> bytes:
+        return round_context(self.session, self.number, self.members)
+
+    def seed(self, session: str | None = None) -> int:
         nonces = "|".join(f"{p}:{n}" for p, n in self.joins if p in self.members)
-        digest = hashlib.sha256(f"{session}|{self.number}|{nonces}".encode()).digest()
+        digest = hashlib.sha256(f"{session or self.session}|{self.number}|{nonces}"
+                                .encode()).digest()
         return int.from_bytes(digest[:16], "big")
 
     def total(self) -> np.ndarray:
-        return unmask_sum([self.masked[p] for p in self.members])
+        """The exact sum of the survivors' vectors (a complete round only)."""
+        if self.words is None:
+            raise ValueError(f"round {self.number} is {self.status}: no sum")
+        return decode(self.words)
+
+    def _finish(self) -> None:
+        """Reconstruct the survivors' self masks and the dropped members' mask keys from the
+        first ``threshold`` reveals and take them out of the sum."""
+        revealers = list(self.reveals)[:self.threshold]
+
+        def secret(kind: str, owner: str) -> bytes:
+            shares = {self.indices[v]: self.reveals[v][kind][owner] for v in revealers}
+            return int_to_secret(shamir.reconstruct(shares, self.threshold))
+
+        publics = {p: self.offers[p]["mask_public"] for p in self.members}
+        self.words = recover_sum({p: self.masked[p] for p in self.survivors},
+                                 self_seeds={p: secret("b", p) for p in self.survivors},
+                                 dropped={p: secret("s", p) for p in self.dropped},
+                                 mask_publics=publics, context=self.context)
+        self.status = "complete"
 
 
 class BoardState:
-    """The deterministic reading of the board log (see the module docstring)."""
+    """The deterministic reading of the accepted board log (see the module docstring).
 
-    def __init__(self, session: str):
-        self.session = session
+    :attr:`ignored` counts signed messages that break the protocol (``late``: for a round
+    already past that phase; ``invalid``: a payload of the wrong shape or a reveal of the wrong
+    kind), next to the signature layer's :attr:`~.signed_board.SignedBoard.rejected`.
+    """
+
+    def __init__(self, session: str, roster: Roster):
+        self.session, self.roster = session, roster
+        self.threshold = roster.threshold
+        self.indices = {p: roster.index(p) for p in roster.names}
         self.config: dict | None = None
-        self.keys: dict[str, int] = {}
+        self.keys: dict[str, bytes] = {}      # long-term X25519 (share encryption) public keys
         self.live: set[str] = set()
         self.rounds: dict[int, BoardRound] = {}
+        self.ignored: Counter[str] = Counter({"late": 0, "invalid": 0})
 
     def round(self, t: int) -> BoardRound:
         if t not in self.rounds:
-            self.rounds[t] = BoardRound(t)
+            self.rounds[t] = BoardRound(t, self.session, self.threshold, self.indices)
         return self.rounds[t]
 
     def apply(self, msg: dict) -> None:
         if msg.get("session") != self.session:
-            return   # another job on the same topic
+            return
         kind, party = msg.get("type"), msg.get("party")
+        if party not in self.indices:
+            return
+        try:
+            self._apply(kind, party, msg)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            self.ignored["invalid"] += 1
+            log.warning("board: invalid %s from %r ignored: %s", kind, party, exc)
+
+    def _apply(self, kind: str, party: str, msg: dict) -> None:
         if kind == "config":
             if self.config is None:
-                self.config = msg.get("params")
+                self.config = {"params": msg["params"], "roster": msg["roster"]}
             return
-        if kind == "hello" and isinstance(party, str):
-            try:
-                self.keys[party] = int(msg["public"], 16)
-            except (KeyError, TypeError, ValueError):
-                log.warning("board: malformed hello from %r ignored", party)
-                return
+        if kind == "hello":
+            self.keys[party] = _bytes(msg["enc_public"], 32)
             self.live.add(party)
             return
         t = msg.get("round")
         if not isinstance(t, int) or t < 0:
             return
         r = self.round(t)
-        now = time.monotonic()
-        if kind == "join" and r.status == "open" and party in self.keys:
-            if party not in (p for p, _ in r.joins):
-                r.joins.append((party, str(msg.get("nonce", ""))))
-                self.live.add(party)
-                if r.first_join_at is None:
-                    r.first_join_at = now
-        elif kind == "seal" and r.status == "open" and r.joins:
-            r.members = [p for p, _ in r.joins]
-            r.keys = {p: self.keys[p] for p in r.members}
-            r.status, r.sealed_at = "sealed", now
-        elif kind == "masked" and r.status == "sealed" and party in r.members \
-                and party not in r.masked:
-            try:
-                words = np.frombuffer(base64.b64decode(msg["data"]), dtype="<u8")
-            except (KeyError, TypeError, ValueError):
-                log.warning("board: malformed vector from %r in round %d ignored", party, t)
-                return
-            r.masked[party] = words.astype(np.uint64)
-            self.live.add(party)
-            if len(r.masked) == len(r.members):
-                r.status = "complete"
-        elif kind == "abandon" and r.status in ("open", "sealed"):
-            r.missing = [p for p in r.members if p not in r.masked]
+        self.live.add(party)
+        handler = {"join": self._join, "seal": self._seal, "masked": self._masked,
+                   "cut": self._cut, "unmask": self._unmask, "abandon": self._abandon}.get(kind)
+        if handler is not None and not handler(r, party, msg):
+            self.ignored["late"] += 1
+
+    # ------------------------------------------------------------------ phases
+    def _join(self, r: BoardRound, party: str, msg: dict) -> bool:
+        if r.status != "open" or party not in self.keys:
+            return False
+        if party in r.offers:
+            return True
+        shares = {v: _bytes(tok) for v, tok in msg["shares"].items() if v in self.indices}
+        r.offers[party] = {"mask_public": _bytes(msg["mask_public"], 32), "shares": shares,
+                           "enc_public": self.keys[party]}
+        r.joins.append((party, str(msg["nonce"])))
+        if r.first_join_at is None:
+            r.first_join_at = time.monotonic()
+        return True
+
+    def eligible(self, r: BoardRound) -> list[str]:
+        """The joiners that would be members if the round were sealed now: in log order, each
+        whose shares reach every joiner kept before it, and who received theirs."""
+        kept: list[str] = []
+        for p, _ in r.joins:
+            if all(q in r.offers[p]["shares"] and p in r.offers[q]["shares"] for q in kept):
+                kept.append(p)
+        return kept
+
+    def _seal(self, r: BoardRound, party: str, msg: dict) -> bool:
+        members = self.eligible(r)
+        if r.status != "open" or party not in members or len(members) < self.threshold:
+            return False
+        r.members, r.status, r.sealed_at = members, "sealed", time.monotonic()
+        self.live = set(members)   # the others are waited for again once they post
+        return True
+
+    def _masked(self, r: BoardRound, party: str, msg: dict) -> bool:
+        if r.status != "sealed" or party not in r.members or party in r.masked:
+            return False
+        words = np.frombuffer(_bytes(msg["data"]), dtype="<u8").astype(np.uint64)
+        if r.masked and words.size != next(iter(r.masked.values())).size:
+            raise ValueError("vector length differs from the other members'")
+        r.masked[party] = words
+        if len(r.masked) == len(r.members):
+            self._survivors(r)
+        return True
+
+    def _cut(self, r: BoardRound, party: str, msg: dict) -> bool:
+        if r.status != "sealed":
+            return False
+        self._survivors(r)
+        return True
+
+    def _survivors(self, r: BoardRound) -> None:
+        r.survivors = [p for p in r.members if p in r.masked]
+        r.status, r.unmask_at = "unmasking", time.monotonic()
+        self.live -= set(r.dropped)
+        if len(r.survivors) < self.threshold:
             r.status = "abandoned"
-            self.live -= set(r.missing)
+            r.reason = (f"{len(r.survivors)} of {len(r.members)} members sent their vector "
+                        f"before the cut; the threshold is {self.threshold}, so the dropped "
+                        f"members' masks cannot be recovered")
+            log.warning("round %d abandoned: %s", r.number, r.reason)
+
+    def _unmask(self, r: BoardRound, party: str, msg: dict) -> bool:
+        if r.status != "unmasking" or party not in r.survivors or party in r.reveals:
+            return False
+        b = {u: shamir.share_from_bytes(_bytes(v)) for u, v in msg["b"].items()}
+        s = {u: shamir.share_from_bytes(_bytes(v)) for u, v in msg["s"].items()}
+        if set(b) != set(r.survivors) or set(s) != set(r.dropped):
+            raise ValueError("a reveal must hold self-mask shares of exactly the survivors and "
+                             "mask-key shares of exactly the dropped members")
+        r.reveals[party] = {"b": b, "s": s}
+        if len(r.reveals) >= self.threshold:
+            try:
+                r._finish()
+            except ValueError as exc:   # shares of different polynomials: not honest
+                r.status, r.reason = "abandoned", f"reconstruction failed: {exc}"
+        return True
+
+    def _abandon(self, r: BoardRound, party: str, msg: dict) -> bool:
+        if r.resolved:
+            return False
+        if r.status == "open":
+            r.reason = (f"{len(self.eligible(r))} parties joined; the threshold is "
+                        f"{self.threshold}")
+        elif r.status == "sealed":
+            r.reason = "abandoned before the cut"
+        else:
+            owed = [p for p in r.survivors if p not in r.reveals]
+            r.reason = (f"{len(r.reveals)} of the {self.threshold} reveals needed came in "
+                        f"(silent survivors: {', '.join(owed)})")
+            self.live -= set(owed)
+        r.status = "abandoned"
+        log.warning("round %d abandoned: %s", r.number, r.reason)
+        return True

@@ -1,9 +1,11 @@
 """One party of distributed S-GBDT: the board protocol around a local :class:`SGBDTParty`.
 
-:class:`DistributedParty` joins rounds, posts its masked vector (write-ahead: the service
-checkpoints before the post) and applies or abandons each round as the board's log decides
-(:class:`~dpstream.stream.distributed.board.BoardState`, whose docstring describes the protocol).
-See docs/distributed.md for the trust model and the accounting under drop-outs.
+:class:`DistributedParty` signs everything it posts (:mod:`.signed_board`), joins rounds with
+its secret-shared mask seeds, posts its masked vector (write-ahead: the service checkpoints
+before the post), reveals the shares the log asks for, and applies or abandons each round as
+the board's log decides (:class:`~dpstream.stream.distributed.board.BoardState`, whose docstring
+describes the protocol). See docs/distributed.md for the trust model and the accounting under
+drop-outs.
 """
 
 from __future__ import annotations
@@ -11,25 +13,46 @@ from __future__ import annotations
 import base64
 import contextlib
 import logging
+import os
 import secrets
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ...models.sgbdt_party import SGBDTParty
+from . import shamir
 from .board import BoardRound, BoardState
-from .secure_aggregation import MODP_PRIME, KeyPair, mask_vector, round_context
+from .roster import Roster, SigningKey, check_party_name
+from .secure_aggregation import (
+    KeyPair,
+    RoundSecrets,
+    mask_vector,
+    open_share,
+    round_context,
+    seal_share,
+)
+from .signed_board import SignedBoard
 
-__all__ = ["DistributedParty", "RoundTimeout"]
+__all__ = ["DistributedParty", "RoundTimeout", "share_aad"]
 
 log = logging.getLogger("dpstream.distributed")
 
 
 class RoundTimeout(RuntimeError):
     """The board did not resolve a round in time (the broker is unreachable)."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def share_aad(session: str, round_number: int, sender: str, recipient: str) -> bytes:
+    """What a sealed share is bound to: it opens only for this round, sender and recipient."""
+    return f"dpstream-share-v1|{session}|{round_number}|{sender}|{recipient}".encode()
 
 
 class DistributedParty:
@@ -40,21 +63,26 @@ class DistributedParty:
     party
         The local model (its records never leave this process).
     board
-        A connected :class:`~dpstream.connectors.bulletin.KafkaBoard` (or any object with
-        ``post(dict)`` and ``read(timeout_ms) -> list[dict]``).
+        The raw board transport: a connected
+        :class:`~dpstream.connectors.bulletin.KafkaBoard` (or any object with ``post(dict)``
+        and ``read(timeout_ms) -> list[dict]``); this party signs and verifies on top of it.
     name
-        This party's name (unique among the parties).
+        This party's name in the roster.
     session
         The training job's name: parties of one job use the same, a board topic may carry
         several jobs.
+    roster, key
+        The job's :class:`~dpstream.stream.distributed.roster.Roster` and this party's
+        :class:`~dpstream.stream.distributed.roster.SigningKey`.
     params
         The shared hyper-parameters posted as the job's ``config`` (compared, not trusted:
         a party whose own differ refuses to join).
     expected
         How many parties :meth:`start` waits for (their hellos) before the first round.
     join_timeout, round_timeout
-        Seconds a member waits for the others to join, and for their vectors after the seal,
-        before it seals the round without them or abandons it.
+        Seconds a member waits for the others to join before it seals; and for the vectors
+        after the seal (then ``cut``), for the reveals after the cut, or for enough joins
+        (then ``abandon``).
     lock
         Held while the local model changes (the service's runner lock: a checkpoint from the
         consumer's rebalance thread never sees half a round).
@@ -64,32 +92,49 @@ class DistributedParty:
     """
 
     def __init__(self, party: SGBDTParty, board: Any, *, name: str, session: str,
-                 params: dict | None = None, join_timeout: float = 5.0,
-                 round_timeout: float = 20.0, expected: int | None = None,
-                 before_post: Callable[[], None] | None = None, lock: Any = None,
-                 stop: threading.Event | None = None):
-        if not name or "," in name or "|" in name:
-            raise ValueError(f"party name must be non-empty without ',' or '|', got {name!r}")
-        self.party, self.board, self.name, self.session = party, board, name, session
+                 roster: Roster, key: SigningKey, params: dict | None = None,
+                 join_timeout: float = 5.0, round_timeout: float = 20.0,
+                 expected: int | None = None, before_post: Callable[[], None] | None = None,
+                 lock: Any = None, stop: threading.Event | None = None):
+        check_party_name(name)
+        self.party, self.name, self.session, self.roster = party, name, session, roster
+        self.board = SignedBoard(board, roster, session, key=key, name=name)
         self.params = params or {}
         self.join_timeout, self.round_timeout = float(join_timeout), float(round_timeout)
         self.expected = expected
         self.before_post = before_post
         self.lock = lock if lock is not None else contextlib.nullcontext()
         self.stop = stop or threading.Event()
-        self.state = BoardState(session)
+        self.state = BoardState(session, roster)
         proto = getattr(party, "protocol", None)
-        if proto is None:   # persistent protocol state travels inside the party's checkpoint
-            proto = {"applied": -1, "private": KeyPair.generate().private, "post": None}
+        if proto is None or "enc_private" not in proto:   # travels in the party's checkpoint
+            proto = {"applied": (proto or {}).get("applied", -1), "post": None}
+            proto["enc_private"] = os.urandom(32)
             party.protocol = proto
+        proto.setdefault("secrets", {})    # round -> (mask key, self-mask seed): this party's
+        proto.setdefault("revealed", {})   # round -> {member: "b" | "s"} (never both)
         self.proto = proto
-        self.key = KeyPair(proto["private"], pow(2, proto["private"], MODP_PRIME))
+        self.enc = KeyPair.from_private(proto["enc_private"])
         self.posted: set[tuple[str, int]] = set()
         self.timings: list[dict] = []
+        self.last_total: np.ndarray | None = None
+        self.last_words: np.ndarray | None = None
+
+    @property
+    def rejected(self) -> Counter[str]:
+        """Board messages dropped by the signature layer, by reason."""
+        return self.board.rejected
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """Rejected messages by reason plus the protocol's ``late`` and ``invalid``."""
+        return {**self.board.rejected, **self.state.ignored}
 
     # ------------------------------------------------------------ plumbing
-    def _post(self, kind: str, **fields: Any) -> None:
-        self.board.post({"type": kind, "session": self.session, "party": self.name, **fields})
+    def _post(self, kind: str, round_number: int | None = None, **body: Any) -> None:
+        self.board.post(kind, body, round=round_number)
+        if round_number is not None:
+            self.posted.add((kind, round_number))
 
     def _read(self, timeout_ms: int = 20) -> None:
         for msg in self.board.read(timeout_ms):
@@ -100,24 +145,32 @@ class DistributedParty:
         return self.proto["applied"] + 1
 
     def start(self, catch_up_s: float = 1.0) -> None:
-        """Read the log so far, agree on the config, say hello, re-post a pending vector."""
-        deadline = time.monotonic() + catch_up_s
-        while time.monotonic() < deadline:
+        """Read the log to its end, agree on the config, say hello, re-post a pending
+        vector."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < catch_up_s or not self.board.caught_up():
             self._read(100)
+            if time.monotonic() - t0 > 120:
+                raise RoundTimeout("could not read the board to its end within 120 s")
+        config = {"params": self.params, "roster": self.roster.fingerprint}
         if self.state.config is None:
-            self._post("config", params=self.params)
+            self._post("config", **config)
             self._wait(lambda: self.state.config is not None, "the config message")
-        if self.state.config != self.params:
+        if self.state.config != config:
             raise ValueError(f"the board's config for session {self.session!r} differs from "
-                             f"this party's: {self.state.config} vs {self.params}")
-        self._post("hello", public=format(self.key.public, "x"))
-        self._wait(lambda: self.name in self.state.keys, "this party's hello")
+                             f"this party's: {self.state.config} vs {config}")
+        self._post("hello", enc_public=_b64(self.enc.public))
+        self._wait(lambda: self.state.keys.get(self.name) == self.enc.public,
+                   "this party's hello")
         if self.expected is not None:   # the first round waits until every party is there
             self._wait(lambda: len(self.state.keys) >= self.expected,
                        f"{self.expected} parties' hellos", timeout=self.round_timeout * 3)
-        if self.proto["post"] is not None:   # crashed after the write-ahead checkpoint
-            self.board.post(self.proto["post"])
-            self.posted.add(("masked", self.proto["post"]["round"]))
+        pending = self.proto["post"]
+        if pending is not None:   # crashed after the write-ahead checkpoint
+            self.posted.add(("masked", pending["round"]))
+            r = self.state.rounds.get(pending["round"])
+            if r is not None and r.status == "sealed" and self.name not in r.masked:
+                self._post("masked", pending["round"], **pending["body"])
         self.follow()
 
     def _wait(self, condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
@@ -162,37 +215,14 @@ class DistributedParty:
         t = self.next_round
         t0 = time.perf_counter()
         compute = 0.0
-        r = self.state.round(t)
-        if self.name not in (p for p, _ in r.joins) and r.status == "open" \
-                and ("join", t) not in self.posted:
-            self._post("join", round=t, nonce=secrets.token_hex(16))
-            self.posted.add(("join", t))
         while not self.stop.is_set():
             self._read(20)
             r = self.state.round(t)
-            now = time.monotonic()
             if r.resolved:
                 break
-            if r.status == "open":
-                joined = {p for p, _ in r.joins}
-                if self.name in joined and ("seal", t) not in self.posted and (
-                        self.state.live <= joined
-                        or (r.first_join_at is not None
-                            and now - r.first_join_at > self.join_timeout)):
-                    self._post("seal", round=t)
-                    self.posted.add(("seal", t))
-                elif self.name not in joined and ("join", t) not in self.posted:
-                    self._post("join", round=t, nonce=secrets.token_hex(16))
-                    self.posted.add(("join", t))
-            elif r.status == "sealed":
-                if self.name in r.members and ("masked", t) not in self.posted:
-                    c0 = time.perf_counter()
-                    with self.lock:
-                        self._contribute(r)
-                    compute += time.perf_counter() - c0
-                if now - r.sealed_at > self.round_timeout and ("abandon", t) not in self.posted:
-                    self._post("abandon", round=t)
-                    self.posted.add(("abandon", t))
+            c0 = time.perf_counter()
+            self._step(r, time.monotonic())
+            compute += time.perf_counter() - c0
         if self.stop.is_set():
             return {"round": t, "status": "stopped"}
         c0 = time.perf_counter()
@@ -201,29 +231,105 @@ class DistributedParty:
         compute += time.perf_counter() - c0
         total = time.perf_counter() - t0
         timing = {"round": t, "status": r.status, "members": list(r.members),
+                  "survivors": list(r.survivors), "reason": r.reason,
                   "seconds": total, "compute_s": compute, "coordination_s": total - compute}
         self.timings.append(timing)
         return {**timing, **out}
 
+    def _step(self, r: BoardRound, now: float) -> None:
+        """Post what this party owes round ``r`` in its current phase (at most once each)."""
+        t, me = r.number, self.name
+        if r.status == "open":
+            joined = {p for p, _ in r.joins}
+            if me not in joined:
+                if ("join", t) not in self.posted:
+                    self._join(r)
+                return
+            eligible = self.state.eligible(r)
+            late = r.first_join_at is not None and now - r.first_join_at
+            if ("seal", t) not in self.posted and me in eligible \
+                    and len(eligible) >= self.state.threshold \
+                    and (self.state.live <= set(eligible) or late > self.join_timeout):
+                self._post("seal", t)
+            elif late > self.round_timeout and ("abandon", t) not in self.posted:
+                self._post("abandon", t)   # too few parties joined
+        elif r.status == "sealed":
+            if me in r.members and ("masked", t) not in self.posted and me not in r.masked:
+                if t in self.proto["secrets"]:
+                    with self.lock:
+                        self._contribute(r)
+                else:   # our join is on the board but its secrets died with a crash
+                    self.posted.add(("masked", t))
+                    log.warning("round %d: this party's secrets were lost in a restart; the "
+                                "round goes on without its vector", t)
+            if now - r.sealed_at > self.round_timeout and ("cut", t) not in self.posted:
+                self._post("cut", t)
+        elif r.status == "unmasking":
+            if me in r.survivors and ("unmask", t) not in self.posted:
+                self._reveal(r)
+            if now - r.unmask_at > self.round_timeout and ("abandon", t) not in self.posted:
+                self._post("abandon", t)
+
+    def _join(self, r: BoardRound) -> None:
+        """Post a join: nonce, this round's mask public key, and the round secrets' shares
+        sealed to every party with a hello on the board."""
+        holders = {p: key for p, key in self.state.keys.items()}
+        if len(holders) < self.state.threshold:
+            return   # cannot share t-of-k yet: wait for more hellos
+        if r.number not in self.proto["secrets"]:
+            fresh = RoundSecrets.generate()
+            self.proto["secrets"][r.number] = (fresh.mask_private, fresh.self_seed)
+        secret = RoundSecrets(*self.proto["secrets"][r.number])
+        shares = secret.shares([self.state.indices[p] for p in holders], self.state.threshold)
+        sealed = {p: _b64(seal_share(self.enc.shared_key(key, b"share"),
+                                     shares[self.state.indices[p]],
+                                     share_aad(self.session, r.number, self.name, p)))
+                  for p, key in holders.items()}
+        self._post("join", r.number, nonce=secrets.token_hex(16),
+                   mask_public=_b64(secret.mask_public), shares=sealed)
+
     def _contribute(self, r: BoardRound) -> None:
-        """Compute W_u, checkpoint (write-ahead), post it masked."""
+        """Compute W_u, checkpoint (write-ahead), post it under both masks."""
         if r.number == 0:
             vector = self.party.init_contribution()
         else:
             tree = self.party.draw_tree(np.random.default_rng(r.seed(self.session)))
             vector = self.party.contribute(tree)
-        keys = {p: self.key.shared_key(pub) for p, pub in r.keys.items() if p != self.name}
-        words = mask_vector(vector, me=self.name, keys=keys, members=r.members,
+        secret = RoundSecrets(*self.proto["secrets"][r.number])
+        publics = {p: r.offers[p]["mask_public"] for p in r.members}
+        words = mask_vector(vector, me=self.name, keys=secret.pair_keys(publics, self.name),
+                            members=r.members, self_seed=secret.self_seed,
                             context=round_context(self.session, r.number, r.members))
-        message = {"type": "masked", "session": self.session, "party": self.name,
-                   "round": r.number,
-                   "data": base64.b64encode(words.astype("<u8").tobytes()).decode("ascii")}
-        self.proto["post"] = message
+        body = {"data": _b64(words.astype("<u8").tobytes())}
+        self.proto["post"] = {"round": r.number, "body": body}
         self.last_plaintext = vector   # for tests: the aggregate must equal the plain sum
         if self.before_post is not None:
             self.before_post()
-        self.board.post(message)
-        self.posted.add(("masked", r.number))
+        self._post("masked", r.number, **body)
+
+    def _reveal(self, r: BoardRound) -> None:
+        """Post this survivor's shares: the self-mask seed's of every survivor, the mask key's
+        of every dropped member — never both kinds for one member (Bonawitz's rule)."""
+        t = r.number
+        kinds = self.proto["revealed"].setdefault(t, {})
+        out: dict[str, dict[str, str]] = {"b": {}, "s": {}}
+        for u in r.members:
+            kind = "b" if u in r.survivors else "s"
+            if kinds.get(u, kind) != kind:
+                raise RuntimeError(f"round {t}: refusing to reveal both shares of {u!r}")
+            offer = r.offers[u]
+            try:
+                b_share, s_share = open_share(self.enc.shared_key(offer["enc_public"], b"share"),
+                                              offer["shares"][self.name],
+                                              share_aad(self.session, t, u, self.name))
+            except (KeyError, ValueError) as exc:
+                self.posted.add(("unmask", t))
+                log.warning("round %d: cannot open %s's share (%s); not revealing", t, u, exc)
+                return
+            kinds[u] = kind
+            value = b_share if kind == "b" else s_share
+            out[kind][u] = _b64(shamir.share_to_bytes(value))
+        self._post("unmask", t, **out)
 
     def _resolve(self, r: BoardRound) -> dict:
         """Apply a resolved round to the local model (once)."""
@@ -235,11 +341,16 @@ class DistributedParty:
             out = {"round": 0}
         elif total is not None:   # applies (and ends) this party's pending round, if any
             tree = p.draw_tree(np.random.default_rng(r.seed(self.session)))
-            out = p.apply(tree, total, members=len(r.members))
+            out = p.apply(tree, total, members=len(r.survivors),
+                          included=self.name in r.survivors or p.pending is None)
         else:                     # no tree; a contribution's charge stands
             out = p.abandon()
         self.proto["applied"] = r.number
         self.proto["post"] = None
-        self.last_total = total
-        log.info("round %d %s (members %s)", r.number, r.status, ",".join(r.members))
+        for store in (self.proto["secrets"], self.proto["revealed"]):
+            for old in [k for k in store if k <= r.number]:
+                del store[old]
+        self.last_total, self.last_words = total, r.words
+        log.info("round %d %s (members %s%s)", r.number, r.status, ",".join(r.members),
+                 f"; {r.reason}" if r.reason else "")
         return out

@@ -1,84 +1,167 @@
-"""Secure aggregation by pairwise additive masks in fixed point (Bonawitz et al. 2017, §4).
+"""Secure aggregation with drop-out recovery (Bonawitz et al., 2017): double masks in fixed point,
+mask seeds secret-shared t-of-k.
 
-Every pair of parties ``(u, v)`` shares a secret key from a Diffie-Hellman exchange on the
-bulletin board (RFC 3526 group 14, 2048-bit MODP; keys hashed with SHA-256). For a round with
-context ``c`` (session, round number and member list) the pair expands its key into a mask
-``m_uv = SHAKE-256(key_uv || c)`` of 64-bit words. Party ``u`` posts
+Each party holds a long-term X25519 key (posted, signed, in its ``hello``) used only to encrypt
+shares to it. For every round, party ``u`` draws fresh secrets (:class:`RoundSecrets`): a
+*mask key* ``s_u`` (an X25519 key pair, public half posted in its ``join``) and a *self-mask
+seed* ``b_u`` (32 random bytes). It splits both t-of-k with Shamir's scheme
+(:mod:`.shamir`) among all roster parties and posts share ``v`` encrypted to ``v``
+(ChaCha20-Poly1305 under the pair's long-term X25519 key; the round, sender and recipient are
+authenticated data). With context ``c`` (session, round and member list) it posts
 
-    y_u = encode(W_u) + sum_{v > u} m_uv - sum_{v < u} m_uv   (mod 2**64)
+    y_u = encode(W_u) + PRG(b_u, c) + sum_{v > u} m_uv - sum_{v < u} m_uv   (mod 2**64)
 
-where ``encode`` is fixed point with :data:`FRACTION_BITS` fractional bits in two's complement.
-In the sum over all members every mask appears once with each sign, so ``sum_u y_u =
-encode(sum_u W_u)`` exactly (mod 2**64) and :func:`unmask_sum` decodes it. A single ``y_u`` —
-or any sum over fewer than all members — still carries at least one mask shared with an honest
-party whose key the observer does not hold, and a uniform mask makes the word uniform whatever
-the plaintext: the broker and the other parties learn nothing but the total.
+where ``m_uv = SHAKE-256(X25519(s_u, s_v) || c)`` (the pairwise mask) and ``encode`` is fixed
+point with :data:`FRACTION_BITS` fractional bits in two's complement. Once the board fixes the
+survivors ``U`` (the members whose ``y_u`` came in time), each survivor reveals, for every
+member, exactly one share: of ``b_u`` if ``u`` is in ``U``, of ``s_u`` otherwise (never both:
+that would unmask ``u``). From ``t`` such reveals :func:`recover_sum` rebuilds the self masks of
+the survivors and the pairwise masks the dropped members left in the survivors' vectors, and
 
-Not covered (documented in ``docs/distributed.md``): Bonawitz's secret-shared mask recovery
-(a round whose member drops out is abandoned instead), and authentication of the public keys
-(use Kafka ACLs/TLS so only the parties can write the board topic).
+    sum_{u in U} y_u - sum_{u in U} PRG(b_u) - (dropped members' pairwise masks) = encode(sum_{u in U} W_u)
+
+exactly (mod 2**64). One ``y_u`` — or any sum over fewer than the survivors — still carries a
+uniform mask the observer cannot remove, so it is uniform whatever the plaintext.
 
 Examples
 --------
+Three parties; ``c`` sends its masked vector and dies before revealing anything:
+
 >>> import numpy as np
->>> keys = {p: KeyPair.generate() for p in ("a", "b", "c")}
->>> shared = {p: {q: keys[p].shared_key(keys[q].public) for q in keys if q != p} for p in keys}
+>>> from dpstream.stream.distributed import shamir
+>>> members = ["a", "b", "c"]
+>>> secrets = {p: RoundSecrets.generate() for p in members}
+>>> pubs = {p: s.mask_public for p, s in secrets.items()}
 >>> W = {"a": np.array([1.5, -2.0]), "b": np.array([0.25, 4.0]), "c": np.array([-1.0, 0.5])}
->>> masked = [mask_vector(W[p], me=p, keys=shared[p], members=["a", "b", "c"], context=b"r1")
-...           for p in ("a", "b", "c")]
->>> unmask_sum(masked).tolist()
-[0.75, 2.5]
->>> decode(masked[0]).tolist() == W["a"].tolist()    # one masked vector alone: noise
+>>> ctx = round_context("job", 1, members)
+>>> y = {p: mask_vector(W[p], me=p, keys=secrets[p].pair_keys(pubs, p), members=members,
+...                     context=ctx, self_seed=secrets[p].self_seed) for p in members}
+>>> decode(y["a"]).tolist() == W["a"].tolist()       # one masked vector alone: noise
 False
+>>> shares = {p: shamir.split(secrets[p].self_seed_int, holders=[1, 2, 3], threshold=2)
+...           for p in members}                         # (encrypted to holders in the protocol)
+>>> seeds = {p: int_to_secret(shamir.reconstruct({x: shares[p][x] for x in (1, 2)}, 2))
+...          for p in members}                          # a and b reveal their shares
+>>> decode(recover_sum(y, self_seeds=seeds, dropped={}, mask_publics=pubs,
+...                    context=ctx)).tolist()
+[0.75, 2.5]
 """
 
 from __future__ import annotations
 
 import hashlib
-import secrets
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
-__all__ = ["FRACTION_BITS", "MODP_PRIME", "KeyPair", "encode", "decode", "pair_mask",
-           "mask_vector", "unmask_sum", "round_context"]
+from . import shamir
+
+__all__ = ["FRACTION_BITS", "KeyPair", "RoundSecrets", "encode", "decode", "pair_mask",
+           "self_mask", "mask_vector", "unmask_sum", "recover_sum", "round_context",
+           "seal_share", "open_share", "int_to_secret"]
 
 #: fractional bits of the fixed-point encoding: resolution 2**-24 (6e-8); a summand and the
 #: total must stay below 2**(63 - 24) = 5.5e11 in magnitude
 FRACTION_BITS = 24
 _LIMIT = 2.0 ** (63 - FRACTION_BITS)
-
-#: RFC 3526 group 14 (2048-bit MODP), generator 2
-MODP_PRIME = int(
-    "FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B139B22514A0879"
-    "8E3404DDEF9519B3CD3A431B302B0A6DF25F14374FE1356D6D51C245E485B576625E7EC6F44C42E9A637ED6B"
-    "0BFF5CB6F406B7EDEE386BFB5A899FA5AE9F24117C4B1FE649286651ECE45B3DC2007CB8A163BF0598DA4836"
-    "1C55D39A69163FA8FD24CF5F83655D23DCA3AD961C62F356208552BB9ED529077096966D670C354E4ABC9804"
-    "F1746C08CA18217C32905E462E36CE3BE39E772C180E86039B2783A2EC07A28FB5C55DF06F4C52C9DE2BCBF6"
-    "955817183995497CEA956AE515D2261898FA051015728E5A8AACAA68FFFFFFFFFFFFFFFF", 16)
-_GENERATOR = 2
+_RAW = (serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
 @dataclass(frozen=True)
 class KeyPair:
-    """A Diffie-Hellman key pair in :data:`MODP_PRIME`'s group (the private part never leaves
-    the party; it lives in the party's checkpoint so a restart keeps its pairwise keys)."""
+    """An X25519 key pair (32-byte private and public halves)."""
 
-    private: int
-    public: int
+    private: bytes
+    public: bytes
 
     @classmethod
     def generate(cls) -> KeyPair:
-        private = secrets.randbits(256) | (1 << 255)   # 256-bit exponent (OS entropy)
-        return cls(private, pow(_GENERATOR, private, MODP_PRIME))
+        return cls.from_private(os.urandom(32))
 
-    def shared_key(self, other_public: int) -> bytes:
-        """The 32-byte key this party shares with the owner of ``other_public``."""
-        if not 1 < other_public < MODP_PRIME - 1:
-            raise ValueError("invalid Diffie-Hellman public key (out of range)")
-        secret = pow(other_public, self.private, MODP_PRIME)
-        return hashlib.sha256(secret.to_bytes(256, "big")).digest()
+    @classmethod
+    def from_private(cls, private: bytes) -> KeyPair:
+        key = X25519PrivateKey.from_private_bytes(bytes(private))
+        return cls(bytes(private), key.public_key().public_bytes(*_RAW))
+
+    def shared_key(self, other_public: bytes, label: bytes = b"mask") -> bytes:
+        """The 32-byte key this party shares with the owner of ``other_public`` for
+        ``label``'s purpose (``mask``: pairwise masks; ``share``: share encryption)."""
+        try:
+            other = X25519PublicKey.from_public_bytes(bytes(other_public))
+            secret = X25519PrivateKey.from_private_bytes(self.private).exchange(other)
+        except ValueError as exc:   # wrong length, or a low-order point (all-zero secret)
+            raise ValueError(f"invalid X25519 public key: {exc}") from None
+        return hashlib.sha256(b"dpstream-x25519-v1|" + label + b"|" + secret).digest()
+
+
+def int_to_secret(value: int) -> bytes:
+    """A reconstructed secret back to its 32 bytes."""
+    if not 0 <= value < 2 ** 256:
+        raise ValueError("a reconstructed secret does not fit 32 bytes (wrong shares?)")
+    return value.to_bytes(32, "big")
+
+
+@dataclass(frozen=True)
+class RoundSecrets:
+    """One party's secrets for one round: its mask key ``s_u`` and self-mask seed ``b_u``."""
+
+    mask_private: bytes
+    self_seed: bytes
+
+    @classmethod
+    def generate(cls) -> RoundSecrets:
+        return cls(os.urandom(32), os.urandom(32))
+
+    @property
+    def mask(self) -> KeyPair:
+        return KeyPair.from_private(self.mask_private)
+
+    @property
+    def mask_public(self) -> bytes:
+        return self.mask.public
+
+    @property
+    def self_seed_int(self) -> int:
+        return int.from_bytes(self.self_seed, "big")
+
+    def pair_keys(self, mask_publics: Mapping[str, bytes], me: str) -> dict[str, bytes]:
+        """The pairwise mask keys of party ``me`` with every other member (``mask_publics``:
+        ``{member: its mask public key}``)."""
+        mine = self.mask
+        return {p: mine.shared_key(pub) for p, pub in mask_publics.items() if p != me}
+
+    def shares(self, holders: Sequence[int], threshold: int) -> dict[int, bytes]:
+        """``{holder: share of b_u || share of s_u}`` (each :data:`shamir.SHARE_BYTES`)."""
+        b = shamir.split(self.self_seed_int, holders=holders, threshold=threshold)
+        s = shamir.split(int.from_bytes(self.mask_private, "big"), holders=holders,
+                         threshold=threshold)
+        return {x: shamir.share_to_bytes(b[x]) + shamir.share_to_bytes(s[x]) for x in holders}
+
+
+def seal_share(key: bytes, plaintext: bytes, aad: bytes) -> bytes:
+    """Encrypt one share (random 96-bit nonce, prepended)."""
+    nonce = os.urandom(12)
+    return nonce + ChaCha20Poly1305(key).encrypt(nonce, plaintext, aad)
+
+
+def open_share(key: bytes, token: bytes, aad: bytes) -> tuple[int, int]:
+    """Decrypt a share sealed by :func:`seal_share`: ``(share of b_u, share of s_u)``;
+    raises :class:`ValueError` if it was not sealed for this key and ``aad``."""
+    try:
+        plain = ChaCha20Poly1305(key).decrypt(token[:12], token[12:], aad)
+    except InvalidTag:
+        raise ValueError("share does not decrypt: not sealed for this party, round and "
+                         "sender") from None
+    n = shamir.SHARE_BYTES
+    if len(plain) != 2 * n:
+        raise ValueError("a sealed share has the wrong length")
+    return shamir.share_from_bytes(plain[:n]), shamir.share_from_bytes(plain[n:])
 
 
 def encode(values: np.ndarray) -> np.ndarray:
@@ -102,6 +185,12 @@ def pair_mask(key: bytes, context: bytes, size: int) -> np.ndarray:
     return np.frombuffer(stream, dtype="<u8").astype(np.uint64)
 
 
+def self_mask(seed: bytes, context: bytes, size: int) -> np.ndarray:
+    """``PRG(b_u)``: ``size`` uniform 64-bit words from a self-mask seed and the context."""
+    stream = hashlib.shake_256(b"dpstream-selfmask-v1|" + seed + b"|" + context).digest(8 * size)
+    return np.frombuffer(stream, dtype="<u8").astype(np.uint64)
+
+
 def round_context(session: str, round_number: int, members: Sequence[str]) -> bytes:
     """The bytes that make a round's masks fresh: masks are never reused across rounds or
     member sets (re-using one would reveal the difference of two plaintexts)."""
@@ -109,9 +198,13 @@ def round_context(session: str, round_number: int, members: Sequence[str]) -> by
 
 
 def mask_vector(values: np.ndarray, *, me: str, keys: Mapping[str, bytes],
-                members: Sequence[str], context: bytes) -> np.ndarray:
-    """``y_u``: this party's fixed-point vector plus its pairwise masks (see the module doc)."""
+                members: Sequence[str], context: bytes,
+                self_seed: bytes | None = None) -> np.ndarray:
+    """``y_u``: this party's fixed-point vector plus its pairwise masks (``keys``: the pair
+    keys with every other member) and, given ``self_seed``, its self mask."""
     words = encode(values)
+    if self_seed is not None:
+        words = words + self_mask(self_seed, context, words.size)
     for other in members:
         if other == me:
             continue
@@ -123,8 +216,43 @@ def mask_vector(values: np.ndarray, *, me: str, keys: Mapping[str, bytes],
 
 
 def unmask_sum(masked: Sequence[np.ndarray]) -> np.ndarray:
-    """The decoded total of every member's masked vector (masks cancel)."""
+    """The decoded total of every member's vector masked with pairwise masks only (no self
+    masks, nobody missing: the masks cancel)."""
     total = np.zeros_like(np.asarray(masked[0], dtype=np.uint64))
     for words in masked:
         total = total + np.asarray(words, dtype=np.uint64)
     return decode(total)
+
+
+def recover_sum(masked: Mapping[str, np.ndarray], *, self_seeds: Mapping[str, bytes],
+                dropped: Mapping[str, bytes], mask_publics: Mapping[str, bytes],
+                context: bytes) -> np.ndarray:
+    """``encode(sum of the survivors' W_u)`` as uint64 words (exact, mod 2**64).
+
+    Parameters
+    ----------
+    masked
+        ``{survivor: y_u}``.
+    self_seeds
+        ``{survivor: b_u}`` (reconstructed from the survivors' reveals).
+    dropped
+        ``{dropped member: s_u's private half}`` (reconstructed likewise).
+    mask_publics
+        Every member's mask public key (from the joins).
+    context
+        The round's :func:`round_context`.
+    """
+    names = sorted(masked)
+    if set(self_seeds) != set(names):
+        raise ValueError("a self-mask seed is needed for every survivor, and only for them")
+    size = np.asarray(masked[names[0]]).size
+    total = np.zeros(size, dtype=np.uint64)
+    for u in names:
+        total = total + np.asarray(masked[u], dtype=np.uint64) \
+            - self_mask(self_seeds[u], context, size)
+    for d, private in dropped.items():
+        gone = KeyPair.from_private(private)
+        for u in names:   # u added +m_ud when u < d, -m_ud otherwise: take it back out
+            mask = pair_mask(gone.shared_key(mask_publics[u]), context, size)
+            total = total - mask if u < d else total + mask
+    return total
