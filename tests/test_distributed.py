@@ -221,6 +221,34 @@ def test_keygen_command_builds_a_roster_and_never_overwrites_a_key(tmp_path, cap
         keygen("a,b", tmp_path / "x.key")
 
 
+def test_no_member_ever_has_both_of_its_secrets_revealed():
+    """Bonawitz's double-masking rule, twice: the board ignores (and counts) a reveal of the
+    wrong kind, and a party refuses to reveal the other kind of a member it already revealed."""
+    roster, keys = Roster.generate(NAMES)
+    state = BoardState("s", roster)
+    zero = base64.b64encode(bytes(32)).decode()
+    log = [{"type": "hello", "party": p, "enc_public": zero} for p in NAMES]
+    log += [{"type": "join", "round": 1, "party": p, "nonce": p, "mask_public": zero,
+             "shares": {q: zero for q in NAMES}} for p in NAMES]
+    log += [{"type": "seal", "round": 1, "party": "alice"}]
+    log += [{"type": "masked", "round": 1, "party": p,
+             "data": base64.b64encode(bytes(16)).decode()} for p in NAMES]
+    for msg in log:
+        state.apply({"session": "s", **msg})
+    r = state.rounds[1]
+    assert r.status == "unmasking" and r.survivors == list(NAMES) and r.dropped == []
+    share = base64.b64encode(share_to_bytes(1)).decode()
+    state.apply({"session": "s", "type": "unmask", "round": 1, "party": "bob",
+                 "b": {"alice": share, "bob": share}, "s": {"carol": share}})
+    assert state.ignored["invalid"] == 1 and r.reveals == {}
+    party = SGBDTParty(SGBDTClassifier(schema=ADULT_SCHEMA, epsilon=1.0, seed=0))
+    dist = DistributedParty(party, KafkaBoard("127.0.0.1:1", "unused"), name="bob",
+                            session="s", roster=roster, key=keys["bob"])
+    dist.proto["revealed"][1] = {"alice": "s"}   # as if alice had been dropped before
+    with pytest.raises(RuntimeError, match="refusing to reveal both shares of 'alice'"):
+        dist._reveal(r)
+
+
 # ----------------------------------------------------------------- the board's signatures
 @pytest.fixture(scope="module")
 def broker():
@@ -523,6 +551,21 @@ def test_a_party_killed_mid_round_leaves_the_survivors_exact_sum(broker, tmp_pat
             assert np.array_equal(np.array(rounds[n][t]["words"], dtype=np.uint64), exact), t
         assert set(rounds[n][3]["survivors"]) == set(rounds[n][4]["survivors"]) == \
             {"alice", "bob"}
+    # the reveals on the board: one kind per member, never both (Bonawitz's rule)
+    reader = SignedBoard(KafkaBoard(broker.bootstrap, topic), Roster.load(keys / "roster.json"),
+                         topic)
+    assert reader.transport.connect()
+    messages = []
+    while not reader.caught_up() or not messages:
+        messages.extend(reader.read(200))
+    reader.close()
+    for t in range(5):
+        reveals = [m for m in messages if m["type"] == "unmask" and m["round"] == t]
+        b = {u for m in reveals for u in m["b"]}
+        s_ = {u for m in reveals for u in m["s"]}
+        assert len(reveals) >= 2 and not b & s_, t
+        if t == 2:
+            assert b == expected_survivors and s_ == set(NAMES) - expected_survivors
     ends = {n: logs[n][-1] for n in ("alice", "bob")}
     assert ends["alice"]["forest"] == ends["bob"]["forest"]
     assert ends["alice"]["report"]["trees"] == 4
