@@ -4,9 +4,9 @@ The party's local model (:class:`~dpstream.models.sgbdt_party.SGBDTParty`) is a 
 in :mod:`dpstream.models`; this package holds what sits above it: the board protocol
 (:mod:`.board`, a deterministic reading of the log), the party process (:mod:`.party`), the
 signed message envelope (:mod:`.signed_board`) with its roster of keys (:mod:`.roster`), and
-secure aggregation with drop-out recovery (:mod:`.secure_aggregation`, :mod:`.shamir`). The board's Kafka transport is a
-connector (:mod:`dpstream.connectors.bulletin`). See docs/distributed.md and
-docs/architecture.md.
+secure aggregation with drop-out recovery (:mod:`.secure_aggregation`, :mod:`.shamir`). The
+board's Kafka transport is a connector (:mod:`dpstream.connectors.bulletin`). See
+docs/distributed.md and docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ member, exactly one share: of ``b_u`` if ``u`` is in ``U``, of ``s_u`` otherwise
 that would unmask ``u``). From ``t`` such reveals :func:`recover_sum` rebuilds the self masks of
 the survivors and the pairwise masks the dropped members left in the survivors' vectors, and
 
-    sum_{u in U} y_u - sum_{u in U} PRG(b_u) - (dropped members' pairwise masks) = encode(sum_{u in U} W_u)
+    sum_{u in U} y_u - sum_{u in U} PRG(b_u) - (the dropped members' pairwise masks)
+        = encode(sum_{u in U} W_u)
 
 exactly (mod 2**64). One ``y_u`` — or any sum over fewer than the survivors — still carries a
 uniform mask the observer cannot remove, so it is uniform whatever the plaintext.

@@ -15,13 +15,14 @@ current time in microseconds, so a restarted party cannot reuse a number even wh
 was still in flight at its crash.
 
 A reader (:meth:`SignedBoard.read`) passes on only messages that are well-formed (a JSON
-envelope with every field of the right type), of its session, from a roster party, correctly signed by that party, with a sequence number above and a
-round not below that sender's last accepted message. Everything else is dropped and counted in
-:attr:`SignedBoard.rejected` by reason: ``unsigned``, ``malformed``, ``wrong_session``,
-``unknown_sender``, ``bad_signature``, ``replayed`` (sequence number not above the sender's
-last: a duplicate or an old message posted again), ``stale_round`` (a round below the sender's
-last). ``malformed`` also counts values that are not JSON objects. Because every party reads the same log in the same order, all parties accept exactly the
-same messages.
+envelope with every field of the right type), of its session, from a roster party, correctly
+signed by that party, with a sequence number above and a round not below that sender's last
+accepted message. Everything else is dropped and counted in :attr:`SignedBoard.rejected` by
+reason: ``unsigned``, ``malformed``, ``wrong_session``, ``unknown_sender``, ``bad_signature``,
+``replayed`` (sequence number not above the sender's last: a duplicate or an old message posted
+again), ``stale_round`` (a round below the sender's last). ``malformed`` also counts values that
+are not JSON objects. Because every party reads the same log in the same order, all parties
+accept exactly the same messages.
 
 Examples
 --------
