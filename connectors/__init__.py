@@ -2,14 +2,17 @@
 
 Connectors feed :mod:`dpstream.stream`; they import nothing of ours beyond this package, and
 nothing in models or accounting imports them. Kafka classes live in
-:mod:`dpstream.connectors.kafka` (imported on use).
+:mod:`dpstream.connectors.kafka` (imported on use). Checkpoints never hold pickles
+(:mod:`dpstream.connectors.safe_state`); the one-off conversion of old pickled ones is
+:mod:`dpstream.connectors.legacy_checkpoint`.
 """
 
 from __future__ import annotations
 
-from .checkpoint import CheckpointError, CheckpointLocked, CheckpointStore
+from .checkpoint import CheckpointError, CheckpointLocked, CheckpointStore, read_checkpoint
 from .files import FileSource, JsonlDeadLetterSink, file_format
 from .records import SourceError, SourceRecord
 
 __all__ = ["CheckpointError", "CheckpointLocked", "CheckpointStore", "FileSource",
-           "JsonlDeadLetterSink", "SourceError", "SourceRecord", "file_format"]
+           "JsonlDeadLetterSink", "SourceError", "SourceRecord", "file_format",
+           "read_checkpoint"]

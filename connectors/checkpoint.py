@@ -1,58 +1,226 @@
-"""Checkpoints: one file per service, written atomically, guarded by a lock file.
+"""Checkpoints: one file per service, written atomically, checked before use, never executed.
 
 A checkpoint holds everything the runner needs to resume exactly where the last one left off:
-the model (with its privacy accounting and RNG), the source positions (Kafka next offsets or
-file lines), the counters and the bounded record-id memory. It is written as
+the model (with its privacy accounting and RNG state), the source positions (Kafka next offsets
+or file lines), the counters and the bounded record-id memory. The file ``DIR/checkpoint.dpck``
+(format ``dpstream-checkpoint/2``) is
 
-1. ``checkpoint.tmp``: a header line (format, CRC-32 and length of the payload) and the pickled
-   payload; ``flush`` + ``fsync``;
-2. ``os.replace`` onto ``checkpoint.pkl`` (atomic on POSIX);
-3. ``fsync`` of the directory, so the rename itself survives a power cut.
+1. a header line, JSON: ``format``, ``written`` (Unix time), ``manifest_bytes``,
+   ``data_bytes``, ``sha256`` and, when a key is configured, ``hmac_sha256``;
+2. the manifest, JSON: the state as a tree of plain values, numpy arrays by index and objects
+   of allow-listed classes by name (:mod:`dpstream.connectors.safe_state`), and where each array
+   lies in the data section (dtype, shape, order, offset);
+3. the data section: the arrays' raw bytes.
 
-A crash at any point leaves either the old or the new checkpoint, never a mix; a file that does
-not match its checksum is reported, never loaded. One process at a time may use a directory:
-:class:`CheckpointStore` takes an exclusive ``flock`` on ``DIR/lock`` (released by the kernel
-when the process dies, even by ``kill -9``).
+The SHA-256 (and the HMAC-SHA256 under the key in ``DPSTREAM_CHECKPOINT_KEY`` or the ``key``
+argument) covers the header's fields and every byte after the header line. A file whose length,
+checksum or MAC does not match, that carries no MAC while a key is configured, or that is not a
+``/2`` checkpoint is refused with :class:`CheckpointError` naming the file, before anything in it
+is decoded. Decoding never unpickles and never calls anything but an allow-listed class's
+``__new__`` and ``__setstate__``; object-dtype arrays are refused. A pickled checkpoint of the
+old format (``checkpoint.pkl``, ``dpstream-checkpoint/1``) is refused with the command that
+converts a trusted one: ``dpstream migrate-checkpoint --checkpoint-dir DIR --trust-pickle``.
 
-The payload is a pickle: load checkpoints only from directories you trust (the service's own).
+Writing is atomic: ``checkpoint.tmp`` is written, flushed and ``fsync``-ed, ``os.replace``-d onto
+``checkpoint.dpck`` and the directory is ``fsync``-ed, so a crash (even ``kill -9``) at any point
+leaves either the old or the new checkpoint, never a mix. A write that fails (disk full,
+read-only directory) raises :class:`CheckpointError`, removes the temporary file and keeps the
+previous checkpoint. One process at a time may use a directory: :class:`CheckpointStore` takes
+an exclusive ``flock`` on ``DIR/lock`` (released by the kernel when the process dies).
 
 Examples
 --------
 >>> import tempfile
+>>> import numpy as np
 >>> d = tempfile.mkdtemp()
 >>> with CheckpointStore(d) as store:
 ...     store.load() is None
-...     store.save({"offsets": {"t:0": 42}})
+...     store.save({"offsets": {"t:0": 42}, "rng": np.random.default_rng(1)})
 ...     store.load()["offsets"]
 True
 {'t:0': 42}
 >>> CheckpointStore.read(d)["offsets"]          # read-only, no lock (``dpstream status``)
 {'t:0': 42}
+>>> with CheckpointStore(d, key="s3cret") as store:   # signed from now on
+...     store.save({"offsets": {"t:0": 43}})
+>>> read_checkpoint(d, key="s3cret")[1]["integrity"]
+'sha256+hmac'
+>>> CheckpointStore.read(d, key="another key")
+Traceback (most recent call last):
+...
+dpstream.connectors.checkpoint.CheckpointError: .../checkpoint.dpck: HMAC mismatch ...
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import hmac
 import json
 import os
-import pickle
 import time
-import zlib
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CheckpointStore", "CheckpointError", "CheckpointLocked"]
+import numpy as np
 
-_FORMAT = "dpstream-checkpoint/1"
-_NAME = "checkpoint.pkl"
+from .safe_state import StateError, array_from_bytes, array_meta, decode, encode
+
+__all__ = ["CheckpointStore", "CheckpointError", "CheckpointLocked", "read_checkpoint",
+           "FORMAT", "FILENAME", "KEY_ENV"]
+
+FORMAT = "dpstream-checkpoint/2"
+FILENAME = "checkpoint.dpck"
+KEY_ENV = "DPSTREAM_CHECKPOINT_KEY"
+V1_FORMAT = "dpstream-checkpoint/1"
+V1_FILENAME = "checkpoint.pkl"
+_SIGNED = ("format", "written", "manifest_bytes", "data_bytes")
+_MAX_HEADER = 4096
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint file that cannot be trusted (truncated, corrupt, or of another format)."""
+    """A checkpoint that cannot be trusted or written (corrupt, tampered, foreign, unwritable)."""
 
 
 class CheckpointLocked(RuntimeError):
     """Another process holds the checkpoint directory."""
+
+
+def migrate_hint(directory: str | os.PathLike) -> str:
+    """How to convert a trusted directory's pickled checkpoint (the error message's advice)."""
+    return (f"if {directory} is yours and trusted, convert it once with `dpstream "
+            f"migrate-checkpoint --checkpoint-dir {directory} --trust-pickle` (that one command "
+            f"unpickles it, which runs code from the file)")
+
+
+def _key(key: bytes | str | None) -> bytes | None:
+    if key is None:
+        key = os.environ.get(KEY_ENV)
+        if key is None:
+            return None
+        if not key:
+            raise CheckpointError(f"{KEY_ENV} is set but empty; unset it or give a secret")
+    return key.encode() if isinstance(key, str) else bytes(key)
+
+
+def _signed_bytes(header: dict) -> bytes:
+    fields = {k: header[k] for k in _SIGNED}
+    return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+
+
+def _digests(header: dict, pieces: list, key: bytes | None) -> tuple[str, str | None]:
+    sha = hashlib.sha256(_signed_bytes(header))
+    mac = hmac.new(key, _signed_bytes(header), hashlib.sha256) if key is not None else None
+    for piece in pieces:
+        sha.update(piece)
+        if mac is not None:
+            mac.update(piece)
+    return sha.hexdigest(), (mac.hexdigest() if mac is not None else None)
+
+
+def _raw_bytes(a: np.ndarray, order: str) -> memoryview:
+    flat = np.ascontiguousarray(a.T if order == "F" else a).reshape(-1)
+    return memoryview(flat.view(np.uint8))
+
+
+def read_checkpoint(directory: str | os.PathLike, *, key: bytes | str | None = None,
+                    accept_unsigned: bool = False
+                    ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """A directory's checkpoint and how it was checked, without taking the lock.
+
+    Parameters
+    ----------
+    directory
+        The checkpoint directory.
+    key
+        The HMAC key; default ``DPSTREAM_CHECKPOINT_KEY`` from the environment. With a key, a
+        checkpoint without a MAC or with another MAC is refused.
+    accept_unsigned
+        Accept a checkpoint without a MAC even under a key (``dpstream migrate-checkpoint
+        --trust-unsigned``, which signs it); one with a wrong MAC is still refused.
+
+    Returns
+    -------
+    state, info
+        ``state`` is ``None`` when there is no checkpoint yet; ``info`` holds the ``path``,
+        ``format``, ``written`` time, ``bytes`` and ``integrity`` (``"sha256+hmac"``,
+        ``"sha256"``, or ``"sha256 (hmac not verified: no key)"``).
+
+    Raises
+    ------
+    CheckpointError
+        The file is truncated, corrupt, tampered, foreign, signed with another key, unsigned
+        while a key is configured, or a pickled checkpoint of format ``/1``.
+    """
+    directory = Path(directory)
+    path = directory / FILENAME
+    secret = _key(key)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        if (directory / V1_FILENAME).exists():
+            raise CheckpointError(
+                f"{directory / V1_FILENAME} is a pickled checkpoint ({V1_FORMAT}), which this "
+                f"version refuses to load because unpickling can run code; "
+                f"{migrate_hint(directory)}") from None
+        return None, {"path": str(path)}
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    head, sep, body = data[:_MAX_HEADER].partition(b"\n")
+    try:
+        header = json.loads(head) if sep else None
+    except ValueError:
+        header = None
+    fmt = header.get("format") if isinstance(header, dict) else None
+    if fmt == V1_FORMAT:
+        raise CheckpointError(f"{path} is a pickled checkpoint ({V1_FORMAT}), which this version "
+                              f"refuses to load because unpickling can run code; "
+                              f"{migrate_hint(directory)}")
+    if fmt != FORMAT or not all(k in header for k in (*_SIGNED, "sha256")):
+        raise CheckpointError(f"{path} is not a dpstream checkpoint ({FORMAT}); refusing it")
+    body = memoryview(data)[len(head) + 1:]
+    m, n = header["manifest_bytes"], header["data_bytes"]
+    if type(m) is not int or type(n) is not int or m < 0 or n < 0:
+        raise CheckpointError(f"{path} has a malformed header; refusing it")
+    if len(body) != m + n:
+        what = "truncated" if len(body) < m + n else "longer than its header says"
+        raise CheckpointError(f"{path} is {what} ({len(body)} bytes after the header, "
+                              f"{m + n} expected); refusing to resume from it")
+    sha, mac = _digests(header, [body], secret)
+    if not hmac.compare_digest(str(header["sha256"]), sha):
+        raise CheckpointError(f"{path} is corrupt or was altered (SHA-256 mismatch); refusing "
+                              f"to resume from it")
+    if secret is not None:
+        given = header.get("hmac_sha256")
+        if given is None and accept_unsigned:
+            integrity = "sha256 (unsigned, accepted)"
+        elif not isinstance(given, str):
+            raise CheckpointError(
+                f"{path} carries no HMAC but a checkpoint key is configured ({KEY_ENV}); "
+                f"refusing it (anyone who can write the directory could have made it). If it "
+                f"is yours, sign it once: `dpstream migrate-checkpoint --checkpoint-dir "
+                f"{directory} --trust-unsigned` with the key set")
+        elif not hmac.compare_digest(given, mac):
+            raise CheckpointError(f"{path}: HMAC mismatch (written with another key, or "
+                                  f"altered); refusing it")
+        else:
+            integrity = "sha256+hmac"
+    else:
+        integrity = ("sha256 (hmac not verified: no key)" if "hmac_sha256" in header
+                     else "sha256")
+    try:
+        manifest = json.loads(bytes(body[:m]))
+        arrays = [array_from_bytes(meta, body[m:]) for meta in manifest["arrays"]]
+        state = decode(manifest["state"], arrays)
+    except (StateError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise CheckpointError(f"{path}: malformed or disallowed content ({exc}); refusing "
+                              f"it") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path}: the state is not a mapping; refusing it")
+    state.setdefault("written", header["written"])
+    info = {"path": str(path), "format": FORMAT, "written": header["written"],
+            "bytes": len(data), "integrity": integrity}
+    return state, info
 
 
 class CheckpointStore:
@@ -61,15 +229,24 @@ class CheckpointStore:
     Parameters
     ----------
     directory
-        Created if absent.
+        Created if absent; must be writable (checked at once, so a read-only directory fails
+        before any record is consumed).
+    key
+        HMAC key for signing and checking; default ``DPSTREAM_CHECKPOINT_KEY`` from the
+        environment, ``None`` when unset (checksum only).
     """
 
-    def __init__(self, directory: str | os.PathLike):
+    def __init__(self, directory: str | os.PathLike, *, key: bytes | str | None = None):
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.path = self.directory / _NAME
-        self._lock_fd: int | None = os.open(self.directory / "lock", os.O_RDWR | os.O_CREAT,
-                                            0o644)
+        self.path = self.directory / FILENAME
+        self.key = _key(key)
+        self._lock_fd: int | None = None
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = os.open(self.directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise CheckpointError(f"cannot use checkpoint directory {self.directory}: "
+                                  f"{exc.strerror or exc}") from None
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -80,6 +257,14 @@ class CheckpointStore:
                 f"{self.directory / 'lock'}); one writer per checkpoint directory") from None
         os.ftruncate(self._lock_fd, 0)
         os.write(self._lock_fd, f"{os.getpid()}\n".encode())
+        tmp = self.directory / "checkpoint.tmp"
+        try:   # a leftover of a crash mid-write goes; a read-only directory fails here
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+            os.unlink(tmp)
+        except OSError as exc:
+            self.close()
+            raise CheckpointError(f"checkpoint directory {self.directory} is not writable "
+                                  f"({exc.strerror or exc})") from None
         self.saves = 0
         self.last_save: float | None = None
 
@@ -97,49 +282,72 @@ class CheckpointStore:
             self._lock_fd = None
 
     def save(self, state: dict[str, Any]) -> None:
-        """Write ``state`` atomically (see the module docstring)."""
+        """Write ``state`` atomically (see the module docstring).
+
+        Raises
+        ------
+        CheckpointError
+            The state holds something a checkpoint cannot encode, or the write failed (the
+            previous checkpoint is kept).
+        """
         if self._lock_fd is None:
             raise CheckpointError("the store is closed")
-        payload = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
-        header = json.dumps({"format": _FORMAT, "crc32": zlib.crc32(payload),
-                             "bytes": len(payload), "written": time.time()})
-        tmp = self.directory / "checkpoint.tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(header.encode() + b"\n")
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.directory, os.O_RDONLY)
         try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+            tree, arrays = encode(state)
+        except StateError as exc:
+            raise CheckpointError(f"cannot checkpoint this state: {exc}") from None
+        metas, pieces, offset = [], [], 0
+        for a in arrays:
+            meta = array_meta(a, offset)
+            metas.append(meta)
+            pieces.append(_raw_bytes(a, meta["order"]))
+            offset += meta["nbytes"]
+        manifest = json.dumps({"state": tree, "arrays": metas}, separators=(",", ":"),
+                              allow_nan=False).encode()
+        header: dict[str, Any] = {"format": FORMAT, "written": time.time(),
+                                  "manifest_bytes": len(manifest), "data_bytes": offset}
+        header["sha256"], mac = _digests(header, [manifest, *pieces], self.key)
+        if mac is not None:
+            header["hmac_sha256"] = mac
+        tmp = self.directory / "checkpoint.tmp"
+        replaced = False
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(json.dumps(header).encode() + b"\n")
+                fh.write(manifest)
+                for piece in pieces:
+                    fh.write(piece)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+            replaced = True
+            dir_fd = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except BaseException as exc:
+            if not replaced:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+            if isinstance(exc, OSError):
+                kept = ("the new checkpoint is in place but its directory entry may not "
+                        "survive a power cut" if replaced
+                        else "the previous checkpoint (if any) is kept")
+                raise CheckpointError(f"cannot write the checkpoint {self.path}: "
+                                      f"{exc.strerror or exc}; {kept}") from None
+            raise
         self.saves += 1
         self.last_save = time.time()
 
     def load(self) -> dict[str, Any] | None:
         """The last checkpoint, or ``None`` when there is none yet."""
-        return self.read(self.directory)
+        return read_checkpoint(self.directory, key=self.key)[0]
 
     @staticmethod
-    def read(directory: str | os.PathLike) -> dict[str, Any] | None:
+    def read(directory: str | os.PathLike, *, key: bytes | str | None = None
+             ) -> dict[str, Any] | None:
         """Read a directory's checkpoint without taking the lock (monitoring)."""
-        path = Path(directory) / _NAME
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        head, sep, payload = data.partition(b"\n")
-        try:
-            header = json.loads(head)
-        except ValueError:
-            header = None
-        if not sep or not isinstance(header, dict) or header.get("format") != _FORMAT:
-            raise CheckpointError(f"{path} is not a dpstream checkpoint")
-        if len(payload) != header["bytes"] or zlib.crc32(payload) != header["crc32"]:
-            raise CheckpointError(f"{path} is corrupt (checksum mismatch); refusing to resume "
-                                  f"from it")
-        state = pickle.loads(payload)
-        state.setdefault("written", header["written"])
-        return state
+        return read_checkpoint(directory, key=key)[0]

@@ -197,11 +197,11 @@ def test_checkpoint_is_atomic_locked_and_checked(tmp_path):
     assert not (tmp_path / "checkpoint.tmp").exists()
     store.close()
     CheckpointStore(tmp_path).close()                     # the lock was released
-    data = (tmp_path / "checkpoint.pkl").read_bytes()
-    (tmp_path / "checkpoint.pkl").write_bytes(data[:-3])  # truncated
-    with pytest.raises(CheckpointError, match="corrupt"):
+    data = (tmp_path / "checkpoint.dpck").read_bytes()
+    (tmp_path / "checkpoint.dpck").write_bytes(data[:-3])  # truncated
+    with pytest.raises(CheckpointError, match="truncated"):
         CheckpointStore.read(tmp_path)
-    (tmp_path / "checkpoint.pkl").write_bytes(b"hello\n")
+    (tmp_path / "checkpoint.dpck").write_bytes(b"hello\n")
     with pytest.raises(CheckpointError, match="not a dpstream checkpoint"):
         CheckpointStore.read(tmp_path)
 

@@ -1,0 +1,116 @@
+"""Converting a trusted directory's old checkpoint (pickled, format ``/1``) to format ``/2``.
+
+Versions before the safe format wrote ``DIR/checkpoint.pkl``: a header line (format, CRC-32,
+length) and a pickle. Unpickling runs whatever code the file names, so the service never reads
+such a file; this module is the one place that may, and only when asked explicitly
+(``trust_pickle=True``, the CLI's ``dpstream migrate-checkpoint --checkpoint-dir DIR
+--trust-pickle``). It takes the directory's lock, checks the old header and CRC, unpickles,
+writes the state as ``checkpoint.dpck`` (signed when a key is configured) and renames the old
+file to ``checkpoint.pkl.migrated``. It also signs a trusted unsigned ``/2`` checkpoint once a key
+is configured (``trust_unsigned=True``): that one is decoded safely, never unpickled.
+
+Examples
+--------
+>>> import pickle, tempfile, zlib, json
+>>> from pathlib import Path
+>>> d = Path(tempfile.mkdtemp())
+>>> payload = pickle.dumps({"positions": {"t:0": 7}})
+>>> header = {"format": "dpstream-checkpoint/1", "crc32": zlib.crc32(payload),
+...           "bytes": len(payload), "written": 0.0}
+>>> _ = (d / "checkpoint.pkl").write_bytes(json.dumps(header).encode() + b"\\n" + payload)
+>>> migrate_checkpoint(d)
+Traceback (most recent call last):
+...
+dpstream.connectors.checkpoint.CheckpointError: refusing to unpickle ...
+>>> migrate_checkpoint(d, trust_pickle=True)["converted"]
+'dpstream-checkpoint/1 -> dpstream-checkpoint/2'
+>>> from dpstream.connectors import CheckpointStore
+>>> CheckpointStore.read(d)["positions"]
+{'t:0': 7}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import zlib
+from pathlib import Path
+from typing import Any
+
+from .checkpoint import (
+    FILENAME,
+    FORMAT,
+    V1_FILENAME,
+    V1_FORMAT,
+    CheckpointError,
+    CheckpointStore,
+    read_checkpoint,
+)
+
+__all__ = ["migrate_checkpoint"]
+
+
+def migrate_checkpoint(directory: str | os.PathLike, *, trust_pickle: bool = False,
+                       trust_unsigned: bool = False,
+                       key: bytes | str | None = None) -> dict[str, Any]:
+    """Convert ``directory``'s pickled checkpoint to format ``/2`` (or sign an unsigned one).
+
+    Parameters
+    ----------
+    directory
+        The checkpoint directory (its lock is taken: no service may be running on it).
+    trust_pickle
+        Must be ``True`` to unpickle ``checkpoint.pkl``; unpickling runs code named by the
+        file, so say so only for a directory nobody else could write.
+    trust_unsigned
+        Sign an unsigned ``checkpoint.dpck`` with the configured key (``key`` or
+        ``DPSTREAM_CHECKPOINT_KEY``).
+    key
+        HMAC key for the new file; default ``DPSTREAM_CHECKPOINT_KEY``.
+
+    Returns
+    -------
+    dict
+        ``directory``, ``converted`` (what was done), ``path`` (the new file) and, after a
+        conversion, ``backup`` (the old file's new name).
+    """
+    directory = Path(directory)
+    old = directory / V1_FILENAME
+    with CheckpointStore(directory, key=key) as store:
+        if not old.exists():
+            if (directory / FILENAME).exists() and trust_unsigned:
+                if store.key is None:
+                    raise CheckpointError("--trust-unsigned signs with the checkpoint key; "
+                                          "none is configured (set DPSTREAM_CHECKPOINT_KEY)")
+                state, info = read_checkpoint(directory, key=store.key,
+                                              accept_unsigned=True)
+                if info["integrity"] == "sha256+hmac":
+                    raise CheckpointError(f"{info['path']} is already signed")
+                store.save(state)
+                return {"directory": str(directory), "converted": "signed",
+                        "path": str(store.path)}
+            raise CheckpointError(f"no pickled checkpoint ({V1_FILENAME}) in {directory}; "
+                                  f"nothing to migrate")
+        if not trust_pickle:
+            raise CheckpointError(f"refusing to unpickle {old} without --trust-pickle: "
+                                  f"unpickling runs code named by the file; convert only a "
+                                  f"directory nobody else could write")
+        data = old.read_bytes()
+        head, sep, payload = data.partition(b"\n")
+        try:
+            header = json.loads(head)
+        except ValueError:
+            header = None
+        if not sep or not isinstance(header, dict) or header.get("format") != V1_FORMAT:
+            raise CheckpointError(f"{old} is not a {V1_FORMAT} checkpoint")
+        if len(payload) != header.get("bytes") or zlib.crc32(payload) != header.get("crc32"):
+            raise CheckpointError(f"{old} is corrupt (checksum mismatch); not converted")
+        state = pickle.loads(payload)   # the one unpickling, asked for by --trust-pickle
+        if not isinstance(state, dict):
+            raise CheckpointError(f"{old} does not hold a checkpoint state")
+        store.save(state)
+        backup = old.with_name(V1_FILENAME + ".migrated")
+        os.replace(old, backup)
+        return {"directory": str(directory), "converted": f"{V1_FORMAT} -> {FORMAT}",
+                "path": str(store.path), "backup": str(backup)}
