@@ -7,7 +7,8 @@ Each command's work lives with its package: ``privacy`` in
 
 Commands: ``privacy`` (the privacy calculator), ``run`` (the main job), ``bench`` (accuracy by
 cross-validation), ``serve`` (the Kafka service), ``replay`` (a file, bundled dataset or topic
-to its end) and ``status`` (a checkpoint's counters and privacy report).
+to its end), ``status`` (a checkpoint's counters and privacy report) and
+``migrate-checkpoint`` (convert a trusted pickled checkpoint of older versions).
 Every command has ``--help``; ``--json`` prints one JSON object per result line.
 """
 
@@ -193,6 +194,20 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--checkpoint-dir", required=True, metavar="DIR")
     st.add_argument("--json", action="store_true", help="print one JSON object")
     st.set_defaults(func=_cmd_status)
+
+    mg = sub.add_parser("migrate-checkpoint",
+                        help="convert a trusted pickled checkpoint (format /1) to format /2",
+                        description=MIGRATE_HELP,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    mg.add_argument("--checkpoint-dir", required=True, metavar="DIR")
+    mg.add_argument("--trust-pickle", action="store_true",
+                    help="required to convert DIR/checkpoint.pkl: it is unpickled, which runs "
+                         "code named by the file")
+    mg.add_argument("--trust-unsigned", action="store_true",
+                    help="sign DIR/checkpoint.dpck with DPSTREAM_CHECKPOINT_KEY (it was "
+                         "written before a key was configured)")
+    mg.add_argument("--json", action="store_true", help="print one JSON object")
+    mg.set_defaults(func=_cmd_migrate)
     return parser
 
 
@@ -216,6 +231,19 @@ stopped and learns nothing twice.
 examples:
   dpstream replay --source adult --epsilon 1.0 --json
   dpstream replay --source records.jsonl.gz --schema schema.json --epsilon 0.5 --checkpoint-dir ck
+"""
+
+MIGRATE_HELP = """\
+Checkpoints are written in format dpstream-checkpoint/2 (JSON and raw arrays, checksummed and,
+with DPSTREAM_CHECKPOINT_KEY set, HMAC-signed; loading never runs code). Older versions wrote
+DIR/checkpoint.pkl, a pickle, which serve, replay and status refuse to load. This command
+converts one, once, for a directory you trust: it unpickles it (running any code the file
+names), writes DIR/checkpoint.dpck and renames the old file to checkpoint.pkl.migrated. No
+service may be running on DIR (its lock is taken).
+
+examples:
+  dpstream migrate-checkpoint --checkpoint-dir /var/lib/dpstream/census --trust-pickle
+  DPSTREAM_CHECKPOINT_KEY=... dpstream migrate-checkpoint --checkpoint-dir ck --trust-unsigned
 """
 
 
@@ -340,6 +368,13 @@ def _cmd_status(args: argparse.Namespace) -> int:
     from .service import status_command
 
     return status_command(args.checkpoint_dir, as_json=args.json)
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from .service import migrate_checkpoint_command
+
+    return migrate_checkpoint_command(args.checkpoint_dir, trust_pickle=args.trust_pickle,
+                                      trust_unsigned=args.trust_unsigned, as_json=args.json)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -314,14 +314,23 @@ class Runner:
                 "ids": list(self.ids)}
 
     def checkpoint(self) -> None:
-        """Flush the sinks, then save everything atomically."""
+        """Flush the sinks, then save everything atomically.
+
+        A failed save (:class:`~dpstream.connectors.CheckpointError`: disk full, read-only
+        directory) propagates and changes nothing: ``saved_positions`` — the only positions
+        ever committed to the source — stay those of the last checkpoint on disk.
+        """
         with self.lock:
             for sink in (self.dead_letters, self.predictions):
                 if sink is not None:
                     sink.flush()
             self.counters["checkpoints"] += 1
             state = self.state()
-            self.store.save(state)
+            try:
+                self.store.save(state)
+            except BaseException:
+                self.counters["checkpoints"] -= 1
+                raise
             self.saved_positions = dict(self.positions)
             self.last_checkpoint = time.monotonic()
             self.last_checkpoint_wall = time.time()

@@ -23,12 +23,18 @@ from urllib.parse import parse_qs, urlparse
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ..connectors import CheckpointStore, FileSource, JsonlDeadLetterSink, SourceRecord
+from ..connectors import (
+    CheckpointStore,
+    FileSource,
+    JsonlDeadLetterSink,
+    SourceRecord,
+    read_checkpoint,
+)
 from .messages import Schema
 from .runner import Runner, describe
 
 __all__ = ["ServeSettings", "serve", "replay", "install_signal_handlers", "serve_command",
-           "replay_command", "status_command"]
+           "replay_command", "status_command", "migrate_checkpoint_command"]
 
 log = logging.getLogger("dpstream.service")
 
@@ -386,17 +392,18 @@ def replay_command(source: str, *, as_json: bool = False, **kwargs: Any) -> int:
 
 def status_command(checkpoint_dir: str, *, as_json: bool = False) -> int:
     """``dpstream status``: a checkpoint's counters, positions and privacy report."""
-    state = CheckpointStore.read(checkpoint_dir)
+    state, info = read_checkpoint(checkpoint_dir)   # checked, decoded safely, never unpickled
     if state is None:
         raise ValueError(f"no checkpoint in {checkpoint_dir}")
     out = {"checkpoint_dir": str(checkpoint_dir), **describe(state),
-           "checkpoint_age_s": round(time.time() - state["written"], 3)}
+           "checkpoint_age_s": round(time.time() - state["written"], 3),
+           "checkpoint_integrity": info["integrity"]}
     if as_json:
         print(json.dumps(out))
         return 0
     p = out["privacy"]
     print(f"{out['model']} checkpoint in {out['checkpoint_dir']} "
-          f"({out['checkpoint_age_s']:.0f} s old)")
+          f"({out['checkpoint_age_s']:.0f} s old; checked: {out['checkpoint_integrity']})")
     print(f"  seen {out['records_seen']}, learned {out['records_learned']}, dead letters "
           f"{out['dead_letters']}, duplicates {out['duplicates']}, unlabeled "
           f"{out['unlabeled']}")
@@ -408,4 +415,21 @@ def status_command(checkpoint_dir: str, *, as_json: bool = False) -> int:
                   f"the open window; protects {p.get('protects', 'features and labels')}")
     print(f"  guarantee: ({p['epsilon']:.4g}, {p['delta']:g})-DP per record; {p['trees']} "
           f"trees; {detail}")
+    return 0
+
+
+def migrate_checkpoint_command(checkpoint_dir: str, *, trust_pickle: bool = False,
+                               trust_unsigned: bool = False, as_json: bool = False) -> int:
+    """``dpstream migrate-checkpoint``: convert a trusted pickled checkpoint to format ``/2``
+    (or sign a trusted unsigned one), see :mod:`dpstream.connectors.legacy_checkpoint`."""
+    from ..connectors.legacy_checkpoint import migrate_checkpoint
+
+    res = migrate_checkpoint(checkpoint_dir, trust_pickle=trust_pickle,
+                             trust_unsigned=trust_unsigned)
+    if as_json:
+        print(json.dumps(res))
+    elif res["converted"] == "signed":
+        print(f"signed {res['path']}")
+    else:
+        print(f"converted {res['converted']}: {res['path']} (old file kept as {res['backup']})")
     return 0

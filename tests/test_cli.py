@@ -19,7 +19,7 @@ def run(*args):
 def test_help_lists_the_commands_that_exist():
     out = run("--help")
     assert out.returncode == 0
-    for cmd in ("privacy", "run", "bench", "serve", "replay", "status"):
+    for cmd in ("privacy", "run", "bench", "serve", "replay", "status", "migrate-checkpoint"):
         assert cmd in out.stdout
         assert run(cmd, "--help").returncode == 0
 
