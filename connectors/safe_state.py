@@ -138,6 +138,11 @@ class _Encoder:
                 return list(obj)
             if set(map(type, obj)) == {tuple} and all(map(_flat, obj)):   # e.g. record ids
                 return {"@": "lt", "v": list(map(list, obj))}
+            if self.float_rows(obj):   # e.g. a window's buffered records: one float array
+                for row in obj:
+                    self.number(row)
+                self.arrays.append(np.array(obj, dtype=np.float64))
+                return {"@": "rows", "k": len(self.arrays) - 1}
             return [self.child("[]", i, v) for i, v in enumerate(obj)]
         if t is dict or t is OrderedDict:
             self.number(obj)
@@ -191,6 +196,15 @@ class _Encoder:
                     "spawn_key": list(obj.spawn_key), "pool_size": obj.pool_size,
                     "n_children_spawned": obj.n_children_spawned}
         return self.instance(obj)
+
+    def float_rows(self, obj: list) -> bool:
+        """Whether ``obj`` is a list of equally long lists of floats seen nowhere before."""
+        if not obj or set(map(type, obj)) != {list}:
+            return False
+        width = len(obj[0])
+        return (width > 0 and all(len(row) == width for row in obj)
+                and all(set(map(type, row)) == {float} for row in obj)
+                and not any(id(row) in self.memo for row in obj))
 
     def child(self, kind: str, key: Any, value: Any) -> Any:
         if type(value) in _PRIMITIVE:
@@ -365,6 +379,18 @@ class _Decoder:
         self.memo.append(out)
         return out
 
+    def rows(self, node: dict) -> list[list[float]]:
+        k = node["k"]
+        if type(k) is not int or not 0 <= k < len(self.arrays):
+            raise StateError(f"array {k!r} is not in the data section")
+        a = self.arrays[k]
+        if a.ndim != 2 or a.dtype != np.float64:
+            raise StateError("rows of floats need a 2-D float64 array")
+        out = a.tolist()
+        self.memo.append(out)
+        self.memo.extend(out)
+        return out
+
     def tuple_(self, node: dict) -> tuple:
         items = node["v"]
         if type(items) is list and set(map(type, items)) <= _JSON_SCALARS:
@@ -484,7 +510,7 @@ class _Decoder:
 
 _HANDLERS = {
     "ref": _Decoder.ref, "d": _Decoder.mapping, "od": _Decoder.mapping, "t": _Decoder.tuple_,
-    "lt": _Decoder.tuples,
+    "lt": _Decoder.tuples, "rows": _Decoder.rows,
     "f": _Decoder.float_, "a": _Decoder.array, "ns": _Decoder.scalar, "set": _Decoder.set_,
     "fset": _Decoder.set_, "dq": _Decoder.deque_, "b": _Decoder.bytes_,
     "frac": _Decoder.fraction, "dt": _Decoder.dtype, "gen": _Decoder.generator,

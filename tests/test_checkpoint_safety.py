@@ -211,7 +211,11 @@ def test_shared_references_cycles_and_rng_state_survive():
              "odd": {(1, "x"): float("nan"), 3: -0.0, "inf": float("-inf")},
              "f": np.asfortranarray(np.ones((3, 2), dtype=np.float32)), "s": np.int16(-7),
              "empty": np.zeros((0, 3)), "ids": [("int", 1), ("str", "a")]}
+    state["rows"] = [[1.0, float("nan")], [2.0, -0.0]]   # buffered records: one float array
+    state["row"] = state["rows"][0]
     back = decode(*encode(state))
+    assert back["row"] is back["rows"][0] and back["rows"][1] == [2.0, -0.0]
+    assert type(back["rows"][1][0]) is float and np.isnan(back["row"][1])
     assert back["a"] is back["b"] and back["loop"]["self"] is back["loop"]
     assert back["big"] == 2 ** 200 and back["s"] == np.int16(-7) and back["s"].dtype == np.int16
     assert back["f"].flags.f_contiguous and back["f"].dtype == np.float32
