@@ -22,7 +22,9 @@ class (no ``module:os.system`` detours through module attributes), creates the i
 updates its ``__dict__``). It never calls any other callable named by the input and never
 unpickles; array dtypes holding Python objects are refused. Shared references and cycles are
 kept: every mutable node gets the next number in depth-first order on both sides, and a later
-occurrence is ``{"@": "ref", "n": k}``.
+occurrence is ``{"@": "ref", "n": k}``. Bulky plain data stays compact: lists of JSON scalars are
+JSON lists, a list of flat tuples (the record-id memory) one ``"lt"`` node, and a list of equally
+long float lists (a window's buffered records) one float64 array.
 
 Examples
 --------
