@@ -222,6 +222,10 @@ class MedianForestClassifier(WindowForestBase):
     relevance_share
         With ``attributes="relevance"``: the share of each labeled record's tree budget
         spent on the relevance release.
+    relevance_floor
+        Share of the attribute draw kept uniform (``floor`` of
+        :class:`~dpstream.models.relevance.AttributeRelevance`): every attribute keeps at
+        least ``relevance_floor / F``.
     seed
         ``None`` for OS entropy; an int for tests and benchmarks.
     """
@@ -235,9 +239,10 @@ class MedianForestClassifier(WindowForestBase):
                  drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, attributes: str = "relevance",
                  relevance_share: float = 0.2, min_tree_records: int | None = 250,
-                 seed: int | None = None):
+                 relevance_floor: float = 0.3, seed: int | None = None):
         self.attributes = attributes
         self.relevance_share = relevance_share
+        self.relevance_floor = relevance_floor
         self.privacy = privacy
         self.transductive = transductive
         self.n_trees_second = n_trees_second

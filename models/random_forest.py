@@ -54,8 +54,8 @@ Examples
 >>> for xi, yi in zip(X[:20_000], y[:20_000]):
 ...     model.learn_one(xi, yi)
 >>> report = model.privacy_report()       # warm-up windows 1k .. 8k; the newest 2 vote
->>> report["epsilon"], report["trees"], report["depth"]
-(1.0, 200, 9)
+>>> report["epsilon"], report["trees"], report["depth"]   # 4k: 80 trees of 50 records, 8k: 100
+(1.0, 180, 9)
 >>> model.predict_one(X[25_000]) in (False, True)
 True
 >>> theorem2_depth(5, 0), theorem2_depth(20, 0), theorem2_depth(0, 22)
@@ -160,13 +160,19 @@ class RandomDecisionForestClassifier(WindowForestBase):
         ``"uniform"``: the paper's uniform draw.
     relevance_share
         Share of each labeled record's tree budget spent on the relevance release.
+    relevance_floor
+        Share of the attribute draw kept uniform (``floor`` of
+        :class:`~dpstream.models.relevance.AttributeRelevance`): every attribute keeps at
+        least ``relevance_floor / F`` (0.1 here, 0.3 in the median forest and RDT: a random
+        tree's only data-driven choice is its attributes, and with 0.3 the attributes that
+        carry the class were drawn too rarely — docs/random_forest.md).
     window_seconds
         Close a window once a record arrives this long after its first one.
     warmup, drift, drift_share, drift_window, min_tree_records
         The window policy of :class:`~dpstream.models.window_forest.WindowForestBase`:
         warm-up windows, the DP drift signal, and (``min_tree_records``) fewer trees of at
-        least that many records in small windows (default ``None``: ``n_trees`` trees in
-        every window; it did not help here — docs/random_forest.md).
+        least that many records in small windows (default 50: the 1k warm-up window trains
+        20 trees of 50 records, not 100 of 10 — docs/random_forest.md).
     seed
         Random seed (tests and benchmarks; leave ``None`` in production — whoever knows the
         seed can replay the noise).
@@ -177,10 +183,11 @@ class RandomDecisionForestClassifier(WindowForestBase):
                  max_depth: int | None = None, range_share: float = 0.05, range_bins: int = 24,
                  window_seconds: float | None = None, warmup: int | None = 1000,
                  drift: bool = True, drift_share: float = 0.05,
-                 drift_window: int | None = None, min_tree_records: int | None = None,
+                 drift_window: int | None = None, min_tree_records: int | None = 50,
                  attributes: str = "relevance", relevance_share: float = 0.2,
-                 seed: int | None = None):
+                 relevance_floor: float = 0.1, seed: int | None = None):
         self.max_depth = max_depth
+        self.relevance_floor = relevance_floor
         self.attributes = attributes
         self.relevance_share = relevance_share
         self.range_share = range_share
@@ -321,7 +328,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
                     groups.append([router, at])
             self._serving = (ids, table, [(r, at, r.root_keys(ids[at])) for r, at in groups],
                              weights)
-        return self._serving
+        return self._serving[:4]
 
     def _tree_weights(self) -> np.ndarray:
         """Each kept tree's vote weight: its window's :meth:`window_weights` entry."""
@@ -363,7 +370,33 @@ class RandomDecisionForestClassifier(WindowForestBase):
         return self._votes(self._trees.matrix(X))
 
     def _score_row(self, row: np.ndarray) -> np.ndarray:
-        return self._votes(self._trees.matrix(row[None, :]))[0]
+        plan = self._row_plan()
+        V = self._trees.matrix(row[None, :])
+        if plan is None:
+            return self._votes(V)[0]
+        out = np.zeros(len(self._encoder.classes))
+        for cols, args in plan:   # one compiled call per window domain, arguments prepared
+            out += random_trees._wk.implicit_votes(V if cols is None else V[:, cols], *args)[0]
+        return out
+
+    def _row_plan(self) -> list[tuple] | None:
+        """Per group of :meth:`_kept`, ``(routing columns, the compiled kernel's other
+        arguments)``, cached with ``_serving``: :meth:`_score_row` then costs one call per
+        group. ``None`` when a group cannot use the compiled walk."""
+        ids, table, groups, weights = self._kept()
+        if len(self._serving) == 4:
+            k = len(self._encoder.classes)
+            plan = []
+            for router, at, roots in groups:
+                if not router.compiled:
+                    plan = None
+                    break
+                plan.append((getattr(router, "_view", None),
+                             (roots, self.depth, *router.kernel_args(), _NTH, table.keys,
+                              table.slots(), table.values, kernel_salts(k)[1],
+                              np.ascontiguousarray(weights[at]))))
+            self._serving = (*self._serving, plan)
+        return self._serving[4]
 
     def __setstate__(self, state: dict) -> None:
         # a checkpoint from before private ranges: its windows split over the public domain

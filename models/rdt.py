@@ -169,6 +169,10 @@ class RDTClassifier(WindowForestBase):
         the paper's uniform draw.
     relevance_share
         Share of the window's tree budget spent on the relevance release (0.35).
+    relevance_floor
+        Share of the attribute draw kept uniform (``floor`` of
+        :class:`~dpstream.models.relevance.AttributeRelevance`): every attribute keeps at
+        least ``relevance_floor / F``.
     seed
         Random seed (tests and benchmarks; leave ``None`` in production).
     """
@@ -182,10 +186,12 @@ class RDTClassifier(WindowForestBase):
                  window_seconds: float | None = None, warmup: int | None = 1000,
                  drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, attributes: str = "relevance",
-                 relevance_share: float = 0.35, seed: int | None = None):
+                 relevance_share: float = 0.35, relevance_floor: float = 0.3,
+                 seed: int | None = None):
         self.disjoint = disjoint
         self.attributes = attributes
         self.relevance_share = relevance_share
+        self.relevance_floor = relevance_floor
         self.combine = combine
         self.secondary_trees = secondary_trees
         self.n_cells = n_cells
@@ -490,10 +496,10 @@ class RDTClassifier(WindowForestBase):
         for depth, roots, primary, scale, router, weights in group:
             # a slot router's trees have no centers: the kernel reads its view for routing
             # only (a center's distance reads the row only when the leaf has centers)
-            out += random_trees._wk.implicit_cells(
-                router.view(V), roots, depth, *router.kernel_args(), _NTH, primary, scale,
-                self.combine == "average", centers.keys, centers.point, centers.values,
-                centers.points, self._scale, self._trees.s, cells.keys, cells.slots(),
+            out += random_trees._tk.rows_in_threads(   # large batches: rows split in threads
+                random_trees._wk.implicit_cells, router.view(V), roots, depth,
+                *router.kernel_args(), _NTH, primary, scale, self.combine == "average",
+                centers.keys, centers.point, centers.values, centers.points, self._scale, self._trees.s, cells.keys, cells.slots(),
                 cells.values, kernel_salts(k)[2], weights)
         return out
 

@@ -11,6 +11,9 @@ The forests reach it as ``random_trees._tk`` (``None`` without numba).
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from numba import njit
 
@@ -225,16 +228,58 @@ def _trie_greedy(C, m, roots, t0, weights, levels, fan, nkeys, nslots, nattr, lk
     return roots.shape[0]
 
 
+def threads_for(rows: int, trees: int) -> int:
+    """Threads for a batch of ``rows`` through ``trees`` trees: one per usable CPU (at most
+    4), and only for batches worth a thread (>= 8,192 rows, >= 32 trees per thread)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:   # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    if rows < 8192:
+        return 1
+    return max(1, min(cpus, 4, trees // 32))
+
+
+def rows_in_threads(kernel, V: np.ndarray, *args) -> np.ndarray:
+    """``kernel(V, *args)`` for a per-row kernel that releases the GIL, its rows split among
+    :func:`threads_for` threads (the same rows out, bit for bit: each row is scored alone)."""
+    workers = threads_for(V.shape[0], 32 * V.shape[0])
+    if workers <= 1:
+        return kernel(V, *args)
+    cuts = np.linspace(0, V.shape[0], workers + 1).astype(np.intp)
+    with ThreadPoolExecutor(workers) as pool:
+        parts = list(pool.map(lambda ab: kernel(V[ab[0]:ab[1]], *args),
+                              zip(cuts[:-1], cuts[1:])))
+    return np.concatenate(parts)
+
+
 def trie_scores(kernel, X: np.ndarray, roots: np.ndarray, weights: np.ndarray, n_classes: int,
                 args: tuple, ranges: int, *, chunk: int = 32_768,
-                capacity: int | None = None) -> np.ndarray:
+                capacity: int | None = None, threads: int | None = None) -> np.ndarray:
     """Run a batch kernel (:func:`_trie_votes` or :func:`_trie_greedy`) over the rows of
     ``X`` in chunks, growing its node tables until every tree is done.
 
     ``args`` are the kernel's arguments between ``weights`` and ``out``; ``ranges`` the width
     of the path state (numeric attributes) a trie node keeps (0: the greedy kernel);
-    ``capacity`` the first size of the node tables (tests: force them to grow)."""
+    ``capacity`` the first size of the node tables (tests: force them to grow); ``threads``
+    the threads that share the trees (default :func:`threads_for`; the sum of the slices'
+    scores is the same up to the order of floating-point additions)."""
     X = np.asarray(X)
+    m = X.shape[0]
+    workers = threads_for(m, roots.shape[0]) if threads is None else int(threads)
+    if workers > 1:   # the kernels release the GIL: each thread takes a slice of the trees
+        cuts = np.linspace(0, roots.shape[0], workers + 1).astype(np.intp)
+        with ThreadPoolExecutor(workers) as pool:
+            parts = list(pool.map(
+                lambda ab: _serial_scores(kernel, X, roots[ab[0]:ab[1]], weights[ab[0]:ab[1]],
+                                          n_classes, args, ranges, chunk, capacity),
+                zip(cuts[:-1], cuts[1:])))
+        return np.sum(parts, axis=0)
+    return _serial_scores(kernel, X, roots, weights, n_classes, args, ranges, chunk, capacity)
+
+
+def _serial_scores(kernel, X, roots, weights, n_classes, args, ranges, chunk, capacity):
+    """:func:`trie_scores` in the calling thread."""
     m = X.shape[0]
     out = np.zeros((m, n_classes))
     size = min(m, chunk)

@@ -342,9 +342,11 @@ class WindowForestBase(base.Classifier):
             raise ValueError(f"attributes must be one of {ATTRIBUTE_RULES}, "
                              f"got {self.attributes!r}")
         check_real("relevance_share", self.relevance_share, 0, 1)
+        floor = getattr(self, "relevance_floor", 0.3)
+        check_real("relevance_floor", floor, 0, 1, lo_open=False)
         enc = self._encoder
         self._relevance = AttributeRelevance(enc.numeric_columns(), enc.categorical_columns(),
-                                             len(enc.classes)) \
+                                             len(enc.classes), floor=floor) \
             if self.attributes == "relevance" else None
 
     def _relevance_split(self) -> tuple[float, float]:

@@ -165,6 +165,14 @@ def test_batch_tries_equal_row_walks(monkeypatch, cls, module, params):
 
     monkeypatch.setattr(trie_kernels, "trie_scores", small)
     assert np.array_equal(model._scores(Xe), batch) and calls
+
+    def threaded(*args, **kwargs):   # the trees shared by three threads: the same sums
+        calls.append(3)
+        return real(*args, threads=3)
+
+    monkeypatch.setattr(trie_kernels, "trie_scores", threaded)
+    np.testing.assert_allclose(model._scores(Xe), batch, rtol=1e-12, atol=0)
+    assert calls[-1] == 3
     monkeypatch.setattr(module, "_BATCH", 10**9)           # every row walked alone
     assert np.array_equal(model._scores(Xe), batch)
     _numpy_only(monkeypatch)

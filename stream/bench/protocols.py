@@ -171,7 +171,8 @@ BATCH_DEFAULTS = {"sgbdt": {"drift": False, "split_levels": 0},
                   # Xin et al.'s tau trees on every training set
                   "greedy-forest": {"drift": False, "min_tree_records": None},
                   # Fletcher & Islam's uniformly drawn attributes
-                  "random-forest": {"drift": False, "attributes": "uniform"}}
+                  "random-forest": {"drift": False, "attributes": "uniform",
+                                    "min_tree_records": None}}
 
 
 def fold_indices(n: int, folds: int, *, seed: int) -> list[np.ndarray]:
