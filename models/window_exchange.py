@@ -1,0 +1,294 @@
+"""Window forests across processes: export a finished window, merge the windows of many members.
+
+Several service processes (consumer-group members) may each train a window forest on the
+records of their own Kafka partitions. Every record reaches exactly one member and, there,
+exactly one window and one tree's part, so the members' windows hold disjoint records and
+compose in parallel exactly as one process's windows do: the union is still
+``epsilon``-DP per record, whatever the number of members.
+
+:func:`export_window` turns one kept window of a model into **plain state**: its trees, the
+tables and routers its trees read, and the public metadata the window policy needs (records,
+labeled records, drift generation, index, the epsilon its records spent). It holds released
+(differentially private) values and data-independent tree structure only: the window's raw
+records, the model's random generator, its drift detector's unreleased sums and the random
+forest's non-private ``diagnostics`` never leave the process. The state is data: a connector
+encodes it with the data-only, allow-listed encoder of the safe checkpoints
+(:mod:`dpstream.connectors.safe_state`).
+
+:class:`WindowEnsemble` predicts with the windows of every member under the policy of a single
+process: the newest ``max_windows`` windows of the union (ordered by the time each was
+published, ties by member and index) vote, each window with weight proportional to its
+labeled records. A member's own retired windows (its ``max_windows`` or a drift generation)
+leave the union through a tombstone. Members that hold the same windows predict bit for bit
+the same: the sum over windows runs in one canonical order.
+
+Each window scores with a *view*: the model with that single window and the window's own
+routing state (the random trees' secret of the member that trained it), so tree ids of
+different members never collide. For the median, greedy and random forests the merged score
+is exactly the single-process score of the same windows; for RDT (whose ensemble normalises
+summed cell counts) it is the weighted sum of each window's class distribution.
+
+Examples
+--------
+>>> from dpstream.models import MedianForestClassifier
+>>> schema = {"features": {"a": {"type": "numeric", "min": 0, "max": 1}},
+...           "target": {"type": "binary", "values": [False, True]}}
+>>> halves = [MedianForestClassifier(schema=schema, epsilon=1.0, n_trees=2, window_size=50,
+...                                  warmup=None, drift=False, seed=s) for s in (1, 2)]
+>>> for i in range(200):
+...     halves[i % 2].learn_one({"a": (i % 10) / 10}, i % 10 >= 5)
+>>> a, b = WindowEnsemble(halves[0], "a"), WindowEnsemble(halves[1], "b")
+>>> for mine, other in ((a, b), (b, a)):
+...     for key, state in other.local_updates().items():
+...         _ = mine.adopt(key, state)
+>>> len(a.kept()), [a.predict_one({"a": v}) for v in (0.1, 0.9)]
+(4, [False, True])
+>>> [b.predict_one({"a": v}) for v in (0.1, 0.9)] == [a.predict_one({"a": v}) for v in (0.1, 0.9)]
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .window_forest import WindowForestBase, _Window
+
+__all__ = ["WindowEnsemble", "export_window", "window_config", "window_key", "WINDOW_FORMAT"]
+
+#: the format tag of an exported window
+WINDOW_FORMAT = "dpstream-window/1"
+#: model attributes the trees of a window route with (data-independent: secrets of random
+#: trees drawn before any record was read, and the public domain)
+_ROUTING = ("_trees", "_secret")
+#: window metadata that is not a DP release and stays in the process
+_PRIVATE_EXTRA = ("diagnostics",)
+
+
+def window_key(member: str, index: int) -> str:
+    """The key of ``member``'s window number ``index`` (zero-padded: keys sort by index).
+
+    >>> window_key("m-1", 7)
+    'm-1/window-000000000007'
+    """
+    if not isinstance(member, str) or not member or "/" in member:
+        raise ValueError(f"a member id is a non-empty string without '/', got {member!r}")
+    return f"{member}/window-{int(index):012d}"
+
+
+def window_config(model: WindowForestBase) -> str:
+    """A digest of what every member of one ensemble must share: the model class, its
+    parameters (except ``seed``) and the schema. Windows of another configuration are refused."""
+    params = {k: v for k, v in model._get_params().items() if k not in ("seed", "schema")}
+    text = json.dumps({"model": type(model).__qualname__, "params": params,
+                       "schema": model._encoder.schema.model_dump(mode="json")},
+                      sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _window_epsilon(model: WindowForestBase, index: int) -> float:
+    """Per-record epsilon the records of window ``index`` spent (its ledger partitions;
+    the ledger's whole spend when they were forgotten: an upper bound)."""
+    ledger = model._ledger
+    prefix = f"window-{index}/"
+    spent = [float(v) for p, v in ledger._partitions.items() if p.startswith(prefix)]
+    if spent:
+        return max(spent)
+    win = model._windows[index - (model.windows_closed - len(model._windows))]
+    return ledger.spent if win.trees else 0.0
+
+
+def export_window(model: WindowForestBase, index: int, *, member: str,
+                  published: float | None = None) -> dict:
+    """Window number ``index`` of ``model`` (it must still be kept) as plain state.
+
+    Parameters
+    ----------
+    model
+        A window forest.
+    index
+        The window's number in the model's stream (0 for its first window).
+    member
+        The id of the process that trained it.
+    published
+        When it was published (Unix time; default now): the union's order.
+
+    Returns
+    -------
+    dict
+        ``format``, ``member``, ``index``, ``key``, ``config``, ``model``, ``published``,
+        ``records``, ``labeled``, ``kind``, ``generation``, ``epsilon``, ``trees``, ``extra``
+        and ``routing``: released values and data-independent structure only.
+    """
+    first = model.windows_closed - len(model._windows)
+    if not first <= index < model.windows_closed:
+        raise IndexError(f"window {index} is not kept (kept: {first}..{model.windows_closed - 1})")
+    win = model._windows[index - first]
+    return {"format": WINDOW_FORMAT, "member": member, "index": int(index),
+            "key": window_key(member, index), "config": window_config(model),
+            "model": type(model).__qualname__,
+            "published": float(time.time() if published is None else published),
+            "records": int(win.records), "labeled": int(win.labeled), "kind": win.kind,
+            "generation": int(win.generation), "epsilon": _window_epsilon(model, index),
+            "trees": list(win.trees),
+            "extra": {k: v for k, v in win.extra.items() if k not in _PRIVATE_EXTRA},
+            "routing": {name: getattr(model, name) for name in _ROUTING if hasattr(model, name)}}
+
+
+class WindowEnsemble:
+    """The windows of every member, merged under one model's window policy (module docstring).
+
+    Parameters
+    ----------
+    model
+        This member's window forest (it trains; the ensemble only reads it).
+    member
+        This member's id (unique in the group).
+    """
+
+    def __init__(self, model: WindowForestBase, member: str):
+        if not isinstance(model, WindowForestBase):
+            raise TypeError(f"a window ensemble merges window forests, not "
+                            f"{type(model).__name__}")
+        window_key(member, 0)   # validates the id
+        self.model, self.member = model, member
+        self.config = window_config(model)
+        self.windows: dict[str, dict] = {}      # key -> exported state (every member's)
+        self._own: dict[int, str] = {}          # own index -> key, as published
+        self._kept: list[tuple[dict, Any, float]] | None = None   # (state, view, weight)
+
+    # ------------------------------------------------------------ the union
+    def local_updates(self) -> dict[str, dict | None]:
+        """This member's changes since the last call: ``key -> state`` for each window it
+        finished, ``key -> None`` (a tombstone) for each it retired. Applied here too; a
+        connector publishes them."""
+        m = self.model
+        first = m.windows_closed - len(m._windows)
+        out: dict[str, dict | None] = {}
+        for index in [i for i in self._own if i < first]:
+            out[self._own.pop(index)] = None
+        for index in range(first, m.windows_closed):
+            if index not in self._own:
+                state = export_window(m, index, member=self.member)
+                self._own[index] = state["key"]
+                out[state["key"]] = state
+        for key, state in out.items():
+            self._apply(key, state)
+        return out
+
+    def adopt(self, key: str, state: dict | None) -> bool:
+        """Take another member's window (``None``: its tombstone); returns whether the union
+        changed. A window of another configuration, or whose key does not match, raises
+        ``ValueError``; this member's own keys are ignored (they come from the model)."""
+        if key.partition("/")[0] == self.member:
+            return False
+        if state is not None:
+            if not isinstance(state, dict) or state.get("format") != WINDOW_FORMAT:
+                raise ValueError(f"{key}: not a {WINDOW_FORMAT} window")
+            if state.get("config") != self.config:
+                raise ValueError(f"{key}: trained by a model of another configuration "
+                                 f"({state.get('model')}, config {state.get('config')}; "
+                                 f"this member: {self.config})")
+            if state.get("key") != key or window_key(state["member"], state["index"]) != key:
+                raise ValueError(f"{key}: the window's own key is {state.get('key')!r}")
+        if state is None and key not in self.windows:
+            return False
+        self._apply(key, state)
+        return True
+
+    def _apply(self, key: str, state: dict | None) -> None:
+        if state is None:
+            self.windows.pop(key, None)
+        else:
+            self.windows[key] = state
+        self._kept = None
+
+    def kept(self) -> list[dict]:
+        """The windows that vote: the newest ``max_windows`` of the union."""
+        return [s for s, _, _ in self._serving()]
+
+    def members(self) -> list[str]:
+        """Members with a window in the union (sorted)."""
+        return sorted({s["member"] for s in self.windows.values()})
+
+    def _serving(self) -> list[tuple[dict, Any, float]]:
+        if self._kept is None:
+            order = sorted(self.windows.values(),
+                           key=lambda s: (s["published"], s["member"], s["index"]))
+            cap = self.model.max_windows
+            kept = order[-cap:] if cap is not None else order
+            sizes = [max(1, s["labeled"]) for s in kept]
+            top = max(sizes, default=1)
+            self._kept = [(s, self._view(s), n / top) for s, n in zip(kept, sizes)]
+        return self._kept
+
+    def _view(self, state: dict) -> WindowForestBase:
+        """The model with ``state``'s window alone and its routing state: scores that window."""
+        view = object.__new__(type(self.model))
+        view.__dict__.update(self.model.__dict__)
+        view.__dict__.update(state["routing"])
+        view._windows = [_Window(trees=list(state["trees"]), records=state["records"],
+                                 labeled=state["labeled"], kind=state["kind"],
+                                 extra=dict(state["extra"]), generation=state["generation"])]
+        view._serving, view._last = None, None
+        view.__dict__.pop("_plan", None)
+        return view
+
+    # ------------------------------------------------------------ predicting
+    def scores_row(self, row: np.ndarray) -> np.ndarray:
+        """Weighted summed scores of an encoded row over the kept windows."""
+        out = np.zeros(len(self.model._encoder.classes))
+        for _, view, weight in self._serving():
+            out += weight * view._score_row(row)
+        return out
+
+    def predict_proba_one(self, x: Mapping) -> dict:
+        """Class probabilities of one record (the uniform prior while no window has trees)."""
+        enc = self.model._encoder
+        s = np.maximum(self.scores_row(np.array(enc._row(x))), 0.0)
+        total = s.sum()
+        if total <= 0:
+            return {c: 1.0 / len(enc.classes) for c in enc.classes}
+        return {c: float(v / total) for c, v in zip(enc.classes, s, strict=True)}
+
+    def predict_one(self, x: Mapping) -> Any:
+        """The class of one record by the merged ensemble."""
+        enc = self.model._encoder
+        return enc.classes[int(np.argmax(self.scores_row(np.array(enc._row(x)))))]
+
+    def predict_many(self, X: Any) -> np.ndarray:
+        """Classes of a batch (a list of dicts or a DataFrame)."""
+        enc = self.model._encoder
+        Xe = enc.encode_many(X)
+        scores = np.zeros((Xe.shape[0], len(enc.classes)))
+        for _, view, weight in self._serving():
+            scores += weight * view._scores(Xe)
+        return np.array(enc.classes, dtype=object).take(np.argmax(scores, axis=1))
+
+    # ------------------------------------------------------------ report
+    def privacy_report(self) -> dict:
+        """The merged ensemble's guarantee, its windows and their members; ``local`` is this
+        member's own :meth:`privacy_report`."""
+        kept = self.kept()
+        return {
+            "mechanism": f"window ensemble across members ({type(self.model).__name__})",
+            "epsilon": max([float(s["epsilon"]) for s in self.windows.values()]
+                           + [self.model.privacy_report()["epsilon"]]),
+            "epsilon_budget": float(self.model.epsilon), "delta": 0.0,
+            "guarantee": ("pure epsilon-DP per record: each record is read by one member (its "
+                          "partition's owner), in one window and one tree's disjoint part; "
+                          "members' windows hold disjoint records and compose in parallel; "
+                          "merging released windows and retiring them is post-processing"),
+            "members": self.members(), "member": self.member,
+            "windows_known": len(self.windows), "windows_kept": len(kept),
+            "windows": [{"member": s["member"], "index": s["index"], "records": s["records"],
+                         "labeled": s["labeled"], "generation": s["generation"],
+                         "epsilon": s["epsilon"], "trees": len(s["trees"])} for s in kept],
+            "records_in_windows": sum(s["records"] for s in self.windows.values()),
+            "local": self.model.privacy_report(),
+        }

@@ -1,0 +1,161 @@
+"""Window forests across members (issue 23, item 1): export finished windows as plain data,
+merge the windows of every member under one window policy, predict the same on every member."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from dpstream.connectors.safe_state import decode, encode
+from dpstream.models import (
+    GreedyForestClassifier,
+    MedianForestClassifier,
+    RandomDecisionForestClassifier,
+    RDTClassifier,
+)
+from dpstream.models.window_exchange import WindowEnsemble, export_window, window_key
+from dpstream.stream import ADULT_SCHEMA, load_adult
+
+FORESTS = {
+    "median": (MedianForestClassifier, {"n_trees": 5}),
+    "greedy": (GreedyForestClassifier, {"n_trees": 10}),
+    "random": (RandomDecisionForestClassifier, {"n_trees": 10}),
+    "rdt": (RDTClassifier, {"n_trees": 5}),
+}
+# windows whose merged score is exactly the single-process score of the same windows
+EXACT = ("median", "greedy", "random")
+
+
+@pytest.fixture(scope="module")
+def adult():
+    X, y, _ = load_adult("train")
+    return X[:2400], y[:2400], X[2400:2700]
+
+
+def _model(name, seed, **kw):
+    cls, params = FORESTS[name]
+    return cls(schema=ADULT_SCHEMA, epsilon=1.0, seed=seed,
+               **{"window_size": 400, "warmup": None, "max_windows": 4, **params, **kw})
+
+
+def _exchange(ensembles, through_bytes=False):
+    """Every member's updates to every other member (optionally through the safe encoding)."""
+    updates = [e.local_updates() for e in ensembles]
+    for e in ensembles:
+        for ups in updates:
+            for key, state in ups.items():
+                if through_bytes and state is not None:
+                    tree, arrays = encode(state)
+                    state = decode(json.loads(json.dumps(tree)), arrays)
+                e.adopt(key, state)
+
+
+@pytest.mark.parametrize("name", sorted(FORESTS))
+def test_two_halves_predict_the_same_on_every_member(name, adult):
+    X, y, probe = adult
+    halves = [_model(name, 10 + m) for m in range(2)]
+    for i, (x, label) in enumerate(zip(X, y)):
+        halves[i % 2].learn_one(x, label)     # disjoint records: partition i % 2
+    ens = [WindowEnsemble(h, f"m{m}") for m, h in enumerate(halves)]
+    _exchange(ens, through_bytes=True)
+    assert [len(e.windows) for e in ens] == [6, 6]        # 3 windows per half, all members'
+    assert len(ens[0].kept()) == 4                         # max_windows over the union
+    assert [s["key"] for s in ens[0].kept()] == [s["key"] for s in ens[1].kept()]
+    p0 = [ens[0].predict_one(x) for x in probe]
+    assert p0 == [ens[1].predict_one(x) for x in probe]
+    assert list(ens[0].predict_many(probe)) == list(ens[1].predict_many(probe)) == p0
+    pr = [ens[0].predict_proba_one(x) for x in probe[:20]]
+    assert pr == [ens[1].predict_proba_one(x) for x in probe[:20]]
+    acc = np.mean([p == t for p, t in zip(p0, load_adult("train")[1][2400:2700])])
+    assert acc > 0.7, acc   # a working classifier, not a constant
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_one_member_ensemble_is_the_model(name, adult):
+    X, y, probe = adult
+    model = _model(name, 3)
+    model.learn_many(X[:300], y[:300])     # a batch window
+    for x, label in zip(X[300:1500], y[300:1500]):
+        model.learn_one(x, label)
+    ens = WindowEnsemble(model, "solo")
+    ens.local_updates()
+    assert len(ens.kept()) == len(model._windows) == 4
+    np.testing.assert_allclose(
+        np.array([ens.scores_row(np.array(model._encoder._row(x))) for x in probe]),
+        model._scores(model._encoder.encode_many(probe)), rtol=1e-9, atol=1e-12)
+    assert list(ens.predict_many(probe)) == list(model.predict_many(probe))
+
+
+def test_retired_windows_leave_the_union_and_policy_keeps_the_newest(adult):
+    X, y, _ = adult
+    a, b = _model("median", 1, max_windows=2), _model("median", 2, max_windows=2)
+    ea, eb = WindowEnsemble(a, "a"), WindowEnsemble(b, "b")
+    for x, label in zip(X[:800], y[:800]):
+        a.learn_one(x, label)
+    _exchange([ea, eb])
+    assert sorted(eb.windows) == [window_key("a", 0), window_key("a", 1)]
+    for x, label in zip(X[800:1200], y[800:1200]):
+        a.learn_one(x, label)                  # window 2 closes, window 0 retires in a
+    ups = ea.local_updates()
+    assert ups == {window_key("a", 0): None, window_key("a", 2): ups[window_key("a", 2)]}
+    for key, state in ups.items():
+        assert eb.adopt(key, state)
+    assert sorted(eb.windows) == [window_key("a", 1), window_key("a", 2)]
+    for x, label in zip(X[1200:1600], y[1200:1600]):
+        b.learn_one(x, label)                  # b's window is the newest published
+    _exchange([ea, eb])
+    assert [s["key"] for s in ea.kept()] == [window_key("a", 2), window_key("b", 0)]
+    assert ea.members() == ["a", "b"]
+    assert not eb.adopt(window_key("a", 0), None)   # an unknown tombstone changes nothing
+
+
+def test_exported_state_holds_releases_only(adult):
+    X, y, _ = adult
+    model = _model("random", 5)
+    for x, label in zip(X[:800], y[:800]):
+        model.learn_one(x, label)
+    state = export_window(model, 1, member="m")
+    assert "diagnostics" in model._windows[1].extra and "diagnostics" not in state["extra"]
+
+    def walk(obj):
+        if isinstance(obj, (np.random.Generator, np.random.BitGenerator)):
+            raise AssertionError("a random generator in an exported window")
+        if isinstance(obj, dict):
+            for v in obj.values():
+                walk(v)
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                walk(v)
+        elif hasattr(obj, "__dict__"):
+            walk(vars(obj))
+    walk(state)
+    assert state["records"] == 400 and state["index"] == 1
+    assert 0 < state["epsilon"] <= model.epsilon
+    with pytest.raises(IndexError):
+        export_window(model, 5, member="m")
+    ens = WindowEnsemble(_model("random", 6), "n")
+    ens.adopt(state["key"], state)
+    report = ens.privacy_report()
+    assert report["members"] == ["m"] and report["epsilon"] == state["epsilon"]
+    assert report["windows"][0] | {"member": "m", "index": 1} == report["windows"][0]
+
+
+def test_foreign_configurations_and_forged_keys_are_refused(adult):
+    X, y, _ = adult
+    model = _model("median", 1)
+    for x, label in zip(X[:400], y[:400]):
+        model.learn_one(x, label)
+    state = export_window(model, 0, member="a")
+    other = WindowEnsemble(_model("median", 2, n_trees=7), "b")
+    with pytest.raises(ValueError, match="another configuration"):
+        other.adopt(state["key"], state)
+    same = WindowEnsemble(_model("median", 2), "b")
+    with pytest.raises(ValueError, match="own key"):
+        same.adopt(window_key("a", 9), state)
+    with pytest.raises(ValueError, match="not a dpstream-window"):
+        same.adopt(state["key"], {"format": "pickle"})
+    assert not same.adopt(window_key("b", 0), state)   # own keys come from the model only
+    with pytest.raises(ValueError, match="member id"):
+        WindowEnsemble(model, "a/b")
