@@ -228,16 +228,22 @@ def _trie_greedy(C, m, roots, t0, weights, levels, fan, nkeys, nslots, nattr, lk
     return roots.shape[0]
 
 
-def threads_for(rows: int, trees: int) -> int:
+def threads_for(rows: int, trees: int, min_rows: int = 8192) -> int:
     """Threads for a batch of ``rows`` through ``trees`` trees: one per usable CPU (at most
-    4), and only for batches worth a thread (>= 8,192 rows, >= 32 trees per thread)."""
+    4), and only for batches worth a thread (>= ``min_rows`` rows, >= 32 trees per thread)."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:   # pragma: no cover - not Linux
         cpus = os.cpu_count() or 1
-    if rows < 8192:
+    if rows < min_rows:
         return 1
     return max(1, min(cpus, 4, trees // 32))
+
+
+#: rows from which :func:`trie_scores` shares the trees among threads: each thread builds
+#: its own node tables (tens of MiB at a 32k-row chunk), so smaller batches stay on one
+#: thread and keep the random forest's memory where it was (docs/random_forest.md)
+TRIE_THREAD_ROWS = 65_536
 
 
 def rows_in_threads(kernel, V: np.ndarray, *args) -> np.ndarray:
@@ -266,7 +272,8 @@ def trie_scores(kernel, X: np.ndarray, roots: np.ndarray, weights: np.ndarray, n
     scores is the same up to the order of floating-point additions)."""
     X = np.asarray(X)
     m = X.shape[0]
-    workers = threads_for(m, roots.shape[0]) if threads is None else int(threads)
+    workers = (threads_for(m, roots.shape[0], TRIE_THREAD_ROWS) if threads is None
+               else int(threads))
     if workers > 1:   # the kernels release the GIL: each thread takes a slice of the trees
         cuts = np.linspace(0, roots.shape[0], workers + 1).astype(np.intp)
         with ThreadPoolExecutor(workers) as pool:

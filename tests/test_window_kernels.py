@@ -210,7 +210,7 @@ def test_rdt_window_weights_scale_each_windows_cells(monkeypatch, path):
 
 
 @pytest.mark.parametrize("cls, module, params", [
-    (RandomDecisionForestClassifier, random_forest, {"n_trees": 8}),
+    (RandomDecisionForestClassifier, random_forest, {"n_trees": 8, "min_tree_records": None}),
     (GreedyForestClassifier, greedy_forest, {"n_trees": 6, "max_depth": 4,
                                              "min_tree_records": None}),
 ], ids=["random-forest", "greedy-forest"])
