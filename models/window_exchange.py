@@ -57,9 +57,10 @@ from typing import Any
 
 import numpy as np
 
-from .window_forest import WindowForestBase, _Window
+from .window_forest import UNLABELED, WindowForestBase, _Window
 
-__all__ = ["WindowEnsemble", "export_window", "window_config", "window_key", "WINDOW_FORMAT"]
+__all__ = ["WindowEnsemble", "export_window", "window_config", "window_key", "WINDOW_FORMAT",
+           "close_open_window", "discard_open_window"]
 
 #: the format tag of an exported window
 WINDOW_FORMAT = "dpstream-window/1"
@@ -140,6 +141,37 @@ def export_window(model: WindowForestBase, index: int, *, member: str,
             "routing": {name: getattr(model, name) for name in _ROUTING if hasattr(model, name)}}
 
 
+def close_open_window(model: WindowForestBase) -> bool:
+    """Close the open window now (its records are trained once, as always); ``False`` if it
+    held no record. A member does this before its partitions are revoked: every record it
+    read is then inside a finished, publishable window. Closing early is allowed by the
+    window policy (as a drift detection does): a rebalance is a public event."""
+    if not model._buffer_y:
+        return False
+    model._close_window()
+    return True
+
+
+def discard_open_window(model: WindowForestBase) -> int:
+    """Forget the open window's records untrained (returns how many): a member restarting
+    from a checkpoint after a crash, whose partitions may already have been re-read from its
+    last published position by another member. Nothing trained on them was released. Their
+    prequential errors may have entered a drift release of this member: counted in
+    ``records_discarded_fed`` (see ``docs/service.md``, members)."""
+    n = len(model._buffer_y)
+    labels = model._buffer_y
+    model.records_seen -= n
+    model.unlabeled_seen -= sum(1 for v in labels if v == UNLABELED)
+    model.public_seen -= sum(map(bool, model._buffer_public))
+    if model._buffer_fed:
+        fed = sum(1 for v in labels if v != UNLABELED)
+        model.__dict__["records_discarded_fed"] = (
+            model.__dict__.get("records_discarded_fed", 0) + fed)
+    model._buffer_X, model._buffer_y, model._buffer_public = [], [], []
+    model._buffer_fed, model._window_start, model._last = False, None, None
+    return n
+
+
 class WindowEnsemble:
     """The windows of every member, merged under one model's window policy (module docstring).
 
@@ -184,9 +216,11 @@ class WindowEnsemble:
     def adopt(self, key: str, state: dict | None) -> bool:
         """Take another member's window (``None``: its tombstone); returns whether the union
         changed. A window of another configuration, or whose key does not match, raises
-        ``ValueError``; this member's own keys are ignored (they come from the model)."""
-        if key.partition("/")[0] == self.member:
-            return False
+        ``ValueError``. This member's own windows, read back after a restart, keep the time
+        they were first published (a retired one gets its tombstone from
+        :meth:`local_updates`); one the model does not have (published by an incarnation whose
+        checkpoint was lost) is ignored."""
+        own = key.partition("/")[0] == self.member
         if state is not None:
             if not isinstance(state, dict) or state.get("format") != WINDOW_FORMAT:
                 raise ValueError(f"{key}: not a {WINDOW_FORMAT} window")
@@ -196,7 +230,13 @@ class WindowEnsemble:
                                  f"this member: {self.config})")
             if state.get("key") != key or window_key(state["member"], state["index"]) != key:
                 raise ValueError(f"{key}: the window's own key is {state.get('key')!r}")
-        if state is None and key not in self.windows:
+        if own:
+            m = self.model
+            index = state["index"] if state is not None else None
+            if state is None or index >= m.windows_closed or index in self._own:
+                return False
+            self._own[index] = key      # kept: published already; retired: tombstoned next
+        elif state is None and key not in self.windows:
             return False
         self._apply(key, state)
         return True
@@ -290,5 +330,10 @@ class WindowEnsemble:
                          "labeled": s["labeled"], "generation": s["generation"],
                          "epsilon": s["epsilon"], "trees": len(s["trees"])} for s in kept],
             "records_in_windows": sum(s["records"] for s in self.windows.values()),
+            # after a crash: records this member discarded untrained whose prequential errors
+            # its drift signal had read; their new owner's drift signal reads them again
+            "drift_read_twice": {
+                "records": int(getattr(self.model, "records_discarded_fed", 0)),
+                "their_epsilon": float(self.model.epsilon) + self.model.epsilon_drift},
             "local": self.model.privacy_report(),
         }

@@ -164,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "and sums")
     ds.add_argument("--roster", metavar="PATH", help="roster: parties' public keys, threshold")
     ds.add_argument("--board-key", metavar="PATH", help="this party's signing key (PEM)")
+    sv.add_argument("--model-topic", metavar="T", help="share windows with group members on T")
     sv.set_defaults(func=_cmd_serve)
 
     rp = sub.add_parser("replay", help="run the service's runner over a file or topic to its end",

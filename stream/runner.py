@@ -186,6 +186,8 @@ class Runner:
         self.last_checkpoint = time.monotonic()
         self.last_checkpoint_wall: float | None = None
         self.on_checkpoint: Callable[[dict], None] | None = None
+        #: predicts instead of the model when set (a member's ensemble of every member's windows)
+        self.predictor: Any = None
         self.first_record_at: float | None = None   # monotonic time of this process's first
 
     # ------------------------------------------------------------ life cycle
@@ -274,7 +276,7 @@ class Runner:
             self.counters["clipped"] += record.clipped
             model = self.model
             if self.predictions is not None:
-                pred = model.predict_one(record.x)
+                pred = (model if self.predictor is None else self.predictor).predict_one(record.x)
                 self.predictions.send_json({"id": record.id, "prediction": _jsonable(pred),
                                             "partition": rec.partition, "offset": rec.offset})
                 self.counters["predictions"] += 1

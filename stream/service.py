@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -75,6 +76,11 @@ class ServeSettings(BaseSettings):
                                                  "party's public key, the threshold)")
     board_key: str | None = Field(None, description="distributed S-GBDT: this party's "
                                                     "signing key (PEM)")
+    model_topic: str | None = Field(None, description="window forests across group members: "
+                                                      "the compacted topic of every window")
+    member_id: str | None = Field(None, description="this member's id (unique in the group, "
+                                                    "stable across restarts; default: host "
+                                                    "name and checkpoint directory)")
 
     @model_validator(mode="after")
     def _one_dead_letter_sink(self) -> ServeSettings:
@@ -89,6 +95,16 @@ class ServeSettings(BaseSettings):
             if self.model != "sgbdt":
                 raise ValueError(f"distributed training runs the sgbdt model, not "
                                  f"{self.model!r}")
+        if self.model_topic is not None:
+            if not self.member_id:   # one checkpoint directory on one host: one member
+                digest = hashlib.sha256(str(Path(self.checkpoint_dir).resolve()).encode())
+                self.member_id = f"{socket.gethostname()}-{digest.hexdigest()[:10]}"
+            if "/" in self.member_id:
+                raise ValueError(f"a member id has no '/', got {self.member_id!r}")
+            if self.model == "sgbdt" or self.board_topic is not None:
+                raise ValueError("--model-topic merges window forests (median-forest, "
+                                 "random-forest, rdt, greedy-forest); S-GBDT across processes "
+                                 "is --board-topic (docs/distributed.md)")
         return self
 
     def shared_params(self, schema: Schema) -> dict:
@@ -117,7 +133,7 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
     schema = Schema.load(settings.schema_path)
     store = CheckpointStore(settings.checkpoint_dir)
     sinks: list[Any] = []
-    metrics = source = dist = None
+    metrics = source = dist = member = None
     try:
         if settings.dead_letter_topic:
             dead = KafkaDeadLetterSink(settings.bootstrap, settings.dead_letter_topic, stop=stop)
@@ -139,8 +155,13 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         if settings.board_topic:
             dist = _start_party(settings, schema, runner, stop)
             sinks.append(dist.board)
+        if settings.model_topic:
+            member = _start_member(settings, runner, stop)
+            sinks.append(member.topic)
         source = KafkaSource(settings.bootstrap, settings.topic, settings.group,
-                             position_of=runner.position_of, on_revoke=runner.checkpoint,
+                             position_of=runner.position_of if member is None
+                             else member.position_of,
+                             on_revoke=runner.checkpoint if member is None else member.on_revoke,
                              consumer_config={
                                  "session_timeout_ms": settings.session_timeout_ms,
                                  "heartbeat_interval_ms": settings.heartbeat_interval_ms})
@@ -160,7 +181,12 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
             for rec in records:
                 if stop.is_set():
                     break
-                runner.process(rec)
+                if member is None:
+                    runner.process(rec)
+                else:
+                    member.process(rec)
+            if member is not None:
+                member.poll()
             if dist is not None:
                 party = runner.model
                 out = dist.poll(want=party.new_records >= party.model.round_size)
@@ -169,15 +195,17 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
             runner.maybe_checkpoint()
             if metrics is not None:
                 metrics.beat()
-            saved = runner.saved_positions
+            saved = runner.saved_positions if member is None else member.committable()
             if saved != committed:
                 source.commit(saved)
                 committed = dict(saved)
         if dist is not None:   # apply rounds the board resolved meanwhile, then save
             dist.poll(want=False, join=False)
+        if member is not None:   # close and publish the open window: nothing left unpublished
+            member.stop()
         runner.checkpoint()
         if source.consumer is not None:
-            source.commit(runner.saved_positions)
+            source.commit(runner.saved_positions if member is None else member.committable())
         s = runner.summary()
         log.info("stopped: %d seen, %d learned, %d dead letters, %d duplicates; checkpoint in %s",
                  s["records_seen"], s["records_learned"], s["dead_letters"], s["duplicates"],
@@ -216,6 +244,25 @@ def _start_party(settings: ServeSettings, schema: Schema, runner: Runner,
     log.info("party %s joined session %s on board %s", settings.party, settings.session,
              settings.board_topic)
     return dist
+
+
+def _start_member(settings: ServeSettings, runner: Runner, stop: threading.Event):
+    """Connect the model topic and join the window ensemble (stream/members.py)."""
+    import os
+
+    from ..connectors.model_topic import ModelTopic
+    from .members import WindowMember
+
+    key = os.environ.get("DPSTREAM_MODEL_TOPIC_KEY")
+    topic = ModelTopic(settings.bootstrap, settings.model_topic, stop=stop,
+                       key=None if key is None else key.encode())
+    if not topic.connect():
+        raise RuntimeError("stopped before the model topic was reachable")
+    member = WindowMember(runner, topic, settings.member_id)
+    member.start()
+    log.info("member %s: %d windows of members %s on model topic %s", settings.member_id,
+             len(member.ensemble.windows), member.ensemble.members(), settings.model_topic)
+    return member
 
 
 # ---------------------------------------------------------------------------- replay

@@ -1,0 +1,235 @@
+"""One consumer-group member of a window forest trained by several processes (issue 23).
+
+Each member trains windows on the records of the partitions it owns, publishes every finished
+window to the model topic (:class:`~dpstream.connectors.model_topic.ModelTopic`) and predicts
+with the windows of all members (:class:`~dpstream.models.window_exchange.WindowEnsemble`).
+
+**Exactly once across rebalances.** The source of truth for where a partition's next owner
+starts is the model topic, not a member's own checkpoint: every published window carries the
+member's *handoff positions* — per partition, the offset after the last record that is inside
+a finished window of this member (records still in its open window are excluded). So:
+
+1. A window is checkpointed, then published (the broker's ack awaited), then its positions are
+   committed to Kafka (monitoring). A crash between checkpoint and publish re-publishes it at
+   restart; nothing is published that a restart could train again.
+2. Before its partitions are revoked (a member joins or leaves: kafka-python's classic
+   protocol revokes every partition), a member closes its open window — early, as a drift
+   detection does; a rebalance is a public event — and publishes it. Every record it read is
+   then in a published window, and its handoff positions are its positions. From then until
+   the new assignment it trains nothing (records fetched earlier are dropped untrained).
+3. On assignment, before it trains a record, a member reads the model topic to its end (the
+   revoking members published before they rejoined, so their last windows are there) and
+   starts each partition at the larger of its own checkpoint's position and the newest
+   handoff position any member published for it; records below are skipped untrained. Records
+   below it are in some member's published window; records above it are in none.
+4. A member killed ``-9`` publishes nothing more: its open window's records lie above its
+   last handoff positions, so the partitions' next owners read and train them. If the killed
+   member restarts from its checkpoint it first discards that open window untrained and
+   rewinds to its own last published positions
+   (:func:`~dpstream.models.window_exchange.discard_open_window`), so they are not trained
+   twice. (Their prequential errors may have fed one drift release of the dead member and
+   feed another at the new owner: ``docs/service.md`` states that bound.)
+
+The runner's record-id memory is per member: a duplicate across partitions of different
+members is not caught (ids are caught within a member, as before).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from ..connectors.model_topic import ModelTopic
+from ..models.window_exchange import WindowEnsemble, close_open_window, discard_open_window
+from .runner import Runner
+
+__all__ = ["WindowMember"]
+
+log = logging.getLogger("dpstream.members")
+
+
+class WindowMember:
+    """A runner's window forest as one member of a multi-process ensemble (module docstring).
+
+    Parameters
+    ----------
+    runner
+        The member's runner (its model a window forest; its own checkpoint directory).
+    topic
+        The connected model topic.
+    member
+        This member's id: unique in the group and the same across restarts of one
+        checkpoint directory.
+    """
+
+    def __init__(self, runner: Runner, topic: ModelTopic, member: str):
+        self.runner, self.topic, self.member = runner, topic, member
+        self.ensemble = WindowEnsemble(runner.model, member)
+        self.handoff: dict[str, int] = {}       # partition -> newest published position
+        self.owned: set[str] = set()            # partitions assigned since the last revoke
+        self.unverified: set[str] = set()       # assigned, the model topic not read since
+        self.pending: list[tuple[str, int]] = []   # (partition, offset) in the open window
+        self.topic_lock = threading.Lock()      # the model topic's reader is not thread-safe
+        self.discarded = 0
+        self.published_positions: dict[str, int] = {}   # handoff positions at the last publish
+
+    # ------------------------------------------------------------ life cycle
+    def start(self) -> None:
+        """Read the model topic to its end; after a crash, drop the checkpoint's open window
+        (see the module docstring, step 4); publish what the checkpoint has and the topic
+        does not."""
+        self.merge()
+        runner, model = self.runner, self.runner.model
+        with runner.lock:
+            if model._buffer_y:
+                n = discard_open_window(model)
+                self.discarded += n
+                for _ in range(min(n, len(runner.ids))):
+                    runner.ids.popitem(last=True)   # their ids: the last n remembered
+                runner.counters["learned"] -= n
+                mine = self._own_positions()
+                runner.positions = {p: mine[p] for p in runner.positions if p in mine}
+                log.warning("member %s: discarded %d records of an unpublished open window "
+                            "(a crash); partitions rewound to %s", self.member, n,
+                            runner.positions)
+                runner.checkpoint()
+            self.publish()
+        runner.predictor = self.ensemble   # predictions come from every member's windows
+
+    def _own_positions(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for state in self.ensemble.windows.values():
+            if state["member"] == self.member:
+                for p, off in state.get("positions", {}).items():
+                    out[p] = max(out.get(p, 0), off)
+        return out
+
+    def stop(self) -> None:
+        """Close and publish the open window (a graceful stop leaves nothing unpublished)."""
+        self.on_revoke()
+
+    # ------------------------------------------------------------ the model topic
+    def merge(self, timeout: float = 30.0) -> int:
+        """Read the model topic to its end and adopt what arrived; returns the changes."""
+        with self.topic_lock:
+            updates = self.topic.catch_up(timeout)
+        return self._adopt(updates)
+
+    def poll(self) -> int:
+        """Adopt what the model topic has now (no waiting)."""
+        with self.topic_lock:
+            updates = self.topic.poll(timeout_ms=0)
+        return self._adopt(updates)
+
+    def _adopt(self, updates: dict[str, Any]) -> int:
+        changed = 0
+        with self.runner.lock:
+            for key, state in updates.items():
+                try:
+                    changed += self.ensemble.adopt(key, state)
+                except ValueError as exc:
+                    self.topic.rejected += 1
+                    log.warning("model topic: %s", exc)
+                    continue
+                if state is not None:
+                    for p, off in state.get("positions", {}).items():
+                        self.handoff[p] = max(self.handoff.get(p, 0), int(off))
+        return changed
+
+    def handoff_positions(self) -> dict[str, int]:
+        """Per partition, the offset after the last record inside a finished window."""
+        out = dict(self.runner.positions)
+        for p, off in self.pending:
+            out[p] = min(out.get(p, off), off)
+        return out
+
+    def publish(self) -> int:
+        """Checkpoint, then publish this member's finished and retired windows; returns how
+        many messages were published."""
+        with self.runner.lock:
+            updates = self.ensemble.local_updates()
+            if not updates:
+                return 0
+            self.runner.checkpoint()    # saved before any member may use them
+            positions = self.handoff_positions()
+            for state in updates.values():
+                if state is not None:
+                    state["positions"] = dict(positions)
+            self.topic.publish(updates)   # waits for the broker's acks
+            for p, off in positions.items():
+                self.handoff[p] = max(self.handoff.get(p, 0), off)
+            self.published_positions = positions
+            return len(updates)
+
+    def committable(self) -> dict[str, int]:
+        """Offsets Kafka may hold as committed: those of the last published window (only
+        records inside published windows lie below them)."""
+        with self.runner.lock:
+            return dict(self.published_positions)
+
+    # ------------------------------------------------------------ records
+    def process(self, rec: Any) -> bool:
+        """The runner processes ``rec`` if its partition is owned (else it is dropped: it was
+        fetched before a revoke); returns whether it was processed."""
+        runner, model = self.runner, self.runner.model
+        with runner.lock:
+            if rec.partition not in self.owned:
+                return False
+            if self.unverified and not self._verify():
+                return False
+            closed, learned = model.windows_closed, runner.counters["learned"]
+            runner.process(rec)
+            if runner.counters["learned"] != learned:
+                self.pending.append((rec.partition, rec.offset))
+            if model.windows_closed != closed:
+                n = len(model._buffer_y)
+                self.pending = self.pending[len(self.pending) - n:] if n else []
+                self.publish()   # before the next prediction, which may use it
+            return True
+
+    def _verify(self) -> bool:
+        """Read the model topic to its end (in the main loop: the rebalance listener must not
+        do network calls of another client) and move each newly assigned partition to the
+        newest published handoff position; records below it are then skipped untrained."""
+        try:
+            self.merge()
+        except TimeoutError as exc:   # stopping, or the broker is away: process nothing yet
+            log.warning("member %s: %s", self.member, exc)
+            return False
+        runner = self.runner
+        for p in self.unverified:
+            pos = self.handoff.get(p)
+            if pos is not None and runner.positions.get(p, 0) < pos:
+                runner.positions[p] = pos
+        self.unverified.clear()
+        return True
+
+    # ------------------------------------------------------------ rebalances
+    def position_of(self, partition: str) -> int | None:
+        """Where this member starts an assigned partition (KafkaSource's ``position_of``, on
+        the rebalance listener): the larger of its checkpoint's position and the newest
+        handoff position read so far. Before the partition's first record is trained the
+        model topic is read to its end (:meth:`process`), so a handoff published by the
+        member that held it before is never missed."""
+        runner = self.runner
+        with runner.lock:
+            known = [v for v in (runner.saved_positions.get(partition),
+                                 self.handoff.get(partition)) if v is not None]
+            self.owned.add(partition)
+            self.unverified.add(partition)
+            if not known:
+                return None
+            pos = max(known)
+            if runner.positions.get(partition, 0) < pos:
+                runner.positions[partition] = pos
+            return pos
+
+    def on_revoke(self) -> None:
+        """Before partitions are revoked: close the open window, checkpoint, publish."""
+        with self.runner.lock:
+            self.owned.clear()
+            self.unverified.clear()
+            if close_open_window(self.runner.model):
+                self.pending = []
+            self.publish()
