@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from .checkpoint import CheckpointError, CheckpointLocked, CheckpointStore, read_checkpoint
 from .files import FileSource, JsonlDeadLetterSink, file_format
-from .records import SourceError, SourceRecord
+from .records import SinkError, SourceError, SourceRecord, sink_key
 
 __all__ = ["CheckpointError", "CheckpointLocked", "CheckpointStore", "FileSource",
-           "JsonlDeadLetterSink", "SourceError", "SourceRecord", "file_format",
-           "read_checkpoint"]
+           "JsonlDeadLetterSink", "SinkError", "SourceError", "SourceRecord", "file_format",
+           "read_checkpoint", "sink_key"]

@@ -141,13 +141,16 @@ class FileSource:
 
 
 class JsonlDeadLetterSink:
-    """Dead letters appended to a JSONL file: ``{"reason", "position", "value"}`` per line.
+    """Dead letters appended to a JSONL file: ``{"reason", "position", "key", "value"}`` per
+    line.
 
-    ``value`` is the original text when it is UTF-8, else ``value_base64`` holds the bytes.
-    :meth:`flush` fsyncs (the runner flushes before each checkpoint, so a dead letter is on disk
-    before the checkpoint that moves past its position). After a crash, records between the last
-    checkpoint and the crash are processed again and their dead letters written again: the file
-    is at-least-once (deduplicate by ``position``), the ``dead_letters`` counter exact.
+    ``value`` is the original text when it is UTF-8, else ``value_base64`` holds the bytes;
+    ``key`` is the text of :func:`~dpstream.connectors.records.sink_key` (the same as the Kafka
+    dead-letter key). :meth:`flush` fsyncs (the runner flushes before each checkpoint, so a dead
+    letter is on disk before the checkpoint that moves past its position). After a crash,
+    records between the last checkpoint and the crash are processed again and their dead
+    letters written again: the file is at-least-once (deduplicate by ``key``), the
+    ``dead_letters`` counter exact.
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -155,8 +158,10 @@ class JsonlDeadLetterSink:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh: io.BufferedWriter | None = open(self.path, "ab")
 
-    def send(self, raw: bytes, reason: str, position: dict) -> None:
+    def send(self, raw: bytes, reason: str, position: dict, key: bytes | None = None) -> None:
         entry: dict = {"reason": reason, "position": position}
+        if key is not None:
+            entry["key"] = key.decode("utf-8")
         try:
             entry["value"] = raw.decode("utf-8")
         except UnicodeDecodeError:

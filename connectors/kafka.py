@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .records import SourceRecord
+from .records import SinkError, SourceRecord
 
 __all__ = ["KafkaSource", "KafkaSink", "KafkaDeadLetterSink", "connect_with_backoff",
            "partition_key"]
@@ -199,7 +199,14 @@ def _log_commit(offsets, response) -> None:
 
 
 class KafkaSink:
-    """Messages to one topic (predictions: ``{"id", "prediction", "offset"}`` JSON values)."""
+    """Messages to one topic (predictions: ``{"id", "prediction", "partition", "offset"}`` JSON
+    values keyed by :func:`~dpstream.connectors.records.sink_key`).
+
+    Sends are asynchronous; a send the producer finally gives up on (after its retries and
+    ``delivery_timeout_ms``) is counted, and the next :meth:`flush` raises
+    :class:`~dpstream.connectors.records.SinkError` — the runner flushes before every
+    checkpoint, so no checkpoint moves past a message that was not delivered.
+    """
 
     def __init__(self, bootstrap: str, topic: str, *, stop: threading.Event,
                  producer_config: dict | None = None):
@@ -212,33 +219,50 @@ class KafkaSink:
             lambda: KafkaProducer(bootstrap_servers=bootstrap, **config),
             what=f"Kafka broker {bootstrap} (producer for {topic})", stop=stop)
         self.sent = 0
+        self.failed = 0
+        self._first_error: BaseException | None = None
 
-    def send_json(self, value: dict, key: bytes | None = None) -> None:
-        self.producer.send(self.topic, json.dumps(value).encode("utf-8"), key=key)
+    def _send(self, value: bytes, key: bytes | None, headers: list | None = None) -> None:
+        future = self.producer.send(self.topic, value, key=key, headers=headers)
+        future.add_errback(self._failure)
         self.sent += 1
 
+    def _failure(self, exc: BaseException) -> None:   # on kafka-python's IO thread
+        self.failed += 1
+        if self._first_error is None:
+            self._first_error = exc
+
+    def send_json(self, value: dict, key: bytes | None = None) -> None:
+        self._send(json.dumps(value).encode("utf-8"), key)
+
     def flush(self, timeout: float | None = None) -> None:
+        """Wait for every send; raise :class:`SinkError` if any was not delivered."""
         if self.producer is not None:
             self.producer.flush(timeout=timeout)
+        if self.failed:
+            failed, first = self.failed, self._first_error
+            self.failed, self._first_error = 0, None
+            raise SinkError(f"{failed} message(s) to topic {self.topic!r} were not delivered "
+                            f"(first: {type(first).__name__}: {first}); no checkpoint moves "
+                            f"past them, a restart sends them again")
 
     def close(self) -> None:
         if self.producer is not None:
-            self.producer.flush()
-            self.producer.close()
-            self.producer = None
+            try:
+                self.flush()
+            finally:
+                self.producer.close()
+                self.producer = None
 
 
 class KafkaDeadLetterSink(KafkaSink):
-    """Dead letters to a topic: the value is the original bytes, untouched; headers carry
-    ``dpstream-reason`` and ``dpstream-position`` (JSON). Flushed before every checkpoint
-    (at-least-once, like the file sink)."""
+    """Dead letters to a topic: the value is the original bytes, untouched (only a message over
+    the size limit is cut to its first bytes, as the reason says); the key is
+    :func:`~dpstream.connectors.records.sink_key`; headers carry ``dpstream-reason`` and
+    ``dpstream-position`` (JSON). Flushed before every checkpoint (at-least-once, like the file
+    sink)."""
 
-    def send(self, raw: bytes, reason: str, position: dict) -> None:
+    def send(self, raw: bytes, reason: str, position: dict, key: bytes | None = None) -> None:
         headers = [("dpstream-reason", reason.encode("utf-8")),
                    ("dpstream-position", json.dumps(position).encode("utf-8"))]
-        self.producer.send(self.topic, raw, headers=headers)
-        self.sent += 1
-
-    def flush(self, timeout: float | None = None) -> None:
-        if self.producer is not None:
-            self.producer.flush(timeout=timeout)
+        self._send(raw, key, headers)

@@ -4,14 +4,20 @@ A source position is a *partition* key (``"topic:3"`` for a Kafka partition, ``"
 for a file) and an *offset* in it (the Kafka offset, or the 0-based data-line number of a file).
 The runner keeps, per partition, the next offset to process; that map is checkpointed and is
 where a restarted service resumes.
+
+Sinks (predictions, dead letters) are at-least-once: after a crash the records between the last
+checkpoint and the crash are processed again and their messages sent again. Each message
+carries :func:`sink_key` — its record's source position and id — so a consumer can drop the
+repeats (and a compacted topic keeps one message per key).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SourceRecord", "SourceError"]
+__all__ = ["SourceRecord", "SourceError", "SinkError", "sink_key"]
 
 
 @dataclass(frozen=True)
@@ -35,3 +41,24 @@ class SourceRecord:
 
 class SourceError(RuntimeError):
     """A source that cannot go on (a truncated gzip file, an unreadable path, ...)."""
+
+
+class SinkError(RuntimeError):
+    """A sink that could not deliver what it was given (the runner then saves no checkpoint
+    past those records, so they are processed and sent again after a restart)."""
+
+
+def sink_key(partition: str, offset: int, record_id: str | int | None = None) -> bytes:
+    """The key of a prediction or dead-letter message: compact JSON of the record's source
+    position and id (``null`` when a dead letter has no valid id). The same record always gets
+    the same bytes, so repeats after a crash can be dropped by key.
+
+    Examples
+    --------
+    >>> sink_key("records:0", 17, 42)
+    b'{"partition":"records:0","offset":17,"id":42}'
+    >>> sink_key("records:1", 3)
+    b'{"partition":"records:1","offset":3,"id":null}'
+    """
+    return json.dumps({"partition": partition, "offset": offset, "id": record_id},
+                      separators=(",", ":")).encode("ascii")

@@ -136,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--dead-letter-file", metavar="PATH",
                     help="dead letters to this JSONL file (default DIR/dead-letters.jsonl)")
     sv.add_argument("--predictions-topic", metavar="T", help="publish predictions here")
+    sv.add_argument("--max-message-bytes", type=int, metavar="N",
+                    help="longer messages are dead letters (default 1048576)")
+    sv.add_argument("--max-id-bytes", type=int, metavar="N",
+                    help="longer record ids are dead letters (default 256)")
     sv.add_argument("--metrics-port", type=int, metavar="PORT",
                     help="/metrics and /healthz port (default 9108; 0 = any free port)")
     sv.add_argument("--metrics-host", metavar="HOST", help="bind address (default 127.0.0.1)")
@@ -381,12 +385,12 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from ..connectors import CheckpointError, CheckpointLocked, SourceError
+    from ..connectors import CheckpointError, CheckpointLocked, SinkError, SourceError
 
     try:
         return int(args.func(args))
     except (ValueError, TypeError, OSError, CheckpointError, CheckpointLocked,
-            SourceError) as exc:
+            SinkError, SourceError) as exc:
         parser.exit(2, f"dpstream {args.command}: error: {exc}\n")
     return 0  # pragma: no cover
 

@@ -15,7 +15,14 @@ schema's:
   infinity, a wrong type, a missing ``required`` feature, or a label outside the declared
   classes are **rejected** (the service sends them to the dead-letter sink);
 * a numeric label outside the target range is clipped like a feature;
-* ``y`` null or absent is an *unlabeled* record (counted; supervised models skip it).
+* ``y`` null or absent is an *unlabeled* record (counted; supervised models skip it);
+* a message longer than ``max_message_bytes`` (default 1 MiB) or an id longer than
+  ``max_id_bytes`` (default 256 bytes of UTF-8; an integer id by its decimal digits) is
+  **rejected** before anything else is kept: ids live in the duplicate memory and the
+  checkpoint.
+
+A reason is always valid UTF-8 and at most :data:`MAX_REASON_CHARS` characters (a lone surrogate
+in an unknown feature's name is shown escaped), so every sink can carry it.
 
 Examples
 --------
@@ -34,6 +41,10 @@ dpstream.stream.messages.RejectedRecord: x.sex: 'X' is not one of the declared c
 Traceback (most recent call last):
 ...
 dpstream.stream.messages.RejectedRecord: unparsable JSON: Expecting ',' delimiter at char 24
+>>> v.validate(b'{"id": "' + b"r" * 300 + b'", "x": {}}')
+Traceback (most recent call last):
+...
+dpstream.stream.messages.RejectedRecord: id: 300 bytes, longer than the 256-byte limit
 """
 
 from __future__ import annotations
@@ -50,7 +61,15 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..models.schema import CategoricalFeature, NumericFeature, Schema, Target, coerce_schema
 
 __all__ = ["NumericFeature", "CategoricalFeature", "Target", "Schema", "coerce_schema",
-           "Message", "ValidRecord", "RejectedRecord", "RecordValidator"]
+           "Message", "ValidRecord", "RejectedRecord", "RecordValidator", "MAX_ID_BYTES",
+           "MAX_MESSAGE_BYTES", "MAX_REASON_CHARS"]
+
+#: default cap on a record id: UTF-8 bytes of a string id, decimal digits of an integer id
+MAX_ID_BYTES = 256
+#: default cap on one raw message (bytes as read from the source)
+MAX_MESSAGE_BYTES = 1 << 20
+#: a rejection reason longer than this is cut (an unknown feature's name may be huge)
+MAX_REASON_CHARS = 400
 
 
 class Message(BaseModel):
@@ -66,11 +85,17 @@ class Message(BaseModel):
 
 
 class RejectedRecord(ValueError):
-    """A message that breaks the schema or the message format; ``reason`` says how."""
+    """A message that breaks the schema or the message format; ``reason`` says how (valid
+    UTF-8, at most :data:`MAX_REASON_CHARS` characters). ``id`` is the record's id when the
+    message got as far as a valid one (the dead-letter key carries it), else ``None``."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, id: str | int | None = None):
+        reason = reason.encode("utf-8", "backslashreplace").decode("utf-8")
+        if len(reason) > MAX_REASON_CHARS:
+            reason = reason[:MAX_REASON_CHARS - 3] + "..."
         super().__init__(reason)
         self.reason = reason
+        self.id = id
 
 
 @dataclass(frozen=True)
@@ -94,9 +119,25 @@ def _short(value: Any) -> str:
 
 
 class RecordValidator:
-    """Validate raw messages against a schema (see the module docstring for the policy)."""
+    """Validate raw messages against a schema (see the module docstring for the policy).
 
-    def __init__(self, schema: Schema | Mapping | str):
+    Parameters
+    ----------
+    schema
+        The stream's public schema (object, dict or file path).
+    max_id_bytes
+        Longest record id kept: UTF-8 bytes of a string id, decimal digits of an integer id.
+    max_message_bytes
+        Longest raw message (bytes or text as read from the source) that is decoded at all.
+    """
+
+    def __init__(self, schema: Schema | Mapping | str, *, max_id_bytes: int = MAX_ID_BYTES,
+                 max_message_bytes: int = MAX_MESSAGE_BYTES):
+        if int(max_id_bytes) < 1 or int(max_message_bytes) < 1:
+            raise ValueError(f"max_id_bytes and max_message_bytes must be positive, got "
+                             f"{max_id_bytes} and {max_message_bytes}")
+        self.max_id_bytes = int(max_id_bytes)
+        self.max_message_bytes = int(max_message_bytes)
         self.schema = coerce_schema(dict(schema) if isinstance(schema, Mapping) else schema)
         self._required = [n for n, f in self.schema.features.items() if f.required]
         # value -> declared value, per categorical feature (True == 1 is sorted out below)
@@ -106,10 +147,14 @@ class RecordValidator:
     def validate(self, raw: bytes | str | Mapping) -> ValidRecord:
         """One message -> :class:`ValidRecord`, or :class:`RejectedRecord` with the reason."""
         if isinstance(raw, (bytes, bytearray, memoryview)):
+            raw = bytes(raw)
+            self._check_size(len(raw))
             try:
-                raw = bytes(raw).decode("utf-8")
+                raw = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise RejectedRecord(f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+        elif isinstance(raw, str) and len(raw) > self.max_message_bytes // 4:
+            self._check_size(len(raw.encode("utf-8", "surrogatepass")))
         if isinstance(raw, str):
             try:
                 raw = json.loads(raw, parse_constant=_reject_constant)
@@ -121,16 +166,50 @@ class RecordValidator:
                 raise RejectedRecord("unparsable JSON: nested too deeply") from None
         if not isinstance(raw, Mapping):
             raise RejectedRecord(f"a message is a JSON object, got {type(raw).__name__}")
+        record_id = raw.get("id", _ABSENT)
+        if record_id is not _ABSENT and (isinstance(record_id, bool)
+                                         or not isinstance(record_id, (str, int))):
+            raise RejectedRecord(f"id: expected a string or an integer, got "
+                                 f"{type(record_id).__name__} {_short(record_id)}")
+        if isinstance(record_id, (str, int)):
+            self._check_id(record_id)
         try:
             msg = Message.model_validate(dict(raw))
         except ValidationError as exc:
             err = exc.errors()[0]
+            if err["type"] == "extra_forbidden":
+                raise RejectedRecord(f"message: unknown key {_short(err['loc'][0])} (a message "
+                                     f"holds id, x, y and public)") from None
             where = ".".join(str(p) for p in err["loc"]) or "message"
             raise RejectedRecord(f"{where}: {err['msg']}") from None
-        x, clipped = self._features(msg.x)
-        y, label_clipped = self._label(msg.y)
+        try:
+            x, clipped = self._features(msg.x)
+            y, label_clipped = self._label(msg.y)
+        except RejectedRecord as exc:
+            raise RejectedRecord(exc.reason, id=msg.id) from None
         return ValidRecord(id=msg.id, x=x, y=y, public=msg.public,
                            clipped=clipped + label_clipped)
+
+    def _check_size(self, size: int) -> None:
+        if size > self.max_message_bytes:
+            raise RejectedRecord(f"message: {size} bytes, longer than the "
+                                 f"{self.max_message_bytes}-byte limit")
+
+    def _check_id(self, record_id: str | int) -> None:
+        if isinstance(record_id, str):
+            try:
+                size = len(record_id.encode("utf-8"))
+            except UnicodeEncodeError:
+                raise RejectedRecord("id: not valid Unicode (a lone surrogate)") from None
+            what = "bytes"
+        elif record_id.bit_length() > 13_000:   # str() would refuse it (over 4,300 digits)
+            raise RejectedRecord(f"id: an integer of more than 3,900 digits, longer than the "
+                                 f"{self.max_id_bytes}-digit limit")
+        else:
+            size, what = len(str(abs(record_id))), "digits"
+        if size > self.max_id_bytes:
+            raise RejectedRecord(f"id: {size} {what}, longer than the {self.max_id_bytes}-"
+                                 f"{what[:-1]} limit")
 
     def _features(self, x: dict) -> tuple[dict, int]:
         out: dict[str, Any] = {}
@@ -140,7 +219,7 @@ class RecordValidator:
             name = self.schema.resolve(key)   # 3 and "3" name one feature
             spec = features.get(name) if name is not None else None
             if spec is None:
-                name = key
+                name = str(key) if len(str(key)) <= 60 else str(key)[:57] + "..."
                 raise RejectedRecord(f"x.{name}: unknown feature (not declared in the schema)")
             if value is None:
                 continue

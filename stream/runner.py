@@ -18,7 +18,9 @@ from the same records, after the restart.) A restart loads the checkpoint and re
 partition at its saved position, so a record is in the model **iff** its offset lies below the
 saved position: nothing is learned twice and nothing acknowledged is lost. Dead letters and
 predictions are flushed before the checkpoint that moves past them (at-least-once to their
-sinks).
+sinks); each carries :func:`~dpstream.connectors.records.sink_key` (source position and record
+id), so a consumer drops the repeats a crash causes by key. A message over the size limit is
+dead-lettered with its first :data:`DEAD_LETTER_PREFIX` bytes only.
 
 Examples
 --------
@@ -47,7 +49,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from ..connectors import CheckpointStore, SourceRecord
+from ..connectors import CheckpointStore, SourceRecord, sink_key
 from ..models import (
     GreedyForestClassifier,
     MedianForestClassifier,
@@ -57,9 +59,20 @@ from ..models import (
     SGBDTRegressor,
 )
 from ..models.sgbdt_party import SGBDTParty
-from .messages import RecordValidator, RejectedRecord, Schema, coerce_schema
+from .messages import (
+    MAX_ID_BYTES,
+    MAX_MESSAGE_BYTES,
+    RecordValidator,
+    RejectedRecord,
+    Schema,
+    coerce_schema,
+)
 
-__all__ = ["Runner", "build_model", "describe", "SERVICE_MODELS", "COUNTERS", "csv_message"]
+__all__ = ["Runner", "build_model", "describe", "SERVICE_MODELS", "COUNTERS", "csv_message",
+           "DEAD_LETTER_PREFIX"]
+
+#: bytes of an over-long message that its dead letter keeps (the reason gives the full size)
+DEAD_LETTER_PREFIX = 4096
 
 log = logging.getLogger("dpstream.runner")
 
@@ -149,9 +162,10 @@ class Runner:
     store
         The checkpoint store (holds the directory lock).
     dead_letters
-        Sink with ``send(raw, reason, position)`` and ``flush()``; ``None`` counts only.
+        Sink with ``send(raw, reason, position, key=...)`` and ``flush()``; ``None`` counts only.
     predictions
-        Sink with ``send_json(dict)`` and ``flush()``; ``None``: no predictions are published.
+        Sink with ``send_json(dict, key=...)`` and ``flush()``; ``None``: no predictions are
+        published.
     id_memory
         How many recent record ids are remembered to reject redelivered duplicates.
     checkpoint_interval
@@ -160,16 +174,20 @@ class Runner:
         For CSV sources: the column holding the label.
     checkpoint_every_round
         Checkpoint right after each training round. Default: when ``predictions`` is set.
+    max_id_bytes, max_message_bytes
+        The validator's caps (:class:`~dpstream.stream.messages.RecordValidator`).
     """
 
     def __init__(self, model: Any, *, store: CheckpointStore, model_name: str = "sgbdt",
                  dead_letters: Any = None, predictions: Any = None, id_memory: int = 100_000,
                  checkpoint_interval: float = 5.0, csv_label: str | None = "y",
-                 checkpoint_every_round: bool | None = None):
+                 checkpoint_every_round: bool | None = None, max_id_bytes: int = MAX_ID_BYTES,
+                 max_message_bytes: int = MAX_MESSAGE_BYTES):
         self.model = model
         self.model_name = model_name
         self.schema: Schema = model._encoder.schema
-        self.validator = RecordValidator(self.schema)
+        self.validator = RecordValidator(self.schema, max_id_bytes=max_id_bytes,
+                                         max_message_bytes=max_message_bytes)
         self.store = store
         self.dead_letters = dead_letters
         self.predictions = predictions
@@ -265,7 +283,11 @@ class Runner:
             except RejectedRecord as exc:
                 self.counters["dead_letters"] += 1
                 if self.dead_letters is not None:
-                    self.dead_letters.send(rec.raw, exc.reason, rec.position)
+                    raw = rec.raw
+                    if len(raw) > self.validator.max_message_bytes:
+                        raw = raw[:DEAD_LETTER_PREFIX]
+                    self.dead_letters.send(raw, exc.reason, rec.position,
+                                           key=sink_key(rec.partition, rec.offset, exc.id))
                 self.positions[rec.partition] = rec.offset + 1
                 return
             key = (type(record.id).__name__, record.id)
@@ -278,7 +300,8 @@ class Runner:
             if self.predictions is not None:
                 pred = (model if self.predictor is None else self.predictor).predict_one(record.x)
                 self.predictions.send_json({"id": record.id, "prediction": _jsonable(pred),
-                                            "partition": rec.partition, "offset": rec.offset})
+                                            "partition": rec.partition, "offset": rec.offset},
+                                           key=sink_key(rec.partition, rec.offset, record.id))
                 self.counters["predictions"] += 1
             self._remember(key)
             self.positions[rec.partition] = rec.offset + 1

@@ -31,7 +31,7 @@ from ..connectors import (
     SourceRecord,
     read_checkpoint,
 )
-from .messages import Schema
+from .messages import MAX_ID_BYTES, MAX_MESSAGE_BYTES, Schema
 from .runner import Runner, describe
 
 __all__ = ["ServeSettings", "serve", "replay", "install_signal_handlers", "serve_command",
@@ -58,6 +58,10 @@ class ServeSettings(BaseSettings):
     dead_letter_file: str | None = Field(
         None, description="JSONL dead letters (default: DIR/dead-letters.jsonl when no topic)")
     predictions_topic: str | None = None
+    max_message_bytes: int = Field(MAX_MESSAGE_BYTES, gt=0, description="a longer message is a "
+                                   "dead letter (which keeps its first 4 KiB)")
+    max_id_bytes: int = Field(MAX_ID_BYTES, gt=0, description="a longer record id (UTF-8 "
+                              "bytes, or digits of an integer) is a dead letter")
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = Field(9108, description="0: any free port; unset: no server")
     seed: int | None = None
@@ -135,8 +139,11 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
     sinks: list[Any] = []
     metrics = source = dist = member = None
     try:
-        if settings.dead_letter_topic:
-            dead = KafkaDeadLetterSink(settings.bootstrap, settings.dead_letter_topic, stop=stop)
+        if settings.dead_letter_topic:   # room for a message just under the size limit
+            dead = KafkaDeadLetterSink(
+                settings.bootstrap, settings.dead_letter_topic, stop=stop,
+                producer_config={"max_request_size": max(1 << 20,
+                                                         settings.max_message_bytes + 65536)})
         else:
             dead = JsonlDeadLetterSink(settings.dead_letter_file
                                        or Path(settings.checkpoint_dir) / "dead-letters.jsonl")
@@ -151,7 +158,9 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                                seed=settings.seed, params=settings.params, dead_letters=dead,
                                predictions=preds,
                                checkpoint_interval=settings.checkpoint_interval,
-                               party=settings.aggregation if settings.board_topic else None)
+                               party=settings.aggregation if settings.board_topic else None,
+                               max_id_bytes=settings.max_id_bytes,
+                               max_message_bytes=settings.max_message_bytes)
         if settings.board_topic:
             dist = _start_party(settings, schema, runner, stop)
             sinks.append(dist.board)
