@@ -1,0 +1,151 @@
+"""Scale out: k = 1, 2, 3 consumer-group members train one window forest together.
+
+Starts ``tansu`` on a free port, and for each k: creates a 6-partition topic, starts k
+``dpstream serve --model-topic`` processes in one group (median forest, epsilon 1), waits until
+every member holds partitions, produces the Adult stream, waits until every record has a
+prediction, stops the members (SIGTERM: each publishes its open window) and prints one JSON line:
+
+* ``msgs_per_s``: records over the time from the first to the last prediction (the members'
+  own timestamps on the predictions topic);
+* ``accuracy``: prequential, on the members' predictions (each made before its record was
+  learned, with the windows of every member);
+* ``same_model``: every member's ensemble — its own windows exported afresh from its
+  checkpointed model, plus the other members' windows from the model topic, as it merges
+  them — predicts the same classes for a fixed probe set (1,000 records of Adult's test
+  split);
+* ``windows``, ``trained``: windows on the model topic and the records inside them (every
+  record once: ``trained == records``).
+
+Run: python examples/scale_out.py [--records N] [--members 1,2,3]
+(needs the test extra: pip install 'dpstream[test]')
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from dpstream.connectors import CheckpointStore
+from dpstream.connectors.local_broker import LocalBroker
+from dpstream.connectors.model_topic import ModelTopic
+from dpstream.models.window_exchange import WindowEnsemble
+from dpstream.stream import load_adult
+
+PARTITIONS = 6
+PARAMS = ["--set", "n_trees=5"]
+
+
+def members_assigned(logs: list[Path]) -> bool:
+    """Whether every member's latest assignment is non-empty (the group is complete)."""
+    for log in logs:
+        lines = [ln for ln in log.read_text(errors="replace").splitlines()
+                 if "partitions assigned" in ln or "partitions revoked" in ln]
+        if not lines or "assigned: ['" not in lines[-1]:
+            return False
+    return True
+
+
+def read_predictions(broker: LocalBroker, topic: str, n: int, timeout: float) -> dict:
+    """id -> (prediction, timestamp in s) of the first prediction of each record."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap,
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             consumer_timeout_ms=int(timeout * 1000))
+    out: dict = {}
+    try:
+        for m in consumer:
+            p = json.loads(m.value)
+            out.setdefault(p["id"], (p["prediction"], m.timestamp / 1000.0))
+            if len(out) >= n:
+                break
+    finally:
+        consumer.close()
+    return out
+
+
+def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: list,
+        probe: list[dict]) -> dict:
+    records, preds, models = f"records-{k}", f"predictions-{k}", f"models-{k}"
+    broker.create_topic(records, partitions=PARTITIONS)
+    schema = tmp / "schema.json"
+    procs, logs = [], []
+    for m in range(k):
+        logs.append(tmp / f"k{k}-m{m}.log")
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "dpstream.stream.cli", "serve", "--bootstrap",
+             broker.bootstrap, "--topic", records, "--group", f"scale-{k}", "--schema",
+             str(schema), "--model", "median-forest", "--epsilon", "1.0", "--checkpoint-dir",
+             str(tmp / f"k{k}-m{m}"), "--metrics-port", "0", "--predictions-topic", preds,
+             "--model-topic", models, *PARAMS],
+            stdout=open(logs[-1], "wb"), stderr=subprocess.STDOUT,
+            env={**os.environ, "DPSTREAM_MEMBER_ID": f"m{m}"}))
+    try:
+        deadline = time.monotonic() + 120
+        while not members_assigned(logs):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise SystemExit("the group did not form:\n"
+                                 + "".join(log.read_text()[-2000:] for log in logs))
+            time.sleep(0.2)
+        producer = threading.Thread(target=broker.produce, args=(records, values, PARTITIONS))
+        producer.start()
+        got = read_predictions(broker, preds, len(values), timeout=240)
+        producer.join()
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        codes = [p.wait(120) for p in procs]
+    if len(got) < len(values) or codes != [0] * k:
+        raise SystemExit(f"k={k}: {len(got)} of {len(values)} predicted, exit codes {codes}:\n"
+                         + "".join(log.read_text()[-2000:] for log in logs))
+    times = sorted(t for _, t in got.values())
+    correct = sum(got[i][0] == labels[i] for i in range(len(values)))
+    reader = ModelTopic(broker.bootstrap, models, stop=threading.Event())
+    reader.connect()
+    windows = {key: s for key, s in reader.catch_up().items() if s is not None}
+    reader.close()
+    answers = []
+    for m in range(k):   # each member's ensemble: its own windows + the others' from the topic
+        ens = WindowEnsemble(CheckpointStore.read(tmp / f"k{k}-m{m}")["model"], f"m{m}")
+        own = ens.local_updates()   # exported afresh from the member's checkpointed model
+        if set(own) != {key for key in windows if key.startswith(f"m{m}/")}:
+            raise SystemExit(f"k={k}: member m{m}'s windows and the model topic disagree")
+        for key, state in windows.items():
+            if key in own:     # the order of the union: when each window was published
+                own[key]["published"] = state["published"]
+            else:
+                ens.adopt(key, state)
+        answers.append(list(ens.predict_many(probe)))
+    trained = sum(s["records"] for s in windows.values())
+    return {"members": k, "records": len(values),
+            "msgs_per_s": round(len(values) / max(times[-1] - times[0], 1e-9)),
+            "accuracy": round(correct / len(values), 4),
+            "same_model": all(a == answers[0] for a in answers),
+            "windows": len(windows), "trained": trained, "cores": os.cpu_count()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=6000, help="Adult records (default 6000)")
+    parser.add_argument("--members", default="1,2,3", help="values of k (default 1,2,3)")
+    args = parser.parse_args()
+    X, y, schema = load_adult("all")
+    n = min(args.records, len(X))
+    values = [json.dumps({"id": i, "x": X[i], "y": y[i]}).encode() for i in range(n)]
+    probe = load_adult("test")[0][:1000]
+    with LocalBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+        schema.dump(Path(tmp) / "schema.json")
+        for k in (int(v) for v in args.members.split(",")):
+            print(json.dumps(run(broker, Path(tmp), k, values, y[:n], probe)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
