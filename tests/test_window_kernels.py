@@ -242,3 +242,24 @@ def test_window_weights_scale_each_windows_votes(monkeypatch, cls, module, param
     assert np.allclose(first.sum(axis=1), n) and np.allclose(second.sum(axis=1), n)
     assert np.allclose(weighted, first + 0.1 * second)
     assert not np.allclose(weighted, first + second)   # equal weights would score otherwise
+
+
+def test_rdt_rows_split_among_threads_score_bit_for_bit(monkeypatch):
+    """Large RDT batches split their rows among threads (trie_kernels.rows_in_threads; the
+    compiled kernel releases the GIL): every row is scored alone, so the scores are the same,
+    bit for bit, as on one thread."""
+    X, y = _records(MIXED, 2000, seed=15)
+    test, _ = _records(MIXED, 1500, seed=16)
+    model = RDTClassifier(schema=MIXED, epsilon=1.0, window_size=1000, seed=4, n_trees=4)
+    model.learn_many(X, y)
+    Xe = model._encoder.encode_many(test)
+    one = model._scores(Xe)
+    used = []
+
+    def three(rows, trees, min_rows=8192):
+        used.append(rows)
+        return 3
+
+    monkeypatch.setattr(trie_kernels, "threads_for", three)
+    assert np.array_equal(model._scores(Xe), one) and used
+    assert one.sum() > 0
