@@ -13,8 +13,9 @@ prediction, stops the members (SIGTERM: each publishes its open window) and prin
   checkpointed model, plus the other members' windows from the model topic, as it merges
   them — predicts the same classes for a fixed probe set (1,000 records of Adult's test
   split);
-* ``windows``, ``trained``: windows on the model topic and the records inside them (every
-  record once: ``trained == records``).
+* ``windows``: live windows on the model topic (each member's newest ``max_windows``; the
+  union's newest ``max_windows`` vote); ``trained``: records the members trained, from their
+  checkpoints (every record once: ``trained == records``).
 
 Run: python examples/scale_out.py [--records N] [--members 1,2,3]
 (needs the test extra: pip install 'dpstream[test]')
@@ -112,9 +113,11 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
     reader.connect()
     windows = {key: s for key, s in reader.catch_up().items() if s is not None}
     reader.close()
-    answers = []
+    answers, trained = [], 0
     for m in range(k):   # each member's ensemble: its own windows + the others' from the topic
-        ens = WindowEnsemble(CheckpointStore.read(tmp / f"k{k}-m{m}")["model"], f"m{m}")
+        model = CheckpointStore.read(tmp / f"k{k}-m{m}")["model"]
+        trained += model.records_trained + len(model._buffer_y)   # (the buffer: 0 after stop)
+        ens = WindowEnsemble(model, f"m{m}")
         own = ens.local_updates()   # exported afresh from the member's checkpointed model
         if set(own) != {key for key in windows if key.startswith(f"m{m}/")}:
             raise SystemExit(f"k={k}: member m{m}'s windows and the model topic disagree")
@@ -124,7 +127,6 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             else:
                 ens.adopt(key, state)
         answers.append(list(ens.predict_many(probe)))
-    trained = sum(s["records"] for s in windows.values())
     return {"members": k, "records": len(values),
             "msgs_per_s": round(len(values) / max(times[-1] - times[0], 1e-9)),
             "accuracy": round(correct / len(values), 4),
