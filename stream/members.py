@@ -25,7 +25,7 @@ a finished window of this member (records still in its open window are excluded)
 4. A member killed ``-9`` publishes nothing more: its open window's records lie above its
    last handoff positions, so the partitions' next owners read and train them. If the killed
    member restarts from its checkpoint it first discards that open window untrained and
-   rewinds to its own last published positions
+   rewinds each partition to the first of its records (the checkpoint keeps their positions)
    (:func:`~dpstream.models.window_exchange.discard_open_window`), so they are not trained
    twice. (Their prequential errors may have fed one drift release of the dead member and
    feed another at the new owner: ``docs/service.md`` states that bound.)
@@ -69,7 +69,10 @@ class WindowMember:
         self.handoff: dict[str, int] = {}       # partition -> newest published position
         self.owned: set[str] = set()            # partitions assigned since the last revoke
         self.unverified: set[str] = set()       # assigned, the model topic not read since
-        self.pending: list[tuple[str, int]] = []   # (partition, offset) in the open window
+        # (partition, offset) of each record in the open window, kept on the model so that
+        # the checkpoint holds it too (one entry per buffered record)
+        self.pending: list[tuple[str, int]] = runner.model.__dict__.setdefault(
+            "member_pending", [])
         self.topic_lock = threading.Lock()      # the model topic's reader is not thread-safe
         self.discarded = 0
         self.published_positions: dict[str, int] = {}   # handoff positions at the last publish
@@ -82,28 +85,27 @@ class WindowMember:
         self.merge()
         runner, model = self.runner, self.runner.model
         with runner.lock:
+            if model._buffer_y and len(self.pending) != len(model._buffer_y):
+                # a checkpoint made without --model-topic: no other member can have read
+                # these records (no handoff was ever published), so train them now
+                log.info("member %s: closing the open window of a single-process checkpoint",
+                         self.member)
+                close_open_window(model)
+                self.pending.clear()
             if model._buffer_y:
+                runner.positions = self.handoff_positions()   # below the open window
                 n = discard_open_window(model)
+                self.pending.clear()
                 self.discarded += n
                 for _ in range(min(n, len(runner.ids))):
                     runner.ids.popitem(last=True)   # their ids: the last n remembered
                 runner.counters["learned"] -= n
-                mine = self._own_positions()
-                runner.positions = {p: mine[p] for p in runner.positions if p in mine}
                 log.warning("member %s: discarded %d records of an unpublished open window "
                             "(a crash); partitions rewound to %s", self.member, n,
                             runner.positions)
                 runner.checkpoint()
             self.publish()
         runner.predictor = self.ensemble   # predictions come from every member's windows
-
-    def _own_positions(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for state in self.ensemble.windows.values():
-            if state["member"] == self.member:
-                for p, off in state.get("positions", {}).items():
-                    out[p] = max(out.get(p, 0), off)
-        return out
 
     def stop(self) -> None:
         """Close and publish the open window (a graceful stop leaves nothing unpublished)."""
@@ -184,7 +186,7 @@ class WindowMember:
                 self.pending.append((rec.partition, rec.offset))
             if model.windows_closed != closed:
                 n = len(model._buffer_y)
-                self.pending = self.pending[len(self.pending) - n:] if n else []
+                del self.pending[:len(self.pending) - n]   # in place: the model holds it
                 self.publish()   # before the next prediction, which may use it
             return True
 
@@ -231,5 +233,5 @@ class WindowMember:
             self.owned.clear()
             self.unverified.clear()
             if close_open_window(self.runner.model):
-                self.pending = []
+                self.pending.clear()
             self.publish()
