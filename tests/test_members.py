@@ -174,3 +174,63 @@ def test_members_join_killed_restart_leave_exactly_once(broker, tmp_path):
     X, _, _ = load_adult("test")
     assert list(ens[0].predict_many(X[:300])) == list(ens[1].predict_many(X[:300]))
     print(json.dumps({"windows": len(windows), "discarded_after_kill": discarded}))
+
+
+def _runner_member(broker, tmp_path, name, stop):
+    from dpstream.connectors import CheckpointStore as Store
+    from dpstream.stream.members import WindowMember
+    from dpstream.stream.runner import Runner
+
+    runner = Runner.create("median-forest", ADULT_SCHEMA, store=Store(tmp_path / name),
+                           epsilon=1.0, params={"window_size": 300, "warmup": None,
+                                                "max_windows": 1000, "n_trees": 3})
+    topic = ModelTopic(broker.bootstrap, "models", stop=stop)
+    assert topic.connect()
+    member = WindowMember(runner, topic, name)
+    member.start()
+    return member
+
+
+def test_handoff_revoke_and_crash_in_process(broker, tmp_path):
+    """The handoff, step by step, on one partition: a revoke closes and publishes the open
+    window; the next owner starts after it; a crash's open window is discarded on restart and
+    its records are trained once, by whoever reads them next."""
+    from dpstream.connectors import SourceRecord
+
+    X, y, _ = load_adult("train")
+    recs = [SourceRecord(value=json.dumps({"id": i, "x": X[i], "y": y[i]}).encode(),
+                         partition="t:0", offset=i) for i in range(1000)]
+    stop = threading.Event()
+    a = _runner_member(broker, tmp_path, "a", stop)
+    assert a.position_of("t:0") is None            # never seen: from the beginning
+    for r in recs[:350]:
+        assert a.process(r)
+    assert a.runner.model.windows_closed == 1 and a.pending == [("t:0", o) for o in
+                                                              range(300, 350)]
+    assert a.committable() == {"t:0": 300}         # only records inside published windows
+    b = _runner_member(broker, tmp_path, "b", stop)   # reads a's first window at its start
+    a.on_revoke()                                  # a rebalance: close, checkpoint, publish
+    assert a.runner.model.windows_closed == 2 and a.committable() == {"t:0": 350}
+    assert not a.process(recs[350])                # fetched before the revoke: dropped
+    assert b.position_of("t:0") == 300             # b has not read a's last window yet ...
+    for r in recs[:600]:                           # ... but does before its first record
+        b.process(r)
+    assert b.runner.counters["learned"] == 250 and b.runner.positions == {"t:0": 600}
+    assert b.ensemble.members() == ["a"]           # b's open window (250 < 300) is unpublished
+    # b is killed -9: its checkpoint holds the open window
+    b.runner.checkpoint()
+    assert len(b.runner.model._buffer_y) == 250
+    b.runner.store.close()
+    b.topic.close()
+    b2 = _runner_member(broker, tmp_path, "b", stop)   # restart: discard, rewind to 350
+    assert b2.discarded == 250 and b2.runner.positions == {"t:0": 350}
+    assert b2.runner.counters["learned"] == 0 and not b2.runner.model._buffer_y
+    assert a.position_of("t:0") == 350              # a takes t:0 back: a's own position
+    for r in recs:
+        a.process(r)
+    assert a.runner.counters["learned"] == 1000       # 350 before, 650 now: each once
+    a.on_revoke()
+    assert a.merge() >= 0 and sum(s["records"] for s in a.ensemble.windows.values()) == 1000
+    for m in (a, b2):
+        m.runner.store.close()
+        m.topic.close()
