@@ -77,6 +77,7 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
         probe: list[dict]) -> dict:
     records, preds, models = f"records-{k}", f"predictions-{k}", f"models-{k}"
     broker.create_topic(records, partitions=PARTITIONS)
+    broker.create_topic(preds)   # before its reader subscribes
     schema = tmp / "schema.json"
     procs, logs = [], []
     for m in range(k):
