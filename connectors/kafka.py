@@ -14,7 +14,8 @@ and never calls a blocking consumer method while holding it. Offsets are committ
 monitoring; the checkpoint is the source of truth.
 
 A broker that is down at start is retried with exponential backoff (a log line per attempt);
-one that goes away later is retried by the client itself while ``poll`` returns nothing.
+one that goes away later is retried by the client itself while ``poll`` returns nothing (a
+retriable error kafka-python raises out of ``poll`` meanwhile is logged, not fatal).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -91,6 +93,8 @@ class KafkaSource:
         self.consumer: Any = None
         self.assigned: set[str] = set()
         self.rebalances = 0
+        self.poll_errors = 0
+        self._last_poll_warning = -float("inf")
 
     def connect(self, stop: threading.Event) -> bool:
         """Create the consumer and subscribe (retrying while the broker is away)."""
@@ -134,7 +138,22 @@ class KafkaSource:
         return _Listener()
 
     def poll(self, timeout_ms: int = 200) -> list[SourceRecord]:
-        batches = self.consumer.poll(timeout_ms=timeout_ms)
+        """The next records (``[]`` while the broker is unreachable: kafka-python 3 raises a
+        retriable error such as a refused connection out of ``poll`` when a restarting broker
+        refuses its coordinator lookup; the consumer recovers on a later poll)."""
+        from kafka.errors import RetriableError
+
+        try:
+            batches = self.consumer.poll(timeout_ms=timeout_ms)
+        except RetriableError as exc:
+            self.poll_errors += 1
+            now = time.monotonic()
+            if now - self._last_poll_warning > 10:
+                log.warning("broker unreachable while polling (%s: %s); retrying",
+                            type(exc).__name__, exc)
+                self._last_poll_warning = now
+            time.sleep(timeout_ms / 1000)
+            return []
         out = []
         for tp, messages in batches.items():
             key = partition_key(tp.topic, tp.partition)

