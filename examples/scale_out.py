@@ -74,20 +74,26 @@ def read_predictions(broker: LocalBroker, topic: str, n: int, timeout: float) ->
 
 
 def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: list,
-        probe: list[dict]) -> dict:
-    records, preds, models = f"records-{k}", f"predictions-{k}", f"models-{k}"
+        probe: list[dict], split: bool = False) -> dict:
+    tag = f"{k}-split" if split else str(k)
+    records, preds, models = f"records-{tag}", f"predictions-{tag}", f"models-{tag}"
+    # --split-windows: each member's windows hold 1/k of the default's records (and k times
+    # as many are kept), so the union's windows close when one process's would
+    params = PARAMS + ([] if not split else [
+        "--set", f"window_size={10_000 // k}", "--set", f"warmup={1000 // k}",
+        "--set", f"max_windows={5 * k}"])
     broker.create_topic(records, partitions=PARTITIONS)
     broker.create_topic(preds)   # before its reader subscribes
     schema = tmp / "schema.json"
     procs, logs = [], []
     for m in range(k):
-        logs.append(tmp / f"k{k}-m{m}.log")
+        logs.append(tmp / f"k{tag}-m{m}.log")
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "dpstream.stream.cli", "serve", "--bootstrap",
-             broker.bootstrap, "--topic", records, "--group", f"scale-{k}", "--schema",
+             broker.bootstrap, "--topic", records, "--group", f"scale-{tag}", "--schema",
              str(schema), "--model", "median-forest", "--epsilon", "1.0", "--checkpoint-dir",
-             str(tmp / f"k{k}-m{m}"), "--metrics-port", "0", "--predictions-topic", preds,
-             "--model-topic", models, *PARAMS],
+             str(tmp / f"k{tag}-m{m}"), "--metrics-port", "0", "--predictions-topic", preds,
+             "--model-topic", models, *params],
             stdout=open(logs[-1], "wb"), stderr=subprocess.STDOUT,
             env={**os.environ, "DPSTREAM_MEMBER_ID": f"m{m}"}))
     try:
@@ -116,7 +122,7 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
     reader.close()
     answers, trained = [], 0
     for m in range(k):   # each member's ensemble: its own windows + the others' from the topic
-        model = CheckpointStore.read(tmp / f"k{k}-m{m}")["model"]
+        model = CheckpointStore.read(tmp / f"k{tag}-m{m}")["model"]
         trained += model.records_trained + len(model._buffer_y)   # (the buffer: 0 after stop)
         ens = WindowEnsemble(model, f"m{m}")
         own = ens.local_updates()   # exported afresh from the member's checkpointed model
@@ -128,7 +134,7 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             else:
                 ens.adopt(key, state)
         answers.append(list(ens.predict_many(probe)))
-    return {"members": k, "records": len(values),
+    return {"members": k, "split_windows": split, "records": len(values),
             "msgs_per_s": round(len(values) / max(times[-1] - times[0], 1e-9)),
             "accuracy": round(correct / len(values), 4),
             "same_model": all(a == answers[0] for a in answers),
@@ -139,6 +145,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=6000, help="Adult records (default 6000)")
     parser.add_argument("--members", default="1,2,3", help="values of k (default 1,2,3)")
+    parser.add_argument("--split-windows", action="store_true",
+                        help="also run k > 1 with window_size / k, warmup / k and "
+                             "max_windows * k per member")
     args = parser.parse_args()
     X, y, schema = load_adult("all")
     n = min(args.records, len(X))
@@ -148,6 +157,9 @@ def main() -> None:
         schema.dump(Path(tmp) / "schema.json")
         for k in (int(v) for v in args.members.split(",")):
             print(json.dumps(run(broker, Path(tmp), k, values, y[:n], probe)), flush=True)
+            if args.split_windows and k > 1:
+                print(json.dumps(run(broker, Path(tmp), k, values, y[:n], probe, split=True)),
+                      flush=True)
 
 
 if __name__ == "__main__":
