@@ -234,3 +234,20 @@ def test_handoff_revoke_and_crash_in_process(broker, tmp_path):
     for m in (a, b2):
         m.runner.store.close()
         m.topic.close()
+
+
+def test_serve_settings_for_members(tmp_path):
+    from dpstream.stream.service import ServeSettings
+
+    base = {"bootstrap": "h:1", "topic": "t", "schema_path": "s.json", "epsilon": 1.0,
+            "checkpoint_dir": str(tmp_path / "ck")}
+    with pytest.raises(ValueError, match="--board-topic"):   # S-GBDT: not by window merging
+        ServeSettings(**base, model_topic="m")
+    a = ServeSettings(**base, model="rdt", model_topic="m")
+    again = ServeSettings(**base, model="rdt", model_topic="m")
+    other = ServeSettings(**{**base, "checkpoint_dir": str(tmp_path / "ck2")}, model="rdt",
+                          model_topic="m")
+    assert a.member_id == again.member_id != other.member_id   # one id per checkpoint dir
+    assert ServeSettings(**base, model="rdt", model_topic="m", member_id="x").member_id == "x"
+    with pytest.raises(ValueError, match="no '/'"):
+        ServeSettings(**base, model="rdt", model_topic="m", member_id="x/y")
