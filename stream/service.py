@@ -105,6 +105,9 @@ class ServeSettings(BaseSettings):
                 self.member_id = f"{socket.gethostname()}-{digest.hexdigest()[:10]}"
             if "/" in self.member_id:
                 raise ValueError(f"a member id has no '/', got {self.member_id!r}")
+            if self.seed is not None:   # members never share noise (differences would cancel it)
+                mixed = hashlib.sha256(f"{self.seed}/{self.member_id}".encode()).hexdigest()
+                self.seed = int(mixed[:8], 16)
             if self.model == "sgbdt" or self.board_topic is not None:
                 raise ValueError("--model-topic merges window forests (median-forest, "
                                  "random-forest, rdt, greedy-forest); S-GBDT across processes "

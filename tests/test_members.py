@@ -249,5 +249,8 @@ def test_serve_settings_for_members(tmp_path):
                           model_topic="m")
     assert a.member_id == again.member_id != other.member_id   # one id per checkpoint dir
     assert ServeSettings(**base, model="rdt", model_topic="m", member_id="x").member_id == "x"
+    seeded = [ServeSettings(**base, model="rdt", model_topic="m", member_id=m, seed=1).seed
+              for m in ("x", "y", "x")]
+    assert seeded[0] == seeded[2] != seeded[1]     # members never draw the same noise
     with pytest.raises(ValueError, match="no '/'"):
         ServeSettings(**base, model="rdt", model_topic="m", member_id="x/y")
