@@ -229,12 +229,19 @@ def test_broker_killed_and_restarted_mid_stream_loses_nothing_and_learns_nothing
         resent: list[int] = []
         producer = _produce_at_least_once(broker, values, tmp_path, resent)
         proc = _serve(broker, tmp_path)
-        for mark in (600, 1300):                       # two crashes of the broker
+        # three crashes: mid-stream, again 1 s after the restart (while the consumer rejoins
+        # its group), and mid-stream once more; each time down 2 s, back on the same port
+        for mark, after_restart in ((600, 1.0), (1300, None)):
             _wait_for(lambda m=mark: (s := _status(tmp_path)) and s["seen"] >= m, 120,
                       f"{mark} records", proc, tmp_path)
             broker.kill()
-            time.sleep(2)                              # down for 2 s, then the same port
+            time.sleep(2)
             broker.start()
+            if after_restart:
+                time.sleep(after_restart)
+                broker.kill()
+                time.sleep(2)
+                broker.start()
         _wait_for(lambda: not producer.is_alive(), 180, "the producer", proc, tmp_path)
         total = len(broker.consume_all("records", 2 * n, timeout=3))   # 3 s without one: all
         assert total >= n
@@ -260,6 +267,33 @@ def test_broker_killed_and_restarted_mid_stream_loses_nothing_and_learns_nothing
             proc.kill()
         broker.stop()
         s3.stop()
+
+
+def test_a_refused_connection_while_polling_is_not_fatal(broker):
+    """The restart test's rare crash, made certain: with the broker gone and the client
+    reconnecting fast, commits mark the coordinator dead and kafka-python 3 raises the refused
+    FindCoordinator / metadata requests out of ``poll`` (this killed ``dpstream serve`` in one
+    run of the restart test)."""
+    from dpstream.connectors.kafka import KafkaSource
+
+    broker.create_topic("records")
+    broker.produce("records", [b"{}"] * 10)
+    source = KafkaSource(broker.bootstrap, "records", "g", position_of=lambda key: None,
+                         on_revoke=lambda: None,
+                         consumer_config={"reconnect_backoff_max_ms": 50})
+    assert source.connect(threading.Event())
+    got: list = []
+    deadline = time.monotonic() + 30
+    while len(got) < 10 and time.monotonic() < deadline:
+        got += source.poll(200)
+    assert len(got) == 10
+    broker.kill()
+    deadline = time.monotonic() + 4
+    while time.monotonic() < deadline:
+        source.commit({"records:0": 10})
+        assert source.poll(200) == []     # raised KafkaConnectionError before
+    assert source.poll_errors >= 1
+    source.close()
 
 
 # ------------------------------------------------------------------ sinks
@@ -308,7 +342,7 @@ def test_tansu_shows_aborted_transactions_to_read_committed_consumers(broker):
     producer.close()
     consumer = KafkaConsumer("out", bootstrap_servers=broker.bootstrap,
                              auto_offset_reset="earliest", isolation_level="read_committed",
-                             consumer_timeout_ms=4000)
+                             consumer_timeout_ms=2000)
     values = [m.value for m in consumer]
     consumer.close()
     assert values == [b"committed", b"aborted"]
