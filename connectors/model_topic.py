@@ -193,13 +193,17 @@ class ModelTopic:
             admin.close()
 
     def publish(self, updates: dict[str, Any | None]) -> None:
-        """Send ``key -> state`` (``None``: a tombstone) and wait for the broker's acks."""
+        """Send ``key -> state`` (``None``: a tombstone) and wait for the broker's acks; a
+        send the producer gave up on raises (nothing may count as published unless it is)."""
+        futures = []
         for k, state in updates.items():
             value = None if state is None else encode_message(state, key=self.key)
-            self.producer.send(self.topic, value, key=k.encode("utf-8"))
-            self.published += 1
-        if updates:
+            futures.append(self.producer.send(self.topic, value, key=k.encode("utf-8")))
+        if futures:
             self.producer.flush()
+            for future in futures:
+                future.get(timeout=0)   # already resolved by flush: raises its error, if any
+        self.published += len(futures)
 
     def poll(self, timeout_ms: int = 0) -> dict[str, Any | None]:
         """What arrived since the last poll: ``key -> state`` (``None``: a tombstone), the
