@@ -20,11 +20,12 @@ from dpstream.connectors import SinkError
 from dpstream.connectors.local_broker import LocalBroker as Broker
 from dpstream.connectors.local_broker import free_port
 from dpstream.stream import ADULT_SCHEMA, load_adult
-from dpstream.stream.messages import RecordValidator, RejectedRecord
+from dpstream.stream.messages import MAX_MESSAGE_BYTES, RecordValidator, RejectedRecord
 from dpstream.stream.runner import DEAD_LETTER_PREFIX
 
 pytestmark = pytest.mark.kafka
 BIG = 4 << 20     # the test producer's request limit: room for the 1.5 MiB messages
+N_VALID = 400     # valid records among the odd ones
 
 
 @pytest.fixture
@@ -85,53 +86,80 @@ def _odd_messages(X: list, rnd: random.Random) -> list[tuple[bytes | None, str]]
     for size in (1_500_000, 2_000_000, 1_048_577):                       # over the 1 MiB cap
         out.append((b'{"id": "big", "x": {}, "y": true, "p": "' + b"p" * size + b'"}',
                     "message: "))
-    # just under the cap but wrong: the dead letter keeps all of its ~1 MiB
-    out.append((json.dumps({"id": "near", "x": {"k" * 1_040_000: 1}}).encode(), "x."))
+    # 10 bytes under the cap but wrong: its dead letter (all of it, plus key and headers) is
+    # over kafka-python's default 1 MiB request limit, which the dead-letter producer raises
+    near = json.dumps({"id": "near", "x": {"k": 1}}).encode()
+    near = near.replace(b'"k"', b'"' + b"k" * (MAX_MESSAGE_BYTES - 10 - len(near) + 1) + b'"')
+    out.append((near, "x."))
     return out
 
 
+def _trickle_keyed(broker: Broker, stream: list, tmp_path: Path, at: dict) -> None:
+    """Produce ``stream`` (value, expected) in chunks of 50 over 2 partitions, never more than
+    350 messages past the service's checkpoint; record where each one landed in ``at``."""
+    producer = _producer(broker.bootstrap)
+    for start in range(0, len(stream), 50):
+        while start - (_status(tmp_path) or {"seen": 0})["seen"] >= 350:
+            time.sleep(0.05)
+        chunk = list(enumerate(stream[start:start + 50], start))
+        futures = [producer.send("records", v, key=b"in-%d" % i, partition=i % 2)  # a null
+                   for i, (v, _) in chunk]                                 # value needs a key
+        producer.flush()
+        for f, (_, item) in zip(futures, chunk, strict=True):
+            md = f.get(timeout=30)
+            at[f"records:{md.partition}", md.offset] = item
+    producer.close()
+
+
 def test_odd_messages_reach_the_dead_letter_topic_with_their_reasons(broker, tmp_path):
+    """Odd messages on a real topic into ``dpstream serve``, which is killed -9 once midway and
+    restarted: the sinks are at-least-once, so each dead letter and prediction is there at
+    least once under its key, and a dead letter's repeats are identical to its first copy."""
     X, y, _ = load_adult("train")
     rnd = random.Random(7)
     odd = _odd_messages(X, rnd)
     valid = [(json.dumps({"id": i, "x": X[i], "y": y[i]}).encode(), "learned")
-             for i in range(600)]
+             for i in range(N_VALID)]
     stream = valid + odd
     rnd.shuffle(stream)
     for topic, parts in (("records", 2), ("predictions", 1), ("dlq", 1)):
         broker.create_topic(topic, partitions=parts)
-    producer = _producer(broker.bootstrap)
-    futures = [producer.send("records", v, key=b"in-%d" % i, partition=i % 2)   # a null
-               for i, (v, _) in enumerate(stream)]                          # value needs a key
-    producer.flush()
-    at = {}
-    for f, (value, expected) in zip(futures, stream, strict=True):
-        md = f.get(timeout=30)
-        at[f"records:{md.partition}", md.offset] = (value, expected)
-    producer.close()
-    expected_dead = {k: v for k, v in at.items() if v[1] not in ("learned", "unlabeled")}
-    n_unlabeled = sum(1 for v in at.values() if v[1] == "unlabeled")
-
-    proc = _serve(broker, tmp_path, "--dead-letter-topic", "dlq", "--predictions-topic",
-                  "predictions")
+    at: dict = {}                                       # (partition, offset) -> message
+    producer = threading.Thread(target=_trickle_keyed, args=(broker, stream, tmp_path, at),
+                                daemon=True)
+    producer.start()                                    # never 350 ahead of the checkpoint:
+    sinks = ("--dead-letter-topic", "dlq", "--predictions-topic", "predictions",
+             "--session-timeout-ms", "3000")   # the killed member's partitions free up sooner
+    proc = _serve(broker, tmp_path, *sinks)             # the kill lands mid-stream
+    _wait_for(lambda: (s := _status(tmp_path)) and s["seen"] >= 250, 120, "250 messages",
+              proc, tmp_path)
+    time.sleep(0.3)
+    proc.kill()                                        # kill -9 mid-stream, then restart
+    proc.wait()
+    proc = _serve(broker, tmp_path, *sinks)
     _wait_for(lambda: (s := _status(tmp_path)) and s["seen"] >= len(stream), 180,
               "every message", proc, tmp_path)
     assert _stop(proc) == 0
+    producer.join(10)
+    assert len(at) == len(stream)
+    expected_dead = {k: v for k, v in at.items() if v[1] not in ("learned", "unlabeled")}
+    accepted = {k for k, v in at.items() if v[1] in ("learned", "unlabeled")}
     s = _status(tmp_path)
     assert (s["seen"], s["dead"], s["learned"], s["dup"]) == (
-        len(stream), len(expected_dead), 600, 0)
+        len(stream), len(expected_dead), N_VALID, 0)
 
     validator = RecordValidator(ADULT_SCHEMA)
-    # one more than expected: the read ends after 3 s without a message (all were flushed
-    # before the service stopped), so a repeated dead letter would show
-    dead = broker.consume_all("dlq", len(expected_dead) + 1, timeout=3)
-    assert len(dead) == len(expected_dead)             # each once (no crash, no repeat)
-    seen_keys = set()
+    # the read ends after 2 s without a message: all were flushed before the service stopped
+    dead = broker.consume_all("dlq", 2 * len(expected_dead), timeout=2)
+    first: dict = {}
     for m in dead:
         key = json.loads(m.key)
         pos = (key["partition"], key["offset"])
-        assert pos not in seen_keys
-        seen_keys.add(pos)
+        copy = (m.value, sorted(m.headers))
+        if pos in first:                                # a repeat after the kill: identical
+            assert copy == first[pos]
+            continue
+        first[pos] = copy
         value, expected = expected_dead[pos]
         headers = dict(m.headers)
         reason = headers["dpstream-reason"].decode("utf-8")
@@ -145,15 +173,19 @@ def test_odd_messages_reach_the_dead_letter_topic_with_their_reasons(broker, tmp
             assert m.value == raw[:DEAD_LETTER_PREFIX] and reason.endswith("1048576-byte limit")
         else:
             assert (m.value or b"") == raw            # the original bytes, untouched
-    assert seen_keys == set(expected_dead)
-    preds = broker.consume_all("predictions", 600 + n_unlabeled + 1, timeout=3)
-    assert len(preds) == 600 + n_unlabeled
+    assert set(first) == set(expected_dead)            # every dead letter, at least once
+    preds = broker.consume_all("predictions", 2 * len(accepted), timeout=2)
+    keys: dict = {}
     for m in preds:
         key, value = json.loads(m.key), json.loads(m.value)
         assert (key["id"], key["offset"]) == (value["id"], value["offset"])
-        assert at[key["partition"], key["offset"]][1] in ("learned", "unlabeled")
-    print(f"\n{len(stream)} messages: {len(expected_dead)} dead letters, 600 learned, "
-          f"{n_unlabeled} unlabeled")
+        keys.setdefault((key["partition"], key["offset"]), []).append(value["prediction"])
+    assert set(keys) == accepted                       # every prediction, at least once
+    twice = [v for v in keys.values() if len(v) > 1]
+    print(f"\n{len(stream)} messages: {len(expected_dead)} dead letters, {N_VALID} learned, "
+          f"{len(accepted) - N_VALID} unlabeled; after the kill -9: {len(dead) - len(first)} "
+          f"dead letters and {len(preds) - len(keys)} predictions sent again under their keys "
+          f"({sum(len(set(v)) > 1 for v in twice)} of {len(twice)} with another value)")
 
 
 # ------------------------------------------------------------------ broker restart

@@ -5,10 +5,10 @@ each polled record: size cap, UTF-8, JSON, message shape, id cap, schema, duplic
 dead-letter sink (a real JSONL file), learning. Hypothesis draws 10,000 messages (seeded: the
 same messages whenever this test runs alone; in a larger session hypothesis also draws
 constants from the other modules loaded, so the mix shifts, never the assertions) from eight
-families: arbitrary bytes, arbitrary JSON, message-shaped
-objects with wrong parts, valid messages, valid messages corrupted (cut, invalid UTF-8 spliced
-in), deep nesting, huge ids and oversized messages. Nothing may raise; each message is either
-learned / counted or dead-lettered with a reason. ``pytest -s`` prints the counts.
+families: arbitrary bytes, arbitrary JSON, message-shaped objects with one wrong part, valid
+messages, valid messages corrupted (cut, invalid UTF-8 spliced in), deep nesting, huge ids and
+oversized messages. Nothing may raise; each message is either learned / counted or
+dead-lettered with a reason. ``pytest -s`` prints the counts.
 
 The broker-backed batch (odd messages through a real topic into ``dpstream serve``) is in
 ``tests/test_broker_faults.py``.
