@@ -239,17 +239,25 @@ class KafkaSink:
             what=f"Kafka broker {bootstrap} (producer for {topic})", stop=stop)
         self.sent = 0
         self.failed = 0
+        self._settled = 0       # sends whose outcome (delivered or failed) is known
         self._first_error: BaseException | None = None
+        self._lock = threading.Lock()
 
     def _send(self, value: bytes, key: bytes | None, headers: list | None = None) -> None:
         future = self.producer.send(self.topic, value, key=key, headers=headers)
-        future.add_errback(self._failure)
         self.sent += 1
+        future.add_callback(self._delivered).add_errback(self._failure)
+
+    def _delivered(self, _metadata: Any) -> None:   # on kafka-python's IO thread
+        with self._lock:
+            self._settled += 1
 
     def _failure(self, exc: BaseException) -> None:   # on kafka-python's IO thread
-        self.failed += 1
-        if self._first_error is None:
-            self._first_error = exc
+        with self._lock:
+            self._settled += 1
+            self.failed += 1
+            if self._first_error is None:
+                self._first_error = exc
 
     def send_json(self, value: dict, key: bytes | None = None) -> None:
         self._send(json.dumps(value).encode("utf-8"), key)
@@ -258,12 +266,19 @@ class KafkaSink:
         """Wait for every send; raise :class:`SinkError` if any was not delivered."""
         if self.producer is not None:
             self.producer.flush(timeout=timeout)
-        if self.failed:
-            failed, first = self.failed, self._first_error
+            # a batch counts as done before its records' callbacks have run on the IO thread
+            deadline = time.monotonic() + 10
+            while self._settled < self.sent and time.monotonic() < deadline:
+                time.sleep(0.001)
+        with self._lock:
+            failed, first, unsettled = self.failed, self._first_error, self.sent - self._settled
             self.failed, self._first_error = 0, None
-            raise SinkError(f"{failed} message(s) to topic {self.topic!r} were not delivered "
-                            f"(first: {type(first).__name__}: {first}); no checkpoint moves "
-                            f"past them, a restart sends them again")
+        if failed or unsettled:
+            what = (f"first: {type(first).__name__}: {first}" if failed
+                    else f"{unsettled} unconfirmed")
+            raise SinkError(f"{failed or unsettled} message(s) to topic {self.topic!r} were not "
+                            f"delivered ({what}); no checkpoint moves past them, a restart "
+                            f"sends them again")
 
     def close(self) -> None:
         if self.producer is not None:
