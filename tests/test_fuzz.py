@@ -227,16 +227,12 @@ def test_ten_thousand_fuzzed_messages_through_the_runner(tmp_path):
         assert delta.pop("seen") == 1
         delta.pop("clipped", None)
         delta.pop("checkpoints", None)   # none: no predictions sink, interval 5 s
-        if "dead_letters" in delta:
-            outcome = "dead letter"
-        elif "duplicates" in delta:
-            outcome = "duplicate"
-        elif delta == {"learned": 1}:
-            outcome = "learned"
-        elif delta == {"unlabeled": 1}:
-            outcome = "unlabeled"
-        else:
+        outcomes_by_delta = {"dead_letters": "dead letter", "duplicates": "duplicate",
+                             "learned": "learned", "unlabeled": "unlabeled"}
+        if len(delta) != 1 or list(delta.values()) != [1] or next(iter(delta)) not in (
+                outcomes_by_delta):
             raise AssertionError(f"{family}: counters moved {delta}")
+        outcome = outcomes_by_delta[next(iter(delta))]
         outcomes[outcome] += 1
         by_family[family, outcome] += 1
         if family in ("valid",):
