@@ -17,36 +17,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from checkpoint_cli import (  # noqa: F401 - fixtures are found by name
+    DPSTREAM,
+    _cli,
+    _env,
+    _no_key_from_the_environment,
+    adult,
+)
 
 from dpstream.connectors import CheckpointError, CheckpointStore, SourceRecord
-from dpstream.connectors.checkpoint import FILENAME, KEY_ENV
-from dpstream.stream import ADULT_SCHEMA, load_adult
+from dpstream.connectors.checkpoint import FILENAME
+from dpstream.stream import ADULT_SCHEMA
 from dpstream.stream.runner import Runner
-
-DPSTREAM = [sys.executable, "-m", "dpstream.stream.cli"]
-
-
-@pytest.fixture(autouse=True)
-def _no_key_from_the_environment(monkeypatch):
-    monkeypatch.delenv(KEY_ENV, raising=False)
-
-
-def _env(**extra: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
-    env.update(extra)
-    return env
-
-
-def _cli(*args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*DPSTREAM, *args], capture_output=True, text=True, timeout=300,
-                          env=_env(**env))
-
-
-@pytest.fixture(scope="module")
-def adult():
-    X, y, _ = load_adult("train")
-    return X, y
-
 
 def _lock_dir(path: Path) -> None:
     """Make ``path`` read-only for this process (root ignores modes: the immutable flag)."""

@@ -19,47 +19,28 @@ import json
 import os
 import pickle
 import shutil
-import subprocess
-import sys
 import time
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
+from checkpoint_cli import (  # noqa: F401 - fixtures are found by name
+    DPSTREAM,
+    _cli,
+    _no_key_from_the_environment,
+    adult,
+)
 
 from dpstream.connectors import CheckpointError, CheckpointStore, SourceRecord, read_checkpoint
-from dpstream.connectors.checkpoint import FILENAME, KEY_ENV
+from dpstream.connectors.checkpoint import FILENAME
 from dpstream.connectors.safe_state import StateError, decode, encode
 from dpstream.models import DPBoostClassifier, DPBoostRegressor, SGBDTClassifier
 from dpstream.models.sgbdt_party import SGBDTParty
-from dpstream.stream import ABALONE_SCHEMA, ADULT_SCHEMA, load_abalone, load_adult
+from dpstream.stream import ABALONE_SCHEMA, ADULT_SCHEMA, load_abalone
 from dpstream.stream.runner import SERVICE_MODELS, Runner, build_model
 
 ROOT = Path(__file__).resolve().parent.parent
-DPSTREAM = [sys.executable, "-m", "dpstream.stream.cli"]
-
-
-@pytest.fixture(autouse=True)
-def _no_key_from_the_environment(monkeypatch):
-    monkeypatch.delenv(KEY_ENV, raising=False)
-
-
-def _env(**extra: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
-    env.update(extra)
-    return env
-
-
-def _cli(*args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*DPSTREAM, *args], capture_output=True, text=True, timeout=300,
-                          env=_env(**env))
-
-
-@pytest.fixture(scope="module")
-def adult():
-    X, y, _ = load_adult("train")
-    return X, y
 
 
 @pytest.fixture(scope="module")
