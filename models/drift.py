@@ -138,6 +138,16 @@ class DPDriftSignal:
         self.detector = self._new_detector()
         self._since_restart = 0
 
+    def forget(self) -> None:
+        """Drop every trace of unpublished losses: the open window's sum and the detector's
+        past (a fresh detector). A window-forest member restarting after a crash does this
+        when it discards its open window untrained (those records go to another member,
+        whose signal reads them): what this signal read of them then influences nothing this
+        member publishes later. Losses of earlier records that were pending are simply never
+        released (sound); the detector needs ``min_windows`` releases again."""
+        self._sum, self._count = 0.0, 0
+        self.restart()
+
     def report(self) -> dict:
         """The signal's part of a privacy report."""
         return {"mechanism": "Laplace on disjoint windows of clipped prequential losses",

@@ -155,9 +155,13 @@ def close_open_window(model: WindowForestBase) -> bool:
 def discard_open_window(model: WindowForestBase) -> int:
     """Forget the open window's records untrained (returns how many): a member restarting
     from a checkpoint after a crash, whose partitions may already have been re-read from its
-    last published position by another member. Nothing trained on them was released. Their
-    prequential errors may have entered a drift release of this member: counted in
-    ``records_discarded_fed`` (see ``docs/service.md``, members)."""
+    last published position by another member. Nothing trained on them was released.
+
+    Their prequential losses may have fed this member's drift signal (its pending sum, and
+    releases whose only trace is the detector's state: a release that detects a change
+    closes the window, so it would have been published). The signal forgets both
+    (:meth:`~dpstream.models.drift.DPDriftSignal.forget`), so the next owner's signal reading
+    them again is their only drift read; ``records_discarded_fed`` counts such records."""
     n = len(model._buffer_y)
     labels = model._buffer_y
     model.records_seen -= n
@@ -167,6 +171,8 @@ def discard_open_window(model: WindowForestBase) -> int:
         fed = sum(1 for v in labels if v != UNLABELED)
         model.__dict__["records_discarded_fed"] = (
             model.__dict__.get("records_discarded_fed", 0) + fed)
+        if model._drift is not None:
+            model._drift.forget()
     model._buffer_X, model._buffer_y, model._buffer_public = [], [], []
     model._buffer_fed, model._window_start, model._last = False, None, None
     return n
@@ -330,10 +336,9 @@ class WindowEnsemble:
                          "labeled": s["labeled"], "generation": s["generation"],
                          "epsilon": s["epsilon"], "trees": len(s["trees"])} for s in kept],
             "records_in_windows": sum(s["records"] for s in self.windows.values()),
-            # after a crash: records this member discarded untrained whose prequential errors
-            # its drift signal had read; their new owner's drift signal reads them again
-            "drift_read_twice": {
-                "records": int(getattr(self.model, "records_discarded_fed", 0)),
-                "their_epsilon": float(self.model.epsilon) + self.model.epsilon_drift},
+            # after a crash: records this member discarded untrained whose prequential losses
+            # its drift signal had read; the signal forgot them (discard_open_window), so
+            # their new owner's drift read is their only one
+            "drift_forgotten_records": int(getattr(self.model, "records_discarded_fed", 0)),
             "local": self.model.privacy_report(),
         }

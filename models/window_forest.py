@@ -230,12 +230,11 @@ class WindowForestBase(base.Classifier):
         else:
             row = self._encoder._row(x)
         label = UNLABELED if y is None else int(self._encoder.encode_target_one(y))
+        loss = None
         if self._drift is not None and label != UNLABELED:
             if scores is None:
                 scores = self._score_row(np.array(row))
-            if self._drift.update(float(int(np.argmax(scores)) != label)):
-                self._new_generation()
-            self._buffer_fed = True   # this window holds a record the drift signal read
+            loss = float(int(np.argmax(scores)) != label)
         if self.window_seconds is not None:
             now = time.time() if t is None else float(t)
             if not math.isfinite(now):
@@ -250,6 +249,14 @@ class WindowForestBase(base.Classifier):
         self.records_seen += 1
         self.unlabeled_seen += label == UNLABELED
         self.public_seen += bool(public)
+        if loss is not None:
+            # fed after the record joined the open window: a release that detects a change
+            # closes a window holding every record whose loss it read (members hand off
+            # exactly the records of closed windows, see ``window_exchange``)
+            self._buffer_fed = True
+            if self._drift.update(loss):
+                self._new_generation()
+                return
         size = self.current_window_size
         if size is not None and len(self._buffer_y) >= size:
             self._close_window()

@@ -27,8 +27,9 @@ a finished window of this member (records still in its open window are excluded)
    member restarts from its checkpoint it first discards that open window untrained and
    rewinds each partition to the first of its records (the checkpoint keeps their positions)
    (:func:`~dpstream.models.window_exchange.discard_open_window`), so they are not trained
-   twice. (Their prequential errors may have fed one drift release of the dead member and
-   feed another at the new owner: ``docs/service.md`` states that bound.)
+   twice. Their prequential losses may have fed the dead member's drift signal; it forgets
+   them with the window (a release that detected a change would have closed and published
+   the window), so the new owner's drift read is their only one.
 
 The runner's record-id memory is per member: a duplicate across partitions of different
 members is not caught (ids are caught within a member, as before).

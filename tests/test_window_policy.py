@@ -133,3 +133,52 @@ def test_checkpoints_from_before_the_policy_keep_fixed_windows():
         old.predict_one(x)
         old.learn_one(x, y)
     assert old.windows_closed == 1 and old._ledger.spent == pytest.approx(old.epsilon)
+
+
+def test_a_detected_change_closes_a_window_holding_every_record_it_read():
+    """A release that detects a change closes the open window with the detecting record in
+    it: every record whose loss a published detection read is inside a published window
+    (what lets a window-forest member hand off exactly the records of closed windows)."""
+    rows = _drifting(9000, at=3000)
+    m = MedianForestClassifier(schema=AGRAWAL, epsilon=2.0, window_size=4000, seed=0)
+    detections = 0
+    for x, y in rows:
+        m.predict_one(x)
+        generation = m.generation
+        m.learn_one(x, y)
+        if m.generation != generation:
+            detections += 1
+            assert m._buffer_y == [] and not m._buffer_fed   # the detecting record closed
+            assert m.records_trained == m.records_seen       # ... with the window
+    assert detections >= 1
+
+
+def test_discarded_records_leave_no_trace_in_the_drift_signal():
+    """A member restarting after a crash discards its open window; whatever that window's
+    records told the drift signal is forgotten, so what the member releases later is the same
+    whichever records the window held (their next owner's drift read is their only one)."""
+    from dpstream.models.window_exchange import discard_open_window
+
+    rows = list(synth.Agrawal(classification_function=1, seed=4).take(3000))
+    base = MedianForestClassifier(schema=AGRAWAL, epsilon=10.0, window_size=20000,
+                                  warmup=1000, drift_window=100, seed=3)
+    for x, y in rows[:1500]:                # one window of 1,000 closed, 500 records open
+        base.predict_one(x)
+        base.learn_one(x, y)
+    assert base.windows_closed == 1 and base._buffer_fed
+    runs, seen = [], []
+    for flip in (0, 4):                     # the open window's labels: as drawn; 1 in 4 wrong
+        m = pickle.loads(pickle.dumps(base))
+        for i, (x, y) in enumerate(rows[1500:1950]):
+            m.learn_one(x, 1 - y if flip and i % flip == 0 else y)
+        assert m.windows_closed == 1         # no detection: the releases stayed inside
+        seen.append((m._drift.history[-4:], m._drift.detector.__dict__.copy()))
+        assert discard_open_window(m) == 950
+        before = m._drift.releases
+        for x, y in rows[1950:]:
+            m.predict_one(x)
+            m.learn_one(x, y)
+        runs.append((m._drift.history[before:], m._drift.changes, m.windows_closed))
+    assert seen[0][0] != seen[1][0]          # the signal had read the two windows' records
+    assert runs[0] == runs[1]
+    assert m.privacy_report()["epsilon"] <= 10.0 + 1e-9
