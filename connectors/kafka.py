@@ -81,20 +81,31 @@ class KafkaSource:
         Called (on kafka-python's IO thread) before partitions are revoked or lost.
     consumer_config
         Extra ``KafkaConsumer`` settings (override :data:`DEFAULT_CONSUMER`).
+    exclusive
+        This member must be the group's only one (a service that trains one model from its
+        own checkpoint: a partition moving to another member would be read from that
+        member's older position and its records trained into a second model). While an
+        assignment leaves some of the topic's partitions to another member, every assigned
+        partition is paused, :meth:`poll` returns nothing and ``shared`` is true; a full
+        assignment resumes.
     """
 
     def __init__(self, bootstrap: str, topic: str, group: str, *,
                  position_of: Callable[[str], int | None], on_revoke: Callable[[], None],
-                 consumer_config: dict | None = None):
+                 consumer_config: dict | None = None, exclusive: bool = False):
         self.bootstrap, self.topic, self.group = bootstrap, topic, group
         self.position_of = position_of
         self.on_revoke = on_revoke
         self.config = {**DEFAULT_CONSUMER, **(consumer_config or {})}
+        self.exclusive = exclusive
         self.consumer: Any = None
         self.assigned: set[str] = set()
         self.rebalances = 0
         self.poll_errors = 0
+        self.shared = False          # exclusive, and another member holds some partitions
+        self.shared_assignments = 0
         self._last_poll_warning = -float("inf")
+        self._last_shared_error = -float("inf")
 
     def connect(self, stop: threading.Event) -> bool:
         """Create the consumer and subscribe (retrying while the broker is away)."""
@@ -134,17 +145,47 @@ class KafkaSource:
                         source.consumer.seek(tp, pos)
                     source.assigned.add(key)
                 log.info("partitions assigned: %s", sorted(source.assigned))
+                if source.exclusive:
+                    source._check_exclusive(assigned)
 
         return _Listener()
+
+    def _check_exclusive(self, assigned: Any) -> None:
+        """Pause everything while another member of the group holds some partitions."""
+        total = self.consumer.partitions_for_topic(self.topic) or set()
+        mine = {int(key.rpartition(":")[2]) for key in self.assigned
+                if key.rpartition(":")[0] == self.topic}
+        self.shared = bool(total) and mine != set(total)
+        if self.shared:
+            self.shared_assignments += 1
+            self.consumer.pause(*assigned)
+            self._last_shared_error = -float("inf")
+            self._shared_error()
+        elif assigned:
+            self.consumer.resume(*assigned)
+
+    def _shared_error(self) -> None:
+        now = time.monotonic()
+        if now - self._last_shared_error > 30:
+            log.error("another member of consumer group %r holds partitions of %r: this "
+                      "service trains one model from its own checkpoint and must be the "
+                      "group's only member (use --model-topic for window forests across "
+                      "members); paused, training nothing, until it has every partition",
+                      self.group, self.topic)
+            self._last_shared_error = now
 
     def poll(self, timeout_ms: int = 200) -> list[SourceRecord]:
         """The next records (``[]`` while the broker is unreachable: kafka-python 3 raises a
         retriable error such as a refused connection out of ``poll`` when a restarting broker
-        refuses its coordinator lookup; the consumer recovers on a later poll)."""
+        refuses its coordinator lookup; the consumer recovers on a later poll; ``[]`` while an
+        exclusive member shares its group)."""
         from kafka.errors import RetriableError
 
         try:
             batches = self.consumer.poll(timeout_ms=timeout_ms)
+            if self.shared:
+                self._shared_error()
+                return []   # fetched before the pause: dropped untrained, positions unmoved
         except RetriableError as exc:
             self.poll_errors += 1
             now = time.monotonic()

@@ -176,7 +176,8 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                              on_revoke=runner.checkpoint if member is None else member.on_revoke,
                              consumer_config={
                                  "session_timeout_ms": settings.session_timeout_ms,
-                                 "heartbeat_interval_ms": settings.heartbeat_interval_ms})
+                                 "heartbeat_interval_ms": settings.heartbeat_interval_ms},
+                             exclusive=member is None)
         if settings.metrics_port is not None:
             metrics = MetricsServer(
                 ServiceCollector(runner, lag=lambda: source.lag(runner.positions)
@@ -380,7 +381,7 @@ def _replay_kafka(url: str, runner: Runner, stop: threading.Event, progress: Any
         raise ValueError(f"expected kafka://HOST:PORT/TOPIC[?group=G], got {url!r}")
     group = parse_qs(u.query).get("group", ["dpstream-replay"])[0]
     source = KafkaSource(u.netloc, topic, group, position_of=runner.position_of,
-                         on_revoke=runner.checkpoint)
+                         on_revoke=runner.checkpoint, exclusive=True)
     try:
         if not source.connect(stop):
             return

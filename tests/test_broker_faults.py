@@ -361,6 +361,56 @@ def test_a_retriable_error_raised_out_of_poll_is_counted_and_retried(broker):
     source.close()
 
 
+def test_an_exclusive_member_trains_nothing_while_another_shares_its_group(broker):
+    """``serve`` without ``--model-topic`` trains one model from its own checkpoint: a second
+    member in its group would read the partitions it gets from that member's own (older)
+    positions and train their records into a second model. Both members pause while they
+    share the group; when the second leaves, the first resumes from its own positions."""
+    from dpstream.connectors.kafka import KafkaSource
+
+    broker.create_topic("records", partitions=2)
+    broker.produce("records", [b"%d" % i for i in range(10)], partitions=2)
+    done: dict = {}
+
+    def member(positions):
+        return KafkaSource(broker.bootstrap, "records", "g", position_of=positions.get,
+                           on_revoke=lambda: None, exclusive=True,
+                           consumer_config={"session_timeout_ms": 6000,
+                                            "heartbeat_interval_ms": 500})
+
+    a = member(done)
+    assert a.connect(threading.Event())
+
+    def take(source, until=lambda got: True, seconds=30):
+        got: list = []
+        deadline = time.monotonic() + seconds
+        while True:
+            for rec in source.poll(100):
+                got.append(rec.value)
+                done[rec.partition] = rec.offset + 1
+            if until(got) or time.monotonic() > deadline:
+                return got
+
+    assert sorted(take(a, lambda got: len(got) >= 10)) == sorted(b"%d" % i for i in range(10))
+    assert not a.shared
+    b = member({})
+    assert b.connect(threading.Event())
+    after: list = []
+    deadline = time.monotonic() + 60
+    while not (a.shared and b.shared) and time.monotonic() < deadline:
+        after += take(a) + take(b)
+    assert a.shared and b.shared, "the second member never joined the group"
+    assert after == [] and b.shared_assignments >= 1
+    broker.produce("records", [b"%d" % i for i in range(10, 20)], partitions=2)
+    for _ in range(30):                               # paused: nothing, however long
+        assert a.poll(100) == [] and b.poll(100) == []
+    b.close()
+    rest = take(a, lambda got: len(got) >= 10 and not a.shared, 60)
+    assert not a.shared
+    assert sorted(rest) == sorted(b"%d" % i for i in range(10, 20))   # none twice
+    a.close()
+
+
 # ------------------------------------------------------------------ sinks
 def test_a_send_the_producer_gives_up_on_fails_the_next_flush(broker):
     from dpstream.connectors.kafka import KafkaSink
