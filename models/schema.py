@@ -205,6 +205,12 @@ class Schema(_Strict):
         except TypeError:   # an unhashable key
             return None
 
+    def resolve_other(self, name: str | int) -> str | int | None:
+        """The other spelling of a declared feature name (``3`` for ``"3"`` and back), or
+        ``None`` if it has none."""
+        other = _other_spelling(name)
+        return other if other is not None and self.resolve(other) == name else None
+
     @property
     def feature_names(self) -> list[str | int]:
         return list(self.features)

@@ -143,6 +143,16 @@ class RecordValidator:
         # value -> declared value, per categorical feature (True == 1 is sorted out below)
         self._lookup = {n: {v: v for v in f.values} for n, f in self.schema.features.items()
                         if isinstance(f, CategoricalFeature)}
+        # record key (either spelling) -> (name, numeric?, min, max, lookup, spec): one dict
+        # lookup per value instead of pydantic attribute access on the hot path
+        self._plan: dict = {}
+        for name, spec in self.schema.features.items():
+            entry = ((name, True, spec.min, spec.max, None, spec)
+                     if isinstance(spec, NumericFeature)
+                     else (name, False, None, None, self._lookup[name], spec))
+            for key in (name, self.schema.resolve_other(name)):
+                if key is not None:
+                    self._plan[key] = entry
 
     def validate(self, raw: bytes | str | Mapping) -> ValidRecord:
         """One message -> :class:`ValidRecord`, or :class:`RejectedRecord` with the reason."""
@@ -214,30 +224,32 @@ class RecordValidator:
     def _features(self, x: dict) -> tuple[dict, int]:
         out: dict[str, Any] = {}
         clipped = 0
-        features = self.schema.features
+        plan = self._plan
         for key, value in x.items():
-            name = self.schema.resolve(key)   # 3 and "3" name one feature
-            spec = features.get(name) if name is not None else None
-            if spec is None:
+            try:
+                entry = plan.get(key)   # 3 and "3" name one feature
+            except TypeError:           # an unhashable key
+                entry = None
+            if entry is None:
                 name = str(key) if len(str(key)) <= 60 else str(key)[:57] + "..."
                 raise RejectedRecord(f"x.{name}: unknown feature (not declared in the schema)")
             if value is None:
                 continue
-            if isinstance(spec, NumericFeature):
-                kind = type(value)
-                if kind is float:
+            name, numeric, lo, hi, lookup, spec = entry
+            if numeric:
+                if type(value) is float:
                     v = value
                     if v != v or v in (math.inf, -math.inf):
                         raise RejectedRecord(f"x.{name}: {v} is not a finite number")
                 else:
                     v = _number(f"x.{name}", value)
-                if v < spec.min or v > spec.max:
-                    v = min(max(v, spec.min), spec.max)
+                if v < lo or v > hi:
+                    v = min(max(v, lo), hi)
                     clipped += 1
                 out[name] = v
             else:
                 try:
-                    declared = self._lookup[name].get(value, _ABSENT)
+                    declared = lookup.get(value, _ABSENT)
                 except TypeError:   # unhashable
                     declared = _ABSENT
                 if declared is _ABSENT or isinstance(declared, bool) != isinstance(value, bool):
