@@ -1,6 +1,8 @@
 """Stream-service throughput and memory (docs/benchmark_notes.md, "Stream service").
 
-Usage: python benchmarks/service_bench.py [--records N] [--soak N] [--json]
+Usage: python benchmarks/service_bench.py [--records N] [--soak N] [--model NAME] [--json]
+
+``--model``: any ``dpstream serve --model`` name (default ``sgbdt``, the service's default).
 
 * ``file_replay_rows_per_s``: ``replay()`` of a gzip JSONL file of N Adult records (cycled,
   unique ids) — read, validate, learn, checkpoint every 5 s;
@@ -40,28 +42,29 @@ def _rss_mib() -> float:
 
 def main() -> None:
     n, soak = _arg("--records", 200_000), _arg("--soak", 1_000_000)
+    model = sys.argv[sys.argv.index("--model") + 1] if "--model" in sys.argv else "sgbdt"
     X, y, schema = load_adult("all")
     messages = [json.dumps({"id": i, "x": X[i % len(X)], "y": y[i % len(X)]}).encode()
                 for i in range(n)]
-    out: dict = {"records": n}
+    out: dict = {"model": model, "records": n}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "records.jsonl.gz"
         path.write_bytes(gzip.compress(b"\n".join(messages) + b"\n", compresslevel=1))
-        res = replay(str(path), schema=schema, epsilon=1.0, seed=0)
+        res = replay(str(path), schema=schema, model=model, epsilon=1.0, seed=0)
         out["file_replay_rows_per_s"] = res["rows_per_s"]
         with LocalBroker() as broker:
             broker.create_topic("bench", partitions=2)
             broker.produce("bench", messages, partitions=2)
             t0 = time.perf_counter()
             res = replay(f"kafka://{broker.bootstrap}/bench?group=bench", schema=schema,
-                         epsilon=1.0, seed=0)
+                         model=model, epsilon=1.0, seed=0)
             wall = time.perf_counter() - t0
             assert res["records_seen"] == n, res
             out["kafka_msgs_per_s"] = res["rows_per_s_streaming"]
             out["kafka_wall_s_incl_group_join"] = round(wall, 1)
 
         store = CheckpointStore(Path(tmp) / "soak")
-        runner = Runner.create("sgbdt", schema, store=store, epsilon=1.0, seed=0)
+        runner = Runner.create(model, schema, store=store, epsilon=1.0, seed=0)
         samples = []
         t0 = time.perf_counter()
         for i in range(soak):
@@ -69,9 +72,11 @@ def main() -> None:
             runner.process(SourceRecord({"id": i, "x": X[j], "y": y[j]}, "soak", i))
             if (i + 1) % 100_000 == 0:
                 runner.maybe_checkpoint()
+                engine = getattr(runner.model, "engine", None)   # S-GBDT's pool and forest
                 samples.append({"records": i + 1, "rss_mib": round(_rss_mib(), 1),
-                                "active": len(runner.model.engine),
-                                "trees": len(runner.model.engine.forest)})
+                                "active": None if engine is None else len(engine),
+                                "trees": len(engine.forest) if engine is not None
+                                else runner.model.n_trees_kept})
         runner.checkpoint()
         store.close()
         out["soak_rows_per_s"] = round(soak / (time.perf_counter() - t0))
@@ -83,8 +88,9 @@ def main() -> None:
             if k != "soak":
                 print(f"{k}: {v}")
         for s in out["soak"]:
+            pool = "" if s["active"] is None else f"active pool {s['active']:6,}, "
             print(f"  after {s['records']:>9,} records: RSS {s['rss_mib']:7.1f} MiB, "
-                  f"active pool {s['active']:6,}, trees {s['trees']:5,}")
+                  f"{pool}trees {s['trees']:5,}")
 
 
 if __name__ == "__main__":

@@ -167,7 +167,7 @@ class RecordValidator:
             self._check_size(len(raw.encode("utf-8", "surrogatepass")))
         if isinstance(raw, str):
             try:
-                raw = json.loads(raw, parse_constant=_reject_constant)
+                raw = _DECODER.decode(raw)
             except json.JSONDecodeError as exc:
                 raise RejectedRecord(f"unparsable JSON: {exc.msg} at char {exc.pos}") from None
             except ValueError as exc:
@@ -277,6 +277,10 @@ _ABSENT = object()
 
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON value")
+
+
+#: one decoder for every message (``json.loads`` with an option builds a new one per call)
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def _number(where: str, value: Any) -> float:
