@@ -153,11 +153,33 @@ class AttributeRelevance:
         n = X.shape[0]
         parts = _deal(n, self.n_attributes, rng)
         mech = LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng)
+        released = []
         for j, part in enumerate(parts):
             hist = np.zeros((self._cells[j], self.n_classes))
             np.add.at(hist, (self._cell(j, X[part]), y[part]), 1.0)
-            self.counts[j] += mech.release(hist)
+            released.append(mech.release(hist))
+            self.counts[j] += released[-1]
         self.releases += 1
+        self.last_release = released   # released values: other members may add them up
+
+    def merge(self, histograms: list, sign: float = 1.0) -> None:
+        """Add (``sign=-1``: take back) another release's noisy histograms — one window of
+        another group member, say: summing released values is post-processing.
+
+        Examples
+        --------
+        >>> rel = AttributeRelevance(numeric=[(0, 0.0, 1.0)], categorical=[], n_classes=2,
+        ...                          n_bins=2)
+        >>> rel.merge([np.array([[5.0, 0.0], [0.0, 5.0], [0.0, 0.0]])])
+        >>> rel.counts[0].sum(), rel.releases
+        (np.float64(10.0), 0)
+        """
+        if len(histograms) != len(self.counts) or any(
+                np.shape(h) != c.shape for h, c in zip(histograms, self.counts)):
+            raise ValueError("relevance histograms of another shape (another schema or "
+                             "n_bins) cannot be merged")
+        for c, h in zip(self.counts, histograms):
+            c += sign * np.asarray(h, dtype=np.float64)
 
     def gains(self) -> np.ndarray:
         """Information gain (nats) of each attribute's accumulated noisy histogram."""

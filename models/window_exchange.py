@@ -138,7 +138,8 @@ def export_window(model: WindowForestBase, index: int, *, member: str,
             "generation": int(win.generation), "epsilon": _window_epsilon(model, index),
             "trees": list(win.trees),
             "extra": {k: v for k, v in win.extra.items() if k not in _PRIVATE_EXTRA},
-            "routing": {name: getattr(model, name) for name in _ROUTING if hasattr(model, name)}}
+            "routing": {name: getattr(model, name) for name in _ROUTING if hasattr(model, name)},
+            "relevance": getattr(win, "relevance", None)}
 
 
 def close_open_window(model: WindowForestBase) -> bool:
@@ -253,6 +254,30 @@ class WindowEnsemble:
         else:
             self.windows[key] = state
         self._kept = None
+        if key.partition("/")[0] != self.member:
+            self._share_relevance(key, state)
+
+    def _share_relevance(self, key: str, state: dict | None) -> None:
+        """Another member's window brings its released attribute-relevance histograms into
+        this member's evidence (so every member draws split attributes from the whole
+        group's evidence, not from its 1/k of the records); its tombstone takes them back.
+        Post-processing of released values. The merged histograms live in the model
+        (``_foreign_relevance``, checkpointed with it), so a restart that reads the topic
+        again adds none twice; the model's own drift reset drops them with its evidence."""
+        rel = getattr(self.model, "_relevance", None)
+        if rel is None:
+            return
+        merged = self.model.__dict__.setdefault("_foreign_relevance", {})
+        if key in merged:
+            rel.merge(merged.pop(key), sign=-1.0)
+        hists = None if state is None else state.get("relevance")
+        if hists is not None:
+            hists = [np.asarray(h, dtype=np.float64) for h in hists]
+            try:
+                rel.merge(hists)
+            except ValueError:   # not this schema's histograms: the window votes, no more
+                return
+            merged[key] = hists
 
     def kept(self) -> list[dict]:
         """The windows that vote: the newest ``max_windows`` of the union."""

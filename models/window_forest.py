@@ -67,6 +67,8 @@ class _Window:
     kind: str
     extra: dict = field(default_factory=dict)
     generation: int = 0          # the drift generation the window closed in
+    # the attribute-relevance histograms this window released (noisy), for other members
+    relevance: list | None = None
 
 
 class WindowForestBase(base.Classifier):
@@ -313,13 +315,18 @@ class WindowForestBase(base.Classifier):
                     self._ledger.charge(self.epsilon_drift, partition=f"window-{w}/{part}",
                                         label="DPDriftSignal")
             self.ledger_partitions += len(dict.fromkeys(part for part, _, _ in charges))
+            rel = getattr(self, "_relevance", None)
+            releases = None if rel is None else rel.releases
             trees, kind, extra = self._train_window(X, y, public)
             self.last_depth = max((tr.depth for tr in trees), default=None)
+            released = (rel.last_release if rel is not None and rel.releases != releases
+                        else None)
         else:   # no label to fill a leaf with: nothing is trained, nothing released or spent
-            trees, kind, extra = [], "none (no labeled record)", {}
+            trees, kind, extra, released = [], "none (no labeled record)", {}, None
         self._windows.append(_Window(trees=trees, records=int(y.size),
                                      labeled=int((y != UNLABELED).sum()), kind=kind,
-                                     extra=extra, generation=self.generation))
+                                     extra=extra, generation=self.generation,
+                                     relevance=released))
         old = [win for win in self._windows if win.generation < self.generation]
         if old and trees:   # the new concept has a model: the old concept's windows retire
             self._windows = [win for win in self._windows if win.generation >= self.generation]
@@ -388,6 +395,7 @@ class WindowForestBase(base.Classifier):
         self.generation_windows = 0
         if getattr(self, "_relevance", None) is not None:   # the old concept's evidence
             self._relevance.reset()
+            self.__dict__.pop("_foreign_relevance", None)    # (other members' included)
 
     def _train_window(self, X: np.ndarray, y: np.ndarray,
                       public: np.ndarray) -> tuple[list[WindowTree], str, dict]:

@@ -160,3 +160,36 @@ def test_foreign_configurations_and_forged_keys_are_refused(adult):
     assert not same.adopt(mine["key"], mine)      # (a lost checkpoint's): ignored
     with pytest.raises(ValueError, match="member id"):
         WindowEnsemble(model, "a/b")
+
+
+@pytest.mark.parametrize("name", ["median", "random", "rdt"])
+def test_members_draw_attributes_from_the_whole_groups_relevance_evidence(name, adult):
+    """Each window's released relevance histograms travel with it: a member's evidence is
+    its own releases plus those of the other members' windows in the union, a tombstone
+    takes a window's back, and reading the topic again after a restart adds none twice."""
+    X, y, _ = adult
+    a, b = _model(name, 21, max_windows=2), _model(name, 22, max_windows=2)
+    ea, eb = WindowEnsemble(a, "a"), WindowEnsemble(b, "b")
+    own_a = [c.copy() for c in a._relevance.counts]
+    for i, (x, label) in enumerate(zip(X[:1600], y[:1600])):
+        (a if i % 2 == 0 else b).learn_one(x, label)
+    own = {m: [c.copy() for c in m._relevance.counts] for m in (a, b)}
+    assert not np.allclose(own[a][0], own_a[0])       # a released evidence of its own
+    _exchange([ea, eb], through_bytes=True)
+    kept_b = [s for s in eb.windows.values() if s["member"] == "b"]
+    from_b = [sum(np.asarray(s["relevance"][j]) for s in kept_b) for j in range(len(own[a]))]
+    for j, c in enumerate(a._relevance.counts):
+        np.testing.assert_allclose(c, own[a][j] + from_b[j])
+    restarted = WindowEnsemble(a, "a")                 # the topic read again: no change
+    for state in list(eb.windows.values()):
+        restarted.adopt(state["key"], state)
+    for j, c in enumerate(a._relevance.counts):
+        np.testing.assert_allclose(c, own[a][j] + from_b[j])
+    for x, label in zip(X[1600:2400], y[1600:2400]):  # b closes windows, its oldest retire
+        b.learn_one(x, label)
+    _exchange([ea, eb])
+    kept_b = [s for s in ea.windows.values() if s["member"] == "b"]
+    assert len(kept_b) == 2 and set(a._foreign_relevance) == {s["key"] for s in kept_b}
+    for j, c in enumerate(a._relevance.counts):
+        np.testing.assert_allclose(
+            c, own[a][j] + sum(np.asarray(s["relevance"][j]) for s in kept_b))
