@@ -3,7 +3,8 @@
 The collector reads the runner's counters at scrape time, so nothing has to be kept in sync:
 ``dpstream_records_total{outcome=...}``, ``dpstream_epsilon`` (the guarantee) and
 ``dpstream_record_budget_spent_fraction{stat=min|median|max}``, ``dpstream_trees``,
-``dpstream_consumer_lag``, ``dpstream_last_checkpoint_age_seconds`` and, for a party of
+``dpstream_consumer_lag``, ``dpstream_group_shared`` (1 while a service that must be its
+group's only member is paused), ``dpstream_last_checkpoint_age_seconds`` and, for a party of
 distributed S-GBDT, ``dpstream_board_messages_ignored_total{reason=...}``. ``/healthz``
 answers 200 while the main loop has turned within ``stale_after`` seconds, else 503 (a wedged
 consumer).
@@ -28,10 +29,12 @@ class ServiceCollector:
     """Prometheus collector over a runner (and, optionally, a lag function)."""
 
     def __init__(self, runner: Any, lag: Callable[[], int | None] | None = None,
-                 board: Callable[[], dict[str, int]] | None = None):
+                 board: Callable[[], dict[str, int]] | None = None,
+                 group_shared: Callable[[], bool] | None = None):
         self.runner = runner
         self.lag = lag
         self.board = board
+        self.group_shared = group_shared
 
     def collect(self):
         r = self.runner
@@ -74,6 +77,12 @@ class ServiceCollector:
         if lag is not None:
             yield GaugeMetricFamily("dpstream_consumer_lag", "Messages behind the high watermark",
                                     value=float(lag))
+        if self.group_shared is not None:   # a service that must be its group's only member
+            yield GaugeMetricFamily(
+                "dpstream_group_shared",
+                "1 while another member of the consumer group holds partitions: the service "
+                "is paused and trains nothing (docs/service.md, several members)",
+                value=float(bool(self.group_shared())))
         if self.board is not None:   # distributed S-GBDT: board messages dropped, by reason
             dropped = CounterMetricFamily(
                 "dpstream_board_messages_ignored",

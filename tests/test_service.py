@@ -242,6 +242,7 @@ def test_metrics_health_predictions_and_dead_letter_topic(broker, tmp_path):
         assert 'dpstream_records_total{outcome="dead_letters"} 12.0' in text
         assert "dpstream_epsilon 1.0" in text or "dpstream_epsilon 0.99" in text
         assert "dpstream_consumer_lag" in text and "dpstream_last_checkpoint_age_seconds" in text
+        assert "dpstream_group_shared 0.0" in text     # the group's only member: training
         health = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz").read())
         assert health["ok"] is True
     finally:
