@@ -4,7 +4,8 @@ The collector reads the runner's counters at scrape time, so nothing has to be k
 ``dpstream_records_total{outcome=...}``, ``dpstream_epsilon`` (the guarantee) and
 ``dpstream_record_budget_spent_fraction{stat=min|median|max}``, ``dpstream_trees``,
 ``dpstream_consumer_lag``, ``dpstream_group_shared`` (1 while a service that must be its
-group's only member is paused), ``dpstream_last_checkpoint_age_seconds`` and, for a party of
+group's only member is paused), ``dpstream_union_*`` (a window-forest member: the union of
+every member's windows it predicts with), ``dpstream_last_checkpoint_age_seconds`` and, for a party of
 distributed S-GBDT, ``dpstream_board_messages_ignored_total{reason=...}``. ``/healthz``
 answers 200 while the main loop has turned within ``stale_after`` seconds, else 503 (a wedged
 consumer).
@@ -30,11 +31,13 @@ class ServiceCollector:
 
     def __init__(self, runner: Any, lag: Callable[[], int | None] | None = None,
                  board: Callable[[], dict[str, int]] | None = None,
-                 group_shared: Callable[[], bool] | None = None):
+                 group_shared: Callable[[], bool] | None = None,
+                 ensemble: Callable[[], dict] | None = None):
         self.runner = runner
         self.lag = lag
         self.board = board
         self.group_shared = group_shared
+        self.ensemble = ensemble
 
     def collect(self):
         r = self.runner
@@ -77,6 +80,25 @@ class ServiceCollector:
         if lag is not None:
             yield GaugeMetricFamily("dpstream_consumer_lag", "Messages behind the high watermark",
                                     value=float(lag))
+        union = None
+        if self.ensemble is not None:   # a window-forest member: the union it predicts with
+            try:
+                union = self.ensemble()
+            except RuntimeError:   # the main thread merged a window mid-read: next scrape
+                union = None
+        if union is not None:
+            yield GaugeMetricFamily("dpstream_union_epsilon",
+                                    "Epsilon per record of the union of every member's windows",
+                                    value=float(union["epsilon"]))
+            yield GaugeMetricFamily("dpstream_union_windows",
+                                    "Windows of all members that vote (the union's newest)",
+                                    value=float(union["windows_kept"]))
+            yield GaugeMetricFamily("dpstream_union_members",
+                                    "Group members with a window in the union",
+                                    value=float(len(union["members"])))
+            yield GaugeMetricFamily("dpstream_union_records",
+                                    "Records in the windows of all members known to this one",
+                                    value=float(union["records_in_windows"]))
         if self.group_shared is not None:   # a service that must be its group's only member
             yield GaugeMetricFamily(
                 "dpstream_group_shared",

@@ -184,7 +184,9 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                                  if source.consumer is not None else None,
                                  board=None if dist is None else lambda: dist.counters,
                                  group_shared=None if member is not None
-                                 else lambda: source.shared),
+                                 else lambda: source.shared,
+                                 ensemble=None if member is None
+                                 else member.ensemble.privacy_report),
                 host=settings.metrics_host, port=settings.metrics_port)
             log.info("metrics on http://%s:%d/metrics (health: /healthz)",
                      settings.metrics_host, metrics.port)

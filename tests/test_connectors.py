@@ -309,3 +309,35 @@ def test_status_and_metrics_of_a_window_forest(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "2 windows closed, 50 records in the open window" in out.stdout
     assert "unlabeled 125" in out.stdout
+
+
+def test_metrics_of_a_member_show_the_union_it_predicts_with(tmp_path):
+    """A window-forest member's /metrics: its own model (dpstream_epsilon, trees, ...) and
+    the union of every member's windows it predicts with (dpstream_union_*)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from dpstream.models import MedianForestClassifier
+    from dpstream.models.window_exchange import WindowEnsemble
+    from dpstream.stream.metrics import ServiceCollector
+
+    store = CheckpointStore(tmp_path)
+    params = {"window_size": 100, "warmup": None, "n_trees": 4, "min_tree_records": None}
+    runner = Runner.create("median-forest", ADULT_SCHEMA, store=store, epsilon=2.0, seed=0,
+                           params=params)
+    other = MedianForestClassifier(schema=ADULT_SCHEMA, epsilon=2.0, seed=1, **params)
+    mine, theirs = WindowEnsemble(runner.model, "a"), WindowEnsemble(other, "b")
+    X, y, _ = load_adult("train")
+    for i in range(200):
+        runner.process(SourceRecord({"id": i, "x": X[i], "y": y[i]}, "f", i))
+    for i in range(200, 500):
+        other.learn_one(X[i], y[i])
+    for key, state in theirs.local_updates().items():
+        mine.adopt(key, state)
+    mine.local_updates()
+    registry = CollectorRegistry()
+    registry.register(ServiceCollector(runner, ensemble=mine.privacy_report))
+    text = generate_latest(registry).decode()
+    assert "dpstream_trees 8.0" in text                        # its own two windows
+    assert "dpstream_union_members 2.0" in text and "dpstream_union_records 500.0" in text
+    assert "dpstream_union_windows 5.0" in text and "dpstream_union_epsilon 2.0" in text
+    store.close()
