@@ -76,7 +76,7 @@ def main() -> None:
                 samples.append({"records": i + 1, "rss_mib": round(_rss_mib(), 1),
                                 "active": None if engine is None else len(engine),
                                 "trees": len(engine.forest) if engine is not None
-                                else runner.model.n_trees_kept})
+                                else getattr(runner.model, "n_trees_kept", 0)})
         runner.checkpoint()
         store.close()
         out["soak_rows_per_s"] = round(soak / (time.perf_counter() - t0))

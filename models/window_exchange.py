@@ -263,7 +263,11 @@ class WindowEnsemble:
         group's evidence, not from its 1/k of the records); its tombstone takes them back.
         Post-processing of released values. The merged histograms live in the model
         (``_foreign_relevance``, checkpointed with it), so a restart that reads the topic
-        again adds none twice; the model's own drift reset drops them with its evidence."""
+        again adds none twice; the model's own drift reset drops them with its evidence.
+        Unlike the member's own releases, which it keeps summing until a drift reset, another
+        member's count only while that window is live (the union caps them at
+        ``max_windows`` per member), so on a long stream a member's own evidence weighs more
+        than the others'."""
         rel = getattr(self.model, "_relevance", None)
         if rel is None:
             return

@@ -5,8 +5,8 @@ The collector reads the runner's counters at scrape time, so nothing has to be k
 ``dpstream_record_budget_spent_fraction{stat=min|median|max}``, ``dpstream_trees``,
 ``dpstream_consumer_lag``, ``dpstream_group_shared`` (1 while a service that must be its
 group's only member is paused), ``dpstream_union_*`` (a window-forest member: the union of
-every member's windows it predicts with), ``dpstream_last_checkpoint_age_seconds`` and, for a party of
-distributed S-GBDT, ``dpstream_board_messages_ignored_total{reason=...}``. ``/healthz``
+every member's windows it predicts with), ``dpstream_last_checkpoint_age_seconds`` and, for
+a party of distributed S-GBDT, ``dpstream_board_messages_ignored_total{reason=...}``. ``/healthz``
 answers 200 while the main loop has turned within ``stale_after`` seconds, else 503 (a wedged
 consumer).
 """
