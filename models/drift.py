@@ -118,6 +118,38 @@ class DPDriftSignal:
             return False
         return self._release()
 
+    def update_many(self, losses: Any) -> int | None:
+        """:meth:`update` for each loss in order, stopping at the first detected change.
+
+        Returns the index of the loss whose window release detected a change (the losses
+        after it are *not* added: the caller reacts first, as it would one record at a
+        time), or ``None``. The sums, releases and noise draws are exactly those of calling
+        :meth:`update` one loss at a time.
+
+        Examples
+        --------
+        >>> a, b = DPDriftSignal(1.0, window=100, seed=3), DPDriftSignal(1.0, window=100, seed=3)
+        >>> losses = [0.0] * 900 + [1.0] * 600
+        >>> a.update_many(losses) == next(i for i, v in enumerate(losses) if b.update(v))
+        True
+        >>> a.history == b.history
+        True
+        """
+        values = [min(max(v, 0.0), 1.0) if v == v else 1.0
+                  for v in np.asarray(losses, dtype=np.float64).tolist()]
+        i, n = 0, len(values)
+        while i < n:
+            take = min(n - i, self.window - self._count)
+            total = self._sum
+            for v in values[i:i + take]:   # the same additions, in the same order, as update
+                total += v
+            self._sum = total
+            self._count += take
+            i += take
+            if self._count >= self.window and self._release():
+                return i - 1
+        return None
+
     def _release(self) -> bool:
         noisy = self._mechanism.release(self._sum)
         self._sum, self._count = 0.0, 0

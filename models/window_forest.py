@@ -47,6 +47,7 @@ from .drift import DPDriftSignal
 from .encoding import RecordEncoder
 from .forest import Forest
 from .relevance import AttributeRelevance
+from .window_stream import UNLABELED, learn_stream
 from .window_trees import WindowTree, leaf_proba, pack_trees, split_exact
 
 __all__ = ["WindowForestBase", "WindowTree", "UNLABELED", "ATTRIBUTE_RULES", "leaf_proba",
@@ -55,8 +56,7 @@ __all__ = ["WindowForestBase", "WindowTree", "UNLABELED", "ATTRIBUTE_RULES", "le
 #: how a forest's nodes draw split attributes: from a DP relevance release, or uniformly
 ATTRIBUTE_RULES = ("relevance", "uniform")
 
-#: the label code of an unlabeled record inside a window buffer
-UNLABELED = -1
+# UNLABELED (from window_stream): the label code of an unlabeled record inside a window buffer
 
 
 @dataclass
@@ -263,6 +263,14 @@ class WindowForestBase(base.Classifier):
         if size is not None and len(self._buffer_y) >= size:
             self._close_window()
 
+    def learn_stream(self, X: Any, y: Any, *, public: Any = None, t: Any = None) -> None:
+        """Many stream records, learned exactly as :meth:`learn_one` one at a time would
+        learn them (same windows, drift releases and draws), with encoding and prequential
+        scoring vectorised (:func:`~dpstream.models.window_stream.learn_stream`). ``public``
+        and ``t``: one value per record, or ``None``. Unlike a loop of ``learn_one``, a bad
+        record raises before any record of the batch is learned."""
+        learn_stream(self, X, y, public, t)
+
     def learn_many(self, X: Any, y: Any, public: Any = False) -> None:
         """Batch mode: the batch (with anything buffered) is one window, trained now.
 
@@ -378,7 +386,8 @@ class WindowForestBase(base.Classifier):
             return {"rule": "uniform", "guarantee": "the paper's rule: no data read"}
         enc = self._encoder
         return {"rule": "relevance", "share": float(self.relevance_share),
-                "epsilon": self._relevance_split()[1], "releases": rel.releases, "names": [*enc._numeric, *enc._categorical],
+                "epsilon": self._relevance_split()[1], "releases": rel.releases,
+                "names": [*enc._numeric, *enc._categorical],
                 "weights": [round(float(w), 4) for w in rel.weights()],
                 "guarantee": "each labeled record enters one attribute's (bin, class) "
                              "histogram once, Laplace noise of scale 1/epsilon per cell "
@@ -484,6 +493,9 @@ class WindowForestBase(base.Classifier):
         state = self.__dict__.copy()
         state["_serving"] = None          # rebuilt on demand from the windows
         state["_last"] = None
+        # learn_stream buffers rows as array views; saved as the lists learn_one buffers
+        state["_buffer_X"] = [r.tolist() if type(r) is np.ndarray else r
+                              for r in self._buffer_X]
         return state
 
     def __setstate__(self, state: dict) -> None:

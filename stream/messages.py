@@ -183,21 +183,28 @@ class RecordValidator:
                                  f"{type(record_id).__name__} {_short(record_id)}")
         if isinstance(record_id, (str, int)):
             self._check_id(record_id)
+        features, public = raw.get("x"), raw.get("public", False)
+        if not (type(raw) is dict and record_id is not _ABSENT and type(features) is dict
+                and type(public) is bool and raw.keys() <= _MESSAGE_KEYS
+                and set(map(type, features)) <= _FEATURE_KEY_TYPES):
+            # anything unusual: pydantic checks the message and words the reason (the common
+            # case above is what it would accept, without building a model)
+            try:
+                msg = Message.model_validate(dict(raw))
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                if err["type"] == "extra_forbidden":
+                    raise RejectedRecord(f"message: unknown key {_short(err['loc'][0])} (a "
+                                         f"message holds id, x, y and public)") from None
+                where = ".".join(str(p) for p in err["loc"]) or "message"
+                raise RejectedRecord(f"{where}: {err['msg']}") from None
+            record_id, features, public = msg.id, msg.x, msg.public
         try:
-            msg = Message.model_validate(dict(raw))
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            if err["type"] == "extra_forbidden":
-                raise RejectedRecord(f"message: unknown key {_short(err['loc'][0])} (a message "
-                                     f"holds id, x, y and public)") from None
-            where = ".".join(str(p) for p in err["loc"]) or "message"
-            raise RejectedRecord(f"{where}: {err['msg']}") from None
-        try:
-            x, clipped = self._features(msg.x)
-            y, label_clipped = self._label(msg.y)
+            x, clipped = self._features(features)
+            y, label_clipped = self._label(raw.get("y"))
         except RejectedRecord as exc:
-            raise RejectedRecord(exc.reason, id=msg.id) from None
-        return ValidRecord(id=msg.id, x=x, y=y, public=msg.public,
+            raise RejectedRecord(exc.reason, id=record_id) from None
+        return ValidRecord(id=record_id, x=x, y=y, public=public,
                            clipped=clipped + label_clipped)
 
     def _check_size(self, size: int) -> None:
@@ -273,6 +280,8 @@ class RecordValidator:
 
 
 _ABSENT = object()
+_MESSAGE_KEYS = frozenset(Message.model_fields)
+_FEATURE_KEY_TYPES = {str, int}
 
 
 def _reject_constant(name: str) -> float:

@@ -42,11 +42,13 @@ Examples
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..connectors import CheckpointStore, SourceRecord, sink_key
@@ -69,7 +71,7 @@ from .messages import (
 )
 
 __all__ = ["Runner", "build_model", "describe", "SERVICE_MODELS", "COUNTERS", "csv_message",
-           "DEAD_LETTER_PREFIX"]
+           "DEAD_LETTER_PREFIX", "streaming_gc"]
 
 #: bytes of an over-long message that its dead letter keeps (the reason gives the full size)
 DEAD_LETTER_PREFIX = 4096
@@ -273,42 +275,10 @@ class Runner:
     def process(self, rec: SourceRecord) -> None:
         """One record: validate, deduplicate, predict, learn; checkpoint after a round."""
         with self.lock:
-            if rec.offset < self.positions.get(rec.partition, 0):
-                return   # already processed (a re-fetch after a seek): never twice
-            if self.first_record_at is None:
-                self.first_record_at = time.monotonic()
-            self.counters["seen"] += 1
-            try:
-                record = self._validate(rec)
-            except RejectedRecord as exc:
-                self.counters["dead_letters"] += 1
-                if self.dead_letters is not None:
-                    raw = rec.raw
-                    if len(raw) > self.validator.max_message_bytes:
-                        raw = raw[:DEAD_LETTER_PREFIX]
-                    self.dead_letters.send(raw, exc.reason, rec.position,
-                                           key=sink_key(rec.partition, rec.offset, exc.id))
-                self.positions[rec.partition] = rec.offset + 1
+            record = self._admit(rec, predict=True)
+            if record is None:
                 return
-            key = (type(record.id).__name__, record.id)
-            if key in self.ids:
-                self.counters["duplicates"] += 1
-                self.positions[rec.partition] = rec.offset + 1
-                return
-            self.counters["clipped"] += record.clipped
             model = self.model
-            if self.predictions is not None:
-                pred = (model if self.predictor is None else self.predictor).predict_one(record.x)
-                self.predictions.send_json({"id": record.id, "prediction": _jsonable(pred),
-                                            "partition": rec.partition, "offset": rec.offset},
-                                           key=sink_key(rec.partition, rec.offset, record.id))
-                self.counters["predictions"] += 1
-            self._remember(key)
-            self.positions[rec.partition] = rec.offset + 1
-            if not record.labeled:
-                self.counters["unlabeled"] += 1
-                if not getattr(model, "learns_unlabeled", False):
-                    return   # a supervised model: nothing to learn
             rounds = model.training_rounds
             kwargs: dict[str, Any] = {"public": True} if record.public else {}
             if getattr(model, "window_seconds", None) is not None and "timestamp" in rec.meta:
@@ -317,6 +287,76 @@ class Runner:
             self.counters["learned"] += 1
             if self.checkpoint_every_round and model.training_rounds != rounds:
                 self.checkpoint()   # before any prediction can use the new trees
+
+    def process_many(self, recs: list[SourceRecord]) -> None:
+        """Records in order, with the result of :meth:`process` on each.
+
+        A model with ``learn_stream`` (the window forests) learns the admitted records in one
+        call, which gives the state ``learn_one`` one at a time would, vectorised. With a
+        predictions sink or ``checkpoint_every_round`` each record still goes through
+        :meth:`process` (a prediction must see every round trained before its record).
+        """
+        model = self.model
+        if (self.predictions is not None or self.checkpoint_every_round
+                or not hasattr(model, "learn_stream")):
+            for rec in recs:
+                self.process(rec)
+            return
+        timed = getattr(model, "window_seconds", None) is not None
+        with self.lock:
+            xs, ys, flags, times = [], [], [], []
+            for rec in recs:
+                record = self._admit(rec, predict=False)
+                if record is None:
+                    continue
+                xs.append(record.x)
+                ys.append(record.y)
+                flags.append(record.public)
+                times.append(rec.meta.get("timestamp") if timed else None)
+            if xs:
+                model.learn_stream(xs, ys, public=flags, t=times)
+                self.counters["learned"] += len(xs)
+
+    def _admit(self, rec: SourceRecord, *, predict: bool) -> Any:
+        """Everything :meth:`process` does before learning: the record to learn, or
+        ``None`` (already processed, dead-lettered, a duplicate, or unlabeled for a
+        supervised model); its position and id are recorded either way."""
+        if rec.offset < self.positions.get(rec.partition, 0):
+            return None   # already processed (a re-fetch after a seek): never twice
+        if self.first_record_at is None:
+            self.first_record_at = time.monotonic()
+        self.counters["seen"] += 1
+        try:
+            record = self._validate(rec)
+        except RejectedRecord as exc:
+            self.counters["dead_letters"] += 1
+            if self.dead_letters is not None:
+                raw = rec.raw
+                if len(raw) > self.validator.max_message_bytes:
+                    raw = raw[:DEAD_LETTER_PREFIX]
+                self.dead_letters.send(raw, exc.reason, rec.position,
+                                       key=sink_key(rec.partition, rec.offset, exc.id))
+            self.positions[rec.partition] = rec.offset + 1
+            return None
+        key = (type(record.id).__name__, record.id)
+        if key in self.ids:
+            self.counters["duplicates"] += 1
+            self.positions[rec.partition] = rec.offset + 1
+            return None
+        self.counters["clipped"] += record.clipped
+        if predict and self.predictions is not None:
+            pred = (self.model if self.predictor is None else self.predictor).predict_one(record.x)
+            self.predictions.send_json({"id": record.id, "prediction": _jsonable(pred),
+                                        "partition": rec.partition, "offset": rec.offset},
+                                       key=sink_key(rec.partition, rec.offset, record.id))
+            self.counters["predictions"] += 1
+        self._remember(key)
+        self.positions[rec.partition] = rec.offset + 1
+        if not record.labeled:
+            self.counters["unlabeled"] += 1
+            if not getattr(self.model, "learns_unlabeled", False):
+                return None   # a supervised model: nothing to learn
+        return record
 
     def _validate(self, rec: SourceRecord):
         value = rec.value
@@ -385,6 +425,36 @@ def describe(state: dict) -> dict:
             **{k: v for k, v in counters.items() if k not in ("seen", "learned")},
             "offsets": dict(state["positions"]),
             "privacy": state["model"].privacy_report()}
+
+
+@contextmanager
+def streaming_gc(young: int = 50_000) -> Iterator[None]:
+    """Fewer cyclic-GC passes while records stream; the old thresholds come back after.
+
+    Every record allocates a few short-lived containers (the decoded message, its features,
+    the source record); with CPython's default threshold (700 allocations) the young
+    generation is collected every few dozen records and, every hundred young passes, the
+    whole heap of a long-running service (the model's open window, the record-id memory,
+    numba's and pydantic's module objects) is walked again: about a fifth of a Kafka replay's
+    time (docs/benchmark_notes.md, "Stream service"). The hot path makes no reference cycles,
+    so collecting every ``young`` allocations frees the same memory, later.
+
+    Examples
+    --------
+    >>> import gc
+    >>> before = gc.get_threshold()
+    >>> with streaming_gc():
+    ...     gc.get_threshold()[0]
+    50000
+    >>> gc.get_threshold() == before
+    True
+    """
+    old = gc.get_threshold()
+    gc.set_threshold(max(young, old[0]), 20, 10)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
 
 
 def _jsonable(value: Any) -> Any:

@@ -32,7 +32,7 @@ from ..connectors import (
     read_checkpoint,
 )
 from .messages import MAX_ID_BYTES, MAX_MESSAGE_BYTES, Schema
-from .runner import Runner, describe
+from .runner import Runner, describe, streaming_gc
 
 __all__ = ["ServeSettings", "serve", "replay", "install_signal_handlers", "serve_command",
            "replay_command", "status_command", "migrate_checkpoint_command"]
@@ -193,29 +193,30 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         if not source.connect(stop):
             log.info("stopped before the broker was reachable")
         committed: dict[str, int] = {}
-        while not stop.is_set():
-            records = source.poll(timeout_ms=200)
-            for rec in records:
-                if stop.is_set():
-                    break
+        with streaming_gc():   # the loop allocates per record; few cyclic passes
+            while not stop.is_set():
+                records = source.poll(timeout_ms=200)
                 if member is None:
-                    runner.process(rec)
+                    for chunk in _chunks(records, stop):
+                        runner.process_many(chunk)
                 else:
-                    member.process(rec)
-            if member is not None:
-                member.poll()
-            if dist is not None:
-                party = runner.model
-                out = dist.poll(want=party.new_records >= party.model.round_size)
-                if out is not None and out.get("status") in ("complete", "abandoned"):
-                    runner.checkpoint()   # the round's tree is saved before it is used
-            runner.maybe_checkpoint()
-            if metrics is not None:
-                metrics.beat()
-            saved = runner.saved_positions if member is None else member.committable()
-            if saved != committed:
-                source.commit(saved)
-                committed = dict(saved)
+                    for rec in records:
+                        if stop.is_set():
+                            break
+                        member.process(rec)
+                    member.poll()
+                if dist is not None:
+                    party = runner.model
+                    out = dist.poll(want=party.new_records >= party.model.round_size)
+                    if out is not None and out.get("status") in ("complete", "abandoned"):
+                        runner.checkpoint()   # the round's tree is saved before it is used
+                runner.maybe_checkpoint()
+                if metrics is not None:
+                    metrics.beat()
+                saved = runner.saved_positions if member is None else member.committable()
+                if saved != committed:
+                    source.commit(saved)
+                    committed = dict(saved)
         if dist is not None:   # apply rounds the board resolved meanwhile, then save
             dist.poll(want=False, join=False)
         if member is not None:   # close and publish the open window: nothing left unpublished
@@ -333,22 +334,21 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
         seen_before = runner.counters["seen"]
         t0 = time.perf_counter()
         try:
-            if source.startswith("kafka://"):
-                _replay_kafka(source, runner, stop, progress)
-            else:
-                if bundled:
-                    partition = f"bundled:{source}"
-                    it = records(runner.positions.get(partition, 0))
+            with streaming_gc():
+                if source.startswith("kafka://"):
+                    _replay_kafka(source, runner, stop, progress)
                 else:
-                    total = None
-                    file_source.start = runner.positions.get(file_source.partition, 0)
-                    it = iter(file_source)
-                for rec in it:
-                    if stop.is_set():
-                        break
-                    runner.process(rec)
-                    if progress is not None:
-                        progress(runner.counters["seen"], total)
+                    if bundled:
+                        partition = f"bundled:{source}"
+                        it = records(runner.positions.get(partition, 0))
+                    else:
+                        total = None
+                        file_source.start = runner.positions.get(file_source.partition, 0)
+                        it = iter(file_source)
+                    for chunk in _chunks(it, stop):
+                        runner.process_many(chunk)
+                        if progress is not None:
+                            progress(runner.counters["seen"], total)
         except Exception as exc:   # a source that breaks: keep what was read, then report
             from ..connectors import SourceError
             if not isinstance(exc, SourceError):
@@ -376,6 +376,25 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
             tmp.cleanup()
 
 
+def _chunks(records: Any, stop: threading.Event, size: int = 500):
+    """``records`` in lists of up to ``size`` (one learning call each), until ``stop``."""
+    it = iter(records)
+    while not stop.is_set():
+        chunk: list = []
+        try:
+            for rec in it:
+                chunk.append(rec)
+                if len(chunk) >= size:
+                    break
+        except Exception:   # a broken source: what it read before the error is processed
+            if chunk:
+                yield chunk
+            raise
+        if not chunk:
+            return
+        yield chunk
+
+
 def _replay_kafka(url: str, runner: Runner, stop: threading.Event, progress: Any) -> None:
     from ..connectors.kafka import KafkaSource
 
@@ -391,8 +410,8 @@ def _replay_kafka(url: str, runner: Runner, stop: threading.Event, progress: Any
             return
         ends = source.end_offsets()
         while not stop.is_set():
-            for rec in source.poll(timeout_ms=200):
-                runner.process(rec)
+            for chunk in _chunks(source.poll(timeout_ms=200), stop):
+                runner.process_many(chunk)
             if progress is not None:
                 progress(runner.counters["seen"], None)
             if all(runner.positions.get(k, 0) >= end for k, end in ends.items()):
@@ -433,8 +452,11 @@ def replay_command(source: str, *, as_json: bool = False, **kwargs: Any) -> int:
     configure_logging()
     progress = None
     if not as_json:
+        shown = [0]
+
         def progress(done: int, total: int | None) -> None:
-            if done % 5000 == 0:
+            if done // 5000 != shown[0] // 5000:   # every 5,000 records (batches of 500)
+                shown[0] = done
                 of = f"/{total}" if total else ""
                 print(f"  {done}{of} records", end="\r", file=sys.stderr, flush=True)
     res = replay(source, progress=progress, **kwargs)

@@ -1,0 +1,118 @@
+"""Stream batches for window forests: many records learned exactly as one at a time.
+
+:meth:`WindowForestBase.learn_many <dpstream.models.window_forest.WindowForestBase.learn_many>`
+is *batch mode* (the batch is one window). A stream service that reads records in batches
+(a Kafka poll returns hundreds) needs the opposite: the records learned as if
+``learn_one`` had seen them one by one — the same window boundaries, the same drift releases
+and the same random draws — only faster. :func:`learn_stream` does that:
+
+* the batch is encoded in one vectorised call (a bad record raises before anything is
+  learned);
+* it is cut into *segments* that end where the open window would close; within a segment the
+  ensemble cannot change, so every record's prequential error (the drift signal's input) is
+  scored in one call;
+* the errors go to :meth:`DPDriftSignal.update_many
+  <dpstream.models.drift.DPDriftSignal.update_many>`; a release that detects a change ends the
+  segment at the detecting record, which closes the window holding every record whose error it
+  read, as with ``learn_one``; the rest of the batch is scored afresh by the new ensemble.
+
+Privacy is unchanged by construction: the model's state after ``learn_stream`` is the state
+after the same records one at a time (tests compare the two bit for bit). Time windows
+(``window_seconds``) close on each record's arrival time and take the one-at-a-time path.
+
+Examples
+--------
+>>> from dpstream.models import MedianForestClassifier
+>>> from dpstream.stream import load_adult
+>>> X, y, schema = load_adult("train")
+>>> a = MedianForestClassifier(schema=schema, epsilon=1.0, seed=0)
+>>> b = MedianForestClassifier(schema=schema, epsilon=1.0, seed=0)
+>>> for xi, yi in zip(X[:6000], y[:6000]):
+...     a.learn_one(xi, yi)
+>>> b.learn_stream(X[:2500], y[:2500]); b.learn_stream(X[2500:6000], y[2500:6000])
+>>> a.windows_closed == b.windows_closed == 2, a.privacy_report() == b.privacy_report()
+(True, True)
+>>> all(a.predict_one(xi) == b.predict_one(xi) for xi in X[6000:6500])
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["learn_stream"]
+
+UNLABELED = -1   # (window_forest.UNLABELED: that module imports this one)
+
+
+def learn_stream(forest: Any, X: Sequence, y: Sequence, public: Sequence | None = None,
+                 t: Sequence | None = None) -> None:
+    """``forest.learn_one(X[i], y[i], public=public[i], t=t[i])`` for every ``i`` in order,
+    with the same result (see the module docstring)."""
+    n = len(y)
+    if len(X) != n:
+        raise ValueError(f"X has {len(X)} records but y has {n} labels")
+    flags = [False] * n if public is None else [bool(p) for p in public]
+    if len(flags) != n or (t is not None and len(t) != n):
+        raise ValueError(f"public and t need one value per record ({n})")
+    if forest.window_seconds is not None or n == 1:
+        for i in range(n):   # time windows close on each record's own arrival time
+            forest.learn_one(X[i], y[i], public=flags[i], t=None if t is None else t[i])
+        return
+    if n == 0:
+        return
+    rows = forest._encoder.encode_many(X if isinstance(X, list) else list(X))
+    labels = _label_codes(forest._encoder, y)
+    forest._last = None
+    drift = forest._drift
+    i = 0
+    while i < n:
+        size = forest.current_window_size
+        end = min(n, i + max(1, size - len(forest._buffer_y)))
+        stop, detected, fed = end, False, False
+        if drift is not None:
+            seg = labels[i:end]
+            scored = np.flatnonzero(seg != UNLABELED)
+            if scored.size:
+                fed = True
+                wrong = np.argmax(forest._scores(rows[i:end][scored]), axis=1) != seg[scored]
+                k = drift.update_many(wrong.astype(np.float64))
+                if k is not None:
+                    stop, detected = i + int(scored[k]) + 1, True
+        _append(forest, rows[i:stop], labels[i:stop], flags[i:stop])
+        if fed:
+            forest._buffer_fed = True
+        if detected:
+            forest._new_generation()
+        elif len(forest._buffer_y) >= size:
+            forest._close_window()
+        i = stop
+
+
+def _label_codes(encoder: Any, y: Sequence) -> np.ndarray:
+    """Class codes (``UNLABELED`` for ``None``), as ``encode_target_one`` gives them."""
+    classes = encoder.classes
+    fast = {(isinstance(c, bool), c): code for code, c in enumerate(classes)}
+    out = np.empty(len(y), dtype=np.int64)
+    for j, v in enumerate(y):
+        if v is None:
+            out[j] = UNLABELED
+            continue
+        try:
+            code = fast.get((isinstance(v, (bool, np.bool_)), v))
+        except TypeError:   # unhashable: the general path raises with the reason
+            code = None
+        out[j] = code if code is not None else int(encoder.encode_target_one(v))
+    return out
+
+
+def _append(forest: Any, rows: np.ndarray, labels: np.ndarray, flags: list) -> None:
+    forest._buffer_X.extend(rows)   # row views: a checkpoint stores them as lists
+    forest._buffer_y.extend(labels.tolist())
+    forest._buffer_public.extend(flags)
+    forest.records_seen += len(flags)
+    forest.unlabeled_seen += int((labels == UNLABELED).sum())
+    forest.public_seen += sum(flags)
