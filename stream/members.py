@@ -191,6 +191,28 @@ class WindowMember:
                 self.publish()   # before the next prediction, which may use it
             return True
 
+    def process_many(self, recs: list) -> int:
+        """:meth:`process` for each record of ``recs``, the owned ones learned in one call
+        (:meth:`Runner.process_many <dpstream.stream.runner.Runner.process_many>`); windows
+        that close meanwhile are published once, at the end, with handoff positions below
+        the open window's first record (every record below them is in one of those
+        windows). Returns how many records were processed."""
+        runner, model = self.runner, self.runner.model
+        with runner.lock:
+            if runner.predictions is not None:   # each window published before a prediction
+                return sum(self.process(rec) for rec in recs)
+            recs = [rec for rec in recs if rec.partition in self.owned]
+            if not recs or (self.unverified and not self._verify()):
+                return 0
+            closed = model.windows_closed
+            learned = runner.process_many(recs)
+            self.pending.extend((rec.partition, rec.offset) for rec in learned)
+            if model.windows_closed != closed:
+                n = len(model._buffer_y)
+                del self.pending[:len(self.pending) - n]   # in place: the model holds it
+                self.publish()
+            return len(recs)
+
     def _verify(self) -> bool:
         """Read the model topic to its end (in the main loop: the rebalance listener must not
         do network calls of another client) and move each newly assigned partition to the

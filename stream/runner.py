@@ -288,8 +288,9 @@ class Runner:
             if self.checkpoint_every_round and model.training_rounds != rounds:
                 self.checkpoint()   # before any prediction can use the new trees
 
-    def process_many(self, recs: list[SourceRecord]) -> None:
-        """Records in order, with the result of :meth:`process` on each.
+    def process_many(self, recs: list[SourceRecord]) -> list[SourceRecord]:
+        """Records in order, with the result of :meth:`process` on each; returns those the
+        model learned.
 
         A model with ``learn_stream`` (the window forests) learns the admitted records in one
         call, which gives the state ``learn_one`` one at a time would, vectorised. With a
@@ -297,18 +298,23 @@ class Runner:
         :meth:`process` (a prediction must see every round trained before its record).
         """
         model = self.model
-        if (self.predictions is not None or self.checkpoint_every_round
-                or not hasattr(model, "learn_stream")):
-            for rec in recs:
-                self.process(rec)
-            return
-        timed = getattr(model, "window_seconds", None) is not None
+        learned: list[SourceRecord] = []
         with self.lock:
+            if (self.predictions is not None or self.checkpoint_every_round
+                    or not hasattr(model, "learn_stream")):
+                for rec in recs:
+                    before = self.counters["learned"]
+                    self.process(rec)
+                    if self.counters["learned"] != before:
+                        learned.append(rec)
+                return learned
+            timed = getattr(model, "window_seconds", None) is not None
             xs, ys, flags, times = [], [], [], []
             for rec in recs:
                 record = self._admit(rec, predict=False)
                 if record is None:
                     continue
+                learned.append(rec)
                 xs.append(record.x)
                 ys.append(record.y)
                 flags.append(record.public)
@@ -316,6 +322,7 @@ class Runner:
             if xs:
                 model.learn_stream(xs, ys, public=flags, t=times)
                 self.counters["learned"] += len(xs)
+            return learned
 
     def _admit(self, rec: SourceRecord, *, predict: bool) -> Any:
         """Everything :meth:`process` does before learning: the record to learn, or

@@ -196,14 +196,9 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         with streaming_gc():   # the loop allocates per record; few cyclic passes
             while not stop.is_set():
                 records = source.poll(timeout_ms=200)
-                if member is None:
-                    for chunk in _chunks(records, stop):
-                        runner.process_many(chunk)
-                else:
-                    for rec in records:
-                        if stop.is_set():
-                            break
-                        member.process(rec)
+                for chunk in _chunks(records, stop):
+                    (runner if member is None else member).process_many(chunk)
+                if member is not None:
                     member.poll()
                 if dist is not None:
                     party = runner.model

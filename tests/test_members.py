@@ -191,11 +191,19 @@ def _runner_member(broker, tmp_path, name, stop):
     return member
 
 
-def test_handoff_revoke_and_crash_in_process(broker, tmp_path):
+@pytest.mark.parametrize("batched", [False, True])
+def test_handoff_revoke_and_crash_in_process(broker, tmp_path, batched):
     """The handoff, step by step, on one partition: a revoke closes and publishes the open
     window; the next owner starts after it; a crash's open window is discarded on restart and
-    its records are trained once, by whoever reads them next."""
+    its records are trained once, by whoever reads them next. ``batched``: records arrive as
+    the serve loop hands them over, in batches (``process_many``)."""
     from dpstream.connectors import SourceRecord
+
+    def feed(member, records) -> int:
+        if batched:
+            return sum(member.process_many(records[i:i + 128])
+                       for i in range(0, len(records), 128))
+        return sum(member.process(r) for r in records)
 
     X, y, _ = load_adult("train")
     recs = [SourceRecord(value=json.dumps({"id": i, "x": X[i], "y": y[i]}).encode(),
@@ -203,18 +211,16 @@ def test_handoff_revoke_and_crash_in_process(broker, tmp_path):
     stop = threading.Event()
     a = _runner_member(broker, tmp_path, "a", stop)
     assert a.position_of("t:0") is None            # never seen: from the beginning
-    for r in recs[:350]:
-        assert a.process(r)
+    assert feed(a, recs[:350]) == 350
     assert a.runner.model.windows_closed == 1 and a.pending == [("t:0", o) for o in
                                                               range(300, 350)]
     assert a.committable() == {"t:0": 300}         # only records inside published windows
     b = _runner_member(broker, tmp_path, "b", stop)   # reads a's first window at its start
     a.on_revoke()                                  # a rebalance: close, checkpoint, publish
     assert a.runner.model.windows_closed == 2 and a.committable() == {"t:0": 350}
-    assert not a.process(recs[350])                # fetched before the revoke: dropped
+    assert not feed(a, recs[350:351])              # fetched before the revoke: dropped
     assert b.position_of("t:0") == 300             # b has not read a's last window yet ...
-    for r in recs[:600]:                           # ... but does before its first record
-        b.process(r)
+    feed(b, recs[:600])                            # ... but does before its first record
     assert b.runner.counters["learned"] == 250 and b.runner.positions == {"t:0": 600}
     assert b.ensemble.members() == ["a"]           # b's open window (250 < 300) is unpublished
     # b is killed -9: its checkpoint holds the open window
@@ -226,8 +232,7 @@ def test_handoff_revoke_and_crash_in_process(broker, tmp_path):
     assert b2.discarded == 250 and b2.runner.positions == {"t:0": 350}
     assert b2.runner.counters["learned"] == 0 and not b2.runner.model._buffer_y
     assert a.position_of("t:0") == 350              # a takes t:0 back: a's own position
-    for r in recs:
-        a.process(r)
+    feed(a, recs)
     assert a.runner.counters["learned"] == 1000       # 350 before, 650 now: each once
     a.on_revoke()
     assert a.merge() >= 0 and sum(s["records"] for s in a.ensemble.windows.values()) == 1000
