@@ -174,7 +174,7 @@ class RecordValidator:
                 raise RejectedRecord(f"unparsable JSON: {exc}") from None
             except RecursionError:
                 raise RejectedRecord("unparsable JSON: nested too deeply") from None
-        if not isinstance(raw, Mapping):
+        if type(raw) is not dict and not isinstance(raw, Mapping):
             raise RejectedRecord(f"a message is a JSON object, got {type(raw).__name__}")
         record_id = raw.get("id", _ABSENT)
         if record_id is not _ABSENT and (isinstance(record_id, bool)
@@ -243,11 +243,14 @@ class RecordValidator:
             if value is None:
                 continue
             name, numeric, lo, hi, lookup, spec = entry
+            kind = type(value)
             if numeric:
-                if type(value) is float:
+                if kind is float:
                     v = value
                     if v != v or v in (math.inf, -math.inf):
                         raise RejectedRecord(f"x.{name}: {v} is not a finite number")
+                elif kind is int and -_EXACT_INT < value < _EXACT_INT:   # (bool is not int)
+                    v = float(value)
                 else:
                     v = _number(f"x.{name}", value)
                 if v < lo or v > hi:
@@ -255,6 +258,11 @@ class RecordValidator:
                     clipped += 1
                 out[name] = v
             else:
+                if kind is str:   # a text value can only equal a declared text category
+                    declared = lookup.get(value, _ABSENT)
+                    if type(declared) is str:
+                        out[name] = declared
+                        continue
                 try:
                     declared = lookup.get(value, _ABSENT)
                 except TypeError:   # unhashable
@@ -280,6 +288,7 @@ class RecordValidator:
 
 
 _ABSENT = object()
+_EXACT_INT = 2 ** 53   # integers a float holds exactly (and never overflows on)
 _MESSAGE_KEYS = frozenset(Message.model_fields)
 _FEATURE_KEY_TYPES = {str, int}
 

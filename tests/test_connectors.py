@@ -46,6 +46,8 @@ DPSTREAM = [sys.executable, "-m", "dpstream.stream.cli"]
     (b'{"id": 1, "x": {"sex": 1}}', "x.sex: 1 is not one of the declared categories"),
     (b'{"id": 1, "x": {}, "y": "rich"}', "y: 'rich' is not one of the declared classes"),
     (b'{"id": 1, "x": {}, "y": 1}', "y: 1 is not one of the declared classes"),
+    (b'{"id": 1, "x": {}, "public": 1}', "public: Input should be a valid boolean"),
+    (b'{"id": 1, "x": []}', "x: Input should be a valid dictionary"),
 ])
 def test_validator_rejects_with_a_reason(raw, reason):
     with pytest.raises(RejectedRecord) as info:
@@ -58,6 +60,8 @@ def test_validator_clips_numbers_and_keeps_missing_and_unlabeled():
     r = v.validate({"id": "a", "x": {"age": 120, "fnlwgt": -5, "sex": "Male", "race": None}})
     assert r.x == {"age": 90.0, "fnlwgt": 0.0, "sex": "Male"} and r.clipped == 2
     assert r.y is None and not r.labeled and r.public is False
+    big = v.validate(b'{"id": 2, "x": {"age": 9007199254740993, "capital-gain": 7}}')
+    assert big.x == {"age": 90.0, "capital-gain": 7.0} and big.clipped == 1
     reg = RecordValidator(ABALONE_SCHEMA).validate({"id": 1, "x": {"sex": "M"}, "y": 40})
     assert reg.y == 29.0 and reg.clipped == 1             # a numeric label is clipped too
 
