@@ -9,7 +9,10 @@ Usage: python benchmarks/service_bench.py [--records N] [--soak N] [--model NAME
 * ``kafka_msgs_per_s``: the same N messages pre-produced to a 2-partition topic on a local tansu
   broker, consumed to the end by ``replay("kafka://...")`` (consumer group, validation,
   learning, checkpoints, offset commits); producing is not timed;
-* ``soak``: a ``Runner`` fed ``--soak`` records (default 1,000,000) in process; resident set
+* ``kafka_steady``: the Kafka replay's rate between consecutive 100k-record marks, and the
+  resident set size (RSS) at each;
+* ``soak``: a ``Runner`` fed ``--soak`` records (default 1,000,000) in process, in the
+  service's batches of 500 (``process_many``); resident set
   size (RSS) and the model's active pool every 100k records.
 """
 
@@ -55,25 +58,37 @@ def main() -> None:
         with LocalBroker() as broker:
             broker.create_topic("bench", partitions=2)
             broker.produce("bench", messages, partitions=2)
+            del messages
+            marks: list = []   # (records, seconds, RSS) every 100k records of the replay
+
+            def progress(done: int, _total: object) -> None:
+                if done // 100_000 > len(marks) - 1 or not marks:
+                    marks.append((done, time.perf_counter(), _rss_mib()))
+
             t0 = time.perf_counter()
             res = replay(f"kafka://{broker.bootstrap}/bench?group=bench", schema=schema,
-                         model=model, epsilon=1.0, seed=0)
+                         model=model, epsilon=1.0, seed=0, progress=progress)
             wall = time.perf_counter() - t0
             assert res["records_seen"] == n, res
             out["kafka_msgs_per_s"] = res["rows_per_s_streaming"]
             out["kafka_wall_s_incl_group_join"] = round(wall, 1)
+            # steady state: the rate between consecutive 100k marks, and the RSS at each
+            out["kafka_steady"] = [
+                {"records": b[0], "msgs_per_s": round((b[0] - a[0]) / (b[1] - a[1])),
+                 "rss_mib": round(b[2], 1)} for a, b in zip(marks, marks[1:], strict=False)]
 
         store = CheckpointStore(Path(tmp) / "soak")
         runner = Runner.create(model, schema, store=store, epsilon=1.0, seed=0)
         samples = []
         t0 = time.perf_counter()
-        for i in range(soak):
-            j = i % len(X)
-            runner.process(SourceRecord({"id": i, "x": X[j], "y": y[j]}, "soak", i))
-            if (i + 1) % 100_000 == 0:
+        for start in range(0, soak, 500):   # in the service's batches (process_many)
+            runner.process_many([SourceRecord({"id": i, "x": X[i % len(X)],
+                                               "y": y[i % len(X)]}, "soak", i)
+                                 for i in range(start, min(soak, start + 500))])
+            if (start + 500) % 100_000 == 0:
                 runner.maybe_checkpoint()
                 engine = getattr(runner.model, "engine", None)   # S-GBDT's pool and forest
-                samples.append({"records": i + 1, "rss_mib": round(_rss_mib(), 1),
+                samples.append({"records": start + 500, "rss_mib": round(_rss_mib(), 1),
                                 "active": None if engine is None else len(engine),
                                 "trees": len(engine.forest) if engine is not None
                                 else getattr(runner.model, "n_trees_kept", 0)})
@@ -85,8 +100,11 @@ def main() -> None:
         print(json.dumps(out))
     else:
         for k, v in out.items():
-            if k != "soak":
+            if k not in ("soak", "kafka_steady"):
                 print(f"{k}: {v}")
+        for s in out["kafka_steady"]:
+            print(f"  Kafka, up to {s['records']:>9,} records: {s['msgs_per_s']:>7,} msgs/s, "
+                  f"RSS {s['rss_mib']:7.1f} MiB")
         for s in out["soak"]:
             pool = "" if s["active"] is None else f"active pool {s['active']:6,}, "
             print(f"  after {s['records']:>9,} records: RSS {s['rss_mib']:7.1f} MiB, "
