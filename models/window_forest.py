@@ -271,6 +271,15 @@ class WindowForestBase(base.Classifier):
         record raises before any record of the batch is learned."""
         learn_stream(self, X, y, public, t)
 
+    def stream_room(self) -> tuple[int, int | None]:
+        """Where the next round can happen: ``(records, labeled)`` — the records the open
+        window still takes before it closes, and the labeled records the drift signal still
+        takes before its next release (the only time it can detect a change; ``None``
+        without drift). Until then the ensemble cannot change (public counts; for
+        ``window_size`` windows, not time windows)."""
+        room = max(1, (self.current_window_size or 1) - len(self._buffer_y))
+        return room, None if self._drift is None else self._drift.window - self._drift.pending
+
     def learn_many(self, X: Any, y: Any, public: Any = False) -> None:
         """Batch mode: the batch (with anything buffered) is one window, trained now.
 

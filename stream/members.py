@@ -77,6 +77,7 @@ class WindowMember:
         self.topic_lock = threading.Lock()      # the model topic's reader is not thread-safe
         self.discarded = 0
         self.published_positions: dict[str, int] = {}   # handoff positions at the last publish
+        runner.on_learned = self._learned
 
     # ------------------------------------------------------------ life cycle
     def start(self) -> None:
@@ -181,37 +182,32 @@ class WindowMember:
                 return False
             if self.unverified and not self._verify():
                 return False
-            closed, learned = model.windows_closed, runner.counters["learned"]
-            runner.process(rec)
-            if runner.counters["learned"] != learned:
-                self.pending.append((rec.partition, rec.offset))
-            if model.windows_closed != closed:
-                n = len(model._buffer_y)
-                del self.pending[:len(self.pending) - n]   # in place: the model holds it
-                self.publish()   # before the next prediction, which may use it
+            runner.process(rec)   # _learned tracks the window and publishes after a round
             return True
 
     def process_many(self, recs: list) -> int:
-        """:meth:`process` for each record of ``recs``, the owned ones learned in one call
-        (:meth:`Runner.process_many <dpstream.stream.runner.Runner.process_many>`); windows
-        that close meanwhile are published once, at the end, with handoff positions below
-        the open window's first record (every record below them is in one of those
-        windows). Returns how many records were processed."""
-        runner, model = self.runner, self.runner.model
+        """:meth:`process` for each record of ``recs``, the owned ones through
+        :meth:`Runner.process_many <dpstream.stream.runner.Runner.process_many>`. Without a
+        predictions sink the windows that close in the batch are published once, at its end,
+        with handoff positions below the open window's first record (every record below
+        them is in one of those windows); with one, after each round, before the next
+        prediction. Returns how many records were processed."""
+        runner = self.runner
         with runner.lock:
-            if runner.predictions is not None:   # each window published before a prediction
-                return sum(self.process(rec) for rec in recs)
             recs = [rec for rec in recs if rec.partition in self.owned]
             if not recs or (self.unverified and not self._verify()):
                 return 0
-            closed = model.windows_closed
-            learned = runner.process_many(recs)
-            self.pending.extend((rec.partition, rec.offset) for rec in learned)
-            if model.windows_closed != closed:
-                n = len(model._buffer_y)
-                del self.pending[:len(self.pending) - n]   # in place: the model holds it
-                self.publish()
+            runner.process_many(recs)
             return len(recs)
+
+    def _learned(self, recs: list, rounded: bool) -> None:
+        """The runner's ``on_learned``: the open window's records, and a publish after a
+        round."""
+        self.pending.extend((rec.partition, rec.offset) for rec in recs)
+        if rounded:
+            n = len(self.runner.model._buffer_y)
+            del self.pending[:len(self.pending) - n]   # in place: the model holds it
+            self.publish()   # before the next prediction, which may use it
 
     def _verify(self) -> bool:
         """Read the model topic to its end (in the main loop: the rebalance listener must not

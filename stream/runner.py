@@ -208,6 +208,9 @@ class Runner:
         self.on_checkpoint: Callable[[dict], None] | None = None
         #: predicts instead of the model when set (a member's ensemble of every member's windows)
         self.predictor: Any = None
+        #: called as ``on_learned(records, round_closed)`` after the model learned records
+        #: (a member tracks its open window's records and publishes after a round)
+        self.on_learned: Callable[[list[SourceRecord], bool], None] | None = None
         self.first_record_at: float | None = None   # monotonic time of this process's first
 
     # ------------------------------------------------------------ life cycle
@@ -275,8 +278,12 @@ class Runner:
     def process(self, rec: SourceRecord) -> None:
         """One record: validate, deduplicate, predict, learn; checkpoint after a round."""
         with self.lock:
-            record = self._admit(rec, predict=True)
+            record = self._check(rec)
             if record is None:
+                return
+            if self.predictions is not None:
+                self._send_prediction(rec, record, self._predictor().predict_one(record.x))
+            if not self._accept(rec, record):
                 return
             model = self.model
             rounds = model.training_rounds
@@ -284,50 +291,83 @@ class Runner:
             if getattr(model, "window_seconds", None) is not None and "timestamp" in rec.meta:
                 kwargs["t"] = rec.meta["timestamp"]   # time windows follow the broker's clock
             model.learn_one(record.x, record.y, **kwargs)
-            self.counters["learned"] += 1
-            if self.checkpoint_every_round and model.training_rounds != rounds:
-                self.checkpoint()   # before any prediction can use the new trees
+            self._learned([rec], model.training_rounds != rounds)
 
     def process_many(self, recs: list[SourceRecord]) -> list[SourceRecord]:
         """Records in order, with the result of :meth:`process` on each; returns those the
         model learned.
 
-        A model with ``learn_stream`` (the window forests) learns the admitted records in one
-        call, which gives the state ``learn_one`` one at a time would, vectorised. With a
-        predictions sink or ``checkpoint_every_round`` each record still goes through
-        :meth:`process` (a prediction must see every round trained before its record).
+        A model with ``learn_stream`` (the window forests) learns the admitted records with
+        it, which gives the state ``learn_one`` one at a time would, vectorised. With a
+        predictions sink the batch goes in *segments* that end where a round can happen (the
+        record that fills the open window, or the labeled record whose drift-signal release
+        may detect a change: :meth:`stream_room`); the model cannot change inside a
+        segment, so one ``predict_many`` gives every record of it the prediction
+        :meth:`process` would, and the checkpoint after a round holds exactly the records up
+        to the one that ended it. Other models and time windows go record by record.
         """
         model = self.model
-        learned: list[SourceRecord] = []
         with self.lock:
-            if (self.predictions is not None or self.checkpoint_every_round
-                    or not hasattr(model, "learn_stream")):
+            if (not hasattr(model, "learn_stream")
+                    or getattr(model, "window_seconds", None) is not None):
+                learned = []
                 for rec in recs:
                     before = self.counters["learned"]
                     self.process(rec)
                     if self.counters["learned"] != before:
                         learned.append(rec)
                 return learned
-            timed = getattr(model, "window_seconds", None) is not None
-            xs, ys, flags, times = [], [], [], []
-            for rec in recs:
-                record = self._admit(rec, predict=False)
-                if record is None:
-                    continue
-                learned.append(rec)
-                xs.append(record.x)
-                ys.append(record.y)
-                flags.append(record.public)
-                times.append(rec.meta.get("timestamp") if timed else None)
-            if xs:
-                model.learn_stream(xs, ys, public=flags, t=times)
-                self.counters["learned"] += len(xs)
+            learned, i = [], 0
+            while i < len(recs):
+                room, labeled_room = (model.stream_room() if self.predictions is not None
+                                      else (len(recs), None))
+                admitted: list = []   # (source record, valid record, learned?)
+                n_learn = n_labeled = 0
+                while i < len(recs) and n_learn < room and (labeled_room is None
+                                                            or n_labeled < labeled_room):
+                    rec = recs[i]
+                    i += 1
+                    record = self._check(rec)
+                    if record is None:
+                        continue
+                    learn = self._accept(rec, record)
+                    admitted.append((rec, record, learn))
+                    n_learn += learn
+                    n_labeled += learn and record.labeled
+                if self.predictions is not None and admitted:
+                    preds = self._predictor().predict_many([r.x for _, r, _ in admitted])
+                    for (rec, record, _), pred in zip(admitted, preds, strict=True):
+                        self._send_prediction(rec, record, pred)
+                learn = [(rec, record) for rec, record, ok in admitted if ok]
+                if learn:
+                    rounds = model.training_rounds
+                    model.learn_stream([r.x for _, r in learn], [r.y for _, r in learn],
+                                       public=[r.public for _, r in learn])
+                    self._learned([rec for rec, _ in learn], model.training_rounds != rounds)
+                    learned.extend(rec for rec, _ in learn)
             return learned
 
-    def _admit(self, rec: SourceRecord, *, predict: bool) -> Any:
-        """Everything :meth:`process` does before learning: the record to learn, or
-        ``None`` (already processed, dead-lettered, a duplicate, or unlabeled for a
-        supervised model); its position and id are recorded either way."""
+    def _predictor(self) -> Any:
+        return self.model if self.predictor is None else self.predictor
+
+    def _send_prediction(self, rec: SourceRecord, record: Any, pred: Any) -> None:
+        self.predictions.send_json({"id": record.id, "prediction": _jsonable(pred),
+                                    "partition": rec.partition, "offset": rec.offset},
+                                   key=sink_key(rec.partition, rec.offset, record.id))
+        self.counters["predictions"] += 1
+
+    def _learned(self, recs: list[SourceRecord], rounded: bool) -> None:
+        """After the model learned ``recs``: count them, checkpoint after a round (before any
+        prediction can use the new trees) and tell :attr:`on_learned`."""
+        self.counters["learned"] += len(recs)
+        if rounded and self.checkpoint_every_round:
+            self.checkpoint()
+        if self.on_learned is not None:
+            self.on_learned(recs, rounded)
+
+    def _check(self, rec: SourceRecord) -> Any:
+        """The valid, new record in ``rec``, or ``None`` (already processed, dead-lettered or
+        a duplicate id: then its position moves past it here)."""
         if rec.offset < self.positions.get(rec.partition, 0):
             return None   # already processed (a re-fetch after a seek): never twice
         if self.first_record_at is None:
@@ -345,25 +385,22 @@ class Runner:
                                        key=sink_key(rec.partition, rec.offset, exc.id))
             self.positions[rec.partition] = rec.offset + 1
             return None
-        key = (type(record.id).__name__, record.id)
-        if key in self.ids:
+        if (type(record.id).__name__, record.id) in self.ids:
             self.counters["duplicates"] += 1
             self.positions[rec.partition] = rec.offset + 1
             return None
         self.counters["clipped"] += record.clipped
-        if predict and self.predictions is not None:
-            pred = (self.model if self.predictor is None else self.predictor).predict_one(record.x)
-            self.predictions.send_json({"id": record.id, "prediction": _jsonable(pred),
-                                        "partition": rec.partition, "offset": rec.offset},
-                                       key=sink_key(rec.partition, rec.offset, record.id))
-            self.counters["predictions"] += 1
-        self._remember(key)
+        return record
+
+    def _accept(self, rec: SourceRecord, record: Any) -> bool:
+        """Remember a checked record's id and move its position past it; whether the model
+        learns it (not an unlabeled record for a supervised model)."""
+        self._remember((type(record.id).__name__, record.id))
         self.positions[rec.partition] = rec.offset + 1
         if not record.labeled:
             self.counters["unlabeled"] += 1
-            if not getattr(self.model, "learns_unlabeled", False):
-                return None   # a supervised model: nothing to learn
-        return record
+            return bool(getattr(self.model, "learns_unlabeled", False))
+        return True
 
     def _validate(self, rec: SourceRecord):
         value = rec.value

@@ -134,31 +134,37 @@ def test_process_many_gives_the_state_of_process_one_by_one(tmp_path):
         r.store.close()
 
 
-def test_process_many_predicts_record_by_record_when_it_publishes_predictions(tmp_path):
+def test_process_many_sends_the_predictions_of_process_one_by_one(tmp_path):
+    """With a predictions sink the batch goes in segments that end where a round can happen:
+    every prediction is the one record-by-record processing sends (made after every window
+    closed before its record), including across a drift detection, and a checkpoint follows
+    each round."""
     class Sink:
         def __init__(self):
             self.sent = []
 
         def send_json(self, value, key=None):
-            self.sent.append(value)
+            self.sent.append((key, value))
 
         def flush(self):
             pass
 
-    recs = _records(2500)
-    sent = []
+    recs = _records(9000)
+    sent, reports = [], []
     for batched in (False, True):
         sink = Sink()
-        runner = Runner.create("median-forest", AGRAWAL,
-                               store=CheckpointStore(tmp_path / str(batched)), epsilon=1.0,
-                               seed=0, predictions=sink)
+        runner = Runner.create("rdt", AGRAWAL, store=CheckpointStore(tmp_path / str(batched)),
+                               epsilon=1.0, seed=0, predictions=sink)
         if batched:
-            runner.process_many(recs)
+            for start in range(0, len(recs), 700):
+                runner.process_many(recs[start:start + 700])
         else:
             for rec in recs:
                 runner.process(rec)
-        # a checkpoint after each training round, before a prediction uses its trees
-        assert runner.counters["checkpoints"] == runner.model.windows_closed >= 1
+        assert runner.counters["checkpoints"] == runner.model.training_rounds >= 3
         sent.append(sink.sent)
+        reports.append(runner.model.privacy_report())
         runner.store.close()
-    assert sent[0] == sent[1] and len(sent[0]) > 2000
+    assert reports[0]["drift"]["changes"] >= 1              # a detection inside a batch
+    assert sent[0] == sent[1] and len(sent[0]) > 8000
+    assert reports[0] == reports[1]
