@@ -12,12 +12,12 @@ prediction, stops the members (SIGTERM: each publishes its open window) and prin
 * ``same_model``: every member's ensemble — its own windows exported afresh from its
   checkpointed model, plus the other members' windows from the model topic, as it merges
   them — predicts the same classes for a fixed probe set (1,000 records of Adult's test
-  split);
+  split, or of another Agrawal seed);
 * ``windows``: live windows on the model topic (each member's newest ``max_windows``; the
   union's newest ``max_windows`` vote); ``trained``: records the members trained, from their
   checkpoints (every record once: ``trained == records``).
 
-Run: python examples/scale_out.py [--records N] [--members 1,2,3]
+Run: python examples/scale_out.py [--records N] [--members 1,2,3] [--stream adult|agrawal]
 (needs the test extra: pip install 'dpstream[test]')
 """
 
@@ -143,16 +143,29 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=6000, help="Adult records (default 6000)")
+    parser.add_argument("--records", type=int, default=6000,
+                        help="records of the stream (default 6000; Adult has 48,842)")
+    parser.add_argument("--stream", choices=("adult", "agrawal"), default="adult",
+                        help="Adult in file order (default), or river's Agrawal generator "
+                             "(classification function 2, seed 0; probe: seed 1)")
     parser.add_argument("--members", default="1,2,3", help="values of k (default 1,2,3)")
     parser.add_argument("--split-windows", action="store_true",
                         help="also run k > 1 with window_size / k, warmup / k and "
                              "max_windows * k per member")
     args = parser.parse_args()
-    X, y, schema = load_adult("all")
+    if args.stream == "adult":
+        X, y, schema = load_adult("all")
+        probe = load_adult("test")[0][:1000]
+    else:
+        from river.datasets import synth
+
+        from dpstream.stream.bench.scenarios import AGRAWAL_SCHEMA as schema
+
+        rows = list(synth.Agrawal(classification_function=2, seed=0).take(args.records))
+        X, y = [x for x, _ in rows], [label for _, label in rows]
+        probe = [x for x, _ in synth.Agrawal(classification_function=2, seed=1).take(1000)]
     n = min(args.records, len(X))
     values = [json.dumps({"id": i, "x": X[i], "y": y[i]}).encode() for i in range(n)]
-    probe = load_adult("test")[0][:1000]
     with LocalBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         schema.dump(Path(tmp) / "schema.json")
         for k in (int(v) for v in args.members.split(",")):
