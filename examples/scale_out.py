@@ -149,6 +149,10 @@ def main() -> None:
                         help="Adult in file order (default), or river's Agrawal generator "
                              "(classification function 2, seed 0; probe: seed 1)")
     parser.add_argument("--members", default="1,2,3", help="values of k (default 1,2,3)")
+    parser.add_argument("--save", metavar="JSONL",
+                        help="also append each line, with the stream and the date, to this "
+                             "file (benchmarks/results/scale_out.jsonl feeds "
+                             "docs/benchmarks.md)")
     parser.add_argument("--split-windows", action="store_true",
                         help="also run k > 1 with window_size / k, warmup / k and "
                              "max_windows * k per member")
@@ -169,10 +173,14 @@ def main() -> None:
     with LocalBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         schema.dump(Path(tmp) / "schema.json")
         for k in (int(v) for v in args.members.split(",")):
-            print(json.dumps(run(broker, Path(tmp), k, values, y[:n], probe)), flush=True)
-            if args.split_windows and k > 1:
-                print(json.dumps(run(broker, Path(tmp), k, values, y[:n], probe, split=True)),
-                      flush=True)
+            splits = (False, True) if args.split_windows and k > 1 else (False,)
+            for split in splits:
+                line = run(broker, Path(tmp), k, values, y[:n], probe, split=split)
+                print(json.dumps(line), flush=True)
+                if args.save:
+                    with open(args.save, "a") as fh:
+                        fh.write(json.dumps({**line, "stream": args.stream,
+                                             "date": time.strftime("%Y-%m-%d")}) + "\n")
 
 
 if __name__ == "__main__":

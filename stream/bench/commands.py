@@ -66,7 +66,10 @@ def suite_command(profile: str, *, results: str | Path | None = None,
     rows = load_results(results)
     if not rows:
         raise ValueError(f"no results in {results}: run without --render-only first")
-    page = write_report(rows, docs, profile=profile, skipped=skipped)
+    from .scale_report import load_scale_runs
+
+    page = write_report(rows, docs, profile=profile, skipped=skipped,   # scale_out.py --save
+                        scale_rows=load_scale_runs(results.parent / "scale_out.jsonl"))
     print(f"{len(rows)} result lines in {results}; page written to {page}")
     return 0
 

@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .drift_report import drift_section
+from .scale_report import scale_out_section
 from .suite import PAPER, PAPER_NONPRIVATE, summarize, variant_label
 
 __all__ = ["render_markdown", "write_report"]
@@ -310,8 +311,9 @@ def _speed_section(rows: list[dict], img_dir: Path | None, img_prefix: str) -> l
 
 def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
                     img_prefix: str = "img/", profile: str | None = None,
-                    skipped: Iterable[str] = ()) -> str:
-    """The benchmarks page for ``rows`` (see the module); plots go to ``img_dir``."""
+                    skipped: Iterable[str] = (), scale_rows: Iterable[dict] = ()) -> str:
+    """The benchmarks page for ``rows`` (see the module); plots go to ``img_dir``;
+    ``scale_rows``: the scale-out runs (:mod:`.scale_report`)."""
     rows = list(rows)
     img = None if img_dir is None else Path(img_dir)
     info = summarize(rows)
@@ -359,6 +361,7 @@ def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
     drifts = [r for r in rows if r.get("table") == "drift"]
     if drifts:
         out += drift_section(drifts, img, img_prefix)
+    out += scale_out_section(list(scale_rows))
     out.append(_HOW)
     return "\n".join(out).rstrip() + "\n"
 
@@ -417,13 +420,14 @@ _HOW = """## How this page is made
 
 
 def write_report(rows: Iterable[dict], docs: str | Path, *, img_dir: str | Path | None = None,
-                 profile: str | None = None, skipped: Iterable[str] = ()) -> Path:
+                 profile: str | None = None, skipped: Iterable[str] = (),
+                 scale_rows: Iterable[dict] = ()) -> Path:
     """Render and write the page atomically; plots go to ``img_dir`` (default: docs/img)."""
     docs = Path(docs)
     img = docs.parent / "img" if img_dir is None else Path(img_dir)
     prefix = os.path.relpath(img, docs.parent).replace(os.sep, "/") + "/"
     text = render_markdown(rows, img_dir=img, img_prefix=prefix, profile=profile,
-                           skipped=skipped)
+                           skipped=skipped, scale_rows=scale_rows)
     docs.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=docs.parent, prefix=".bench-", suffix=".md")
     with os.fdopen(fd, "w") as f:

@@ -1,0 +1,92 @@
+"""The scale-out section of ``docs/benchmarks.md``: k members of one consumer group.
+
+``python examples/scale_out.py --save benchmarks/results/scale_out.jsonl`` appends one JSON line
+per run and k; :func:`scale_out_section` summarises them per stream: the rate, its ratio to
+one member's, the prequential accuracy and its difference to one member's, ``same_model`` and
+the records trained.
+
+Examples
+--------
+>>> rows = [{"stream": "adult", "records": 100, "members": k, "msgs_per_s": r, "accuracy": a,
+...          "same_model": True, "trained": 100, "cores": 2}
+...         for k, r, a in ((1, 1000, 0.80), (2, 1800, 0.79))]
+>>> print("\\n".join(scale_out_section(rows)[8:10]))
+| 1 | 1 | 1,000 (1,000–1,000) | 1.00 | 0.8000 (0.800–0.800) | — | 1 of 1 | 100 |
+| 2 | 1 | 1,800 (1,800–1,800) | 1.80 | 0.7900 (0.790–0.790) | −1.0 pp | 1 of 1 | 100 |
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+__all__ = ["scale_out_section", "load_scale_runs"]
+
+
+def load_scale_runs(path: str | Path) -> list[dict]:
+    """The JSON lines of ``scale_out.py --save`` (none if the file is absent; a torn line
+    is skipped)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and {"members", "msgs_per_s", "accuracy"} <= row.keys():
+            out.append(row)
+    return out
+
+
+def scale_out_section(rows: list[dict]) -> list[str]:
+    """Markdown lines of the section (empty without rows)."""
+    rows = [r for r in rows if not r.get("split_windows")]
+    if not rows:
+        return []
+    cores = sorted({r.get("cores") for r in rows if r.get("cores")})
+    out = ["## Scale-out: members of one consumer group", "",
+           "`python examples/scale_out.py --records N [--stream agrawal] --save "
+           "benchmarks/results/scale_out.jsonl`: k `dpstream serve --model median-forest "
+           "--model-topic` processes in one consumer group (6 partitions, ε = 1, "
+           "`n_trees=5`, predictions published); the rate runs from the first to the last "
+           "prediction; accuracy is prequential on the members' predictions, each made with "
+           "the union of every member's windows. Measured on a machine with "
+           f"{', '.join(map(str, cores)) or 'an unknown number of'} CPU cores, which the broker, "
+           "the producer, the predictions reader and the k members share: past the cores "
+           "more members add contention, not speed. Analysis: "
+           "[benchmark notes](benchmark_notes.md), \"Scale-out\".", ""]
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(r.get("stream", "adult"), r["records"])].append(r)
+    for (stream, records), runs in sorted(groups.items()):
+        if out[-1] != "":
+            out.append("")
+        by_k: dict[int, list[dict]] = defaultdict(list)
+        for r in runs:
+            by_k[r["members"]].append(r)
+        one = by_k.get(1)
+        base_rate = statistics.mean(r["msgs_per_s"] for r in one) if one else None
+        base_acc = statistics.mean(r["accuracy"] for r in one) if one else None
+        out += [f"### {stream}, {records:,} records", "",
+                "| members k | runs | msgs/s, mean (min–max) | × one member | accuracy, mean "
+                "(min–max) | vs one member | same_model | trained |",
+                "|---|---|---|---|---|---|---|---|"]
+        for k in sorted(by_k):
+            rs = by_k[k]
+            rate = [r["msgs_per_s"] for r in rs]
+            acc = [r["accuracy"] for r in rs]
+            ratio = f"{statistics.mean(rate) / base_rate:.2f}" if base_rate else "—"
+            diff = ("—" if base_acc is None or k == 1 else
+                    f"{100 * (statistics.mean(acc) - base_acc):+.1f} pp".replace("-", "−"))
+            trained = sorted({r["trained"] for r in rs})
+            out.append(f"| {k} | {len(rs)} | {statistics.mean(rate):,.0f} ({min(rate):,}–"
+                       f"{max(rate):,}) | {ratio} | {statistics.mean(acc):.4f} "
+                       f"({min(acc):.3f}–{max(acc):.3f}) | {diff} | "
+                       f"{sum(bool(r['same_model']) for r in rs)} of {len(rs)} | "
+                       f"{', '.join(f'{t:,}' for t in trained)} |")
+    out.append("")
+    return out
