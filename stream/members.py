@@ -139,7 +139,20 @@ class WindowMember:
                 if state is not None:
                     for p, off in state.get("positions", {}).items():
                         self.handoff[p] = max(self.handoff.get(p, 0), int(off))
+            if changed:
+                self._note_union()
         return changed
+
+    def _note_union(self) -> None:
+        """Keep a summary of the union this member predicts with on its model, so that its
+        checkpoint — and ``dpstream status`` — shows it (public: released windows' metadata)."""
+        windows = self.ensemble.windows.values()
+        self.runner.model.__dict__["member_union"] = {
+            "member": self.member, "members": self.ensemble.members(),
+            "windows_known": len(self.ensemble.windows),
+            "windows_kept": len(self.ensemble.kept()),
+            "records_in_windows": sum(int(s["records"]) for s in windows),
+            "epsilon": max([float(s["epsilon"]) for s in windows], default=0.0)}
 
     def handoff_positions(self) -> dict[str, int]:
         """Per partition, the offset after the last record inside a finished window."""
@@ -155,6 +168,7 @@ class WindowMember:
             updates = self.ensemble.local_updates()
             if not updates:
                 return 0
+            self._note_union()
             self.runner.checkpoint()    # saved before any member may use them
             positions = self.handoff_positions()
             for state in updates.values():
@@ -176,7 +190,7 @@ class WindowMember:
     def process(self, rec: Any) -> bool:
         """The runner processes ``rec`` if its partition is owned (else it is dropped: it was
         fetched before a revoke); returns whether it was processed."""
-        runner, model = self.runner, self.runner.model
+        runner = self.runner
         with runner.lock:
             if rec.partition not in self.owned:
                 return False

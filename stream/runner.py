@@ -464,11 +464,15 @@ class Runner:
 def describe(state: dict) -> dict:
     """A runner state (live, or read from a checkpoint) as the flat summary the CLI prints."""
     counters = state["counters"]
-    return {"model": state["model_name"], "records_seen": counters["seen"],
-            "records_learned": counters["learned"],
-            **{k: v for k, v in counters.items() if k not in ("seen", "learned")},
-            "offsets": dict(state["positions"]),
-            "privacy": state["model"].privacy_report()}
+    out = {"model": state["model_name"], "records_seen": counters["seen"],
+           "records_learned": counters["learned"],
+           **{k: v for k, v in counters.items() if k not in ("seen", "learned")},
+           "offsets": dict(state["positions"]),
+           "privacy": state["model"].privacy_report()}
+    union = getattr(state["model"], "member_union", None)
+    if union is not None:   # a group member: the union it predicts with, at the checkpoint
+        out["union"] = dict(union)
+    return out
 
 
 @contextmanager

@@ -496,6 +496,12 @@ def status_command(checkpoint_dir: str, *, as_json: bool = False) -> int:
                   f"the open window; protects {p.get('protects', 'features and labels')}")
     print(f"  guarantee: ({p['epsilon']:.4g}, {p['delta']:g})-DP per record; {p['trees']} "
           f"trees; {detail}")
+    u = out.get("union")
+    if u is not None:
+        print(f"  member {u['member']} predicts with the union of members {u['members']}: "
+              f"{u['windows_kept']} of {u['windows_known']} windows vote, "
+              f"{u['records_in_windows']} records in windows, epsilon {u['epsilon']:.4g} "
+              f"per record")
     return 0
 
 

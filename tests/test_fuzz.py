@@ -25,6 +25,7 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
+from sinks import RecordingSink
 
 from dpstream.connectors import CheckpointStore, JsonlDeadLetterSink, SourceRecord, sink_key
 from dpstream.stream import ADULT_SCHEMA
@@ -350,18 +351,8 @@ def test_reasons_are_short_valid_utf8_and_carry_the_id_when_known():
 
 
 def test_predictions_and_dead_letters_are_keyed_by_position_and_id(tmp_path):
-    class Predictions:   # the runner's sink interface; the Kafka sink is tested on the broker
-        def __init__(self):
-            self.sent = []
-
-        def send_json(self, value, key=None):
-            self.sent.append((key, value))
-
-        def flush(self):
-            pass
-
     store = CheckpointStore(tmp_path)
-    preds, dead = Predictions(), JsonlDeadLetterSink(tmp_path / "dead.jsonl")
+    preds, dead = RecordingSink(), JsonlDeadLetterSink(tmp_path / "dead.jsonl")
     runner = Runner.create("sgbdt", ADULT_SCHEMA, store=store, epsilon=1.0, seed=0,
                            dead_letters=dead, predictions=preds)
     for offset, raw in enumerate([b'{"id": "a", "x": {"age": 30}, "y": true}',

@@ -192,7 +192,7 @@ def _runner_member(broker, tmp_path, name, stop):
 
 
 @pytest.mark.parametrize("batched", [False, True])
-def test_handoff_revoke_and_crash_in_process(broker, tmp_path, batched):
+def test_handoff_revoke_and_crash_in_process(broker, tmp_path, batched, capsys):
     """The handoff, step by step, on one partition: a revoke closes and publishes the open
     window; the next owner starts after it; a crash's open window is discarded on restart and
     its records are trained once, by whoever reads them next. ``batched``: records arrive as
@@ -225,6 +225,11 @@ def test_handoff_revoke_and_crash_in_process(broker, tmp_path, batched):
     assert b.ensemble.members() == ["a"]           # b's open window (250 < 300) is unpublished
     # b is killed -9: its checkpoint holds the open window
     b.runner.checkpoint()
+    from dpstream.stream.service import status_command   # status shows the union b used
+    status_command(str(tmp_path / "b"), as_json=True)
+    union = json.loads(capsys.readouterr().out)["union"]
+    assert union["members"] == ["a"] and union["member"] == "b"
+    assert union["windows_known"] == 2 and union["records_in_windows"] == 350
     assert len(b.runner.model._buffer_y) == 250
     b.runner.store.close()
     b.topic.close()

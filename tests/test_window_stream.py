@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 from river.datasets import synth
+from sinks import RecordingSink
 
 from dpstream.connectors import CheckpointStore, SourceRecord
 from dpstream.connectors.safe_state import decode, encode
@@ -139,20 +140,10 @@ def test_process_many_sends_the_predictions_of_process_one_by_one(tmp_path):
     every prediction is the one record-by-record processing sends (made after every window
     closed before its record), including across a drift detection, and a checkpoint follows
     each round."""
-    class Sink:
-        def __init__(self):
-            self.sent = []
-
-        def send_json(self, value, key=None):
-            self.sent.append((key, value))
-
-        def flush(self):
-            pass
-
     recs = _records(9000)
     sent, reports = [], []
     for batched in (False, True):
-        sink = Sink()
+        sink = RecordingSink()
         runner = Runner.create("rdt", AGRAWAL, store=CheckpointStore(tmp_path / str(batched)),
                                epsilon=1.0, seed=0, predictions=sink)
         if batched:
