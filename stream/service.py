@@ -122,9 +122,9 @@ class ServeSettings(BaseSettings):
 
 
 def install_signal_handlers(stop: threading.Event) -> None:
-    """SIGTERM and SIGINT set ``stop`` (the loop finishes its record and shuts down)."""
+    """SIGTERM and SIGINT set ``stop`` (the loop finishes its batch of records and shuts down)."""
     def handler(signum, frame):
-        log.info("received %s: finishing the current record, then checkpoint and exit",
+        log.info("received %s: finishing the current batch of records, then checkpoint and exit",
                  signal.Signals(signum).name)
         stop.set()
     signal.signal(signal.SIGTERM, handler)
