@@ -7,31 +7,20 @@ import json
 
 import numpy as np
 import pytest
-from river.datasets import synth
 from sinks import RecordingSink
+from test_window_policy import MODELS
+from test_window_policy import _drifting as _drifting_rows
 
 from dpstream.connectors import CheckpointStore, SourceRecord
 from dpstream.connectors.safe_state import decode, encode
-from dpstream.models import (
-    GreedyForestClassifier,
-    MedianForestClassifier,
-    RandomDecisionForestClassifier,
-    RDTClassifier,
-)
+from dpstream.models import GreedyForestClassifier, MedianForestClassifier
 from dpstream.models.drift import DPDriftSignal
 from dpstream.stream.bench.scenarios import AGRAWAL_SCHEMA as AGRAWAL
 from dpstream.stream.runner import Runner
 
-MODELS = [MedianForestClassifier, RandomDecisionForestClassifier, RDTClassifier,
-          GreedyForestClassifier]
-
 
 def _drifting(n: int, at: int, seed: int = 1) -> tuple[list, list]:
-    stream = synth.ConceptDriftStream(
-        stream=synth.Agrawal(classification_function=4, seed=seed),
-        drift_stream=synth.Agrawal(classification_function=0, seed=seed + 1),
-        position=at, width=50, seed=seed + 2)
-    rows = list(stream.take(n))
+    rows = _drifting_rows(n, at, seed)   # Agrawal 4 -> 0 at record ``at``
     return [x for x, _ in rows], [y for _, y in rows]
 
 
