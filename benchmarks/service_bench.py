@@ -12,7 +12,7 @@ Usage: python benchmarks/service_bench.py [--records N] [--soak N] [--model NAME
 * ``kafka_steady``: the Kafka replay's rate between consecutive 100k-record marks, and the
   resident set size (RSS) at each;
 * ``soak``: a ``Runner`` fed ``--soak`` records (default 1,000,000) in process, in the
-  service's batches of 500 (``process_many``); resident set
+  service's batches of 2,000 (``process_many``); resident set
   size (RSS) and the model's active pool every 100k records.
 """
 
@@ -81,14 +81,14 @@ def main() -> None:
         runner = Runner.create(model, schema, store=store, epsilon=1.0, seed=0)
         samples = []
         t0 = time.perf_counter()
-        for start in range(0, soak, 500):   # in the service's batches (process_many)
+        for start in range(0, soak, 2000):   # in the service's batches (process_many)
             runner.process_many([SourceRecord({"id": i, "x": X[i % len(X)],
                                                "y": y[i % len(X)]}, "soak", i)
-                                 for i in range(start, min(soak, start + 500))])
-            if (start + 500) % 100_000 == 0:
+                                 for i in range(start, min(soak, start + 2000))])
+            if (start + 2000) % 100_000 == 0:
                 runner.maybe_checkpoint()
                 engine = getattr(runner.model, "engine", None)   # S-GBDT's pool and forest
-                samples.append({"records": start + 500, "rss_mib": round(_rss_mib(), 1),
+                samples.append({"records": start + 2000, "rss_mib": round(_rss_mib(), 1),
                                 "active": None if engine is None else len(engine),
                                 "trees": len(engine.forest) if engine is not None
                                 else getattr(runner.model, "n_trees_kept", 0)})

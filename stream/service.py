@@ -371,7 +371,7 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
             tmp.cleanup()
 
 
-def _chunks(records: Any, stop: threading.Event, size: int = 500):
+def _chunks(records: Any, stop: threading.Event, size: int = 2000):
     """``records`` in lists of up to ``size`` (one learning call each), until ``stop``."""
     it = iter(records)
     while not stop.is_set():
@@ -450,7 +450,7 @@ def replay_command(source: str, *, as_json: bool = False, **kwargs: Any) -> int:
         shown = [0]
 
         def progress(done: int, total: int | None) -> None:
-            if done // 5000 != shown[0] // 5000:   # every 5,000 records (batches of 500)
+            if done // 5000 != shown[0] // 5000:   # every 5,000 records (batches of up to 2,000)
                 shown[0] = done
                 of = f"/{total}" if total else ""
                 print(f"  {done}{of} records", end="\r", file=sys.stderr, flush=True)
