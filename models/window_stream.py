@@ -58,11 +58,9 @@ def learn_stream(forest: Any, X: Sequence, y: Sequence, public: Sequence | None 
     flags = [False] * n if public is None else [bool(p) for p in public]
     if len(flags) != n or (t is not None and len(t) != n):
         raise ValueError(f"public and t need one value per record ({n})")
-    if forest.window_seconds is not None or n == 1:
+    if forest.window_seconds is not None or n <= 1:
         for i in range(n):   # time windows close on each record's own arrival time
             forest.learn_one(X[i], y[i], public=flags[i], t=None if t is None else t[i])
-        return
-    if n == 0:
         return
     rows = forest._encoder.encode_many(X if isinstance(X, list) else list(X))
     labels = _label_codes(forest._encoder, y)

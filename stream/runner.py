@@ -338,13 +338,13 @@ class Runner:
                     preds = self._predictor().predict_many([r.x for _, r, _ in admitted])
                     for (rec, record, _), pred in zip(admitted, preds, strict=True):
                         self._send_prediction(rec, record, pred)
-                learn = [(rec, record) for rec, record, ok in admitted if ok]
-                if learn:
+                batch = [(rec, record) for rec, record, ok in admitted if ok]
+                if batch:
                     rounds = model.training_rounds
-                    model.learn_stream([r.x for _, r in learn], [r.y for _, r in learn],
-                                       public=[r.public for _, r in learn])
-                    self._learned([rec for rec, _ in learn], model.training_rounds != rounds)
-                    learned.extend(rec for rec, _ in learn)
+                    model.learn_stream([r.x for _, r in batch], [r.y for _, r in batch],
+                                       public=[r.public for _, r in batch])
+                    self._learned([rec for rec, _ in batch], model.training_rounds != rounds)
+                    learned.extend(rec for rec, _ in batch)
             return learned
 
     def _predictor(self) -> Any:

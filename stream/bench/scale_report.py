@@ -17,29 +17,18 @@ Examples
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
+
+from .suite import load_results
 
 __all__ = ["scale_out_section", "load_scale_runs"]
 
 
 def load_scale_runs(path: str | Path) -> list[dict]:
-    """The JSON lines of ``scale_out.py --save`` (none if the file is absent; a torn line
-    is skipped)."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict) and {"members", "msgs_per_s", "accuracy"} <= row.keys():
-            out.append(row)
-    return out
+    """The JSON lines of ``scale_out.py --save`` (none if the file is absent)."""
+    return load_results(path, keys=("members", "msgs_per_s", "accuracy"))
 
 
 def scale_out_section(rows: list[dict]) -> list[str]:

@@ -341,8 +341,9 @@ def machine() -> str:
             f"{platform.release()}, Python {platform.python_version()}, numpy {np.__version__}")
 
 
-def load_results(path: str | Path) -> list[dict]:
-    """The result lines of a results file (a torn last line from a crash is ignored)."""
+def load_results(path: str | Path, *, keys: tuple[str, ...] = ("cell",)) -> list[dict]:
+    """The result lines of a results file that hold ``keys`` (a torn last line from a crash
+    is ignored)."""
     path = Path(path)
     if not path.exists():
         return []
@@ -352,7 +353,7 @@ def load_results(path: str | Path) -> list[dict]:
             rows.append(json.loads(line))
         except json.JSONDecodeError:
             continue
-    return [r for r in rows if isinstance(r, dict) and "cell" in r]
+    return [r for r in rows if isinstance(r, dict) and all(k in r for k in keys)]
 
 
 def _append(path: Path, row: dict) -> None:
