@@ -10,7 +10,8 @@ dataset size is not public in a stream), and the subsampled-Gaussian RDP is the 
 available).
 
 Stream semantics: ``learn_one`` puts the record in the active pool with a full individual
-budget; every ``round_size`` new records one round trains one tree on the pool; records that can
+budget; every ``round_size`` new records (spacing out as the pool can grow: ``pool_rounds``)
+one round trains one tree on the pool; records that can
 no longer afford a round leave memory; ``max_active`` caps the pool by evicting the oldest
 records. ``learn_many`` is the paper's batch training: it adds the batch and runs
 ``n_trees + extra_trees`` rounds (or ``rounds=``).
@@ -31,111 +32,16 @@ from .drift import DPDriftSignal
 from .encoding import RecordEncoder
 from .hist_splits import histogram_sigma
 from .raw_score import RawScoreBinaryClassifier, RawScoreRegressor, own_args
+from .sgbdt_doc import PARAMS_DOC as _PARAMS_DOC
 from .sgbdt_engine import SGBDTConfig, SGBDTEngine
+from .sgbdt_stream import learn_stream
 
 __all__ = ["SGBDTRegressor", "SGBDTClassifier"]
 
+#: the default ``pool_rounds`` (docs/sgbdt.md: chosen on river's Agrawal streams)
+POOL_ROUNDS = 400
 
-_PARAMS_DOC = """
-    Parameters
-    ----------
-    schema
-        The public schema (a ``Schema``, the equivalent dict, or a schema file path): feature
-        domains and the label's range or classes. Nothing is read from the data.
-    epsilon
-        Total privacy budget (epsilon_init + epsilon_trees), > 0.
-    delta
-        delta of the (epsilon, delta) guarantee (the paper's delta_trees), in (0, 1).
-    n_trees
-        T_regular: the rounds a worst-case record can afford; sets sigma and alpha-hat (Alg. 7).
-    extra_trees
-        T_extra: further rounds of batch training (``learn_many``) for records with budget left.
-    depth
-        Depth d of each random complete tree (2**d leaves).
-    learning_rate
-        Shrinkage of each tree's leaf values.
-    subsample
-        gamma, the Poisson subsampling rate of each round.
-    grad_clip
-        g*, the clipping bound of the gradients (squared loss: on labels scaled to [-1, 1]).
-    label_clip
-        m*, the clipping bound of DPInitScore (regression: on scaled labels; classification:
-        the largest |initial log-odds|). ``None``: 1.0 for regression, 3.0 for classification.
-    init_share
-        Share of epsilon spent on the initial score (epsilon_init = init_share * epsilon).
-    leaf_noise_split
-        r1, the share of the leaf noise on the leaf count (r2 = 1 - r1 on the gradient sum).
-    l2
-        lambda: the noisy leaf count is floored at lambda (value = s~ / max(lambda, n~)).
-    round_size
-        Streaming: one round (one tree) per this many new records (a public count). The
-        default 32 spends the budget on streams from a few thousand records up: with the
-        individual filter a well-fitted record pays little per round, so frequent rounds are
-        what uses its budget before it leaves (measured in ``docs/sgbdt.md``).
-    drift
-        ``True``: adapt to concept drift under DP. Each record's prequential loss (before it is
-        learned) enters one window of ``drift_window`` records; each window's loss sum is
-        released with Laplace noise (:class:`~dpstream.models.drift.DPDriftSignal`, epsilon
-        ``drift_share * epsilon`` per record by parallel composition), a Page-Hinkley test on
-        the noisy rates (post-processing) detects a rise, and a detected change starts a new
-        generation: every tree retires, records older than the last window leave the pool, and
-        a fresh DP initial score is fitted on records that took part in none.
-        ``learn_many`` (batch training) does not feed the signal.
-    drift_share
-        Share of epsilon spent on the drift signal (only when ``drift``).
-    drift_window
-        Records per released window of the drift signal. ``None`` (default): ``max(200,
-        ceil(30 / epsilon_drift))`` — 600 at epsilon 1 — so the noisy error rate keeps a
-        standard deviation near 0.07 whatever the budget (smaller windows at a small budget
-        raise false alarms; larger ones react later).
-    min_leaf_records
-        Streaming: while few records have arrived, trees are shallower — the largest depth
-        (at most ``depth``) whose leaves expect this many Poisson-sampled records of this
-        generation's arrivals. ``0`` turns it off (always ``depth``).
-    max_active
-        Streaming: the most records held in the active pool; the oldest leave first. With the
-        individual filter a well-fitted record pays little per round and may stay for
-        thousands of rounds, so this cap is what bounds memory on an endless stream (default
-        100,000 records; about 0.9 KB each for Adult's 107 encoded columns).
-    max_trees
-        Streaming: the most trees kept; a round beyond it first retires the oldest tree (the
-        pool's scores drop its contribution, so later rounds fit what it carried). Retiring is
-        post-processing and costs no privacy; it keeps prediction and round time flat on an
-        endless stream. ``None``: unbounded. Must be at least ``n_trees + extra_trees``.
-    accountant
-        ``"tight"`` (exact subsampled-Gaussian RDP, default) or ``"zhu-wang"`` (the paper's).
-    dynamic_leaf_noise
-        ``True``: DLNS (noisy count and sum); ``False``: static leaf noise (sum / lambda).
-    individual_filter
-        ``True``: each record pays its own round cost (Theorem 23) and keeps training until its
-        budget is spent; ``False``: every record pays the worst case and trains n_trees rounds.
-    numeric_weight
-        r: the weight of a numeric feature when a split feature is drawn (categorical: 1).
-    cyclical_features
-        ``True``: tree t splits only on feature t mod (number of features), so the ensemble is
-        an additive model of one-feature step functions (public, data-independent choice).
-    split_levels
-        ``0`` (regressor default): every split is drawn at random from the public domains, as
-        in the paper. ``L > 0`` (classifier default 1): the top ``L`` levels of each tree are chosen from noisy gradient histograms over
-        public candidate grids (:mod:`~dpstream.models.hist_splits`), paid from the same
-        per-record round cost as the leaves — the calibration and the guarantee are
-        unchanged; the leaves get less of the noise budget.
-    split_share
-        With ``split_levels``: the share of the gradient noise budget (``1 - r1``) spent on
-        the split histograms; the leaf sums keep the rest.
-    split_bins
-        With ``split_levels``: candidate thresholds per numeric feature and node (equal-width
-        cells of the node's public interval).
-    split_decay
-        With ``split_levels``: the root is chosen from the fresh noisy root histogram plus
-        ``split_decay`` times the running sum of the earlier ones (post-processing of
-        released histograms: it averages their noise away while the residual structure
-        persists; 0 uses each round's histogram alone). A new generation starts the sum
-        afresh. The distributed party (``SGBDTParty``) always draws the paper's random
-        trees.
-    seed
-        ``None`` for OS entropy (use this in production); an int for tests and benchmarks.
-"""
+
 
 
 class _SGBDTBase(base.Estimator):
@@ -145,8 +51,9 @@ class _SGBDTBase(base.Estimator):
     # subclass signature); the base only stores them
     _PARAMS = ("epsilon", "delta", "n_trees", "extra_trees", "depth", "learning_rate",
                "subsample", "grad_clip", "label_clip", "init_share", "leaf_noise_split", "l2",
-               "round_size", "max_active", "max_trees", "accountant", "dynamic_leaf_noise",
-               "individual_filter", "numeric_weight", "cyclical_features", "drift",
+               "round_size", "pool_rounds", "max_active", "max_trees", "accountant",
+               "dynamic_leaf_noise", "individual_filter", "numeric_weight",
+               "cyclical_features", "drift",
                "drift_share", "drift_window", "min_leaf_records", "split_levels",
                "split_share", "split_bins", "split_decay", "seed")
 
@@ -180,6 +87,7 @@ class _SGBDTBase(base.Estimator):
         for name, default in (("split_levels", 0), ("split_share", 0.3), ("split_bins", 8),
                               ("split_decay", 0.99)):
             state.setdefault(name, default)   # models pickled before split selection
+        state.setdefault("pool_rounds", None)   # before the growing schedule: a fixed one
         state["_last"] = None
         state.setdefault("_buffer_raw", [None] * len(state["_buffer_y"]))
         self.__dict__.update(state)
@@ -213,6 +121,8 @@ class _SGBDTBase(base.Estimator):
         if self.seed is not None:
             integer("seed", 0)
         integer("round_size", 1)
+        if self.pool_rounds is not None:
+            integer("pool_rounds", 1)
         integer("max_active", 1)
         if self.drift_window is not None:
             integer("drift_window", 1)
@@ -295,11 +205,46 @@ class _SGBDTBase(base.Estimator):
         self._buffer_y.append(target)
         self._buffer_raw.append(raw)
         self.records_seen += 1
-        if len(self._buffer_y) >= self.round_size:
+        if len(self._buffer_y) >= self._round_interval():
             self._flush()
             self.engine.round()
 
+    def learn_stream(self, X: Any, y: Any, *, public: Any = None, t: Any = None) -> None:
+        """``learn_one`` on each record in order, with the same result, the encoding and
+        the drift signal's scoring vectorised (:func:`~dpstream.models.sgbdt_stream.
+        learn_stream`). ``public`` and ``t`` are accepted for the stream runner and, as in
+        ``learn_one``, unused."""
+        learn_stream(self, X, y)
+
+    def stream_room(self) -> tuple[int, int | None]:
+        """Where the next round can happen: ``(records, labeled)`` — the arrivals until the
+        next round is due, and the records the drift signal still takes before its next
+        release (the only time it can start a generation; ``None`` without drift). Until
+        then the forest cannot change (public counts)."""
+        return (self._arrivals_to_round(),
+                None if self._drift is None else self._drift.window - self._drift.pending)
+
     # ------------------------------------------------------- stream schedule
+    def _round_interval(self, ahead: int = 0) -> int:
+        """Arrivals per round once ``ahead`` more records are buffered: ``round_size``, or
+        with ``pool_rounds`` ``max(round_size, ceil(min(a, max_active) / pool_rounds))``
+        for ``a`` arrivals in this generation (public counts)."""
+        if self.pool_rounds is None:
+            return self.round_size
+        e = self._engine
+        arrived = len(self._buffer_y) + ahead
+        if e is not None:
+            arrived += e.records_added - e.generation_start
+        return max(self.round_size, -(-min(arrived, self.max_active) // self.pool_rounds))
+
+    def _arrivals_to_round(self) -> int:
+        """How many more arrivals make the next round due (at least 1)."""
+        b = len(self._buffer_y)
+        j = max(1, self.round_size - b)
+        while b + j < self._round_interval(j):   # the interval grows by 1 per pool_rounds
+            j = self._round_interval(j) - b      # arrivals at most: a few steps
+        return j
+
     def _drift_window(self) -> int:
         if self.drift_window is not None:
             return int(self.drift_window)
@@ -390,6 +335,7 @@ class _SGBDTBase(base.Estimator):
             "individual_filter": c.individual_filter,
             "dynamic_leaf_noise": c.dynamic_leaf_noise,
             "rounds": e.rounds,
+            "round_interval": self._round_interval(),
             "trees": len(e.forest),
             "trees_retired": e.trees_retired,
             "records_seen": self.records_seen,
@@ -416,7 +362,7 @@ class _SGBDTBase(base.Estimator):
         age = e.records_added - e.ids
         out = {}
         edges = self.AGE_BRACKETS + (math.inf,)
-        for lo, hi in zip(edges[:-1], edges[1:]):
+        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
             sel = (age >= lo) & (age < hi)
             name = f"{lo}+" if hi == math.inf else f"{lo}-{hi}"
             out[name] = {"records": int(sel.sum()),
@@ -489,7 +435,8 @@ class SGBDTRegressor(RawScoreRegressor, _SGBDTBase, base.Regressor):
                  learning_rate: float = 0.1, subsample: float = 0.1, grad_clip: float = 0.2,
                  label_clip: float | None = None, init_share: float = 0.1,
                  leaf_noise_split: float = 0.05, l2: float = 15.0,
-                 round_size: int = 32, max_active: int = 100_000,
+                 round_size: int = 32, pool_rounds: int | None = POOL_ROUNDS,
+                 max_active: int = 100_000,
                  max_trees: int | None = 1000, accountant: str = "tight",
                  dynamic_leaf_noise: bool = True, individual_filter: bool = True,
                  numeric_weight: float = 1.0, cyclical_features: bool = False,
@@ -540,7 +487,8 @@ class SGBDTClassifier(RawScoreBinaryClassifier, _SGBDTBase, base.Classifier):
                  learning_rate: float = 0.3, subsample: float = 0.1, grad_clip: float = 1.0,
                  label_clip: float | None = None, init_share: float = 0.1,
                  leaf_noise_split: float = 0.05, l2: float = 15.0,
-                 round_size: int = 32, max_active: int = 100_000,
+                 round_size: int = 32, pool_rounds: int | None = POOL_ROUNDS,
+                 max_active: int = 100_000,
                  max_trees: int | None = 1000, accountant: str = "tight",
                  dynamic_leaf_noise: bool = True, individual_filter: bool = True,
                  numeric_weight: float = 1.0, cyclical_features: bool = False,

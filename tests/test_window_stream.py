@@ -105,11 +105,12 @@ def _records(n: int) -> list[SourceRecord]:
     return out
 
 
-def test_process_many_gives_the_state_of_process_one_by_one(tmp_path):
+@pytest.mark.parametrize("name", ["rdt", "sgbdt"])
+def test_process_many_gives_the_state_of_process_one_by_one(tmp_path, name):
     recs = _records(9000)
-    one = Runner.create("rdt", AGRAWAL, store=CheckpointStore(tmp_path / "a"), epsilon=1.0,
+    one = Runner.create(name, AGRAWAL, store=CheckpointStore(tmp_path / "a"), epsilon=1.0,
                         seed=2)
-    many = Runner.create("rdt", AGRAWAL, store=CheckpointStore(tmp_path / "b"), epsilon=1.0,
+    many = Runner.create(name, AGRAWAL, store=CheckpointStore(tmp_path / "b"), epsilon=1.0,
                          seed=2)
     for rec in recs:
         one.process(rec)
@@ -124,7 +125,8 @@ def test_process_many_gives_the_state_of_process_one_by_one(tmp_path):
         r.store.close()
 
 
-def test_process_many_sends_the_predictions_of_process_one_by_one(tmp_path):
+@pytest.mark.parametrize("name", ["rdt", "sgbdt"])
+def test_process_many_sends_the_predictions_of_process_one_by_one(tmp_path, name):
     """With a predictions sink the batch goes in segments that end where a round can happen:
     every prediction is the one record-by-record processing sends (made after every window
     closed before its record), including across a drift detection, and a checkpoint follows
@@ -133,8 +135,9 @@ def test_process_many_sends_the_predictions_of_process_one_by_one(tmp_path):
     sent, reports = [], []
     for batched in (False, True):
         sink = RecordingSink()
-        runner = Runner.create("rdt", AGRAWAL, store=CheckpointStore(tmp_path / str(batched)),
-                               epsilon=1.0, seed=0, predictions=sink)
+        runner = Runner.create(name, AGRAWAL, store=CheckpointStore(tmp_path / str(batched)),
+                               epsilon=1.0, seed=0, predictions=sink,
+                               params={"drift_window": 300} if name == "sgbdt" else None)
         if batched:
             for start in range(0, len(recs), 700):
                 runner.process_many(recs[start:start + 700])
