@@ -110,6 +110,30 @@ class IndividualRenyiFilter:
             raise ValueError("index must not repeat a record")
         self.spent = self.spent[index]
 
+    def compact(self, holes, movers, keep: int) -> None:
+        """Keep the records at positions ``[0, keep)``, those at ``holes`` replaced by the
+        ones at ``movers`` (positions ``>= keep``); every other record leaves memory like
+        :meth:`remove`'s. The O(removed) form of :meth:`select` a pool uses as it compacts.
+
+        >>> f = IndividualRenyiFilter(order=8.0, bound=1.0)
+        >>> _ = f.add(5); f.spent[:] = [0.1, 0.2, 0.3, 0.4, 0.5]
+        >>> f.compact([1], [4], keep=3); f.spent      # records 1 and 3 leave
+        array([0.1, 0.5, 0.3])
+        """
+        holes = np.asarray(holes, dtype=np.int64)
+        movers = np.asarray(movers, dtype=np.int64)
+        keep = check_int("keep", keep, minimum=0)
+        n = self.spent.size
+        if holes.ndim != 1 or holes.shape != movers.shape or keep > n:
+            raise ValueError("holes and movers must be 1-d and of one length, keep <= pool")
+        if holes.size and (holes.min() < 0 or holes.max() >= keep or movers.min() < keep
+                           or movers.max() >= n or np.unique(holes).size != holes.size
+                           or np.unique(movers).size != movers.size):
+            raise ValueError(f"holes must be distinct positions in [0, {keep}) and movers "
+                             f"distinct positions in [{keep}, {n})")
+        self.spent[holes] = self.spent[movers]
+        self.spent = self.spent[:keep]
+
     def spend_summary(self) -> dict:
         """Min, median and max spend as a fraction of the bound (empty pool: zeros)."""
         if self.spent.size == 0:

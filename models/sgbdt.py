@@ -11,10 +11,12 @@ available).
 
 Stream semantics: ``learn_one`` puts the record in the active pool with a full individual
 budget; every ``round_size`` new records (spacing out as the pool can grow: ``pool_rounds``)
-one round trains one tree on the pool; records that can
-no longer afford a round leave memory; ``max_active`` caps the pool by evicting the oldest
-records. ``learn_many`` is the paper's batch training: it adds the batch and runs
-``n_trees + extra_trees`` rounds (or ``rounds=``).
+one round trains one tree on the pool; records that can no longer afford a round leave
+memory; ``max_active`` caps the pool: a record leaves once ``max_active`` more have arrived
+(an age, not the pool's size). ``learn_stream`` learns a batch exactly as ``learn_one`` one
+record at a time would (:mod:`~dpstream.models.sgbdt_stream`). ``learn_many`` is the paper's
+batch training: it adds the batch and runs ``n_trees + extra_trees`` rounds (or
+``rounds=``).
 """
 
 from __future__ import annotations

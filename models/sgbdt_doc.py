@@ -73,10 +73,12 @@ PARAMS_DOC = """
         (at most ``depth``) whose leaves expect this many Poisson-sampled records of this
         generation's arrivals. ``0`` turns it off (always ``depth``).
     max_active
-        Streaming: the most records held in the active pool; the oldest leave first. With the
-        individual filter a well-fitted record pays little per round and may stay for
-        thousands of rounds, so this cap is what bounds memory on an endless stream (default
-        100,000 records; about 0.9 KB each for Adult's 107 encoded columns).
+        Streaming: records that arrived more than this many arrivals ago leave the active
+        pool (an age, a public count — not the pool's size, which depends on how many other
+        records spent their budgets; see ``docs/sgbdt.md``), so the pool never holds more.
+        With the individual filter a well-fitted record pays little per round and may stay
+        for thousands of rounds, so this cap is what bounds memory on an endless stream
+        (default 100,000 records; about 0.9 KB each for Adult's 107 encoded columns).
     max_trees
         Streaming: the most trees kept; a round beyond it first retires the oldest tree (the
         pool's scores drop its contribution, so later rounds fit what it carried). Retiring is

@@ -257,34 +257,41 @@ class SGBDTEngine:
         self.records_added += X.shape[0]
 
     def evict_oldest(self, keep: int) -> int:
-        """Drop the oldest records beyond ``keep`` (arrival order is public; see the docs)."""
-        extra = len(self) - keep
-        if extra <= 0:
-            return 0
-        mask = np.zeros(len(self), dtype=bool)
-        mask[np.argpartition(self.ids, extra - 1)[:extra]] = True   # ids are distinct
-        self._remove(mask)
-        self.records_evicted += extra
+        """Records that arrived more than ``keep`` arrivals ago leave the pool
+        (``max_active``); returns how many left.
+
+        The cut is an age in arrivals, a public count — never the pool's size. The size
+        counts how many *other* records have spent their budgets, so evicting down to a size
+        would let one record's data (its budget spent early or late frees a slot or not)
+        decide whether another record takes part in the next rounds, a change in the output
+        that no per-record cost pays for. The pool still never holds more than ``keep``
+        records: only ``keep`` arrivals are younger than the cut.
+        """
+        old = self.ids < self.records_added - keep
+        extra = int(np.count_nonzero(old))
+        if extra:
+            self._remove(old)
+            self.records_evicted += extra
         return extra
 
     def _remove(self, mask: np.ndarray) -> None:
         """Drop the masked records; survivors from the tail fill the holes (O(removed) rows
-        move, so the pool is not kept in arrival order — ``ids`` records it)."""
+        move, in place, so the pool is not kept in arrival order — ``ids`` records it)."""
         n = self._n
         keep = ~mask
-        k = int(keep.sum())
+        k = int(np.count_nonzero(keep))
         holes = np.flatnonzero(mask[:k])
         movers = np.flatnonzero(keep[k:n]) + k
-        order = np.arange(k)
-        order[holes] = movers
         self._X[holes] = self._X[movers]
         self._X[k:n] = 0.0   # removed records leave memory, not just the index range
         self._n = k
         if k < self._X.shape[0] // 4 and self._X.shape[0] > 1024:
             self._X = self._X[:max(2 * k, 1024)].copy(order="F")
-        self.y, self.score, self.ids = self.y[order], self.score[order], self.ids[order]
-        self.codes = self.codes[order]
-        self.filter.select(order)
+        for name in ("y", "score", "ids", "codes"):
+            values = getattr(self, name)
+            values[holes] = values[movers]
+            setattr(self, name, values[:k])
+        self.filter.compact(holes, movers, k)
 
     # ------------------------------------------------------------- init score
     def fit_init_score(self) -> None:
@@ -364,7 +371,6 @@ class SGBDTEngine:
 
     def round(self) -> dict:
         """One TrainSingleTree round under the individual filter (Alg. 8, lines 5-9)."""
-        c = self.config
         if self.init_pending:
             self.fit_init_score()
         prep = self.begin_round()

@@ -222,6 +222,24 @@ def test_max_active_evicts_the_oldest():
     assert model.privacy_report()["records_evicted"] > 0
 
 
+def test_eviction_does_not_depend_on_other_records_spending():
+    """max_active cuts by age in arrivals: records that spent their budgets and left do not
+    keep older records in the pool longer (their spending depends on their data, so a
+    size-based cut would let one record's data decide another's participation)."""
+    X, y = _rows(130, seed=8)
+    model = SGBDTClassifier(schema=SCHEMA, n_trees=5, seed=8)
+    e = model.engine
+    Xe, ye = model._encoder.encode_many(X), model._encoder.encode_targets(y)
+    e.add(Xe[:100], ye[:100])
+    e._remove(np.isin(e.ids, [3, 50, 77]))   # as if these three had spent their budgets
+    e.add(Xe[100:], ye[100:])
+    assert e.evict_oldest(100) == 29   # ids 0-29 but 3 (a size cut would have taken 27)
+    assert sorted(e.ids.tolist()) == [i for i in range(30, 130) if i not in (50, 77)]
+    assert len(e.filter) == len(e) == 98 and e.evict_oldest(100) == 0
+    with pytest.raises(ValueError, match="holes"):
+        e.filter.compact([5], [2], keep=90)   # a mover inside the kept range
+
+
 def test_predict_many_matches_predict_one():
     X, y = _rows(500, seed=7)
     for model in (SGBDTClassifier(schema=SCHEMA, n_trees=10, seed=7),
