@@ -1,8 +1,10 @@
 """Stream-service throughput and memory (docs/benchmark_notes.md, "Stream service").
 
-Usage: python benchmarks/service_bench.py [--records N] [--soak N] [--model NAME] [--json]
+Usage: python benchmarks/service_bench.py [--records N] [--soak N] [--model NAME]
+[--set NAME=JSON ...] [--json]
 
-``--model``: any ``dpstream serve --model`` name (default ``sgbdt``, the service's default).
+``--model``: any ``dpstream serve --model`` name (default ``sgbdt``, the service's default);
+``--set``: a model parameter, as ``dpstream serve --set`` takes it (e.g. ``pool_rounds=200``).
 
 * ``file_replay_rows_per_s``: ``replay()`` of a gzip JSONL file of N Adult records (cycled,
   unique ids) — read, validate, learn, checkpoint every 5 s;
@@ -37,6 +39,19 @@ def _arg(name: str, default: int) -> int:
     return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
 
 
+def _params() -> dict:
+    """The ``--set NAME=JSON`` pairs (JSON values; a bare word is a string)."""
+    out = {}
+    for i, arg in enumerate(sys.argv[:-1]):
+        if arg == "--set":
+            name, _, raw = sys.argv[i + 1].partition("=")
+            try:
+                out[name] = json.loads(raw)
+            except json.JSONDecodeError:
+                out[name] = raw
+    return out
+
+
 def _rss_mib() -> float:
     with open("/proc/self/statm") as fh:
         pages = int(fh.read().split()[1])
@@ -49,11 +64,13 @@ def main() -> None:
     X, y, schema = load_adult("all")
     messages = [json.dumps({"id": i, "x": X[i % len(X)], "y": y[i % len(X)]}).encode()
                 for i in range(n)]
-    out: dict = {"model": model, "records": n}
+    params = _params()
+    out: dict = {"model": model, "records": n, **({"params": params} if params else {})}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "records.jsonl.gz"
         path.write_bytes(gzip.compress(b"\n".join(messages) + b"\n", compresslevel=1))
-        res = replay(str(path), schema=schema, model=model, epsilon=1.0, seed=0)
+        res = replay(str(path), schema=schema, model=model, epsilon=1.0, seed=0,
+                     params=params)
         out["file_replay_rows_per_s"] = res["rows_per_s"]
         with LocalBroker() as broker:
             broker.create_topic("bench", partitions=2)
@@ -67,7 +84,8 @@ def main() -> None:
 
             t0 = time.perf_counter()
             res = replay(f"kafka://{broker.bootstrap}/bench?group=bench", schema=schema,
-                         model=model, epsilon=1.0, seed=0, progress=progress)
+                         model=model, epsilon=1.0, seed=0, params=params,
+                         progress=progress)
             wall = time.perf_counter() - t0
             assert res["records_seen"] == n, res
             out["kafka_msgs_per_s"] = res["rows_per_s_streaming"]
@@ -78,7 +96,7 @@ def main() -> None:
                  "rss_mib": round(b[2], 1)} for a, b in zip(marks, marks[1:], strict=False)]
 
         store = CheckpointStore(Path(tmp) / "soak")
-        runner = Runner.create(model, schema, store=store, epsilon=1.0, seed=0)
+        runner = Runner.create(model, schema, store=store, epsilon=1.0, seed=0, params=params)
         samples = []
         t0 = time.perf_counter()
         for start in range(0, soak, 2000):   # in the service's batches (process_many)
