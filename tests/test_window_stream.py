@@ -13,7 +13,7 @@ from test_window_policy import _drifting as _drifting_rows
 
 from dpstream.connectors import CheckpointStore, SourceRecord
 from dpstream.connectors.safe_state import decode, encode
-from dpstream.models import GreedyForestClassifier, MedianForestClassifier
+from dpstream.models import GreedyForestClassifier, MedianForestClassifier, SGBDTClassifier
 from dpstream.models.drift import DPDriftSignal
 from dpstream.stream.bench.scenarios import AGRAWAL_SCHEMA as AGRAWAL
 from dpstream.stream.runner import Runner
@@ -65,9 +65,11 @@ def test_learn_stream_is_learn_one_record_by_record(cls):
     _same(a, c, X[:500])
 
 
-def test_a_bad_record_in_a_stream_batch_changes_nothing():
+@pytest.mark.parametrize("cls", [MedianForestClassifier, SGBDTClassifier])
+def test_a_bad_record_in_a_stream_batch_changes_nothing(cls):
+    """Window forests and S-GBDT alike: the batch is encoded before anything is learned."""
     X, y = _drifting(600, 300)
-    m = MedianForestClassifier(schema=AGRAWAL, epsilon=1.0, seed=0)
+    m = cls(schema=AGRAWAL, epsilon=1.0, seed=0)
     bad = dict(X[3], salary=-5.0)             # outside the public domain
     with pytest.raises(Exception, match="salary"):
         m.learn_stream(X[:3] + [bad] + X[4:], y)
