@@ -123,6 +123,9 @@ def grow_median_tree(X: np.ndarray, depth: int, *, numeric: list, categorical: l
     # per node: remaining numeric intervals and categorical columns still splittable
     state: dict[int, tuple[list, list]] = {
         0: ([(lo, hi) for _, lo, hi in numeric], [list(c) for c in categorical])}
+    value_of = _row_categories(X, categorical)
+    # each categorical feature's column -> its index among the feature's columns
+    index_of = [{c: i for i, c in enumerate(cols)} for cols in categorical]
     node_of = np.zeros(X.shape[0], dtype=np.int64)
     for level in range(depth):
         first = 2 ** level - 1
@@ -138,16 +141,19 @@ def grow_median_tree(X: np.ndarray, depth: int, *, numeric: list, categorical: l
                 if weights is None:
                     j = options[int(rng.integers(len(options)))]
                 else:
-                    p = weights[options]
-                    j = options[int(rng.choice(len(options), p=p / p.sum()))]
+                    # rng.choice(len(options), p=...)'s inverse-CDF draw, without its checks
+                    cdf = np.cumsum(weights[options] / weights[options].sum())
+                    cdf /= cdf[-1]
+                    j = options[int(cdf.searchsorted(rng.random(), side="right"))]
                 if j < len(numeric):
                     col, _, _ = numeric[j]
                     lo, hi = intervals[j]
                     values = X[here, col]
                     values = values[~np.isnan(values)]
-                    if budgets is not None:
-                        t = PrivateMedian(epsilon=budgets[level], lower=lo, upper=hi,
-                                          n_candidates=n_candidates, rng=rng).release(values)
+                    if budgets is not None:   # PrivateMedian(...).release(values), no object
+                        t = PrivateMedian.release_sorted(
+                            np.sort(values), epsilon=budgets[level], lower=lo, upper=hi,
+                            n_candidates=n_candidates, rng=rng)
                     elif values.size:
                         t = float(np.median(values))
                     else:
@@ -158,9 +164,12 @@ def grow_median_tree(X: np.ndarray, depth: int, *, numeric: list, categorical: l
                 else:
                     k = j - len(numeric)
                     cols = cats[k]
-                    block = X[np.ix_(here, cols)]
-                    present = ~np.isnan(block[:, 0]) & (block.min(axis=1) == 0.0)
-                    codes = np.argmin(block[present], axis=1)
+                    # each record's value as a position among the node's columns (-1: missing,
+                    # or a value the path has split off — none reach here, by the path)
+                    where = np.full(len(categorical[k]) + 1, -1, dtype=np.int64)
+                    where[[index_of[k][c] for c in cols]] = np.arange(len(cols))
+                    codes = where[value_of[here, k]]
+                    codes = codes[codes >= 0]
                     if budgets is not None:
                         pick = PrivateMedian.categorical(codes, n_categories=len(cols),
                                                          epsilon=budgets[level], rng=rng)
@@ -175,6 +184,18 @@ def grow_median_tree(X: np.ndarray, depth: int, *, numeric: list, categorical: l
             state[2 * node + 1], state[2 * node + 2] = (l_iv, l_cat), (r_iv, r_cat)
     assert not state or min(state) >= n_internal
     return feature, threshold
+
+
+def _row_categories(X: np.ndarray, categorical: list) -> np.ndarray:
+    """Each row's value per categorical feature, as the index of its column among the
+    feature's columns (the encoder writes 0 there and 1 in the others), or the number of
+    columns when missing (NaN everywhere), so it indexes a lookup with one spare slot."""
+    out = np.empty((X.shape[0], len(categorical)), dtype=np.int64)
+    for k, cols in enumerate(categorical):
+        block = X[:, cols]
+        zero = block == 0.0
+        out[:, k] = np.where(zero.any(axis=1), np.argmax(zero, axis=1), len(cols))
+    return out
 
 
 class MedianForestClassifier(WindowForestBase):

@@ -111,6 +111,16 @@ def test_other_parameters_are_named():
         PrivateMedian(epsilon=1.0, lower=0.0, upper=1.0).release([0.5, 2.0])
     with pytest.raises(ValueError, match="values must be finite"):
         PrivateMedian(epsilon=1.0, lower=0.0, upper=1.0).release([0.5, math.nan])
+    fast = dict(epsilon=1.0, lower=0.0, upper=1.0, n_candidates=8,
+                rng=np.random.default_rng(0))   # the tree grower's O(1)-checked form
+    for values in ([0.5, 2.0], [-1.0, 0.5], [0.5, math.nan]):
+        with pytest.raises(ValueError, match="within the public bounds"):
+            PrivateMedian.release_sorted(np.array(values), **fast)
+    for bad in (dict(epsilon=0.0), dict(upper=0.0), dict(lower=-math.inf)):
+        with pytest.raises(ValueError, match="epsilon > 0 and finite bounds"):
+            PrivateMedian.release_sorted(np.array([0.5]), **{**fast, **bad})
+    with pytest.raises(ValueError, match="codes must be integers"):
+        PrivateMedian.categorical(np.array([0.0, 1.0]), n_categories=2, epsilon=1.0)
     with pytest.raises(ValueError, match="bounds and categories"):
         GridlessExponentialMechanism(epsilon=1.0, sensitivity=1.0)
     with pytest.raises(TypeError, match="rng"):
@@ -128,3 +138,16 @@ def test_seeded_mechanisms_reproduce_and_unseeded_do_not():
     d = LaplaceMechanism(epsilon=1.0, sensitivity=1.0).release(np.zeros(4))
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(c, d)
+
+
+def test_the_categorical_median_is_the_exponential_mechanisms_draw():
+    """PrivateMedian.categorical samples without building a mechanism per node: the same
+    weights and the same draw as ExponentialMechanism.select on the rank utilities."""
+    rng = np.random.default_rng(7)
+    for seed in range(200):
+        k = int(rng.integers(1, 9))
+        codes = rng.integers(0, k, size=int(rng.integers(0, 40)))
+        counts = np.bincount(codes, minlength=k)
+        em = ExponentialMechanism(epsilon=0.7, sensitivity=0.5, rng=seed)
+        want = em.select(-np.abs(counts - codes.size / 2.0))
+        assert PrivateMedian.categorical(codes, n_categories=k, epsilon=0.7, rng=seed) == want
