@@ -188,7 +188,7 @@ class SGBDTEngine:
         self.ids = np.empty(0, dtype=np.int64)   # arrival number of each pool record
         # each pool record's categorical value indices (split histograms read these)
         self.codes = np.zeros((0, len(encoder.schema.categorical_features)), dtype=np.int16)
-        self.last_round: dict[str, np.ndarray] = {}
+        self._last_round: tuple | None = None   # (ids, cont, sampled, cost) of the last round
         self.rounds = 0
         self.records_added = 0
         self.records_exhausted = 0
@@ -220,7 +220,17 @@ class SGBDTEngine:
         # the pool travels compactly (one code per categorical feature, not its one-hot
         # columns) and without spare capacity: checkpoints stay small and fast
         state["_X"] = self.encoder.compact(self._X[:self._n])
-        return state
+        state["_last_round"] = None   # a diagnostic of the round just run: not worth a pool's
+        return state                  # size in every checkpoint
+
+    @property
+    def last_round(self) -> dict[str, np.ndarray]:
+        """The arrival numbers of the records that took part in the last round (``cont``)
+        and of those it sampled, and the costs it charged them (empty after a restore)."""
+        if self._last_round is None:
+            return {}
+        ids, cont, sampled, cost = self._last_round
+        return {"cont": ids[cont], "sampled": ids[sampled], "cost": cost[cont]}
 
     def __setstate__(self, state: dict) -> None:
         if isinstance(state["_X"], dict):
@@ -232,6 +242,8 @@ class SGBDTEngine:
                               ("generation", 0), ("records_dropped", 0),
                               ("generation_start", 0), ("split_memory", {})):
             state.setdefault(name, default)
+        state.pop("last_round", None)   # checkpoints that stored the diagnostic
+        state.setdefault("_last_round", None)
         if "codes" not in state:   # checkpoints from before split selection
             state["codes"] = category_codes(state["encoder"], state["_X"][:state["_n"]])
         self.__dict__.update(state)
@@ -448,7 +460,7 @@ class SGBDTEngine:
         forgets its contribution)."""
         c = self.config
         if c.max_trees is not None and len(self.forest) >= c.max_trees:
-            self.score = self.score - self.forest.predict_tree(0, self.X)
+            self.score -= self.forest.predict_tree(0, self.X)
             self.forest.drop_oldest(1)
             self.trees_retired += 1
 
@@ -487,14 +499,13 @@ class SGBDTEngine:
             self.forest.set_values(t, self.leaves_of(tree), value)
             nodes = self.pool_nodes(tree, prep) if prep is not None else None
             if nodes is not None:   # the pool's routing through this tree, done once
-                self.score = self.score + self.forest.value[t * self.forest.max_nodes + nodes]
+                self.score += self.forest.value[t * self.forest.max_nodes + nodes]
             else:
                 self.score = self.score + self.forest.predict_tree(t, self.X)
         n_done = 0
         if prep is not None:
             cont, sampled = prep["cont"], prep["sampled"]
-            self.last_round = {"cont": self.ids[cont], "sampled": self.ids[sampled],
-                               "cost": prep["cost"][cont]}
+            self._last_round = (self.ids.copy(), cont, sampled, prep["cost"])
             floor = self.costs.min_cost if c.individual_filter else self.costs.max_cost
             if floor <= 0:  # static leaf noise: a zero gradient is free; drop at the next cost
                 floor = float(self.costs.table[1])
