@@ -44,8 +44,6 @@ __all__ = ["SGBDTRegressor", "SGBDTClassifier"]
 POOL_ROUNDS = 400
 
 
-
-
 class _SGBDTBase(base.Estimator):
     _loss = "squared"
 
