@@ -125,9 +125,8 @@ class PrivateMedian:
         cand = rng.uniform(lower, upper, size=(1, n_candidates))
         rank = np.searchsorted(values, cand, side="right")
         factor = float(epsilon) / (2.0 * MEDIAN_SENSITIVITY)   # ExponentialMechanism.factor
-        logw = factor * -np.abs(rank - values.size / 2.0)
-        pick = np.argmax(logw + rng.gumbel(size=logw.shape), axis=1)
-        return float(cand[0, pick[0]])
+        return float(cand[0, _gumbel_argmax(rng, factor * -np.abs(rank[0] - values.size / 2.0),
+                                            None)])
 
     def _values(self, values) -> np.ndarray:
         v = check_finite_array("values", values, ndim=1, allow_empty=True)

@@ -142,7 +142,8 @@ def grow_median_tree(X: np.ndarray, depth: int, *, numeric: list, categorical: l
                     j = options[int(rng.integers(len(options)))]
                 else:
                     # rng.choice(len(options), p=...)'s inverse-CDF draw, without its checks
-                    cdf = np.cumsum(weights[options] / weights[options].sum())
+                    p = weights[options]
+                    cdf = np.cumsum(p / p.sum())
                     cdf /= cdf[-1]
                     j = options[int(cdf.searchsorted(rng.random(), side="right"))]
                 if j < len(numeric):

@@ -12,9 +12,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
-import numpy as np
 import pytest
 
 from dpstream.connectors import CheckpointStore
@@ -23,6 +21,7 @@ from dpstream.connectors.model_topic import ModelTopic, ModelTopicError, decode_
 from dpstream.models import MedianForestClassifier
 from dpstream.models.window_exchange import WindowEnsemble
 from dpstream.stream import ADULT_SCHEMA, load_adult
+from dpstream.stream.service import status_command
 
 pytestmark = pytest.mark.kafka
 
@@ -50,7 +49,7 @@ def test_model_topic_round_trip_tombstones_and_forgeries(broker):
     b = ModelTopic(broker.bootstrap, "models", stop=stop, key=b"k")
     assert a.connect() and b.connect() and a.compacted is True
     model = _model(1)
-    for x, label in zip(X[:900], y[:900]):
+    for x, label in zip(X[:900], y[:900], strict=True):
         model.learn_one(x, label)
     mine, theirs = WindowEnsemble(model, "a"), WindowEnsemble(_model(2), "b")
     a.publish(mine.local_updates())
@@ -225,8 +224,7 @@ def test_handoff_revoke_and_crash_in_process(broker, tmp_path, batched, capsys):
     assert b.ensemble.members() == ["a"]           # b's open window (250 < 300) is unpublished
     # b is killed -9: its checkpoint holds the open window
     b.runner.checkpoint()
-    from dpstream.stream.service import status_command   # status shows the union b used
-    status_command(str(tmp_path / "b"), as_json=True)
+    status_command(str(tmp_path / "b"), as_json=True)    # status shows the union b used
     union = json.loads(capsys.readouterr().out)["union"]
     assert union["members"] == ["a"] and union["member"] == "b"
     assert union["windows_known"] == 2 and union["records_in_windows"] == 350
