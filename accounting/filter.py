@@ -70,6 +70,21 @@ class IndividualRenyiFilter:
 
         ``costs`` holds each pool record's individual RDP for this round (one per record, >= 0).
         """
+        cont = self.charge(costs)
+        self.rounds += 1
+        return cont
+
+    def charge(self, costs) -> np.ndarray:
+        """:meth:`step` for a release that is not a round (not counted in ``rounds``): any
+        mechanism whose per-record RDP at ``order`` is known can be filtered the same way —
+        a pure epsilon-DP release costs at most epsilon at every order. A record with cost 0
+        is not charged and is always CONT (it takes no part).
+
+        >>> f = IndividualRenyiFilter(order=8.0, bound=1.0)
+        >>> _ = f.add(3); f.spent[:] = [0.1, 0.95, 0.5]
+        >>> f.charge(np.array([0.1, 0.1, 0.0])), f.rounds
+        (array([ True, False,  True]), 0)
+        """
         c = check_finite_array("costs", costs, ndim=1, allow_empty=True)
         if c.size != self.spent.size:
             raise ValueError(f"costs must hold one value per pool record ({self.spent.size}), "
@@ -79,7 +94,6 @@ class IndividualRenyiFilter:
         after = self.spent + c
         cont = after <= self.bound
         self.spent = np.where(cont, after, self.spent)
-        self.rounds += 1
         return cont
 
     def remaining(self) -> np.ndarray:

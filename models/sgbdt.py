@@ -29,6 +29,7 @@ import numpy as np
 from river import base
 
 from ..accounting import ACCOUNTANTS
+from ..accounting.rdp import rdp_to_epsilon
 from ._params import check_integer, check_real
 from .drift import DPDriftSignal
 from .encoding import RecordEncoder
@@ -308,20 +309,27 @@ class _SGBDTBase(base.Estimator):
         """What was guaranteed, and how much of it each record has used.
 
         The guarantee is (epsilon, delta)-DP for every record, whatever the number of rounds:
-        epsilon_init (pure, Laplace) for the initial score plus epsilon_trees' from the
-        individual Rényi filter at order alpha-hat with bound rho_max (Theorem 8, converted
-        with Balle et al. 2020).
+        the individual Rényi filter at order alpha-hat with bound ``rho_bound`` (Theorem 8,
+        converted with Balle et al. 2020) covers the rounds and the initial score's pure
+        epsilon_init (charged in the filter: ``rho_bound = rho_max + epsilon_init``, so its
+        conversion is epsilon_trees' + epsilon_init), plus the drift signal's pure
+        epsilon_drift. A record that takes part in no initial-score release spends its
+        epsilon_init on rounds. (Checkpoints from before that change: epsilon_init paid apart,
+        ``rho_bound = rho_max``; the epsilon is the same.)
         """
         e = self.engine
         cal = e.calibration
         c = self._config
         spend = e.filter.spend_summary()
+        eps_filter = rdp_to_epsilon([cal.order], [e.filter.bound], cal.delta)[0]
+        if not e.init_in_filter:
+            eps_filter += c.epsilon_init
         return {
             "mechanism": "S-GBDT (Kirschte et al. 2023): subsampled non-spherical Gaussian "
                          "leaves, "
                          "Laplace initial score, individual Rényi filter",
             "guarantee": "(epsilon, delta)-DP per record for any number of rounds",
-            "epsilon": c.epsilon_init + c.epsilon_drift + cal.epsilon,
+            "epsilon": eps_filter + c.epsilon_drift,
             "epsilon_budget": c.epsilon,
             "epsilon_init": c.epsilon_init,
             "epsilon_drift": c.epsilon_drift,
@@ -331,6 +339,8 @@ class _SGBDTBase(base.Estimator):
             "sigma": cal.sigma_leaf,
             "noise_multiplier": cal.noise_multiplier,
             "rho_max": cal.rho_max,
+            "rho_bound": e.filter.bound,
+            "init_in_filter": e.init_in_filter,
             "accountant": c.accountant,
             "individual_filter": c.individual_filter,
             "dynamic_leaf_noise": c.dynamic_leaf_noise,

@@ -22,8 +22,15 @@ training round (:meth:`SGBDTEngine.round`):
 
 The number of rounds never depends on the data (a fixed count in batch, one per ``round_size``
 arrivals in a stream), and which records take part depends only on each record's own spend, so
-Theorem 8 applies to any number of rounds: no record's RDP at order alpha-hat ever passes
-``rho_max``.
+Theorem 8 applies to any number of rounds: no record's RDP at order alpha-hat ever passes the
+filter's bound, ``rho_max + epsilon_init``.
+
+The initial score's release is charged in the same filter: it is pure ``epsilon_init``-DP, so
+it costs each record that takes part at most ``epsilon_init`` of RDP at every order. A record
+that arrives after the initial score is settled never pays it and keeps that share for more
+rounds; a record in a release has ``rho_max`` left for the trees, as before. Every record's
+guarantee is the bound's conversion, ``epsilon_trees' + epsilon_init`` (the conversion at a
+fixed order is ``rho`` plus a constant), plus ``epsilon_drift``.
 """
 
 from __future__ import annotations
@@ -164,8 +171,11 @@ class SGBDTEngine:
             order=self.calibration.order, sigma_leaf=self.calibration.sigma_leaf,
             leaf_noise_split=c.r1, sample_rate=c.subsample, grad_clip=c.grad_clip,
             accountant=c.accountant)
+        # the initial score's pure epsilon_init is charged in the filter (module docstring):
+        # records that never take part in a release spend it on rounds
+        self.init_in_filter = True
         self.filter = IndividualRenyiFilter(order=self.calibration.order,
-                                            bound=self.calibration.rho_max)
+                                            bound=self.calibration.rho_max + c.epsilon_init)
         n_nodes, _, self.leaves = complete_tree_layout(c.depth)
         self.forest = Forest(max_nodes=n_nodes, max_depth=c.depth)
         self.n_features = len(encoder.schema.features)
@@ -240,7 +250,10 @@ class SGBDTEngine:
         for name, default in (("init_cut", state["records_added"]), ("refit_init", False),
                               ("init_stats", [0.0, float(INIT_TARGET)]),
                               ("generation", 0), ("records_dropped", 0),
-                              ("generation_start", 0), ("split_memory", {})):
+                              ("generation_start", 0), ("split_memory", {}),
+                              # checkpoints from before the initial score was charged in
+                              # the filter: their bound is rho_max, the release paid apart
+                              ("init_in_filter", False)):
             state.setdefault(name, default)
         state.pop("last_round", None)   # checkpoints that stored the diagnostic
         state.setdefault("_last_round", None)
@@ -325,6 +338,7 @@ class SGBDTEngine:
         old = 0.0 if self.init_score is None else self.init_score
         new = old
         if c.epsilon_init > 0 and fresh.any():
+            fresh = self.charge_init(fresh)
             s, n = noisy_label_stats(self.y[fresh], loss=c.loss, epsilon=c.epsilon_init,
                                      label_clip=c.label_clip, rng=self.rng)
             self.init_stats = [self.init_stats[0] + s, self.init_stats[1] + n]
@@ -333,6 +347,16 @@ class SGBDTEngine:
         self.init_cut = self.records_added
         self.init_score, self.refit_init = new, False
         self.score = self.score + (new - old)
+
+    def charge_init(self, take: np.ndarray) -> np.ndarray:
+        """Charge ``epsilon_init`` in the filter to the records in mask ``take`` that can
+        still afford it; returns the mask of those that take part in the release (the
+        others sit it out, as in a round). Engines restored from checkpoints that paid the
+        release apart from the filter charge nothing."""
+        if not self.init_in_filter:
+            return take
+        cost = np.where(take, self.config.epsilon_init, 0.0)
+        return take & self.filter.charge(cost)
 
     @property
     def init_pending(self) -> bool:

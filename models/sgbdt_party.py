@@ -173,8 +173,9 @@ class SGBDTParty:
         self.init_contributed = True
         if c.epsilon_init <= 0:
             return np.zeros(2)
-        e.init_records = len(e)
-        s, n = noisy_label_stats(e.y, loss=c.loss, epsilon=c.epsilon_init,
+        take = e.charge_init(np.ones(len(e), dtype=bool))
+        e.init_records = int(take.sum())
+        s, n = noisy_label_stats(e.y[take], loss=c.loss, epsilon=c.epsilon_init,
                                  label_clip=c.label_clip, rng=e.rng)
         return np.array([s, n])
 

@@ -200,3 +200,31 @@ def test_cli_privacy_meets_the_done_criterion():
     assert res["epsilon"] <= 1.1713 * 1.01
     assert res["epsilon"] >= pld.get_epsilon(1e-6) * 0.99
     assert res["order"] > 1
+
+
+def test_sgbdt_initial_score_in_the_filter_is_what_the_oracle_certifies():
+    # S-GBDT charges the initial score's two Laplace releases (epsilon_init / 2 each) in the
+    # individual filter: its bound is rho_max + epsilon_init at alpha-hat. The oracle's RDP of
+    # the two releases fits in epsilon_init, and its conversion of the bound (a record that
+    # took part: the releases plus rho_max of rounds; one that did not: the whole bound on
+    # rounds) stays within what the report states.
+    from dpstream.models import SGBDTClassifier
+    from dpstream.stream import load_adult
+    X, y, schema = load_adult("train")
+    model = SGBDTClassifier(schema=schema, epsilon=1.0, seed=0)
+    for xi, yi in zip(X[:2000], y[:2000], strict=True):
+        model.learn_one(xi, yi)
+    rep = model.privacy_report()
+    e = model.engine
+    alpha, eps_init = rep["alpha"], e.config.epsilon_init
+    assert rep["init_in_filter"] and rep["rho_bound"] == rep["rho_max"] + eps_init
+    acc = rdp_privacy_accountant.RdpAccountant(orders=[alpha])
+    acc.compose(dpa.LaplaceDpEvent(2.0 / eps_init), 2)   # label sum and count, sensitivity 1
+    laplace_rdp = float(np.asarray(acc._rdp)[0])
+    assert laplace_rdp <= eps_init
+    theirs = rdp_privacy_accountant.compute_epsilon([alpha], [rep["rho_bound"]], rep["delta"])[0]
+    assert theirs + e.config.epsilon_drift <= rep["epsilon"] * (1 + 1e-9)
+    assert rep["epsilon"] <= 1.0 + 1e-12
+    # the filter held: no record past the bound, and the release took part of the records
+    assert np.all(e.filter.spent <= rep["rho_bound"])
+    assert 0 < rep["init_score_records"] < 2000

@@ -80,6 +80,7 @@ def test_privacy_report_matches_the_calibration():
     assert rep["sigma"] == cal.sigma_leaf
     assert rep["alpha"] == cal.order
     assert rep["rho_max"] == cal.rho_max
+    assert rep["rho_bound"] == cal.rho_max + 0.1 and rep["init_in_filter"]
     assert rep["epsilon_trees"] == cal.epsilon <= 0.375 + 1e-12
     assert rep["epsilon_drift"] == pytest.approx(0.025)
     assert rep["epsilon"] == pytest.approx(0.1 + 0.025 + cal.epsilon)
@@ -99,14 +100,26 @@ def test_zhu_wang_accountant_adds_noise():
     assert loose.privacy_report()["sigma"] > tight["sigma"]
 
 
-def _trace_rounds(model, X, y, *, learn_many=False):
-    """Run the model and record, per round, which records were charged and how much."""
+def _trace_rounds(model, X, y, *, learn_many=False, init_ids=None):
+    """Run the model and record, per round, which records were charged and how much; the
+    initial score's releases charge epsilon_init to the records that take part (their ids go
+    to ``init_ids`` when given)."""
     spent: dict[int, float] = {}
     halted_for_good: set[int] = set()
     used_after_halt = []
-    rho = model.privacy_report()["rho_max"]
+    rho = model.privacy_report()["rho_bound"]
     engine = model.engine
     original = engine.round
+    original_init = engine.charge_init
+    eps_init = engine.config.epsilon_init
+
+    def traced_init(take):
+        took = original_init(take)
+        for i in engine.ids[took].tolist():
+            spent[i] = spent.get(i, 0.0) + eps_init
+            if init_ids is not None:
+                init_ids.add(i)
+        return took
 
     def traced():
         before = set(engine.ids.tolist())
@@ -120,6 +133,7 @@ def _trace_rounds(model, X, y, *, learn_many=False):
         return out
 
     engine.round = traced
+    engine.charge_init = traced_init
     if learn_many:
         model.learn_many(X, y)
     else:
@@ -147,9 +161,14 @@ def test_no_record_ever_exceeds_rho_max(n, round_size, n_trees, subsample, grad_
                                 subsample=subsample, grad_clip=grad_clip,
                                 individual_filter=individual_filter,
                                 dynamic_leaf_noise=dynamic, seed=seed)
-    spent, used_after_halt, rho = _trace_rounds(model, X, y)
+    init_ids: set[int] = set()
+    spent, used_after_halt, rho = _trace_rounds(model, X, y, init_ids=init_ids)
     assert not used_after_halt
+    cal, eps_init = model.engine.calibration, model.engine.config.epsilon_init
+    assert rho == cal.rho_max + eps_init
     assert all(s <= rho for s in spent.values())
+    # a record in an initial-score release has rho_max left for the rounds, as in the paper
+    assert all(spent[i] - eps_init <= cal.rho_max for i in init_ids)
     assert np.all(model.engine.filter.spent <= rho)
     # the pool moves records around as it compacts: rows, spends and ids must move together
     e = model.engine
@@ -157,20 +176,24 @@ def test_no_record_ever_exceeds_rho_max(n, round_size, n_trees, subsample, grad_
         assert e.filter.spent[pos] == pytest.approx(spent.get(i, 0.0), rel=1e-12, abs=1e-15)
     if len(e):
         np.testing.assert_array_equal(e.X, model._encoder.encode_many([X[i] for i in e.ids]))
-    if not individual_filter:  # worst case for everyone: at most n_trees rounds each
-        worst = model.engine.costs.max_cost
-        assert all(round(s / worst) <= n_trees for s in spent.values())
+    if not individual_filter:  # worst case for everyone: at most n_trees rounds each, more
+        worst = model.engine.costs.max_cost   # for records that paid no initial score
+        for i, s in spent.items():
+            paid = eps_init if i in init_ids else 0.0
+            assert round((s - paid) / worst) <= (n_trees if paid else rho // worst)
 
 
 def test_a_halted_record_never_trains_again_regression():
-    X, y = _rows(400, seed=5)
+    X, y = _rows(1200, seed=5)
     model = SGBDTClassifier(schema=SCHEMA, n_trees=3, round_size=20, subsample=1.0, seed=1)
     spent, used_after_halt, rho = _trace_rounds(model, X, y)
     assert not used_after_halt
     assert model.privacy_report()["records_exhausted"] > 0
-    # every exhausted record left memory: the pool holds only records with budget left
-    assert set(model.engine.ids.tolist()).isdisjoint(
-        {i for i, s in spent.items() if rho - s < model.engine.costs.min_cost})
+    # exhausted records leave memory in batches (at least 64, or 1% of the pool): fewer
+    # than a batch of them can still wait in the pool, refused by the filter
+    waiting = set(model.engine.ids.tolist()) & {
+        i for i, s in spent.items() if rho - s < model.engine.costs.min_cost}
+    assert len(waiting) < max(64, len(model.engine) // 100)
 
 
 def test_individual_costs_match_theorem_23():
@@ -183,8 +206,10 @@ def test_individual_costs_match_theorem_23():
     table = RoundCostTable(order=cal.order, sigma_leaf=cal.sigma_leaf, leaf_noise_split=0.05,
                            sample_rate=0.5, grad_clip=0.3)
     g = np.clip(1 / (1 + np.exp(-(e.score - e.forest.predict_sum(e.X)))) - e.y, -0.3, 0.3)
-    np.testing.assert_allclose(e.filter.spent, table.cost(np.abs(g)))
-    assert np.all(e.filter.spent >= [table.exact_cost(v) for v in g])
+    # every record paid the initial score's epsilon_init (in the filter), then its round
+    rounds = e.filter.spent - e.config.epsilon_init
+    np.testing.assert_allclose(rounds, table.cost(np.abs(g)))
+    assert np.all(rounds >= np.array([table.exact_cost(v) for v in g]) - 1e-15)
 
 
 def test_stream_rounds_every_round_size_records_and_late_records_train():
@@ -375,3 +400,52 @@ def test_pool_scores_stay_the_forests_scores_when_predict_one_scores_are_reused(
     e = m.engine
     assert e.generation >= 1 and e.rounds > 100
     np.testing.assert_allclose(e.score, e.raw_scores(e.X), rtol=0, atol=1e-9)
+
+
+def test_records_after_the_initial_score_spend_its_share_on_rounds():
+    """The initial score is charged in the filter: records in a release pay epsilon_init
+    there and keep rho_max for rounds; later records never pay it and may spend the whole
+    bound on rounds — and do, once rounds outlast their budget."""
+    X, y = _rows(3000, seed=8)
+    model = SGBDTClassifier(schema=SCHEMA, n_trees=10, round_size=20, subsample=1.0,
+                            individual_filter=False, drift=False, seed=3)
+    init_ids: set[int] = set()
+    spent, used_after_halt, rho = _trace_rounds(model, X, y, init_ids=init_ids)
+    e = model.engine
+    rho_max, eps_init = e.calibration.rho_max, e.config.epsilon_init
+    assert not used_after_halt and init_ids
+    later = {i: s for i, s in spent.items() if i not in init_ids}
+    # worst-case costs: a record in a release affords n_trees rounds, a later one more
+    assert max(spent[i] - eps_init for i in init_ids) <= rho_max
+    worst = e.costs.max_cost
+    assert eps_init > worst   # the share buys at least one more worst-case round
+    assert max(later.values()) > rho_max
+    assert max(later.values()) <= rho == rho_max + eps_init
+    assert round(max(later.values()) / worst) == int(rho // worst) > model.n_trees
+    assert model.privacy_report()["epsilon"] <= 1.0 + 1e-12
+
+
+def test_engines_from_before_the_initial_score_in_the_filter_keep_their_accounting():
+    X, y = _rows(400, seed=9)
+    model = SGBDTClassifier(schema=SCHEMA, n_trees=5, round_size=50, seed=4)
+    for xi, yi in zip(X[:200], y[:200], strict=True):
+        model.learn_one(xi, yi)
+    e = model.engine
+    state = e.__getstate__()
+    state.pop("init_in_filter")
+    state["filter"].bound = e.calibration.rho_max   # what such an engine's filter held
+    old = type(e).__new__(type(e))
+    old.__setstate__(state)
+    assert old.init_in_filter is False
+    take = np.ones(len(old), dtype=bool)
+    before = old.filter.spent.copy()
+    assert np.array_equal(old.charge_init(take), take)   # paid apart: nothing charged
+    assert np.array_equal(old.filter.spent, before)
+    model._engine = old
+    rep = model.privacy_report()
+    assert rep["rho_bound"] == rep["rho_max"]
+    assert rep["epsilon"] == pytest.approx(
+        e.config.epsilon_init + e.config.epsilon_drift + rep["epsilon_trees"], rel=1e-12)
+    for xi, yi in zip(X[200:], y[200:], strict=True):
+        model.learn_one(xi, yi)
+    assert np.all(model.engine.filter.spent <= rep["rho_max"])
