@@ -47,9 +47,9 @@ restores split points over the whole public domain.
 ``stream/bench/protocols.py`` ``BATCH_DEFAULTS``). The default, ``"signal"``, is the paper's
 height or, if larger, :func:`signal_height`: the largest height whose ``b ** h`` leaves still
 hold, on average, ``leaf_signal`` times a count's Laplace noise scale — a function of the public
-window size and budget. On numeric streams the paper's ``floor(k / 2)`` (a diversity argument for attributes
-used once per path, while numeric ones may be split again) leaves Agrawal's 9 attributes 4
-levels: the trees cannot cut ``age`` near its thresholds.
+window size and budget. On numeric streams the paper's ``floor(k / 2)`` (a diversity argument
+for attributes used once per path, while numeric ones may be split again) leaves Agrawal's 9
+attributes 4 levels: the trees cannot cut ``age`` near its thresholds.
 
 Every leaf of the complete trees — also those no record reached — releases noisy counts: a leaf
 without stored counts outputs Laplace noise derived from its key (:func:`laplace_of`), so the
@@ -85,6 +85,7 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +105,14 @@ __all__ = ["RDTClassifier", "CenterTable", "release_counts", "rdt_height", "priv
 COMBINE = ("average", "sum")
 HEIGHT_RULES = ("signal", "paper")
 _NTH = random_trees._wk.nth_table() if random_trees._wk is not None else None
+
+
+def _proba_one(counts: np.ndarray) -> np.ndarray:
+    """:func:`leaf_proba` of one row of counts (shape ``(1, k)``), the same values bit for
+    bit with less overhead."""
+    c = np.maximum(counts, 0.0)
+    total = np.add.reduce(c, axis=1, keepdims=True)   # what c.sum(axis=1, ...) runs
+    return c / total if total[0, 0] > 0 else np.zeros_like(c)
 
 
 @dataclass
@@ -403,7 +412,8 @@ class RDTClassifier(WindowForestBase):
 
     def _tree_weights(self) -> dict[int, float]:
         """Tree id -> its window's vote weight (:meth:`window_weights`)."""
-        return {tr.id: wt for w, wt in zip(self._windows, self.window_weights())
+        return {tr.id: wt
+                for w, wt in zip(self._windows, self.window_weights(), strict=True)
                 for tr in w.trees}
 
     def _groups(self, trees: list[RDTTree]) -> list[tuple]:
@@ -471,7 +481,7 @@ class RDTClassifier(WindowForestBase):
                 trees,
                 CenterTable.concat([w.extra["centers"] for w in wins], width - 1, k),
                 LeafTable.concat([w.extra["cells"] for w in wins], k), plan)
-        return self._serving
+        return self._serving[:4]
 
     def _scores(self, X: np.ndarray) -> np.ndarray:
         """The mean of the primary ensemble's and (RDT#) the secondary ensemble's class
@@ -499,12 +509,59 @@ class RDTClassifier(WindowForestBase):
             out += random_trees._tk.rows_in_threads(   # large batches: rows split in threads
                 random_trees._wk.implicit_cells, router.view(V), roots, depth,
                 *router.kernel_args(), _NTH, primary, scale, self.combine == "average",
-                centers.keys, centers.point, centers.values, centers.points, self._scale, self._trees.s, cells.keys, cells.slots(),
-                cells.values, kernel_salts(k)[2], weights)
+                centers.keys, centers.point, centers.values, centers.points, self._scale,
+                self._trees.s, cells.keys, cells.slots(), cells.values, kernel_salts(k)[2], weights)
         return out
 
+    def _scores_one(self, x: Mapping) -> np.ndarray:
+        """The base class's: the encoded row is kept as an array, so that :meth:`learn_one`
+        buffers it and a closing window stacks arrays instead of converting lists (the same
+        values; a checkpoint still stores lists)."""
+        row = self._encoder._row(x)      # validates even with no trees: a bad record is an error
+        arr = np.fromiter(row, np.float64, len(row))
+        scores = self._score_row(arr)
+        self._last = (x, dict(x), arr, scores)   # learn_one of this record reuses both
+        return scores
+
+    def predict_one(self, x: Mapping, **kwargs) -> Any:
+        """The class with the largest score (the base class's, one call less)."""
+        return self._encoder.classes[int(self._scores_one(x).argmax())]
+
     def _score_row(self, row: np.ndarray) -> np.ndarray:
-        return self._scores(row[None, :])[0]
+        """:meth:`_scores` of one encoded row, the same values bit for bit: one compiled call
+        per group of :meth:`_row_plan`, its arguments prepared once per serving."""
+        plan = self._row_plan()
+        if plan is None:
+            return self._scores(row[None, :])[0]
+        if not plan:
+            return np.zeros(len(self._encoder.classes))
+        V = self._trees.matrix(row[None, :])
+        cells, total = random_trees._wk.implicit_cells, 0
+        for ensemble in plan:   # the steps of _scores and _compiled_cells, in the same order
+            out = np.zeros((1, len(self._encoder.classes)))
+            for cols, args in ensemble:
+                out += cells(V if cols is None else V.take(cols, axis=1), *args)
+            total = total + _proba_one(out)
+        return (total / len(plan))[0]
+
+    def _row_plan(self) -> list[list[tuple]] | None:
+        """Per ensemble of :meth:`_serve_rdt`'s plan, per group ``(routing columns, the
+        other arguments of :func:`~.window_kernels.implicit_cells`)``, cached with
+        ``_serving``; ``None`` where the compiled walk does not apply."""
+        _, centers, cells, plan = self._serve_rdt()
+        if not self._trees.compiled:
+            return None
+        if len(self._serving) == 4:
+            common = (centers.keys, centers.point, centers.values, centers.points, self._scale,
+                      self._trees.s, cells.keys, cells.slots(), cells.values,
+                      kernel_salts(len(self._encoder.classes))[2])
+            rows = [[(getattr(router, "_view", None),
+                      (roots, depth, *router.kernel_args(), _NTH, primary, scale,
+                       self.combine == "average", *common, weights))
+                     for depth, roots, primary, scale, router, weights in group]
+                    for group in plan]
+            self._serving = (*self._serving, rows)
+        return self._serving[4]
 
     # ------------------------------------------------------------- report
     def privacy_report(self) -> dict:
