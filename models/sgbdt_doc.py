@@ -31,7 +31,9 @@ PARAMS_DOC = """
         m*, the clipping bound of DPInitScore (regression: on scaled labels; classification:
         the largest |initial log-odds|). ``None``: 1.0 for regression, 3.0 for classification.
     init_share
-        Share of epsilon spent on the initial score (epsilon_init = init_share * epsilon).
+        Share of epsilon spent on the initial score (epsilon_init = init_share * epsilon). It
+        is charged in the individual filter: records that take part in no initial-score
+        release spend it on rounds instead.
     leaf_noise_split
         r1, the share of the leaf noise on the leaf count (r2 = 1 - r1 on the gradient sum).
     l2

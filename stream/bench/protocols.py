@@ -154,6 +154,8 @@ DRIFT_PARAMS = {"window_size": 5_000, "max_windows": 2}
 # stream rounds; docs/sgbdt.md). Keyed by model name, then by estimator class.
 BATCH_DEFAULTS = {"sgbdt": {"drift": False, "split_levels": 0},
                   "SGBDTClassifier": {"learning_rate": 0.5},
+                  # the regressor's batch-tuned values (its defaults are tuned for streams)
+                  "SGBDTRegressor": {"n_trees": 150, "init_share": 0.1},
                   # Kirschte et al. tuned DPBoost per epsilon: lambda grows as 1/epsilon
                   # (Laplace leaf scale g*/((1 + lambda) eps_leaf) held about fixed), big
                   # steps, no GLC, 30% on splits (docs/dpboost.md, "Paper rows")
