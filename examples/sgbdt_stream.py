@@ -23,4 +23,4 @@ report = model.privacy_report()
 print(f"epsilon spent {report['epsilon']:.3f} (budget {report['epsilon_budget']}) at delta "
       f"{report['delta']:g}; {report['rounds']} trees; records active {report['records_active']},"
       f" exhausted {report['records_exhausted']}")
-print("per-record spend (fraction of rho_max):", report["spend_fraction"])
+print("per-record spend (fraction of the filter's bound):", report["spend_fraction"])

@@ -63,7 +63,8 @@ class ServiceCollector:
         if "spend_fraction" in report:     # S-GBDT: individual Renyi budgets
             spent = GaugeMetricFamily(
                 "dpstream_record_budget_spent_fraction",
-                "Renyi budget used by the active records (fraction of rho_max)", labels=["stat"])
+                "Renyi budget used by the active records (fraction of the filter's bound)",
+                labels=["stat"])
             for stat, value in report["spend_fraction"].items():
                 spent.add_metric([stat], float(value))
             yield spent

@@ -44,8 +44,9 @@ def main_job(*, epsilon: float = 0.5, delta: float = 5e-8, out: str | None = Non
     say(f"dpstream run: UCI Adult as a stream, {n:,} records, {len(schema.features)} public "
         f"features (domains declared in the schema, never read from the data)")
     say(f"S-GBDT, epsilon = {eps:g}, delta = {d:g}: sigma_leaf = {plan['sigma']:.4g}, "
-        f"alpha-hat = {plan['alpha']:g}, rho_max = {plan['rho_max']:.4g}; one tree per "
-        f"{round_size} arrivals; progressive validation (predict, then learn)")
+        f"alpha-hat = {plan['alpha']:g}, per-record Rényi bound {plan['rho_bound']:.4g} "
+        f"(rho_max {plan['rho_max']:.4g} + the initial score's {plan['epsilon_init']:g}); "
+        f"one tree per {round_size} arrivals; progressive validation (predict, then learn)")
 
     step = max(1, n // 100)
     curve, correct, recent = [], 0, []
