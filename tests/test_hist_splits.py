@@ -169,7 +169,7 @@ def test_split_parameters_are_validated(name, value):
 
 
 def test_the_first_initial_score_release_waits_for_enough_arrivals():
-    m = SGBDTRegressor(schema=SCHEMA, epsilon=1.0, seed=0)   # epsilon_init 0.1: 100 records
+    m = SGBDTRegressor(schema=SCHEMA, epsilon=1.0, init_share=0.1, seed=0)   # 100 records
     assert m.engine.init_group == 100
     for i, x in enumerate(_rows(99)):
         m.learn_one(x, 0.2)
