@@ -449,3 +449,23 @@ def test_engines_from_before_the_initial_score_in_the_filter_keep_their_accounti
     for xi, yi in zip(X[200:], y[200:], strict=True):
         model.learn_one(xi, yi)
     assert np.all(model.engine.filter.spent <= rep["rho_max"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(epsilon=st.floats(0.05, 8.0), init_share=st.floats(0.0, 0.5),
+       drift_share=st.floats(0.01, 0.3), delta=st.sampled_from([1e-8, 5e-8, 1e-5]),
+       regression=st.booleans())
+def test_the_filter_bound_with_the_initial_score_stays_in_budget(epsilon, init_share,
+                                                                 drift_share, delta,
+                                                                 regression):
+    """The filter's bound (rho_max + epsilon_init) converts to at most the trees' and the
+    initial score's shares: the reported epsilon never passes the budget."""
+    cls, schema = (SGBDTRegressor, REG_SCHEMA) if regression else (SGBDTClassifier, SCHEMA)
+    model = cls(schema=schema, epsilon=epsilon, delta=delta, init_share=init_share,
+                drift_share=drift_share, n_trees=20, seed=0)
+    rep = model.privacy_report()
+    eps_init = epsilon * init_share
+    assert rep["rho_bound"] == rep["rho_max"] + eps_init
+    assert rep["epsilon"] == pytest.approx(rep["epsilon_trees"] + eps_init
+                                           + rep["epsilon_drift"], rel=1e-9, abs=1e-12)
+    assert rep["epsilon"] <= epsilon * (1 + 1e-9)
