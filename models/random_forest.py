@@ -65,6 +65,7 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -315,7 +316,8 @@ class RandomDecisionForestClassifier(WindowForestBase):
             ids = np.array([tr.id for win in self._windows for tr in win.trees], dtype=np.int64)
             table = LeafTable.concat([w.extra["table"] for w in self._windows
                                       if "table" in w.extra], len(self._encoder.classes))
-            weights = np.array([wt for win, wt in zip(self._windows, self.window_weights())
+            weights = np.array([wt for win, wt in zip(self._windows, self.window_weights(),
+                                                      strict=True)
                                 for _ in win.trees], dtype=np.float64)
             groups, start = [], 0
             for win in self._windows:
@@ -369,32 +371,59 @@ class RandomDecisionForestClassifier(WindowForestBase):
     def _scores(self, X: np.ndarray) -> np.ndarray:
         return self._votes(self._trees.matrix(X))
 
-    def _score_row(self, row: np.ndarray) -> np.ndarray:
-        plan = self._row_plan()
-        V = self._trees.matrix(row[None, :])
-        if plan is None:
-            return self._votes(V)[0]
-        out = np.zeros(len(self._encoder.classes))
-        for cols, args in plan:   # one compiled call per window domain, arguments prepared
-            out += random_trees._wk.implicit_votes(V if cols is None else V[:, cols], *args)[0]
-        return out
+    def _scores_one(self, x: Mapping) -> np.ndarray:
+        """The base class's, the encoded row kept as an array: :meth:`learn_one` buffers it
+        and a closing window stacks arrays instead of converting lists (the same values; a
+        checkpoint still stores lists)."""
+        row = self._encoder._row(x)      # validates even with no trees: a bad record is an error
+        arr = np.fromiter(row, np.float64, len(row))
+        scores = self._score_row(arr)
+        self._last = (x, dict(x), arr, scores)   # learn_one of this record reuses both
+        return scores
 
-    def _row_plan(self) -> list[tuple] | None:
-        """Per group of :meth:`_kept`, ``(routing columns, the compiled kernel's other
-        arguments)``, cached with ``_serving``: :meth:`_score_row` then costs one call per
-        group. ``None`` when a group cannot use the compiled walk."""
+    def predict_one(self, x: Mapping, **kwargs) -> Any:
+        """The class with the largest score (the base class's, one call less)."""
+        return self._encoder.classes[int(self._scores_one(x).argmax())]
+
+    def _score_row(self, row: np.ndarray) -> np.ndarray:
+        """:meth:`_scores` of one encoded row, the same values bit for bit: one compiled call
+        (:func:`~dpstream.models.window_kernels.implicit_votes_row`: the routing row, then
+        every group's trees) with the arguments :meth:`_row_plan` prepared."""
+        plan = self._row_plan()
+        if plan is None:
+            return self._votes(self._trees.matrix(row[None, :]))[0]
+        return random_trees._wk.implicit_votes_row(
+            np.ascontiguousarray(row, dtype=np.float64), *plan)
+
+    def _row_plan(self) -> tuple | None:
+        """The arguments of :func:`~dpstream.models.window_kernels.implicit_votes_row` after
+        the row, cached with ``_serving``: the routing row's layout, then per group of
+        :meth:`_kept` (its bounds in the packed arrays) the root keys, routing columns,
+        numeric domain, last categorical codes and vote weights. ``None`` when a group cannot
+        use the compiled walk or the routing row is not compiled."""
         ids, table, groups, weights = self._kept()
         if len(self._serving) == 4:
-            k = len(self._encoder.classes)
-            plan = []
-            for router, at, roots in groups:
-                if not router.compiled:
-                    plan = None
-                    break
-                plan.append((getattr(router, "_view", None),
-                             (roots, self.depth, *router.kernel_args(), _NTH, table.keys,
-                              table.slots(), table.values, kernel_salts(k)[1],
-                              np.ascontiguousarray(weights[at]))))
+            trees, plan = self._trees, None
+            runs = trees.group_runs() if trees.compiled else ()
+            if runs and all(router.compiled for router, _, _ in groups):
+                width = np.arange(1 + trees.s + trees.r, dtype=np.intp)
+                parts = [(roots, width if getattr(router, "_view", None) is None
+                          else router._view, router._lo, router._hi, router._last)
+                         for router, _, roots in groups]
+                bounds, off = np.zeros((len(parts), 8), dtype=np.int64), [0] * 5
+                for g, part in enumerate(parts):   # t0 t1, c0 c1, s0 s1 (lo, hi), r0 r1
+                    end = [a + p.size for a, p in zip(off, part, strict=True)]
+                    bounds[g] = off[0], end[0], off[1], end[1], off[2], end[2], off[4], end[4]
+                    off = end
+                packed = [np.concatenate([part[f] for part in parts], dtype=dtype) if parts
+                          else np.zeros(0, dtype) for f, dtype in
+                          enumerate((np.uint64, np.intp, np.float64, np.float64, np.float64))]
+                draw, out_salt, _ = kernel_salts(len(self._encoder.classes))
+                w = np.concatenate([weights[at] for _, at, _ in groups]) if groups \
+                    else np.zeros(0)
+                plan = (trees._num_cols, *runs, bounds, *packed,
+                        np.ascontiguousarray(w, dtype=np.float64), self.depth, draw, _NTH,
+                        table.keys, table.slots(), table.values, out_salt)
             self._serving = (*self._serving, plan)
         return self._serving[4]
 

@@ -304,13 +304,7 @@ class ImplicitRandomTrees:
         """Encoded records (:class:`RecordEncoder` layout) -> routing matrix: column 0 the
         constant 0, then the numeric values, then one integer code per categorical attribute."""
         X = np.asarray(X, dtype=np.float64).reshape(-1, np.shape(X)[-1])
-        groups = getattr(self, "_group_runs", None)
-        if groups is None:    # each categorical group's (first column, size), if contiguous
-            contiguous = all(g.size and (np.diff(g) == 1).all() for g in self._cat_groups)
-            self._group_runs = groups = (
-                np.array([g[0] for g in self._cat_groups], dtype=np.intp),
-                np.array([g.size for g in self._cat_groups], dtype=np.intp)) \
-                if contiguous else ()
+        groups = self.group_runs()
         if _wk is not None and groups:
             return _wk.routing_rows(X, self._num_cols, *groups)
         V = np.empty((X.shape[0], 1 + self.s + self.r))
@@ -321,6 +315,19 @@ class ImplicitRandomTrees:
             V[:, 1 + self.s + j] = np.where(np.isnan(block[:, 0]), np.nan,
                                             np.argmin(block, axis=1))
         return V
+
+    def group_runs(self) -> tuple:
+        """``(first columns, sizes)`` of the categorical groups if each is a contiguous run of
+        encoded columns (what the compiled :func:`~.window_kernels.routing_rows` reads), else
+        ``()``; computed once."""
+        groups = getattr(self, "_group_runs", None)
+        if groups is None:
+            contiguous = all(g.size and (np.diff(g) == 1).all() for g in self._cat_groups)
+            self._group_runs = groups = (
+                np.array([g[0] for g in self._cat_groups], dtype=np.intp),
+                np.array([g.size for g in self._cat_groups], dtype=np.intp)) \
+                if contiguous else ()
+        return groups
 
     def root_keys(self, trees) -> np.ndarray:
         return root_keys(self.secret, trees)

@@ -236,7 +236,7 @@ class WindowForestBase(base.Classifier):
         if self._drift is not None and label != UNLABELED:
             if scores is None:
                 scores = self._score_row(np.array(row))
-            loss = float(int(np.argmax(scores)) != label)
+            loss = float(int(scores.argmax()) != label)
         if self.window_seconds is not None:
             now = time.time() if t is None else float(t)
             if not math.isfinite(now):
@@ -447,7 +447,7 @@ class WindowForestBase(base.Classifier):
             self._serving = pack_trees([tr for win in self._windows for tr in win.trees],
                                        len(self._encoder.classes),
                                        [wt for win, wt in zip(self._windows,
-                                                              self.window_weights())
+                                                              self.window_weights(), strict=True)
                                         for _ in win.trees])
         return self._serving
 

@@ -7,14 +7,15 @@ numba cannot be imported) pay a dozen array calls per tree level; a river stream
 record at a time, so those calls — not the arithmetic — set its speed. These kernels walk each
 (row, tree) pair in a loop — sixteen keyed trees side by side and branch-free, so that their
 chains of dependent multiplies overlap — and look the leaf up in the released table through an
-open-addressing index (:func:`hash_slots`), with **exactly** the numpy versions' arithmetic: the same splitmix64 keys, the same uniform draws,
-the same sums in the same order. They read released outputs and public structure only; nothing
-here draws noise, so privacy is untouched (``tests/test_window_kernels.py`` checks each kernel
-against its numpy reference).
+open-addressing index (:func:`hash_slots`), with **exactly** the numpy versions' arithmetic: the
+same splitmix64 keys, the same uniform draws, the same sums in the same order. They read
+released outputs and public structure only; nothing here draws noise, so privacy is untouched
+(``tests/test_window_kernels.py`` checks each kernel against its numpy reference).
 
 * :func:`implicit_keys` — the leaf key of (row, tree) pairs of
   :class:`~dpstream.models.random_trees.ImplicitRandomTrees`;
-* :func:`implicit_votes` — the random decision forest's summed leaf votes;
+* :func:`implicit_votes` — the random decision forest's summed leaf votes
+  (:func:`implicit_votes_row`: one encoded record through every window's trees in one call);
 * :func:`implicit_cells` — RDT's summed cell values (nearest center, else the leaf's released or
   key-derived Laplace counts);
 * :func:`greedy_votes` — the greedy forest's walk (released attribute per reached node, keyed
@@ -43,7 +44,7 @@ import numpy as np
 from numba import njit
 
 __all__ = ["bin_codes", "greedy_votes", "implicit_cells", "implicit_keys", "implicit_votes",
-           "packed_scores", "routing_rows"]
+           "implicit_votes_row", "packed_scores", "routing_rows"]
 
 # splitmix64 (as models/random_trees.py): every constant a uint64 so numba keeps integer maths
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -269,6 +270,36 @@ def implicit_votes(V, roots, depth, lo0, hi0, last, draw, nth, keys, slots, valu
                         out[i, c] += wt * values[idx, c]
                 else:
                     out[i, _label(key[b], out_salt, k)] += wt
+    return out
+
+
+@njit(cache=True, nogil=True)
+def implicit_votes_row(x, num_cols, group_start, group_size, bounds, roots, cols, lo0, hi0,
+                       last, weights, depth, draw, nth, keys, slots, values,
+                       out_salt):   # pragma: no cover - compiled
+    """One encoded row ``x``: its :func:`routing_rows` row, then per group ``g`` of trees
+    :func:`implicit_votes` of that row's columns ``cols[bounds[g, 2]:bounds[g, 3]]`` through
+    root keys ``roots`` and ``weights`` (``[bounds[g, 0]:bounds[g, 1]]``), domains ``lo0`` /
+    ``hi0`` (``[4:6]``) and ``last`` codes (``[6:8]``); the groups' sums added in turn to a
+    zero row: the same values as one such call per group, in one call."""
+    s, r, k = num_cols.shape[0], group_start.shape[0], values.shape[1]
+    base = np.empty(1 + s + r)
+    base[0] = 0.0
+    for j in range(s):
+        base[1 + j] = x[num_cols[j]]
+    for g in range(r):
+        base[1 + s + g] = _argmin_code(x, group_start[g], group_size[g])
+    out = np.zeros(k)
+    for g in range(bounds.shape[0]):
+        t0, t1, c0, c1 = bounds[g, 0], bounds[g, 1], bounds[g, 2], bounds[g, 3]
+        s0, s1, r0, r1 = bounds[g, 4], bounds[g, 5], bounds[g, 6], bounds[g, 7]
+        v = np.empty((1, c1 - c0))
+        for c in range(c1 - c0):
+            v[0, c] = base[cols[c0 + c]]
+        part = implicit_votes(v, roots[t0:t1], depth, lo0[s0:s1], hi0[s0:s1], last[r0:r1],
+                              draw, nth, keys, slots, values, out_salt, weights[t0:t1])
+        for c in range(k):
+            out[c] += part[0, c]
     return out
 
 
