@@ -85,7 +85,6 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -512,20 +511,6 @@ class RDTClassifier(WindowForestBase):
                 centers.keys, centers.point, centers.values, centers.points, self._scale,
                 self._trees.s, cells.keys, cells.slots(), cells.values, kernel_salts(k)[2], weights)
         return out
-
-    def _scores_one(self, x: Mapping) -> np.ndarray:
-        """The base class's: the encoded row is kept as an array, so that :meth:`learn_one`
-        buffers it and a closing window stacks arrays instead of converting lists (the same
-        values; a checkpoint still stores lists)."""
-        row = self._encoder._row(x)      # validates even with no trees: a bad record is an error
-        arr = np.fromiter(row, np.float64, len(row))
-        scores = self._score_row(arr)
-        self._last = (x, dict(x), arr, scores)   # learn_one of this record reuses both
-        return scores
-
-    def predict_one(self, x: Mapping, **kwargs) -> Any:
-        """The class with the largest score (the base class's, one call less)."""
-        return self._encoder.classes[int(self._scores_one(x).argmax())]
 
     def _score_row(self, row: np.ndarray) -> np.ndarray:
         """:meth:`_scores` of one encoded row, the same values bit for bit: one compiled call

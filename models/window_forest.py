@@ -467,9 +467,13 @@ class WindowForestBase(base.Classifier):
         return counts[forest.nodes(X)].sum(axis=1)
 
     def _scores_one(self, x: Mapping) -> np.ndarray:
+        """Scores of one record. The encoded row is kept as an array: :meth:`learn_one` of
+        this record buffers it, and a closing window stacks arrays instead of converting
+        lists (the same values; a checkpoint still stores lists)."""
         row = self._encoder._row(x)      # validates even with no trees: a bad record is an error
-        scores = self._score_row(np.array(row))
-        self._last = (x, dict(x), row, scores)   # learn_one of this record reuses both
+        arr = np.fromiter(row, np.float64, len(row))
+        scores = self._score_row(arr)
+        self._last = (x, dict(x), arr, scores)   # learn_one of this record reuses both
         return scores
 
     def _score_row(self, row: np.ndarray) -> np.ndarray:
@@ -488,7 +492,7 @@ class WindowForestBase(base.Classifier):
         return {c: float(v / total) for c, v in zip(classes, s, strict=True)}
 
     def predict_one(self, x: Mapping, **kwargs) -> Any:
-        return self._encoder.classes[int(np.argmax(self._scores_one(x)))]
+        return self._encoder.classes[int(self._scores_one(x).argmax())]
 
     def predict_many(self, X: Any) -> Any:
         scores = self._scores(self._encoder.encode_many(X))
