@@ -24,7 +24,7 @@ def _rows(n: int, seed: int = 0) -> list[dict]:
     rng = np.random.default_rng(seed)
     return [{"a": float(a), "b": float(b), "c": str(c)}
             for a, b, c in zip(rng.uniform(0, 10, n), rng.uniform(-1, 1, n),
-                               rng.choice(["u", "v", "w"], n))]
+                               rng.choice(["u", "v", "w"], n), strict=True)]
 
 
 def test_every_record_is_in_exactly_one_cell_of_every_feature():
@@ -123,7 +123,7 @@ def test_split_rounds_train_checkpoint_and_reset_on_a_new_generation():
     y = [int(r["a"] <= 4.0) for r in rows]
     m = SGBDTClassifier(schema=schema, epsilon=2.0, seed=1)
     assert m.split_levels == 1     # the classifier's stream default
-    for x, yi in zip(rows, y):
+    for x, yi in zip(rows, y, strict=True):
         m.learn_one(x, yi)
     e = m.engine
     assert e.rounds > 50 and "root" in e.split_memory
@@ -132,7 +132,7 @@ def test_split_rounds_train_checkpoint_and_reset_on_a_new_generation():
     a_col = m._encoder.numeric_columns()[0][0]
     roots = e.forest.feature[::e.forest.max_nodes][:len(e.forest)]
     assert np.mean(roots == a_col) > 0.5   # the informative feature is found
-    acc = np.mean([m.predict_one(x) == yi for x, yi in zip(rows[:500], y[:500])])
+    acc = np.mean([m.predict_one(x) == yi for x, yi in zip(rows[:500], y[:500], strict=True)])
     assert acc > 0.85
     clone = pickle.loads(pickle.dumps(m))
     assert np.array_equal(clone.engine.split_memory["root"], e.split_memory["root"])
@@ -171,7 +171,7 @@ def test_split_parameters_are_validated(name, value):
 def test_the_first_initial_score_release_waits_for_enough_arrivals():
     m = SGBDTRegressor(schema=SCHEMA, epsilon=1.0, init_share=0.1, seed=0)   # 100 records
     assert m.engine.init_group == 100
-    for i, x in enumerate(_rows(99)):
+    for x in _rows(99):
         m.learn_one(x, 0.2)
     assert m.engine.rounds == 3 and m.engine.init_score is None
     for x in _rows(40, seed=5):
@@ -201,7 +201,7 @@ def test_compiled_histograms_equal_the_numpy_reference():
 
 def test_privacy_report_shows_spend_by_age():
     m = SGBDTRegressor(schema=SCHEMA, epsilon=1.0, seed=0)
-    for i, x in enumerate(_rows(2500)):
+    for x in _rows(2500):
         m.learn_one(x, float(x["a"] > 5))
     by_age = m.privacy_report()["spend_by_age"]
     assert list(by_age) == ["0-1000", "1000-5000", "5000-20000", "20000+"]
