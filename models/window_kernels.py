@@ -277,18 +277,14 @@ def implicit_votes(V, roots, depth, lo0, hi0, last, draw, nth, keys, slots, valu
 def implicit_votes_row(x, num_cols, group_start, group_size, bounds, roots, cols, lo0, hi0,
                        last, weights, depth, draw, nth, keys, slots, values,
                        out_salt):   # pragma: no cover - compiled
-    """One encoded row ``x``: its :func:`routing_rows` row, then per group ``g`` of trees
-    :func:`implicit_votes` of that row's columns ``cols[bounds[g, 2]:bounds[g, 3]]`` through
-    root keys ``roots`` and ``weights`` (``[bounds[g, 0]:bounds[g, 1]]``), domains ``lo0`` /
-    ``hi0`` (``[4:6]``) and ``last`` codes (``[6:8]``); the groups' sums added in turn to a
-    zero row: the same values as one such call per group, in one call."""
-    s, r, k = num_cols.shape[0], group_start.shape[0], values.shape[1]
-    base = np.empty(1 + s + r)
-    base[0] = 0.0
-    for j in range(s):
-        base[1 + j] = x[num_cols[j]]
-    for g in range(r):
-        base[1 + s + g] = _argmin_code(x, group_start[g], group_size[g])
+    """One encoded (C-contiguous) row ``x``: its :func:`routing_rows` row, then per group
+    ``g`` of trees :func:`implicit_votes` of that row's columns
+    ``cols[bounds[g, 2]:bounds[g, 3]]`` through root keys ``roots`` and ``weights``
+    (``[bounds[g, 0]:bounds[g, 1]]``), domains ``lo0`` / ``hi0`` (``[4:6]``) and ``last``
+    codes (``[6:8]``); the groups' sums added in turn to a zero row: the same values as one
+    such call per group, in one call."""
+    k = values.shape[1]
+    base = routing_rows(x.reshape((1, x.shape[0])), num_cols, group_start, group_size)[0]
     out = np.zeros(k)
     for g in range(bounds.shape[0]):
         t0, t1, c0, c1 = bounds[g, 0], bounds[g, 1], bounds[g, 2], bounds[g, 3]
