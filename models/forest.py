@@ -28,11 +28,11 @@ from __future__ import annotations
 import numpy as np
 
 try:   # compiled routing (numba); the numpy routing below gives the same results without it
-    from .routing import route_block, sum_block, sum_one
+    from .routing import route_block, route_complete, sum_block, sum_one
 except ImportError:   # pragma: no cover - numba is a dependency
-    route_block = sum_block = sum_one = None
+    route_block = route_complete = sum_block = sum_one = None
 
-__all__ = ["Forest", "complete_tree_layout"]
+__all__ = ["Forest", "complete_tree_layout", "complete_depth"]
 
 _CHUNK = 512  # rows x 150 trees per step stays in cache (see docs/benchmark_notes.md)
 
@@ -54,6 +54,27 @@ def complete_tree_layout(depth: int) -> tuple[int, np.ndarray, np.ndarray]:
     n_internal = 2**depth - 1
     n_nodes = 2 * n_internal + 1
     return n_nodes, np.arange(n_internal), np.arange(n_internal, n_nodes)
+
+
+def complete_depth(left) -> int:
+    """The depth of a tree given by its local ``left`` children if it is a complete binary
+    tree in heap layout (node ``i < 2**d - 1`` has left child ``2i + 1``; every other node is
+    a self-looping leaf or padding), else -1. The compiled kernels walk such trees without
+    reading ``left``.
+
+    >>> complete_depth([1, 3, 5, 3, 4, 5, 6]), complete_depth([1, 1, 2, 3, 4])
+    (2, 1)
+    >>> complete_depth([1, 1, 3, 4, 4])   # node 2 is internal, node 1 a leaf: not complete
+    -1
+    """
+    left = np.asarray(left, dtype=np.int64)
+    idx = np.arange(left.size)
+    internal = left != idx
+    c = int(np.count_nonzero(internal))
+    d = (c + 1).bit_length() - 1
+    if (1 << d) - 1 != c or 2 * c + 1 > left.size or not np.array_equal(left[:c], 2 * idx[:c] + 1):
+        return -1
+    return d
 
 
 class Forest:
@@ -78,6 +99,17 @@ class Forest:
         self.threshold = np.full(cap, np.inf)
         self.left = np.zeros(cap, dtype=np.int32)
         self.value = np.zeros(cap)
+        # per tree: its depth when it is a complete heap-layout tree, else -1 (the kernels
+        # walk complete trees without reading ``left``; see :mod:`~dpstream.models.routing`)
+        self.depths = np.full(8, -1, dtype=np.int64)
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if "depths" not in state:   # forests saved before depths were kept: derive them
+            k = self.max_nodes
+            self.depths = np.full(max(8, self.feature.size // k), -1, dtype=np.int64)
+            for t in range(self.n_trees):
+                self.depths[t] = complete_depth(self.left[t * k:(t + 1) * k] - t * k)
 
     def __len__(self) -> int:
         return self.n_trees
@@ -89,6 +121,9 @@ class Forest:
             new = np.full(cap, fill, dtype=old.dtype)
             new[: old.size] = old
             setattr(self, name, new)
+        depths = np.full(cap // self.max_nodes, -1, dtype=np.int64)
+        depths[:self.depths.size] = self.depths
+        self.depths = depths
 
     def add_tree(self, *, feature, threshold, left, value) -> int:
         """Append one tree given by local arrays (length ``<= max_nodes``); returns its index.
@@ -114,6 +149,7 @@ class Forest:
         self.threshold[pad] = np.inf
         self.left[pad] = np.arange(base + n, base + self.max_nodes, dtype=np.int32)
         self.value[pad] = 0.0
+        self.depths[self.n_trees] = complete_depth(self.left[base:base + self.max_nodes] - base)
         self.n_trees += 1
         return self.n_trees - 1
 
@@ -127,6 +163,7 @@ class Forest:
         for arr in (self.feature, self.threshold, self.left, self.value):
             arr[: end - shift] = arr[shift:end]
         self.left[: end - shift] -= shift
+        self.depths[: self.n_trees - k] = self.depths[k:self.n_trees]
         self.n_trees -= k
 
     def set_values(self, tree: int, local_ids, values) -> None:
@@ -159,6 +196,9 @@ class Forest:
         """Local index of the node each row of ``X`` reaches in one tree."""
         X = np.asarray(X, dtype=np.float64)
         base = self._base(tree)
+        if route_complete is not None and self.depths[tree] >= 0:
+            return route_complete(_floats(X), base, self.feature, self.threshold,
+                                  int(self.depths[tree])) - base
         if route_block is not None:
             X = _floats(X)
             roots = np.array([base], dtype=np.int64)
@@ -201,8 +241,8 @@ class Forest:
             if X.ndim != 2:
                 raise ValueError("X must be a 2-d array of encoded records")
             roots = np.arange(self.n_trees, dtype=np.int64) * self.max_nodes
-            return sum_block(X, roots, self.feature, self.threshold, self.left, self.value,
-                             self.max_depth)
+            return sum_block(X, roots, self.depths[:self.n_trees], self.feature,
+                             self.threshold, self.left, self.value, self.max_depth)
         out = np.zeros(np.shape(X)[0])
         for s, g in self._routed(X):
             out[s:s + g.shape[0]] = self.value.take(g).sum(axis=1)
@@ -237,8 +277,9 @@ class Forest:
         if self.n_trees == 0:
             return 0.0
         if sum_one is not None:
-            return float(sum_one(_floats(row), self.n_trees, self.max_nodes, self.feature,
-                                 self.threshold, self.left, self.value, self.max_depth))
+            return float(sum_one(_floats(row), self.n_trees, self.max_nodes, self.depths,
+                                 self.feature, self.threshold, self.left, self.value,
+                                 self.max_depth))
         return float(self.value.take(self.nodes_one(row)).sum())
 
     def to_dict(self) -> dict:

@@ -50,6 +50,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -73,11 +74,24 @@ def category_codes(encoder: RecordEncoder, X: np.ndarray) -> np.ndarray:
     in the others (a split ``x[col] <= 0.5`` sends that value left); a missing value is NaN
     in every column."""
     categorical = encoder.categorical_columns()
-    out = np.empty((X.shape[0], len(categorical)), dtype=np.int16)
-    for k, cols in enumerate(categorical):
-        is_value = X[:, cols] <= 0.5
-        out[:, k] = np.where(is_value.any(axis=1), is_value.argmax(axis=1), len(cols))
-    return out
+    if not categorical or X.shape[0] == 0:
+        return np.empty((X.shape[0], len(categorical)), dtype=np.int16)
+    cols, local, size, starts = _code_plan(tuple((c[0], len(c)) for c in categorical))
+    # every feature at once: a column's index within its feature where it holds the value,
+    # else the feature's size; the smallest per feature is the first value column (argmax)
+    idx = np.where(X[:, cols] <= 0.5, local, size)
+    return np.minimum.reduceat(idx, starts, axis=1).astype(np.int16)
+
+
+@functools.lru_cache(maxsize=32)
+def _code_plan(spans: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For :func:`category_codes`: the categorical columns, each column's index within its
+    feature, its feature's size, and where each feature starts among the columns."""
+    cols = np.concatenate([np.arange(a, a + k) for a, k in spans])
+    local = np.concatenate([np.arange(k) for _, k in spans])
+    size = np.concatenate([np.full(k, k) for _, k in spans])
+    starts = np.cumsum([0] + [k for _, k in spans[:-1]])
+    return cols, local, size, starts
 
 
 def histogram_sigma(sigma_leaf: float, *, levels: int, n_features: int,
@@ -368,9 +382,9 @@ def _random_rest(cells: _Cells, n_columns: int, ivs: list, catss: list, level: i
     lo = np.zeros((n_internal, n_num))
     hi = np.zeros((n_internal, n_num))
     is_open = np.zeros((n_internal, n_columns), dtype=np.bool_)
-    for i, (iv, cats) in enumerate(zip(ivs, catss)):
+    for i, (iv, cats) in enumerate(zip(ivs, catss, strict=True)):
         if n_num:
-            lo[start + i], hi[start + i] = zip(*iv)
+            lo[start + i], hi[start + i] = zip(*iv, strict=True)
         for cols in cats:
             if cols is not None:
                 is_open[start + i, cols] = True

@@ -6,6 +6,12 @@ kernels walk each (row, tree) pair in machine code, branch-free and many walks s
 one record through a thousand trees costs microseconds, where the numpy version pays a dozen
 array calls per level.
 
+A group of trees that are all *complete* binary trees in heap layout of one depth ``d``
+(``depths[t] == d``; -1 marks any other shape) is walked without reading ``left``: the child of
+local node ``i`` is ``2i + 1`` or ``2i + 2``, and the walk stops after ``d`` steps instead of
+``max_depth``. It reaches the same leaf, so sums are bit-identical; only fewer loads are made
+(S-GBDT's random complete trees score about a quarter faster).
+
 When numba cannot be imported the forest falls back to its numpy routing (same results).
 
 Examples
@@ -19,10 +25,13 @@ Examples
 >>> roots = np.array([0], dtype=np.int64)
 >>> route_block(X, roots, feature, threshold, left, 1)[:, 0].tolist()
 [1, 2, 2]
->>> sum_block(X, roots, feature, threshold, left, value, 1).tolist()
+>>> depths = np.array([1])                     # one complete tree of depth 1
+>>> sum_block(X, roots, depths, feature, threshold, left, value, 1).tolist()
 [-1.0, 2.0, 2.0]
->>> sum_one(X[1], 1, 3, feature, threshold, left, value, 1)
+>>> sum_one(X[1], 1, 3, depths, feature, threshold, left, value, 1)
 2.0
+>>> route_complete(X, 0, feature, threshold, 1).tolist()
+[1, 2, 2]
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["route_block", "sum_block", "sum_one"]
+__all__ = ["route_block", "route_complete", "sum_block", "sum_one"]
 
 
 #: trees walked side by side: independent walks overlap in the CPU instead of each waiting on
@@ -75,38 +84,65 @@ def route_block(X, roots, feature, threshold, left, depth):   # pragma: no cover
     return out
 
 
+@njit(cache=True, nogil=True)
+def route_complete(X, root, feature, threshold, depth):   # pragma: no cover - compiled
+    """The global node each row of ``X`` reaches in the complete heap-layout tree of
+    ``depth`` at ``root`` (children ``2i + 1``, ``2i + 2`` of local node ``i``; ``left`` is
+    not read), all rows one level at a time."""
+    m = X.shape[0]
+    out = np.empty(m, dtype=np.int64)
+    for i in range(m):
+        out[i] = root
+    for _ in range(depth):
+        for i in range(m):
+            g = out[i]
+            out[i] = 2 * g + 1 - root + (not (X[i, feature[g]] <= threshold[g]))
+    return out
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _sum_roots(x, roots, feature, threshold, left, value, depth, g):   # pragma: no cover
+def _sum_roots(x, roots, depths, feature, threshold, left, value, depth, g):   # pragma: no cover
     # the sum over roots in their order of the value x reaches, walking _LANES trees at a time
     k = roots.shape[0]
     s = 0.0
     for t0 in range(0, k, _LANES):
         nb = min(_LANES, k - t0)
+        d = depths[t0]
         for b in range(nb):
             g[b] = roots[t0 + b]
-        for _ in range(depth):
-            for b in range(nb):
-                g[b] = _step(x, g[b], feature, threshold, left)
+            if depths[t0 + b] != d:
+                d = -1
+        if d >= 0:   # complete trees of one depth: implicit children, d steps
+            for _ in range(d):
+                for b in range(nb):
+                    gb = g[b]
+                    g[b] = 2 * gb + 1 - roots[t0 + b] + (not (x[feature[gb]] <= threshold[gb]))
+        else:
+            for _ in range(depth):
+                for b in range(nb):
+                    g[b] = _step(x, g[b], feature, threshold, left)
         for b in range(nb):
             s += value[g[b]]
     return s
 
 
 @njit(cache=True, nogil=True)
-def sum_block(X, roots, feature, threshold, left, value, depth):   # pragma: no cover
-    """Per row of ``X``: the sum over roots of the value of the node it reaches."""
+def sum_block(X, roots, depths, feature, threshold, left, value, depth):   # pragma: no cover
+    """Per row of ``X``: the sum over roots of the value of the node it reaches
+    (``depths``: each root's tree depth if it is complete, else -1)."""
     m = X.shape[0]
     out = np.zeros(m)
     g = np.empty(_LANES, dtype=np.int64)
     for i in range(m):
-        out[i] = _sum_roots(X[i], roots, feature, threshold, left, value, depth, g)
+        out[i] = _sum_roots(X[i], roots, depths, feature, threshold, left, value, depth, g)
     return out
 
 
 @njit(cache=True, nogil=True)
-def sum_one(row, n_trees, stride, feature, threshold, left, value, depth):   # pragma: no cover
+def sum_one(row, n_trees, stride, depths, feature, threshold, left, value,
+            depth):   # pragma: no cover - compiled
     """The sum over the first ``n_trees`` trees (roots ``0, stride, 2 stride, ...``) of the
     value one encoded row reaches."""
     roots = np.arange(n_trees) * stride
     g = np.empty(_LANES, dtype=np.int64)
-    return _sum_roots(row, roots, feature, threshold, left, value, depth, g)
+    return _sum_roots(row, roots, depths, feature, threshold, left, value, depth, g)

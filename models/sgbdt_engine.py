@@ -42,7 +42,7 @@ import numpy as np
 
 from ..accounting import IndividualRenyiFilter, LaplaceMechanism, RoundCostTable, calibrate_sgbdt
 from .encoding import RecordEncoder
-from .forest import Forest, complete_tree_layout, route_block
+from .forest import Forest, complete_depth, complete_tree_layout, route_block, route_complete
 from .hist_splits import category_codes, grow_tree, histogram_sigma
 from .random_splits import random_complete_tree
 
@@ -292,6 +292,8 @@ class SGBDTEngine:
         that no per-record cost pays for. The pool still never holds more than ``keep``
         records: only ``keep`` arrivals are younger than the cut.
         """
+        if self.records_added <= keep:
+            return 0   # no record is that old yet (arrival numbers start at 0)
         old = self.ids < self.records_added - keep
         extra = int(np.count_nonzero(old))
         if extra:
@@ -553,6 +555,9 @@ def route(tree, X: np.ndarray) -> np.ndarray:
     """The node (heap index) each row of ``X`` reaches in a standalone tree (``feature``,
     ``threshold``, ``left`` arrays; leaves loop on themselves)."""
     depth = int(np.log2(tree.feature.size + 1)) - 1
+    if route_complete is not None and complete_depth(tree.left) == depth:
+        return route_complete(np.asarray(X, dtype=np.float64), 0, tree.feature, tree.threshold,
+                              depth)
     if route_block is not None:
         return route_block(np.asarray(X, dtype=np.float64), _ROOT, tree.feature,
                            tree.threshold, tree.left, depth)[:, 0]

@@ -88,7 +88,7 @@ def _losses(model: Any, raw: np.ndarray, target: np.ndarray) -> np.ndarray:
 
 
 def _append(model: Any, rows: np.ndarray, targets: np.ndarray, raw: np.ndarray | None) -> None:
-    model._buffer_X.extend(rows.tolist())
+    model._buffer_X.extend(rows)   # row views: a checkpoint stores them as lists
     model._buffer_y.extend(targets.tolist())
     model._buffer_raw.extend([None] * len(targets) if raw is None else raw.tolist())
     model.records_seen += len(targets)

@@ -28,7 +28,8 @@ def _same(a, b) -> None:
     n = ea.forest.n_trees * ea.forest.max_nodes
     for name in ("feature", "threshold", "left", "value"):
         assert np.array_equal(getattr(ea.forest, name)[:n], getattr(eb.forest, name)[:n])
-    assert a._buffer_X == b._buffer_X and a._buffer_y == b._buffer_y
+    assert len(a._buffer_X) == len(b._buffer_X) and a._buffer_y == b._buffer_y
+    assert all(np.array_equal(r, s) for r, s in zip(a._buffer_X, b._buffer_X, strict=True))
     assert a._buffer_raw == b._buffer_raw
     if a._drift is not None:
         assert a._drift.history == b._drift.history and a._drift.pending == b._drift.pending
