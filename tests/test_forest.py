@@ -275,10 +275,15 @@ def test_compiled_routing_matches_the_numpy_routing(order):
     rng = np.random.default_rng(7)
     enc = RecordEncoder(ADULT_SCHEMA)
     forest = Forest(max_nodes=complete_tree_layout(5)[0], max_depth=5)
-    for i in range(70):
-        tree = random_complete_tree(enc, depth=1 + i % 5, rng=rng)
+    # 40 complete trees of one depth (a lane group walked with implicit children), then
+    # mixed depths (the generic walk), and a tree that is not a complete heap
+    for i in range(110):
+        tree = random_complete_tree(enc, depth=5 if i < 40 else 1 + i % 5, rng=rng)
         forest.add_tree(feature=tree.feature, threshold=tree.threshold, left=tree.left,
                         value=rng.normal(size=tree.feature.size))
+    forest.add_tree(feature=[3, 0, 5, 0, 0], threshold=[40.0, np.inf, 0.5, np.inf, np.inf],
+                    left=[1, 1, 3, 3, 4], value=rng.normal(size=5))
+    assert forest.depths[:3].tolist() == [5, 5, 5] and forest.depths[forest.n_trees - 1] == -1
     X, _, _ = load_adult("test")
     rows = enc.encode_many(X[:300])
     rows[::3, rng.integers(1, enc.n_columns, 10)] = np.nan
@@ -286,13 +291,42 @@ def test_compiled_routing_matches_the_numpy_routing(order):
     nodes, sums = forest.nodes(rows), forest.predict_sum(rows)
     ones = [forest.predict_sum_one(r) for r in rows[:40]]
     leaf = forest.apply(3, rows)
-    saved = forest_mod.route_block, forest_mod.sum_block, forest_mod.sum_one
+    leaves = [forest.apply(t, rows) for t in (3, 60, forest.n_trees - 1)]
+    names = ("route_block", "route_complete", "sum_block", "sum_one")
+    saved = [getattr(forest_mod, name) for name in names]
     try:
-        forest_mod.route_block = forest_mod.sum_block = forest_mod.sum_one = None
+        for name in names:
+            setattr(forest_mod, name, None)
         np.testing.assert_array_equal(nodes, forest.nodes(rows))
-        np.testing.assert_array_equal(leaf, forest.apply(3, rows))
+        for t, leaf in zip((3, 60, forest.n_trees - 1), leaves, strict=True):
+            np.testing.assert_array_equal(leaf, forest.apply(t, rows))
         np.testing.assert_allclose(sums, forest.predict_sum(rows), rtol=0, atol=1e-12)
         np.testing.assert_allclose(ones, [forest.predict_sum_one(r) for r in rows[:40]],
                                    rtol=0, atol=1e-12)
     finally:
-        forest_mod.route_block, forest_mod.sum_block, forest_mod.sum_one = saved
+        for name, kernel in zip(names, saved, strict=True):
+            setattr(forest_mod, name, kernel)
+
+
+def test_tree_depths_follow_retirement_and_are_rebuilt_for_old_forests():
+    """Each tree's complete depth moves with it when older trees retire, survives a
+    pickle, and is derived again for a forest saved before depths were kept."""
+    import pickle
+
+    rng = np.random.default_rng(3)
+    enc = RecordEncoder(ADULT_SCHEMA)
+    forest = Forest(max_nodes=complete_tree_layout(4)[0], max_depth=4)
+    for i in range(30):   # past the initial capacity of 8 trees
+        tree = random_complete_tree(enc, depth=1 + i % 4, rng=rng)
+        forest.add_tree(feature=tree.feature, threshold=tree.threshold, left=tree.left,
+                        value=rng.normal(size=tree.feature.size))
+    assert forest.depths[:30].tolist() == [1 + i % 4 for i in range(30)]
+    forest.drop_oldest(5)
+    assert forest.depths[:25].tolist() == [1 + i % 4 for i in range(5, 30)]
+    rows = enc.encode_many(load_adult("test")[0][:200])
+    expected = forest.predict_sum(rows)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(forest)).predict_sum(rows), expected)
+    old = Forest.__new__(Forest)
+    old.__setstate__({k: v for k, v in forest.__dict__.items() if k != "depths"})
+    assert old.depths[:25].tolist() == forest.depths[:25].tolist()
+    np.testing.assert_array_equal(old.predict_sum(rows), expected)
