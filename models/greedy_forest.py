@@ -270,7 +270,6 @@ class GreedyForestClassifier(WindowForestBase):
                 self._plan = plan = (ids, root_keys(self._secret, ids),
                                      np.ascontiguousarray(nodes.values[:, 0]))
             draw, out_salt, _ = kernel_salts(k)
-            wk = random_trees._wk
             if C.shape[0] >= _BATCH and self._fan.size <= 62:   # one trie per tree and batch
                 tk = random_trees._tk
                 return tk.trie_scores(

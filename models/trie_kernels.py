@@ -17,8 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import njit
 
-from .window_kernels import (_LOW32, _S32, _TWO_M32, _child, _label, _mix, _nth_bit,
-                             _nth_free, _probe, _rank)
+from .window_kernels import _LOW32, _S32, _TWO_M32, _child, _label, _mix, _nth_bit, _probe, _rank
 
 __all__ = ["trie_scores"]
 
