@@ -59,6 +59,9 @@ def test_learn_stream_is_learn_one_record_by_record(params):
     assert a.engine.generation >= 1                          # a detection inside a batch
     assert len(a._buffer_y) > 0                              # and records still buffered
     _same(a, b)
+    # buffered rows are arrays (scored, or learn_stream's views); a checkpoint keeps lists
+    assert any(type(r) is np.ndarray for r in b._buffer_X)
+    assert all(type(r) is list for r in b.__getstate__()["_buffer_X"])
     tree, arrays = encode(b)                                 # a checkpoint, then both go on
     c = decode(json.loads(json.dumps(tree)), arrays)
     more_X, more_y = _drifting(3000, 1500, seed=9)
