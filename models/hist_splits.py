@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 
 import numpy as np
 
@@ -134,6 +135,18 @@ class _Cells:
         cell[~(width > 0) & ~np.isnan(x)] = 0   # an empty interval: one cell (never split)
         cell[np.isnan(x)] = self.bins          # missing: always right
         return cell
+
+
+_CELLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _cells_of(encoder: RecordEncoder, bins: int) -> _Cells:
+    """The :class:`_Cells` of ``(encoder, bins)``, built once (a round draws a tree with the
+    same public layout every time; the cache lets an encoder go when nothing else holds it)."""
+    by_bins = _CELLS.setdefault(encoder, {})
+    if bins not in by_bins:
+        by_bins[bins] = _Cells(encoder, bins)
+    return by_bins[bins]
 
 
 def _level_histogram_numpy(cells: _Cells, X, codes, rows, pos, g, lo, hi,
@@ -275,8 +288,10 @@ def _best_split(H: np.ndarray, cells: _Cells, iv: list, cats: list, allowed: np.
         off = int(cells.cat_offset[k])
         Hc = H[off:off + len(cols) + 1]
         total = Hc.sum()
-        values = [c - cols[0] for c in open_cols]
-        score = -Hc[values] * (total - Hc[values])
+        # every value still open (always at the root): the same cells as a slice
+        hv = (Hc[:len(cols)] if len(open_cols) == len(cols)
+              else Hc[[c - cols[0] for c in open_cols]])
+        score = -hv * (total - hv)
         i = int(np.argmax(score))
         if score[i] > best_score:
             best_score = float(score[i])
@@ -307,7 +322,7 @@ def grow_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.Generator,
     threshold = np.full(n_nodes, np.inf)
     left = np.arange(n_nodes, dtype=np.int32)
     left[internal] = 2 * internal + 1
-    cells = _Cells(encoder, bins)
+    cells = _cells_of(encoder, bins)
     n_num, n_feat = len(cells.numeric), len(cells.numeric) + len(cells.categorical)
     allowed = np.ones(n_feat, dtype=bool)
     if only_feature is not None:
