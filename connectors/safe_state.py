@@ -44,10 +44,12 @@ dpstream.connectors.safe_state.StateError: class 'posix:system' is not allowed i
 from __future__ import annotations
 
 import copyreg
+import gc
 import importlib
 import math
 from collections import OrderedDict, deque
 from fractions import Fraction
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -81,6 +83,14 @@ def _flat(seq: list | tuple) -> bool:
     return types <= _NUMBERS and all(map(math.isfinite, seq))
 
 
+def _flat_tuples(tuples: list) -> bool:
+    """Whether every item of every tuple is a JSON scalar as is (one pass over all items when
+    none is a float, the common case of record ids; else tuple by tuple)."""
+    if set(map(type, chain.from_iterable(tuples))) <= _PLAIN:
+        return True
+    return all(map(_flat, tuples))
+
+
 class StateError(ValueError):
     """A state that cannot be encoded, or an encoded state that is malformed or not allowed."""
 
@@ -105,7 +115,16 @@ def encode(obj: Any) -> tuple[Any, list[np.ndarray]]:
     >>> tree
     {'@': 'd', 'm': {'n': 3, 'pair': {'@': 't', 'v': [1, 'x']}}}
     """
-    return _Encoder().run(obj)
+    # encoding allocates a container per list, tuple and dict it meets (100,000 for a full
+    # record-id memory): the cyclic GC would walk the whole heap many times over for garbage
+    # that cannot exist yet, so it pauses while the tree is built
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _Encoder().run(obj)
+    finally:
+        if paused:
+            gc.enable()
 
 
 class _Encoder:
@@ -138,7 +157,7 @@ class _Encoder:
             self.number(obj)
             if _flat(obj):
                 return list(obj)
-            if set(map(type, obj)) == {tuple} and all(map(_flat, obj)):   # e.g. record ids
+            if set(map(type, obj)) == {tuple} and _flat_tuples(obj):   # e.g. record ids
                 return {"@": "lt", "v": list(map(list, obj))}
             if self.float_rows(obj):   # e.g. a window's buffered records: one float array
                 for row in obj:

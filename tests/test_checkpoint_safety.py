@@ -209,6 +209,41 @@ def test_shared_references_cycles_and_rng_state_survive():
         encode({"f": lambda: 1})
 
 
+def test_record_id_tuples_encode_in_one_pass_and_the_gc_state_is_restored():
+    """Id tuples become one "lt" node (floats included, tuple by tuple); encoding pauses the
+    cyclic GC and leaves it as it found it, also after an error."""
+    import gc
+
+    ids = [("int", i) for i in range(1000)] + [("str", "a")]
+    state = {"ids": ids, "pairs": [(1, 2.5), (3, 4.0)], "odd": [("x", float("nan"))]}
+    tree, arrays = encode(state)
+    m = tree["m"]
+    assert m["ids"]["@"] == "lt" and m["ids"]["v"][-1] == ["str", "a"]
+    assert m["pairs"] == {"@": "lt", "v": [[1, 2.5], [3, 4.0]]}   # finite floats: tuple by tuple
+    assert all(node["@"] == "t" for node in m["odd"])   # a NaN is no JSON scalar: tuple nodes
+    back = decode(json.loads(json.dumps(tree)), arrays)
+    assert back["ids"] == ids and back["pairs"] == state["pairs"]
+    runs: list = []
+    threshold = gc.get_threshold()
+    gc.set_threshold(10)   # a collection every 10 allocations unless encoding pauses the GC
+    gc.callbacks.append(lambda phase, info: runs.append(phase))
+    try:
+        encode({"ids": ids})
+    finally:
+        gc.callbacks.pop()
+        gc.set_threshold(*threshold)
+    assert runs == [] and gc.isenabled()
+    gc.disable()
+    try:
+        encode({"ids": ids})
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(StateError):
+        encode({"f": lambda: 1})
+    assert gc.isenabled()
+
+
 def test_the_load_path_never_imports_pickle():
     """Checkpoints, the safe encoding, the runner and the service read no pickle: only the
     explicit migration module imports it."""
