@@ -8,19 +8,26 @@ One :class:`Runner` owns a model and everything needed to resume it exactly:
   learned);
 * the model itself (with its accountant and RNG state).
 
-Its state changes one record at a time under ``lock``; :meth:`checkpoint` writes all of it in one
-atomic file (:class:`~dpstream.connectors.checkpoint.CheckpointStore`). When predictions are
-published the runner checkpoints right after every training round — before any prediction uses
-the new trees, so nothing derived from unsaved training ever leaves the process — and in any
-case every ``checkpoint_interval`` seconds. (Without a predictions sink nothing derived from the
-trees is published between checkpoints, so a round lost in a crash is simply trained again,
-from the same records, after the restart.) A restart loads the checkpoint and resumes each
-partition at its saved position, so a record is in the model **iff** its offset lies below the
-saved position: nothing is learned twice and nothing acknowledged is lost. Dead letters and
-predictions are flushed before the checkpoint that moves past them (at-least-once to their
-sinks); each carries :func:`~dpstream.connectors.records.sink_key` (source position and record
-id), so a consumer drops the repeats a crash causes by key. A message over the size limit is
-dead-lettered with its first :data:`DEAD_LETTER_PREFIX` bytes only.
+Its state changes one record at a time under ``lock``; :meth:`checkpoint` writes all of it in
+one atomic file (:class:`~dpstream.connectors.checkpoint.CheckpointStore`). When predictions
+are published the runner checkpoints right after every training round — before any prediction
+uses the new trees, so nothing derived from unsaved training ever leaves the process — and in
+any case every ``checkpoint_interval`` seconds. With ``hold_predictions`` it does not
+checkpoint after a round: predictions made with trees newer than the last checkpoint wait in an
+*outbox* that is saved with the next checkpoint (periodic, or when :data:`HOLD_LIMIT`
+predictions wait) and sent right after it, so they still never leave before their trees are
+saved, and a crash between the save and the sends re-sends them from the checkpoint on restart
+(at-least-once, by key). A model that trains often (S-GBDT: a round every 32 to 250 records)
+then pays one checkpoint per interval instead of one per round, at the price of up to
+``checkpoint_interval`` seconds of prediction latency. (Without a predictions sink nothing
+derived from the trees is published between checkpoints, so a round lost in a crash is simply
+trained again, from the same records, after the restart.) A restart loads the checkpoint and
+resumes each partition at its saved position, so a record is in the model **iff** its offset
+lies below the saved position: nothing is learned twice and nothing acknowledged is lost. Dead
+letters and predictions are flushed before the checkpoint that moves past them (at-least-once
+to their sinks); each carries :func:`~dpstream.connectors.records.sink_key` (source position
+and record id), so a consumer drops the repeats a crash causes by key. A message over the size
+limit is dead-lettered with its first :data:`DEAD_LETTER_PREFIX` bytes only.
 
 Examples
 --------
@@ -75,6 +82,8 @@ __all__ = ["Runner", "build_model", "describe", "SERVICE_MODELS", "COUNTERS", "c
 
 #: bytes of an over-long message that its dead letter keeps (the reason gives the full size)
 DEAD_LETTER_PREFIX = 4096
+#: held predictions that force a checkpoint (``hold_predictions``)
+HOLD_LIMIT = 20_000
 
 log = logging.getLogger("dpstream.runner")
 
@@ -175,7 +184,11 @@ class Runner:
     csv_label
         For CSV sources: the column holding the label.
     checkpoint_every_round
-        Checkpoint right after each training round. Default: when ``predictions`` is set.
+        Checkpoint right after each training round. Default: when ``predictions`` is set and
+        ``hold_predictions`` is not.
+    hold_predictions
+        With ``predictions``: hold the predictions made with unsaved trees in the outbox until
+        the next checkpoint instead of checkpointing after every round (module docstring).
     max_id_bytes, max_message_bytes
         The validator's caps (:class:`~dpstream.stream.messages.RecordValidator`).
     """
@@ -184,7 +197,7 @@ class Runner:
                  dead_letters: Any = None, predictions: Any = None, id_memory: int = 100_000,
                  checkpoint_interval: float = 5.0, csv_label: str | None = "y",
                  checkpoint_every_round: bool | None = None, max_id_bytes: int = MAX_ID_BYTES,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES):
+                 max_message_bytes: int = MAX_MESSAGE_BYTES, hold_predictions: bool = False):
         self.model = model
         self.model_name = model_name
         self.schema: Schema = model._encoder.schema
@@ -196,8 +209,17 @@ class Runner:
         self.id_memory = int(id_memory)
         self.checkpoint_interval = float(checkpoint_interval)
         self.csv_label = csv_label
-        self.checkpoint_every_round = (predictions is not None if checkpoint_every_round is None
-                                       else bool(checkpoint_every_round))
+        self.hold_predictions = bool(hold_predictions)
+        if self.hold_predictions and (predictions is None or checkpoint_every_round):
+            raise ValueError("hold_predictions needs a predictions sink and replaces "
+                             "checkpoint_every_round")
+        self.checkpoint_every_round = (
+            predictions is not None and not self.hold_predictions
+            if checkpoint_every_round is None else bool(checkpoint_every_round))
+        #: predictions made with trees newer than the last checkpoint: (message, key), saved
+        #: with the next checkpoint and sent after it (``hold_predictions``)
+        self.outbox: list[tuple[dict, bytes]] = []
+        self._unsaved_round = False
         self.positions: dict[str, int] = {}
         self.saved_positions: dict[str, int] = {}
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
@@ -265,6 +287,11 @@ class Runner:
         runner.counters.update(state["counters"])
         runner.ids = OrderedDict.fromkeys(state["ids"])
         runner.last_checkpoint_wall = state.get("written")
+        # predictions saved with their trees but maybe not sent before a crash: send them now
+        # (a consumer drops repeats by key); without a sink they wait for the next checkpoint
+        runner.outbox = [(dict(msg), key) for msg, key in state.get("outbox", [])]
+        if runner.outbox and runner.predictions is not None:
+            runner._release_outbox()
         log.info("resumed from %s: %d records seen, %d learned, positions %s",
                  store.directory, runner.counters["seen"], runner.counters["learned"],
                  runner.positions)
@@ -351,10 +378,21 @@ class Runner:
         return self.model if self.predictor is None else self.predictor
 
     def _send_prediction(self, rec: SourceRecord, record: Any, pred: Any) -> None:
-        self.predictions.send_json({"id": record.id, "prediction": _jsonable(pred),
-                                    "partition": rec.partition, "offset": rec.offset},
-                                   key=sink_key(rec.partition, rec.offset, record.id))
+        msg = {"id": record.id, "prediction": _jsonable(pred), "partition": rec.partition,
+               "offset": rec.offset}
+        key = sink_key(rec.partition, rec.offset, record.id)
+        if self._unsaved_round:   # made with unsaved trees: leaves after their checkpoint
+            self.outbox.append((msg, key))
+        else:
+            self.predictions.send_json(msg, key=key)
         self.counters["predictions"] += 1
+
+    def _release_outbox(self) -> None:
+        """Send the held predictions (their trees are in the checkpoint on disk)."""
+        for msg, key in self.outbox:
+            self.predictions.send_json(msg, key=key)
+        self.predictions.flush()
+        self.outbox = []
 
     def _learned(self, recs: list[SourceRecord], rounded: bool) -> None:
         """After the model learned ``recs``: count them, checkpoint after a round (before any
@@ -362,6 +400,10 @@ class Runner:
         self.counters["learned"] += len(recs)
         if rounded and self.checkpoint_every_round:
             self.checkpoint()
+        elif rounded and self.hold_predictions:
+            self._unsaved_round = True
+        if self.hold_predictions and len(self.outbox) >= HOLD_LIMIT:
+            self.checkpoint()   # bounds the outbox's memory and the checkpoint that saves it
         if self.on_learned is not None:
             self.on_learned(recs, rounded)
 
@@ -420,7 +462,7 @@ class Runner:
     def state(self) -> dict:
         return {"model_name": self.model_name, "model": self.model,
                 "positions": dict(self.positions), "counters": dict(self.counters),
-                "ids": list(self.ids)}
+                "ids": list(self.ids), "outbox": [[msg, key] for msg, key in self.outbox]}
 
     def checkpoint(self) -> None:
         """Flush the sinks, then save everything atomically.
@@ -441,6 +483,9 @@ class Runner:
                 self.counters["checkpoints"] -= 1
                 raise
             self.saved_positions = dict(self.positions)
+            self._unsaved_round = False
+            if self.outbox and self.predictions is not None:
+                self._release_outbox()
             self.last_checkpoint = time.monotonic()
             self.last_checkpoint_wall = time.time()
             if self.on_checkpoint is not None:

@@ -58,6 +58,10 @@ class ServeSettings(BaseSettings):
     dead_letter_file: str | None = Field(
         None, description="JSONL dead letters (default: DIR/dead-letters.jsonl when no topic)")
     predictions_topic: str | None = None
+    hold_predictions: bool = Field(
+        False, description="with a predictions topic: hold the predictions made with trees "
+        "newer than the last checkpoint until the next one (at most checkpoint_interval "
+        "seconds) instead of checkpointing after every training round")
     max_message_bytes: int = Field(MAX_MESSAGE_BYTES, gt=0, description="a longer message is a "
                                    "dead letter (which keeps its first 4 KiB)")
     max_id_bytes: int = Field(MAX_ID_BYTES, gt=0, description="a longer record id (UTF-8 "
@@ -90,6 +94,10 @@ class ServeSettings(BaseSettings):
     def _one_dead_letter_sink(self) -> ServeSettings:
         if self.dead_letter_topic and self.dead_letter_file:
             raise ValueError("give --dead-letter-topic or --dead-letter-file, not both")
+        if self.hold_predictions and (not self.predictions_topic or self.board_topic
+                                      or self.model_topic):
+            raise ValueError("--hold-predictions needs --predictions-topic (and is for one "
+                             "process: not with --board-topic or --model-topic)")
         if self.board_topic is not None:
             if not self.party:
                 raise ValueError("--board-topic needs --party (this party's unique name)")
@@ -159,7 +167,7 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
             return 0
         runner = Runner.create(settings.model, schema, store=store, epsilon=settings.epsilon,
                                seed=settings.seed, params=settings.params, dead_letters=dead,
-                               predictions=preds,
+                               predictions=preds, hold_predictions=settings.hold_predictions,
                                checkpoint_interval=settings.checkpoint_interval,
                                party=settings.aggregation if settings.board_topic else None,
                                max_id_bytes=settings.max_id_bytes,

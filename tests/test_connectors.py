@@ -273,6 +273,74 @@ def test_runner_checkpoints_after_each_round_when_it_publishes_predictions(tmp_p
     store.close()
 
 
+class _ListSink:
+    def __init__(self, fail_after: int | None = None):
+        self.sent: list = []
+        self.fail_after = fail_after
+
+    def send_json(self, value, key=None):
+        if self.fail_after is not None and len(self.sent) >= self.fail_after:
+            raise ConnectionError("the broker went away")
+        self.sent.append((value, key))
+
+    def flush(self):
+        pass
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_held_predictions_leave_only_after_the_checkpoint_of_their_trees(tmp_path, batched):
+    """hold_predictions: no per-round checkpoint; a prediction made with trees newer than
+    the checkpoint on disk waits in the outbox, which the next checkpoint saves and then
+    sends; every record still gets exactly one prediction."""
+    store = CheckpointStore(tmp_path)
+    sink = _ListSink()
+    runner = Runner.create("sgbdt", ADULT_SCHEMA, store=store, epsilon=1.0, seed=0,
+                           params={"round_size": 50}, predictions=sink,
+                           checkpoint_interval=3600, hold_predictions=True)
+    X, y, _ = load_adult("train")
+    recs = [SourceRecord({"id": i, "x": X[i], "y": y[i]}, "f", i) for i in range(230)]
+    if batched:
+        for a in range(0, 230, 70):
+            runner.process_many(recs[a:a + 70])
+    else:
+        for rec in recs:
+            runner.process(rec)
+    assert runner.model.training_rounds == 4 and runner.counters["checkpoints"] == 0
+    # predicted before the first round (no trees yet, nothing unsaved): sent at once
+    assert len(sink.sent) == 50 and len(runner.outbox) == 180
+    runner.checkpoint()
+    assert len(sink.sent) == 230 and runner.outbox == []
+    assert [m["offset"] for m, _ in sink.sent] == list(range(230))
+    saved = store.load()
+    assert saved["model"].training_rounds == 4 and len(saved["outbox"]) == 180
+    runner.process(SourceRecord({"id": 230, "x": X[230], "y": y[230]}, "f", 230))
+    assert len(sink.sent) == 231   # the trees it used are on disk: sent at once
+    store.close()
+
+
+def test_a_crash_between_the_save_and_the_sends_resends_the_outbox(tmp_path):
+    store = CheckpointStore(tmp_path)
+    runner = Runner.create("sgbdt", ADULT_SCHEMA, store=store, epsilon=1.0, seed=0,
+                           params={"round_size": 20}, predictions=_ListSink(fail_after=30),
+                           checkpoint_interval=3600, hold_predictions=True)
+    X, y, _ = load_adult("train")
+    for i in range(60):
+        runner.process(SourceRecord({"id": i, "x": X[i], "y": y[i]}, "f", i))
+    held = [key for _, key in runner.outbox]
+    assert len(held) == 40
+    with pytest.raises(ConnectionError):   # saved, then the sink fails 10 sends in
+        runner.checkpoint()
+    store.close()
+    sink = _ListSink()
+    resumed = Runner.resume(CheckpointStore(tmp_path), predictions=sink, hold_predictions=True)
+    assert [key for _, key in sink.sent] == held and resumed.outbox == []
+    assert resumed.positions == {"f": 60} and resumed.counters["predictions"] == 60
+    resumed.store.close()
+    with pytest.raises(ValueError, match="hold_predictions needs a predictions sink"):
+        Runner.create("sgbdt", ADULT_SCHEMA, store=CheckpointStore(tmp_path / "x"),
+                      epsilon=1.0, hold_predictions=True)
+
+
 def test_status_command_reads_a_checkpoint(tmp_path):
     res = replay("abalone", epsilon=1.0, checkpoint_dir=str(tmp_path), seed=0)
     out = subprocess.run([*DPSTREAM, "status", "--checkpoint-dir", str(tmp_path), "--json"],

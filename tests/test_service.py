@@ -262,6 +262,26 @@ def test_metrics_health_predictions_and_dead_letter_topic(broker, tmp_path):
     assert status["privacy"]["epsilon"] <= 1.0
 
 
+def test_held_predictions_through_a_real_broker_one_per_record(broker, tmp_path):
+    """--hold-predictions: no checkpoint per round, and still every record's prediction
+    reaches the topic (the held ones with the checkpoint after their round), each once."""
+    values, m = _messages(1000, bad_every=100)
+    broker.create_topic("records")
+    broker.create_topic("predictions")
+    broker.produce("records", values)
+    proc = _serve(broker, tmp_path, "--predictions-topic", "predictions", "--hold-predictions")
+    try:
+        _wait_for(lambda: (s := _status(tmp_path)) and s["seen"] >= 1000, 90, "records",
+                  proc, tmp_path)
+    finally:
+        assert _stop(proc) == 0
+    state = CheckpointStore.read(tmp_path / "ck")
+    assert state["model"].training_rounds == (1000 - m) // 200 and state["outbox"] == []
+    preds = broker.consume_all("predictions", 1000 - m)
+    keys = [p.key for p in preds]
+    assert len(keys) == len(set(keys)) == 1000 - m
+
+
 def test_second_writer_is_refused(broker, tmp_path):
     broker.create_topic("records")
     first = _serve(broker, tmp_path)
