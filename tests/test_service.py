@@ -346,7 +346,8 @@ def test_median_forest_over_a_topic_keeps_its_open_window_across_runs(broker, tm
     url = f"kafka://{broker.bootstrap}/semi?group=windows"
     cmd = [*DPSTREAM, "replay", "--source", url, "--schema", str(schema), "--epsilon", "2",
            "--model", "median-forest", "--set", "window_size=200", "--set",
-           "privacy=labels_only", "--set", "min_tree_records=null", "--checkpoint-dir", str(tmp_path / "ck"), "--json"]
+           "privacy=labels_only", "--set", "min_tree_records=null", "--checkpoint-dir",
+           str(tmp_path / "ck"), "--json"]
     first = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
                                       timeout=180).stdout)
     p = first["privacy"]
