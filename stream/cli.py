@@ -136,10 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--dead-letter-file", metavar="PATH",
                     help="dead letters to this JSONL file (default DIR/dead-letters.jsonl)")
     sv.add_argument("--predictions-topic", metavar="T", help="publish predictions here")
-    sv.add_argument("--hold-predictions", action="store_true", default=None,
-                    help="hold predictions made with unsaved trees until the next checkpoint "
-                         "(at most --checkpoint-interval seconds) instead of checkpointing "
-                         "after every training round: S-GBDT's throughput with predictions")
+    sv.add_argument("--hold-predictions", action="store_true", default=None, help="publish "
+                    "predictions after the next checkpoint, not a checkpoint per round")
     sv.add_argument("--max-message-bytes", type=int, metavar="N",
                     help="longer messages are dead letters (default 1048576)")
     sv.add_argument("--max-id-bytes", type=int, metavar="N",
@@ -164,12 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="wait for K parties' hellos before the first round")
     ds.add_argument("--join-timeout", type=float, metavar="S",
                     help="seconds to wait for every live party to join a round (default 5)")
-    ds.add_argument("--round-timeout", type=float, metavar="S",
-                    help="seconds after the seal before a round without every vector is "
-                         "abandoned (default 20)")
-    ds.add_argument("--aggregation", choices=("values", "sums"),
-                    help="what is summed: leaf values (Alg. 9; default) or noisy leaf counts "
-                         "and sums")
+    ds.add_argument("--round-timeout", type=float, metavar="S", help="seconds after the seal "
+                    "before a round without every vector is abandoned (default 20)")
+    ds.add_argument("--aggregation", choices=("values", "sums"), help="what is summed: leaf "
+                    "values (Alg. 9; default) or noisy leaf counts and sums")
     ds.add_argument("--roster", metavar="PATH", help="roster: parties' public keys, threshold")
     ds.add_argument("--board-key", metavar="PATH", help="this party's signing key (PEM)")
     sv.add_argument("--model-topic", metavar="T", help="share windows with group members on T")
