@@ -1,7 +1,7 @@
 """Stream-service throughput and memory (docs/benchmark_notes.md, "Stream service").
 
 Usage: python benchmarks/service_bench.py [--records N] [--soak N] [--model NAME]
-[--set NAME=JSON ...] [--json]
+[--set NAME=JSON ...] [--predictions N] [--json]
 
 ``--model``: any ``dpstream serve --model`` name (default ``sgbdt``, the service's default);
 ``--set``: a model parameter, as ``dpstream serve --set`` takes it (e.g. ``pool_rounds=200``).
@@ -16,6 +16,12 @@ Usage: python benchmarks/service_bench.py [--records N] [--soak N] [--model NAME
 * ``soak``: a ``Runner`` fed ``--soak`` records (default 1,000,000) in process, in the
   service's batches of 2,000 (``process_many``); resident set
   size (RSS) and the model's active pool every 100k records.
+* ``predictions`` (only with ``--predictions N``): the same in-process runner, JSON messages,
+  publishing a prediction per record to a sink that only counts them, once with a checkpoint
+  after every training round (the default with a predictions topic) and once with
+  ``hold_predictions`` (``serve --hold-predictions``); ``maybe_checkpoint`` after each batch,
+  as the service loop calls it. The rate over the records after the first 110,000 (a full
+  S-GBDT pool), and how many checkpoints each wrote.
 """
 
 from __future__ import annotations
@@ -114,6 +120,10 @@ def main() -> None:
         store.close()
         out["soak_rows_per_s"] = round(soak / (time.perf_counter() - t0))
         out["soak"] = samples
+    n_pred = _arg("--predictions", 0)
+    if n_pred:
+        out["predictions"] = {mode: _predictions_rate(model, schema, X, y, params, n_pred, mode)
+                              for mode in ("every_round", "hold")}
     if "--json" in sys.argv:
         print(json.dumps(out))
     else:
@@ -123,10 +133,51 @@ def main() -> None:
         for s in out["kafka_steady"]:
             print(f"  Kafka, up to {s['records']:>9,} records: {s['msgs_per_s']:>7,} msgs/s, "
                   f"RSS {s['rss_mib']:7.1f} MiB")
+        for mode, r in out.get("predictions", {}).items():
+            print(f"  with predictions, {mode}: {r['rows_per_s']:,} rows/s after the first "
+                  f"{r['warm']:,}, {r['checkpoints']} checkpoints")
         for s in out["soak"]:
             pool = "" if s["active"] is None else f"active pool {s['active']:6,}, "
             print(f"  after {s['records']:>9,} records: RSS {s['rss_mib']:7.1f} MiB, "
                   f"{pool}trees {s['trees']:5,}")
+
+
+class _CountingSink:
+    """A predictions sink that only counts (the benchmark measures the runner, not Kafka)."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def send_json(self, value: dict, key: bytes | None = None) -> None:
+        self.sent += 1
+
+    def flush(self) -> None:
+        pass
+
+
+def _predictions_rate(model: str, schema, X, y, params: dict, n: int, mode: str,
+                      warm: int = 110_000) -> dict:
+    """Rows/s of the runner with a predictions sink after ``warm`` records (module docstring)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = CheckpointStore(Path(tmp) / "ck")
+        sink = _CountingSink()
+        runner = Runner.create(model, schema, store=store, epsilon=1.0, seed=0, params=params,
+                               predictions=sink, hold_predictions=mode == "hold")
+        t0 = before = 0.0
+        for start in range(0, warm + n, 2000):
+            if start == warm:
+                t0, before = time.perf_counter(), runner.counters["checkpoints"]
+            runner.process_many([SourceRecord(json.dumps({"id": i, "x": X[i % len(X)],
+                                                          "y": y[i % len(X)]}).encode(),
+                                              "bench", i)
+                                 for i in range(start, min(warm + n, start + 2000))])
+            runner.maybe_checkpoint()
+        rate = n / (time.perf_counter() - t0)
+        runner.checkpoint()   # releases what is still held (not timed: a stop would do it)
+        assert sink.sent == warm + n, sink.sent   # one prediction per record, all released
+        store.close()
+        return {"rows_per_s": round(rate), "warm": warm,
+                "checkpoints": runner.counters["checkpoints"] - before}
 
 
 if __name__ == "__main__":
