@@ -103,13 +103,19 @@ class Forest:
         # walk complete trees without reading ``left``; see :mod:`~dpstream.models.routing`)
         self.depths = np.full(8, -1, dtype=np.int64)
 
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        del state["depths"]   # derived from ``left``: never saved, so it cannot disagree
+        return state
+
     def __setstate__(self, state: dict) -> None:
+        state = dict(state)
+        state.pop("depths", None)
         self.__dict__.update(state)
-        if "depths" not in state:   # forests saved before depths were kept: derive them
-            k = self.max_nodes
-            self.depths = np.full(max(8, self.feature.size // k), -1, dtype=np.int64)
-            for t in range(self.n_trees):
-                self.depths[t] = complete_depth(self.left[t * k:(t + 1) * k] - t * k)
+        k = self.max_nodes
+        self.depths = np.full(max(8, self.feature.size // k), -1, dtype=np.int64)
+        for t in range(self.n_trees):
+            self.depths[t] = complete_depth(self.left[t * k:(t + 1) * k] - t * k)
 
     def __len__(self) -> int:
         return self.n_trees

@@ -16,18 +16,19 @@ any case every ``checkpoint_interval`` seconds. With ``hold_predictions`` it doe
 checkpoint after a round: predictions made with trees newer than the last checkpoint wait in an
 *outbox* that is saved with the next checkpoint (periodic, or when :data:`HOLD_LIMIT`
 predictions wait) and sent right after it, so they still never leave before their trees are
-saved, and a crash between the save and the sends re-sends them from the checkpoint on restart
-(at-least-once, by key). A model that trains often (S-GBDT: a round every 32 to 250 records)
-then pays one checkpoint per interval instead of one per round, at the price of up to
-``checkpoint_interval`` seconds of prediction latency. (Without a predictions sink nothing
-derived from the trees is published between checkpoints, so a round lost in a crash is simply
-trained again, from the same records, after the restart.) A restart loads the checkpoint and
-resumes each partition at its saved position, so a record is in the model **iff** its offset
-lies below the saved position: nothing is learned twice and nothing acknowledged is lost. Dead
-letters and predictions are flushed before the checkpoint that moves past them (at-least-once
-to their sinks); each carries :func:`~dpstream.connectors.records.sink_key` (source position
-and record id), so a consumer drops the repeats a crash causes by key. A message over the size
-limit is dead-lettered with its first :data:`DEAD_LETTER_PREFIX` bytes only.
+saved, and a crash between the save and the sends leaves them in the checkpoint, and the first
+checkpoint after the restart sends them again (at-least-once, by key). A model that trains
+often (S-GBDT: a round every 32 to 250 records) then pays one checkpoint per interval instead
+of one per round, at the price of up to ``checkpoint_interval`` seconds of prediction latency.
+(Without a predictions sink nothing derived from the trees is published between checkpoints, so
+a round lost in a crash is simply trained again, from the same records, after the restart.) A
+restart loads the checkpoint and resumes each partition at its saved position, so a record is
+in the model **iff** its offset lies below the saved position: nothing is learned twice and
+nothing acknowledged is lost. Dead letters and predictions are flushed before the checkpoint
+that moves past them (at-least-once to their sinks); each carries
+:func:`~dpstream.connectors.records.sink_key` (source position and record id), so a consumer
+drops the repeats a crash causes by key. A message over the size limit is dead-lettered with
+its first :data:`DEAD_LETTER_PREFIX` bytes only.
 
 Examples
 --------
@@ -287,11 +288,9 @@ class Runner:
         runner.counters.update(state["counters"])
         runner.ids = OrderedDict.fromkeys(state["ids"])
         runner.last_checkpoint_wall = state.get("written")
-        # predictions saved with their trees but maybe not sent before a crash: send them now
-        # (a consumer drops repeats by key); without a sink they wait for the next checkpoint
+        # predictions saved with their trees but maybe not sent before a crash: the next
+        # checkpoint sends them again (a consumer drops repeats by key; maybe_checkpoint)
         runner.outbox = [(dict(msg), key) for msg, key in state.get("outbox", [])]
-        if runner.outbox and runner.predictions is not None:
-            runner._release_outbox()
         log.info("resumed from %s: %d records seen, %d learned, positions %s",
                  store.directory, runner.counters["seen"], runner.counters["learned"],
                  runner.positions)
@@ -492,10 +491,11 @@ class Runner:
                 self.on_checkpoint(self.saved_positions)
 
     def maybe_checkpoint(self) -> bool:
-        """Checkpoint if ``checkpoint_interval`` passed and something changed."""
+        """Checkpoint if ``checkpoint_interval`` passed and something changed (or held
+        predictions restored from a checkpoint still wait to be sent)."""
         with self.lock:
             due = time.monotonic() - self.last_checkpoint >= self.checkpoint_interval
-            if due and self.positions != self.saved_positions:
+            if due and (self.positions != self.saved_positions or self.outbox):
                 self.checkpoint()
                 return True
             return False

@@ -332,9 +332,12 @@ def test_a_crash_between_the_save_and_the_sends_resends_the_outbox(tmp_path):
         runner.checkpoint()
     store.close()
     sink = _ListSink()
-    resumed = Runner.resume(CheckpointStore(tmp_path), predictions=sink, hold_predictions=True)
-    assert [key for _, key in sink.sent] == held and resumed.outbox == []
+    resumed = Runner.resume(CheckpointStore(tmp_path), predictions=sink, hold_predictions=True,
+                            checkpoint_interval=0)
+    assert sink.sent == [] and len(resumed.outbox) == 40   # resuming sends nothing by itself
     assert resumed.positions == {"f": 60} and resumed.counters["predictions"] == 60
+    assert resumed.maybe_checkpoint()   # no new record, but held predictions are waiting
+    assert [key for _, key in sink.sent] == held and resumed.outbox == []
     resumed.store.close()
     with pytest.raises(ValueError, match="hold_predictions needs a predictions sink"):
         Runner.create("sgbdt", ADULT_SCHEMA, store=CheckpointStore(tmp_path / "x"),
