@@ -346,7 +346,7 @@ class MedianForestClassifier(WindowForestBase):
         eps, eps_r = self._relevance_split()
         lab = np.flatnonzero(y != UNLABELED)
         if self._relevance is not None:   # released first: this window's trees use it too
-            self._relevance.release(X[lab], y[lab], epsilon=eps_r, rng=self._rng)
+            self._release_relevance(X[lab], y[lab], eps_r)
         unl = np.flatnonzero(y == UNLABELED)
         algo = self.algorithm_for(lab.size, unl.size)
         nt = self._window_trees or self.n_trees

@@ -278,7 +278,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
         ranged = router is not self._trees
         domain = router.domain
         if self._relevance is not None:   # released first: this window's trees use it too
-            self._relevance.release(X, y, epsilon=self._relevance_split()[1], rng=self._rng)
+            self._release_relevance(X, y, self._relevance_split()[1])
             router = router.with_slots(slot_counts(self._relevance.weights(),
                                                    n_numeric=self._trees.s))
         keys = router.leaf_keys(router.view(V), tree_of, rows=np.arange(y.size))

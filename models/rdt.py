@@ -185,6 +185,9 @@ class RDTClassifier(WindowForestBase):
         Random seed (tests and benchmarks; leave ``None`` in production).
     """
 
+    #: windows stay whole in a multi-process ensemble: every window fills the same fixed trees
+    share_scales = False
+
     def __init__(self, schema: Any, epsilon: float = 1.0, n_trees: int = 5,
                  window_size: int | None = 20_000, max_windows: int | None = 2,
                  disjoint: bool = False, secondary_trees: int = 200, n_cells: int = 10,

@@ -198,8 +198,8 @@ class AttributeRelevance:
         """The probability of drawing each attribute (numeric first, then categorical)."""
         F = self.n_attributes
         uniform = np.full(F, 1.0 / F)
-        if not self.releases or F == 0:
-            return uniform
+        if F == 0 or (not self.releases and not any(c.any() for c in self.counts)):
+            return uniform   # no evidence yet (merged releases of other members count too)
         g = self.gains()
         if g.sum() <= 0:
             return uniform

@@ -18,9 +18,13 @@ encodes it with the data-only, allow-listed encoder of the safe checkpoints
 :class:`WindowEnsemble` predicts with the windows of every member under the policy of a single
 process: the newest ``max_windows`` windows of the union (ordered by the time each was
 published, ties by member and index) vote, each window with weight proportional to its
-labeled records. A member's own retired windows (its ``max_windows`` or a drift generation)
-leave the union through a tombstone. Members that hold the same windows predict bit for bit
-the same: the sum over windows runs in one canonical order.
+labeled records. A member that reads ``1 / k`` of the stream trains windows and trees of
+``1 / k`` the size (:meth:`~dpstream.models.window_forest.WindowForestBase.set_share`), and its
+windows count as ``1 / k`` of a whole one: ``k`` such members keep ``k * max_windows``
+windows, as many records and trees as one process keeps. A member's own retired windows (its
+``max_windows`` or a drift generation) leave the union through a tombstone. Members that hold
+the same windows predict bit for bit the same: the sum over windows runs in one canonical
+order.
 
 Each window scores with a *view*: the model with that single window and the window's own
 routing state (the random trees' secret of the member that trained it), so tree ids of
@@ -59,8 +63,8 @@ import numpy as np
 
 from .window_forest import UNLABELED, WindowForestBase, _Window
 
-__all__ = ["WindowEnsemble", "export_window", "window_config", "window_key", "WINDOW_FORMAT",
-           "close_open_window", "discard_open_window"]
+__all__ = ["WindowEnsemble", "export_window", "window_config", "window_key", "window_share",
+           "WINDOW_FORMAT", "close_open_window", "discard_open_window"]
 
 #: the format tag of an exported window
 WINDOW_FORMAT = "dpstream-window/1"
@@ -179,6 +183,34 @@ def discard_open_window(model: WindowForestBase) -> int:
     return n
 
 
+def window_share(state: dict) -> Any:
+    """The share of the stream the member that trained a window read when it trained it
+    (:meth:`~dpstream.models.window_forest.WindowForestBase.set_share`; 1.0 for a single
+    process and for windows published before shares)."""
+    extra = state.get("extra")
+    share = extra.get("share", 1.0) if isinstance(extra, dict) else 1.0
+    return float(share) if isinstance(share, int) and not isinstance(share, bool) else share
+
+
+def _newest(order: list[dict], cap: int | None) -> list[dict]:
+    """The newest windows of ``order`` (oldest first) whose shares add up to at most ``cap``
+    whole windows (at least one window; all of them when ``cap`` is None). Shares of 1 give
+    the newest ``cap`` windows, as in one process; ``k`` members that each read ``1 / k``
+    of the stream keep ``k * cap``. Every member sums the same shares in the same order,
+    so all of them keep the same windows."""
+    if cap is None:
+        return order
+    kept: list[dict] = []
+    total = 0.0
+    for state in reversed(order):
+        share = window_share(state)
+        if kept and total + share > cap + 1e-9:
+            break
+        kept.append(state)
+        total += share
+    return kept[::-1]
+
+
 class WindowEnsemble:
     """The windows of every member, merged under one model's window policy (module docstring).
 
@@ -237,6 +269,10 @@ class WindowEnsemble:
                                  f"this member: {self.config})")
             if state.get("key") != key or window_key(state["member"], state["index"]) != key:
                 raise ValueError(f"{key}: the window's own key is {state.get('key')!r}")
+            share = window_share(state)
+            if not (isinstance(share, float) and 0.0 < share <= 1.0):
+                raise ValueError(f"{key}: a window's share of the stream is in (0, 1], "
+                                 f"got {share!r}")
         if own:
             m = self.model
             index = state["index"] if state is not None else None
@@ -284,7 +320,8 @@ class WindowEnsemble:
             merged[key] = hists
 
     def kept(self) -> list[dict]:
-        """The windows that vote: the newest ``max_windows`` of the union."""
+        """The windows that vote: the newest of the union, as many as make ``max_windows``
+        whole windows (a member's window counts as its :func:`window_share`)."""
         return [s for s, _, _ in self._serving()]
 
     def members(self) -> list[str]:
@@ -295,11 +332,10 @@ class WindowEnsemble:
         if self._kept is None:
             order = sorted(self.windows.values(),
                            key=lambda s: (s["published"], s["member"], s["index"]))
-            cap = self.model.max_windows
-            kept = order[-cap:] if cap is not None else order
+            kept = _newest(order, self.model.max_windows)
             sizes = [max(1, s["labeled"]) for s in kept]
             top = max(sizes, default=1)
-            self._kept = [(s, self._view(s), n / top) for s, n in zip(kept, sizes)]
+            self._kept = [(s, self._view(s), n / top) for s, n in zip(kept, sizes, strict=True)]
         return self._kept
 
     def _view(self, state: dict) -> WindowForestBase:
@@ -363,7 +399,8 @@ class WindowEnsemble:
             "windows_known": len(self.windows), "windows_kept": len(kept),
             "windows": [{"member": s["member"], "index": s["index"], "records": s["records"],
                          "labeled": s["labeled"], "generation": s["generation"],
-                         "epsilon": s["epsilon"], "trees": len(s["trees"])} for s in kept],
+                         "epsilon": s["epsilon"], "trees": len(s["trees"]),
+                         "share": window_share(s)} for s in kept],
             "records_in_windows": sum(s["records"] for s in self.windows.values()),
             # after a crash: records this member discarded untrained whose prequential losses
             # its drift signal had read; the signal forgot them (discard_open_window), so

@@ -138,10 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--predictions-topic", metavar="T", help="publish predictions here")
     sv.add_argument("--hold-predictions", action="store_true", default=None, help="publish "
                     "predictions after the next checkpoint, not a checkpoint per round")
-    sv.add_argument("--max-message-bytes", type=int, metavar="N",
-                    help="longer messages are dead letters (default 1048576)")
-    sv.add_argument("--max-id-bytes", type=int, metavar="N",
-                    help="longer record ids are dead letters (default 256)")
+    sv.add_argument("--max-message-bytes", type=int, metavar="N", help="dead letter if longer")
+    sv.add_argument("--max-id-bytes", type=int, metavar="N", help="dead letter if longer")
     sv.add_argument("--metrics-port", type=int, metavar="PORT",
                     help="/metrics and /healthz port (default 9108; 0 = any free port)")
     sv.add_argument("--metrics-host", metavar="HOST", help="bind address (default 127.0.0.1)")
@@ -169,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     ds.add_argument("--roster", metavar="PATH", help="roster: parties' public keys, threshold")
     ds.add_argument("--board-key", metavar="PATH", help="this party's signing key (PEM)")
     sv.add_argument("--model-topic", metavar="T", help="share windows with group members on T")
+    sv.add_argument("--whole-windows", action="store_true", default=None, help="with --model-"
+                    "topic: full-size windows, not sized by this member's partition share")
     sv.set_defaults(func=_cmd_serve)
 
     rp = sub.add_parser("replay", help="run the service's runner over a file or topic to its end",

@@ -89,6 +89,9 @@ class ServeSettings(BaseSettings):
     member_id: str | None = Field(None, description="this member's id (unique in the group, "
                                                     "stable across restarts; default: host "
                                                     "name and checkpoint directory)")
+    whole_windows: bool = Field(False, description="with --model-topic: windows and trees of "
+                                "the model's full sizes in every member, instead of sizes "
+                                "scaled by the member's share of the partitions")
 
     @model_validator(mode="after")
     def _one_dead_letter_sink(self) -> ServeSettings:
@@ -107,6 +110,8 @@ class ServeSettings(BaseSettings):
             if self.model != "sgbdt":
                 raise ValueError(f"distributed training runs the sgbdt model, not "
                                  f"{self.model!r}")
+        if self.whole_windows and self.model_topic is None:
+            raise ValueError("--whole-windows needs --model-topic (it sizes a member's windows)")
         if self.model_topic is not None:
             if not self.member_id:   # one checkpoint directory on one host: one member
                 digest = hashlib.sha256(str(Path(self.checkpoint_dir).resolve()).encode())
@@ -185,7 +190,9 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                              consumer_config={
                                  "session_timeout_ms": settings.session_timeout_ms,
                                  "heartbeat_interval_ms": settings.heartbeat_interval_ms},
-                             exclusive=member is None)
+                             exclusive=member is None,
+                             on_assigned=None if member is None or settings.whole_windows
+                             else member.on_assigned)
         if settings.metrics_port is not None:
             metrics = MetricsServer(
                 ServiceCollector(runner, lag=lambda: source.lag(runner.positions)

@@ -163,6 +163,13 @@ def test_members_join_killed_restart_leave_exactly_once(broker, tmp_path):
     reader.close()
     assert sum(w["records"] for w in windows.values()) == n
     assert {w["member"] for w in windows.values()} == {"a", "b"}
+    # a alone read all four partitions (whole windows); two members hold two each and size
+    # windows and trees by that share: 150 records, 3 * 0.5 -> 2 trees
+    shares = Counter(w["extra"].get("share", 1.0) for w in windows.values())
+    assert set(shares) == {1.0, 0.5}, shares
+    assert all(w["records"] <= 150 and len(w["trees"]) <= 2 for w in windows.values()
+               if w["extra"].get("share") == 0.5)
+    assert [CheckpointStore.read(tmp_path / m)["model"].share for m in "ab"] == [0.5, 0.5]
     discarded = "discarded" in (tmp_path / "a.log").read_text()
     assert discarded          # the restart dropped its unpublished window, re-read by others
     # the same ensemble on every member: rebuilt here from the topic, as each member does
@@ -262,3 +269,7 @@ def test_serve_settings_for_members(tmp_path):
     assert seeded[0] == seeded[2] != seeded[1]     # members never draw the same noise
     with pytest.raises(ValueError, match="no '/'"):
         ServeSettings(**base, model="rdt", model_topic="m", member_id="x/y")
+    assert not a.whole_windows     # members size windows by their share unless told not to
+    assert ServeSettings(**base, model="rdt", model_topic="m", whole_windows=True).whole_windows
+    with pytest.raises(ValueError, match="--whole-windows needs --model-topic"):
+        ServeSettings(**base, model="rdt", whole_windows=True)

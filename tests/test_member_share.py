@@ -1,0 +1,247 @@
+"""A member's share of the stream sizes its windows and trees (issue 23): k members that each
+read 1/k of the records train windows and trees of 1/k the size, the union counts each window as
+its share of a whole one, and together they close windows when one process would — so the
+union is as accurate as one process instead of k windows' worth of records behind it."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from dpstream.connectors import CheckpointStore
+from dpstream.connectors.safe_state import decode, encode
+from dpstream.models import (
+    GreedyForestClassifier,
+    MedianForestClassifier,
+    RandomDecisionForestClassifier,
+    RDTClassifier,
+)
+from dpstream.models.window_exchange import (
+    WindowEnsemble,
+    _newest,
+    export_window,
+    window_share,
+)
+from dpstream.stream import ADULT_SCHEMA, load_adult
+
+SCALED = {
+    "median": (MedianForestClassifier, {"n_trees": 5}),
+    "greedy": (GreedyForestClassifier, {"n_trees": 6}),
+    "random": (RandomDecisionForestClassifier, {"n_trees": 9}),
+}
+
+
+@pytest.fixture(scope="module")
+def adult():
+    X, y, _ = load_adult("all")
+    return X, y
+
+
+def _model(cls, seed, **kw):
+    return cls(schema=ADULT_SCHEMA, epsilon=1.0, seed=seed,
+               **{"window_size": 600, "warmup": None, "max_windows": 4, **kw})
+
+
+@pytest.mark.parametrize("name", sorted(SCALED))
+def test_a_share_scales_window_sizes_and_tree_counts(name, adult):
+    X, y = adult
+    cls, params = SCALED[name]
+    model = _model(cls, 1, min_tree_records=None, **params)
+    model.set_share(1 / 3)
+    cap = math.floor(params["n_trees"] / 3 + 0.5)
+    assert model.share == pytest.approx(1 / 3)
+    assert (model.current_window_size, model.trees_for(200)) == (200, cap)
+    for x, label in zip(X[:600], y[:600], strict=True):
+        model.learn_one(x, label)
+    assert model.windows_closed == 3 and model.records_trained == 600
+    for win in model._windows:
+        assert (win.records, len(win.trees), win.extra["share"]) == (200, cap, model.share)
+    report = model.privacy_report()
+    # the guarantee is the single process's: every record in one window and one tree's part
+    assert report["epsilon"] == pytest.approx(1.0) and report["member_share"] == model.share
+    assert "0.3333 of the stream" in report["window_policy"]
+
+
+def test_warm_up_and_small_windows_scale_with_the_share(adult):
+    X, y = adult
+    model = MedianForestClassifier(schema=ADULT_SCHEMA, epsilon=1.0, n_trees=5,
+                                   window_size=1000, warmup=100, seed=0)
+    model.set_share(0.5)
+    sizes = []
+    for x, label in zip(X[:1700], y[:1700], strict=True):
+        before = model.windows_closed
+        model.learn_one(x, label)
+        if model.windows_closed != before:
+            sizes.append(model._windows[-1].records)
+    assert sizes == [50, 100, 200, 400, 500]      # 1000 * 0.5 caps the warm-up's 800 * 0.5
+    # min_tree_records (the median forest's 250) still caps a small window's trees; a full
+    # one trains 5 * 0.5 = 2.5 -> 3
+    assert [len(w.trees) for w in model._windows] == [1, 1, 1, 1, 2]
+    assert model.trees_for(500) == 2 and model.trees_for(5000) == 3
+
+
+def test_share_one_is_the_single_process_model(adult):
+    X, y = adult
+    plain, reset = (MedianForestClassifier(schema=ADULT_SCHEMA, epsilon=1.0, seed=5)
+                    for _ in range(2))
+    reset.set_share(0.25)
+    reset.set_share(1)
+    for x, label in zip(X[:4000], y[:4000], strict=True):
+        plain.learn_one(x, label)
+        reset.learn_one(x, label)
+    probe = X[40_000:40_300]
+    assert list(plain.predict_many(probe)) == list(reset.predict_many(probe))
+    assert plain.privacy_report() == reset.privacy_report()
+    assert all("share" not in w.extra for w in reset._windows)
+
+
+def test_rdt_keeps_whole_windows(adult):
+    X, y = adult
+    model = _model(RDTClassifier, 2, n_trees=5)
+    model.set_share(0.5)        # accepted, but RDT fills the same fixed trees in every window
+    assert model.share == 1.0 and model.current_window_size == 600
+    for x, label in zip(X[:600], y[:600], strict=True):
+        model.learn_one(x, label)
+    assert model.windows_closed == 1 and "share" not in model._windows[0].extra
+    assert window_share(export_window(model, 0, member="a")) == 1.0
+
+
+@pytest.mark.parametrize("bad", [0, -0.5, 1.5, float("nan"), True, "half"])
+def test_invalid_shares_are_refused(bad, adult):
+    X, y = adult
+    model = _model(MedianForestClassifier, 3, n_trees=3)
+    with pytest.raises(ValueError, match="share"):
+        model.set_share(bad)
+    for x, label in zip(X[:600], y[:600], strict=True):
+        model.learn_one(x, label)
+    state = export_window(model, 0, member="a")
+    state["extra"]["share"] = bad
+    other = WindowEnsemble(_model(MedianForestClassifier, 4, n_trees=3), "b")
+    with pytest.raises(ValueError, match="share of the stream"):
+        other.adopt(state["key"], state)
+    assert not other.windows
+
+
+def test_the_union_counts_each_window_as_its_share():
+    windows = [{"key": str(i), "extra": {"share": s} if s != 1.0 else {}}
+               for i, s in enumerate([1.0, 1.0, 0.5, 0.5, 1 / 3, 1 / 3, 1 / 3])]
+    # newest first: three thirds make one whole window, two halves another: cap 2 stops there
+    assert [w["key"] for w in _newest(windows, 2)] == ["2", "3", "4", "5", "6"]
+    assert [w["key"] for w in _newest(windows, 3)] == ["1", "2", "3", "4", "5", "6"]
+    assert [w["key"] for w in _newest(windows[:2], 1)] == ["1"]    # whole windows: as before
+    assert _newest(windows, None) == windows
+    big = [{"key": "0", "extra": {}}]
+    assert _newest(big, 1) == big          # at least one window votes
+
+
+def test_three_members_keep_three_times_the_windows_and_agree(adult):
+    X, y = adult
+    members = [_model(MedianForestClassifier, 10 + m, n_trees=3, max_windows=2)
+               for m in range(3)]
+    for m in members:
+        m.set_share(1 / 3)
+    ens = [WindowEnsemble(m, f"m{i}") for i, m in enumerate(members)]
+    for i, (x, label) in enumerate(zip(X[:3000], y[:3000], strict=True)):
+        members[i % 3].learn_one(x, label)
+    updates = [e.local_updates() for e in ens]
+    for e in ens:
+        for ups in updates:
+            for key, state in ups.items():
+                if state is not None:   # through the data-only encoding, as on the topic
+                    tree, arrays = encode(state)
+                    state = decode(json.loads(json.dumps(tree)), arrays)
+                e.adopt(key, state)
+    assert [len(m._windows) for m in members] == [2, 2, 2]   # each keeps its max_windows
+    kept = [[s["key"] for s in e.kept()] for e in ens]
+    assert len(kept[0]) == 6 and kept[0] == kept[1] == kept[2]   # 6 thirds = 2 whole windows
+    probe = X[40_000:40_200]
+    assert list(ens[0].predict_many(probe)) == list(ens[2].predict_many(probe))
+
+
+def test_share_survives_a_checkpoint(adult, tmp_path):
+    X, y = adult
+    model = _model(MedianForestClassifier, 6, n_trees=3)
+    model.set_share(0.5)
+    for x, label in zip(X[:450], y[:450], strict=True):
+        model.learn_one(x, label)
+    with CheckpointStore(tmp_path / "c") as store:
+        store.save({"model": model})
+    back = CheckpointStore.read(tmp_path / "c")["model"]
+    assert back.share == 0.5 and back.current_window_size == 300
+    assert len(back._buffer_y) == 150 and back._windows[0].extra["share"] == 0.5
+    older = model.__getstate__()
+    older.pop("_share")                  # a checkpoint from before shares: one process
+    again = object.__new__(MedianForestClassifier)
+    again.__setstate__(older)
+    assert again.share == 1.0 and again.current_window_size == 600
+
+
+def test_a_member_releases_relevance_once_per_whole_window_of_records(adult, tmp_path):
+    """Relevance noise adds up release by release: a member with a third of the stream holds
+    its windows' rows and releases them every third window, not each of its small windows."""
+    X, y = adult
+    model = _model(MedianForestClassifier, 7, n_trees=3)
+    model.set_share(1 / 3)        # windows of 200 records; a release every 3 windows
+    for x, label in zip(X[:1400], y[:1400], strict=True):
+        model.learn_one(x, label)
+    assert model.windows_closed == 7 and model._relevance.releases == 2
+    # kept: windows 3..6; window 5 made the second release (of windows 3, 4 and 5)
+    assert [w.relevance is not None for w in model._windows] == [False, False, True, False]
+    assert [len(p[1]) for p in model._relevance_pending] == [200]
+    assert model.privacy_report()["epsilon"] == pytest.approx(1.0)   # charged per window
+    with CheckpointStore(tmp_path / "c") as store:
+        store.save({"model": model})
+    back = CheckpointStore.read(tmp_path / "c")["model"]
+    np.testing.assert_array_equal(back._relevance_pending[0][0], model._relevance_pending[0][0])
+    for x, label in zip(X[1400:1800], y[1400:1800], strict=True):
+        back.learn_one(x, label)  # two more windows: the held one and these released together
+    assert back._relevance.releases == 3 and back._relevance_pending == []
+    back.learn_one(X[1800], y[1800])
+    for x, label in zip(X[1801:2000], y[1801:2000], strict=True):
+        back.learn_one(x, label)
+    assert len(back._relevance_pending) == 1
+    back._new_generation()        # a drift reset drops the old concept's unreleased rows
+    assert "_relevance_pending" not in back.__dict__ and back._relevance.releases == 0
+
+
+def _prequential(k: int, n: int, seed: int, whole: bool, X, y) -> float:
+    """k members on 6 partitions dealt round-robin, each predicting with the union of every
+    member's windows (adopted as soon as they close), as the service does."""
+    parts = 6
+    models = [MedianForestClassifier(schema=ADULT_SCHEMA, epsilon=1.0, n_trees=5,
+                                     seed=100 * seed + m) for m in range(k)]
+    if not whole:
+        for m, model in enumerate(models):
+            model.set_share(sum(1 for p in range(parts) if p % k == m) / parts)
+    ens = [WindowEnsemble(model, f"m{m}") for m, model in enumerate(models)]
+    hits = 0
+    for i in range(n):
+        m = (i % parts) % k
+        hits += ens[m].predict_one(X[i]) == y[i]
+        closed = models[m].windows_closed
+        models[m].learn_one(X[i], y[i])
+        if models[m].windows_closed != closed:
+            for key, state in ens[m].local_updates().items():
+                for other in ens:
+                    if other is not ens[m]:
+                        other.adopt(key, state)
+    return hits / n
+
+
+def test_members_sized_by_share_are_as_accurate_as_one_process_on_adult(adult):
+    """The issue's target, in process: three members (two of six partitions each) within
+    1 pp of one process on the whole Adult stream; with whole windows they fall behind,
+    because up to three windows' records wait in open windows (measured 2026-11-26 over
+    four seeds: -1.6 pp whole, -0.1 pp by share)."""
+    X, y = adult
+    n = len(y)
+    one = _prequential(1, n, 3, False, X, y)
+    shared = _prequential(3, n, 3, False, X, y)
+    whole = _prequential(3, n, 3, True, X, y)
+    print(json.dumps({"one": one, "three_by_share": shared, "three_whole": whole}))
+    assert one > 0.78
+    assert shared >= one - 0.01, (one, shared)
+    assert shared > whole, (shared, whole)
