@@ -14,8 +14,12 @@ prediction, stops the members (SIGTERM: each publishes its open window) and prin
   them — predicts the same classes for a fixed probe set (1,000 records of Adult's test
   split, or of another Agrawal seed);
 * ``windows``: live windows on the model topic (each member's newest ``max_windows``; the
-  union's newest ``max_windows`` vote); ``trained``: records the members trained, from their
-  checkpoints (every record once: ``trained == records``).
+  union keeps the newest that make ``max_windows`` whole windows, a member's window counting
+  as its share of the partitions); ``trained``: records the members trained, from their
+  checkpoints (every record once: ``trained == records``);
+* ``member_windows``: ``share`` (the default: each member's windows and trees are sized by its
+  share of the partitions, so the union closes windows when one process would) or ``whole``
+  (``--whole-windows``: every member trains full-size windows).
 
 Run: python examples/scale_out.py [--records N] [--members 1,2,3] [--stream adult|agrawal]
 (needs the test extra: pip install 'dpstream[test]')
@@ -74,14 +78,10 @@ def read_predictions(broker: LocalBroker, topic: str, n: int, timeout: float) ->
 
 
 def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: list,
-        probe: list[dict], split: bool = False) -> dict:
-    tag = f"{k}-split" if split else str(k)
+        probe: list[dict], whole: bool = False) -> dict:
+    tag = f"{k}-whole" if whole else str(k)
     records, preds, models = f"records-{tag}", f"predictions-{tag}", f"models-{tag}"
-    # --split-windows: each member's windows hold 1/k of the default's records (and k times
-    # as many are kept), so the union's windows close when one process's would
-    params = PARAMS + ([] if not split else [
-        "--set", f"window_size={10_000 // k}", "--set", f"warmup={1000 // k}",
-        "--set", f"max_windows={5 * k}"])
+    params = PARAMS + (["--whole-windows"] if whole else [])
     broker.create_topic(records, partitions=PARTITIONS)
     broker.create_topic(preds)   # before its reader subscribes
     schema = tmp / "schema.json"
@@ -134,7 +134,8 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             else:
                 ens.adopt(key, state)
         answers.append(list(ens.predict_many(probe)))
-    return {"members": k, "split_windows": split, "records": len(values),
+    return {"members": k, "member_windows": "whole" if whole else "share",
+            "records": len(values),
             "msgs_per_s": round(len(values) / max(times[-1] - times[0], 1e-9)),
             "accuracy": round(correct / len(values), 4),
             "same_model": all(a == answers[0] for a in answers),
@@ -153,9 +154,9 @@ def main() -> None:
                         help="also append each line, with the stream and the date, to this "
                              "file (benchmarks/results/scale_out.jsonl feeds "
                              "docs/benchmarks.md)")
-    parser.add_argument("--split-windows", action="store_true",
-                        help="also run k > 1 with window_size / k, warmup / k and "
-                             "max_windows * k per member")
+    parser.add_argument("--whole-windows", action="store_true",
+                        help="also run k > 1 with --whole-windows (full-size windows in "
+                             "every member: the policy before member shares)")
     args = parser.parse_args()
     if args.stream == "adult":
         X, y, schema = load_adult("all")
@@ -173,9 +174,8 @@ def main() -> None:
     with LocalBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         schema.dump(Path(tmp) / "schema.json")
         for k in (int(v) for v in args.members.split(",")):
-            splits = (False, True) if args.split_windows and k > 1 else (False,)
-            for split in splits:
-                line = run(broker, Path(tmp), k, values, y[:n], probe, split=split)
+            for whole in ((False, True) if args.whole_windows and k > 1 else (False,)):
+                line = run(broker, Path(tmp), k, values, y[:n], probe, whole=whole)
                 print(json.dumps(line), flush=True)
                 if args.save:
                     with open(args.save, "a") as fh:

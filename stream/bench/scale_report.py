@@ -3,12 +3,13 @@
 ``python examples/scale_out.py --save benchmarks/results/scale_out.jsonl`` appends one JSON line
 per run and k; :func:`scale_out_section` summarises them per stream: the rate, its ratio to
 one member's, the prequential accuracy and its difference to one member's, ``same_model`` and
-the records trained.
+the records trained; runs with windows sized by each member's share (the default) and with
+whole windows (``--whole-windows``, and every run from before shares) in separate tables.
 
 Examples
 --------
 >>> rows = [{"stream": "adult", "records": 100, "members": k, "msgs_per_s": r, "accuracy": a,
-...          "same_model": True, "trained": 100, "cores": 2}
+...          "same_model": True, "trained": 100, "cores": 2, "member_windows": "share"}
 ...         for k, r, a in ((1, 1000, 0.80), (2, 1800, 0.79))]
 >>> print("\\n".join(scale_out_section(rows)[8:10]))
 | 1 | 1 | 1,000 (1,000–1,000) | 1.00 | 0.8000 (0.800–0.800) | — | 1 of 1 | 100 |
@@ -33,7 +34,7 @@ def load_scale_runs(path: str | Path) -> list[dict]:
 
 def scale_out_section(rows: list[dict]) -> list[str]:
     """Markdown lines of the section (empty without rows)."""
-    rows = [r for r in rows if not r.get("split_windows")]
+    rows = [r for r in rows if not r.get("split_windows")]   # an abandoned experiment
     if not rows:
         return []
     cores = sorted({r.get("cores") for r in rows if r.get("cores")})
@@ -49,9 +50,10 @@ def scale_out_section(rows: list[dict]) -> list[str]:
            "more members add contention, not speed. Analysis: "
            "[benchmark notes](benchmark_notes.md), \"Scale-out\".", ""]
     groups: dict[tuple, list[dict]] = defaultdict(list)
-    for r in rows:
-        groups[(r.get("stream", "adult"), r["records"])].append(r)
-    for (stream, records), runs in sorted(groups.items()):
+    for r in rows:   # runs from before member shares had whole windows
+        policy = r.get("member_windows", "whole")
+        groups[(r.get("stream", "adult"), r["records"], policy != "share")].append(r)
+    for (stream, records, whole), runs in sorted(groups.items()):
         if out[-1] != "":
             out.append("")
         by_k: dict[int, list[dict]] = defaultdict(list)
@@ -60,7 +62,12 @@ def scale_out_section(rows: list[dict]) -> list[str]:
         one = by_k.get(1)
         base_rate = statistics.mean(r["msgs_per_s"] for r in one) if one else None
         base_acc = statistics.mean(r["accuracy"] for r in one) if one else None
-        out += [f"### {stream}, {records:,} records", "",
+        dates = sorted({r["date"] for r in runs if r.get("date")})
+        when = f" ({', '.join(dates)})" if dates else ""
+        title = ("every member's windows full-size (`--whole-windows`; the policy before member "
+                 "shares)" if whole else "windows and trees sized by each member's share of "
+                 "the partitions (the default)")
+        out += [f"### {stream}, {records:,} records: {title}{when}", "",
                 "| members k | runs | msgs/s, mean (min–max) | × one member | accuracy, mean "
                 "(min–max) | vs one member | same_model | trained |",
                 "|---|---|---|---|---|---|---|---|"]
