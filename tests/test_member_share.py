@@ -234,8 +234,9 @@ def _prequential(k: int, n: int, seed: int, whole: bool, X, y) -> float:
 def test_members_sized_by_share_are_as_accurate_as_one_process_on_adult(adult):
     """The issue's target, in process: three members (two of six partitions each) within
     1 pp of one process on the whole Adult stream; with whole windows they fall behind,
-    because up to three windows' records wait in open windows (measured 2026-11-26 over
-    four seeds: -1.6 pp whole, -0.1 pp by share)."""
+    because up to three windows' records wait in open windows (``python
+    benchmarks/members_sim.py``, four other seeds: one process 0.7998, three members 0.8006
+    by share and 0.7892 with whole windows)."""
     X, y = adult
     n = len(y)
     one = _prequential(1, n, 3, False, X, y)

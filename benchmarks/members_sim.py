@@ -1,0 +1,106 @@
+"""Accuracy of k window-forest members against one process, in process and seeded.
+
+Usage: python benchmarks/members_sim.py [--stream adult|agrawal] [--records N] [--members 1,2,3]
+[--seeds N] [--whole-windows] [--json]
+
+The broker runs of ``examples/scale_out.py`` draw their noise from OS entropy, and one member's
+accuracy alone scatters by a point or more from run to run, so a gap of a fraction of a point
+between k members and one cannot be read from a few of them. This script runs the same models
+and the same merging without a broker: the stream is dealt to 6 partitions round-robin, and
+partition ``p`` to member ``p mod k``; each member is a median forest (epsilon 1,
+``n_trees=5``, every other parameter its default) with its share of the partitions set as an
+assignment sets it (:meth:`~dpstream.models.window_forest.WindowForestBase.set_share`; not with
+``--whole-windows``), predicting with a
+:class:`~dpstream.models.window_exchange.WindowEnsemble` of every member's windows, each
+window adopted by the others as soon as it closes (as the service's members do through the
+model topic, without its delay). Accuracy is prequential: each record is predicted by its
+member before it learns it. Seeds are 3, 4, ... (the members' seeds derived from them), so a
+run is repeatable.
+
+Prints one line per k: the mean accuracy over the seeds, each seed's, and the mean over
+records 0-10k, 10k-40k and 40k on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import warnings
+
+import numpy as np
+
+from dpstream.models import MedianForestClassifier
+from dpstream.models.window_exchange import WindowEnsemble
+from dpstream.stream import load_adult
+
+PARTITIONS = 6
+SLICES = ((0, 10_000), (10_000, 40_000), (40_000, None))
+
+
+def load(stream: str, records: int | None) -> tuple[list, list, object]:
+    if stream == "adult":
+        X, y, schema = load_adult("all")
+    else:
+        from river.datasets import synth
+
+        from dpstream.stream.bench.scenarios import AGRAWAL_SCHEMA as schema
+
+        rows = list(synth.Agrawal(classification_function=2, seed=0).take(records or 120_000))
+        X, y = [x for x, _ in rows], [label for _, label in rows]
+    n = min(records or len(X), len(X))
+    return X[:n], y[:n], schema
+
+
+def prequential(X: list, y: list, schema: object, k: int, seed: int, whole: bool) -> np.ndarray:
+    """Per record, whether its member predicted it right before learning it."""
+    models = [MedianForestClassifier(schema=schema, epsilon=1.0, n_trees=5,
+                                     seed=100 * seed + m) for m in range(k)]
+    if not whole:
+        for m, model in enumerate(models):
+            model.set_share(sum(1 for p in range(PARTITIONS) if p % k == m) / PARTITIONS)
+    ens = [WindowEnsemble(model, f"m{m}") for m, model in enumerate(models)]
+    hits = np.zeros(len(y), dtype=bool)
+    for i, (x, label) in enumerate(zip(X, y, strict=True)):
+        m = (i % PARTITIONS) % k
+        hits[i] = ens[m].predict_one(x) == label
+        closed = models[m].windows_closed
+        models[m].learn_one(x, label)
+        if models[m].windows_closed != closed:
+            for key, state in ens[m].local_updates().items():
+                for other in ens:
+                    if other is not ens[m]:
+                        other.adopt(key, state)
+    return hits
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stream", choices=("adult", "agrawal"), default="adult")
+    parser.add_argument("--records", type=int, help="default: all of Adult, 120,000 Agrawal")
+    parser.add_argument("--members", default="1,2,3")
+    parser.add_argument("--seeds", type=int, default=4)
+    parser.add_argument("--whole-windows", action="store_true",
+                        help="full-size windows in every member (no shares)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per k")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    X, y, schema = load(args.stream, args.records)
+    for k in (int(v) for v in args.members.split(",")):
+        runs = [prequential(X, y, schema, k, seed, args.whole_windows)
+                for seed in range(3, 3 + args.seeds)]
+        acc = [float(h.mean()) for h in runs]
+        slices = [round(statistics.mean(float(h[a:b].mean()) for h in runs), 4)
+                  for a, b in SLICES if a < len(y)]
+        line = {"stream": args.stream, "records": len(y), "members": k,
+                "member_windows": "whole" if args.whole_windows else "share",
+                "seeds": args.seeds, "accuracy": round(statistics.mean(acc), 4),
+                "per_seed": [round(a, 4) for a in acc], "slices": slices}
+        print(json.dumps(line) if args.json else
+              f"k={k} {line['member_windows']}: {line['accuracy']:.4f} "
+              f"(seeds {', '.join(f'{a:.4f}' for a in acc)}; records 0-10k, 10k-40k, 40k-: "
+              f"{', '.join(map(str, slices))})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
