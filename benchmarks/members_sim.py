@@ -6,16 +6,12 @@ Usage: python benchmarks/members_sim.py [--stream adult|agrawal] [--records N] [
 The broker runs of ``examples/scale_out.py`` draw their noise from OS entropy, and one member's
 accuracy alone scatters by a point or more from run to run, so a gap of a fraction of a point
 between k members and one cannot be read from a few of them. This script runs the same models
-and the same merging without a broker: the stream is dealt to 6 partitions round-robin, and
-partition ``p`` to member ``p mod k``; each member is a median forest (epsilon 1,
-``n_trees=5``, every other parameter its default) with its share of the partitions set as an
-assignment sets it (:meth:`~dpstream.models.window_forest.WindowForestBase.set_share`; not with
-``--whole-windows``), predicting with a
-:class:`~dpstream.models.window_exchange.WindowEnsemble` of every member's windows, each
-window adopted by the others as soon as it closes (as the service's members do through the
-model topic, without its delay). Accuracy is prequential: each record is predicted by its
-member before it learns it. Seeds are 3, 4, ... (the members' seeds derived from them), so a
-run is repeatable.
+and the same merging without a broker (:func:`dpstream.stream.bench.member_sim.prequential`:
+6 partitions dealt round-robin, partition ``p`` to member ``p mod k``, median forests at
+epsilon 1 with ``n_trees=5``, each window adopted by the others as it closes; with
+``--whole-windows`` no member share is set). Accuracy is prequential: each record is
+predicted by its member before it learns it. Seeds are 3, 4, ... (the members' seeds derived
+from them), so a run is repeatable.
 
 Prints one line per k: the mean accuracy over the seeds, each seed's, and the mean over
 records 0-10k, 10k-40k and 40k on.
@@ -28,13 +24,9 @@ import json
 import statistics
 import warnings
 
-import numpy as np
-
-from dpstream.models import MedianForestClassifier
-from dpstream.models.window_exchange import WindowEnsemble
 from dpstream.stream import load_adult
+from dpstream.stream.bench.member_sim import prequential
 
-PARTITIONS = 6
 SLICES = ((0, 10_000), (10_000, 40_000), (40_000, None))
 
 
@@ -52,28 +44,6 @@ def load(stream: str, records: int | None) -> tuple[list, list, object]:
     return X[:n], y[:n], schema
 
 
-def prequential(X: list, y: list, schema: object, k: int, seed: int, whole: bool) -> np.ndarray:
-    """Per record, whether its member predicted it right before learning it."""
-    models = [MedianForestClassifier(schema=schema, epsilon=1.0, n_trees=5,
-                                     seed=100 * seed + m) for m in range(k)]
-    if not whole:
-        for m, model in enumerate(models):
-            model.set_share(sum(1 for p in range(PARTITIONS) if p % k == m) / PARTITIONS)
-    ens = [WindowEnsemble(model, f"m{m}") for m, model in enumerate(models)]
-    hits = np.zeros(len(y), dtype=bool)
-    for i, (x, label) in enumerate(zip(X, y, strict=True)):
-        m = (i % PARTITIONS) % k
-        hits[i] = ens[m].predict_one(x) == label
-        closed = models[m].windows_closed
-        models[m].learn_one(x, label)
-        if models[m].windows_closed != closed:
-            for key, state in ens[m].local_updates().items():
-                for other in ens:
-                    if other is not ens[m]:
-                        other.adopt(key, state)
-    return hits
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stream", choices=("adult", "agrawal"), default="adult")
@@ -87,7 +57,7 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     X, y, schema = load(args.stream, args.records)
     for k in (int(v) for v in args.members.split(",")):
-        runs = [prequential(X, y, schema, k, seed, args.whole_windows)
+        runs = [prequential(X, y, schema, k=k, seed=seed, whole=args.whole_windows)
                 for seed in range(3, 3 + args.seeds)]
         acc = [float(h.mean()) for h in runs]
         slices = [round(statistics.mean(float(h[a:b].mean()) for h in runs), 4)

@@ -26,6 +26,7 @@ from dpstream.models.window_exchange import (
     window_share,
 )
 from dpstream.stream import ADULT_SCHEMA, load_adult
+from dpstream.stream.bench.member_sim import prequential
 
 SCALED = {
     "median": (MedianForestClassifier, {"n_trees": 5}),
@@ -207,30 +208,6 @@ def test_a_member_releases_relevance_once_per_whole_window_of_records(adult, tmp
     assert "_relevance_pending" not in back.__dict__ and back._relevance.releases == 0
 
 
-def _prequential(k: int, n: int, seed: int, whole: bool, X, y) -> float:
-    """k members on 6 partitions dealt round-robin, each predicting with the union of every
-    member's windows (adopted as soon as they close), as the service does."""
-    parts = 6
-    models = [MedianForestClassifier(schema=ADULT_SCHEMA, epsilon=1.0, n_trees=5,
-                                     seed=100 * seed + m) for m in range(k)]
-    if not whole:
-        for m, model in enumerate(models):
-            model.set_share(sum(1 for p in range(parts) if p % k == m) / parts)
-    ens = [WindowEnsemble(model, f"m{m}") for m, model in enumerate(models)]
-    hits = 0
-    for i in range(n):
-        m = (i % parts) % k
-        hits += ens[m].predict_one(X[i]) == y[i]
-        closed = models[m].windows_closed
-        models[m].learn_one(X[i], y[i])
-        if models[m].windows_closed != closed:
-            for key, state in ens[m].local_updates().items():
-                for other in ens:
-                    if other is not ens[m]:
-                        other.adopt(key, state)
-    return hits / n
-
-
 def test_members_sized_by_share_are_as_accurate_as_one_process_on_adult(adult):
     """The issue's target, in process: three members (two of six partitions each) within
     1 pp of one process on the whole Adult stream; with whole windows they fall behind,
@@ -238,10 +215,8 @@ def test_members_sized_by_share_are_as_accurate_as_one_process_on_adult(adult):
     benchmarks/members_sim.py``, four other seeds: one process 0.7998, three members 0.8006
     by share and 0.7892 with whole windows)."""
     X, y = adult
-    n = len(y)
-    one = _prequential(1, n, 3, False, X, y)
-    shared = _prequential(3, n, 3, False, X, y)
-    whole = _prequential(3, n, 3, True, X, y)
+    one, shared, whole = (float(prequential(X, y, ADULT_SCHEMA, k=k, seed=3, whole=w).mean())
+                          for k, w in ((1, False), (3, False), (3, True)))
     print(json.dumps({"one": one, "three_by_share": shared, "three_whole": whole}))
     assert one > 0.78
     assert shared >= one - 0.01, (one, shared)

@@ -1,0 +1,55 @@
+"""k window-forest members against one process, in process and seeded (no broker).
+
+The stream is dealt to ``partitions`` partitions round-robin, and partition ``p`` to member
+``p mod k``; each member is a median forest with its share of the partitions set as a Kafka
+assignment sets it (:meth:`~dpstream.models.window_forest.WindowForestBase.set_share`; not
+with ``whole=True``), predicting with a :class:`~dpstream.models.window_exchange.WindowEnsemble`
+of every member's windows, each window adopted by the others as soon as it closes (the
+service's members do the same through the model topic, with its delay). Used by
+``benchmarks/members_sim.py`` and the accuracy test of member shares.
+
+Examples
+--------
+>>> from dpstream.stream import load_adult
+>>> X, y, schema = load_adult("train")
+>>> hits = prequential(X[:3000], y[:3000], schema, k=2, seed=0, window_size=500)
+>>> hits.shape, bool(0.6 < hits.mean() < 0.95)
+((3000,), True)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...models import MedianForestClassifier
+from ...models.window_exchange import WindowEnsemble
+
+__all__ = ["prequential"]
+
+
+def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool = False,
+                partitions: int = 6, **params: Any) -> np.ndarray:
+    """Per record, whether its member predicted it right before learning it (median forests,
+    epsilon 1, ``n_trees=5`` unless ``params`` say otherwise; member ``m``'s seed is
+    ``100 * seed + m``)."""
+    params = {"epsilon": 1.0, "n_trees": 5, **params}
+    models = [MedianForestClassifier(schema=schema, seed=100 * seed + m, **params)
+              for m in range(k)]
+    if not whole:
+        for m, model in enumerate(models):
+            model.set_share(sum(1 for p in range(partitions) if p % k == m) / partitions)
+    ens = [WindowEnsemble(model, f"m{m}") for m, model in enumerate(models)]
+    hits = np.zeros(len(y), dtype=bool)
+    for i, (x, label) in enumerate(zip(X, y, strict=True)):
+        m = (i % partitions) % k
+        hits[i] = ens[m].predict_one(x) == label
+        closed = models[m].windows_closed
+        models[m].learn_one(x, label)
+        if models[m].windows_closed != closed:
+            for key, state in ens[m].local_updates().items():
+                for other in ens:
+                    if other is not ens[m]:
+                        other.adopt(key, state)
+    return hits
