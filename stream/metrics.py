@@ -5,7 +5,8 @@ The collector reads the runner's counters at scrape time, so nothing has to be k
 ``dpstream_record_budget_spent_fraction{stat=min|median|max}``, ``dpstream_trees``,
 ``dpstream_consumer_lag``, ``dpstream_group_shared`` (1 while a service that must be its
 group's only member is paused), ``dpstream_union_*`` (a window-forest member: the union of
-every member's windows it predicts with), ``dpstream_last_checkpoint_age_seconds`` and, for
+every member's windows it predicts with) and ``dpstream_member_share`` (its share of the
+partitions), ``dpstream_last_checkpoint_age_seconds`` and, for
 a party of distributed S-GBDT, ``dpstream_board_messages_ignored_total{reason=...}``. ``/healthz``
 answers 200 while the main loop has turned within ``stale_after`` seconds, else 503 (a wedged
 consumer).
@@ -100,6 +101,10 @@ class ServiceCollector:
             yield GaugeMetricFamily("dpstream_union_records",
                                     "Records in the windows of all members known to this one",
                                     value=float(union["records_in_windows"]))
+            yield GaugeMetricFamily("dpstream_member_share",
+                                    "This member's share of the partitions (its windows and "
+                                    "trees take that share of the model's sizes)",
+                                    value=float(union["local"].get("member_share", 1.0)))
         if self.group_shared is not None:   # a service that must be its group's only member
             yield GaugeMetricFamily(
                 "dpstream_group_shared",

@@ -517,6 +517,9 @@ def status_command(checkpoint_dir: str, *, as_json: bool = False) -> int:
               f"{u['windows_kept']} of {u['windows_known']} windows vote, "
               f"{u['records_in_windows']} records in windows, epsilon {u['epsilon']:.4g} "
               f"per record")
+    if "member_share" in p:
+        print(f"  member share {p['member_share']:.4g} of the partitions: windows and trees "
+              f"at that share of the model's sizes")
     return 0
 
 

@@ -415,4 +415,7 @@ def test_metrics_of_a_member_show_the_union_it_predicts_with(tmp_path):
     assert "dpstream_trees 8.0" in text                        # its own two windows
     assert "dpstream_union_members 2.0" in text and "dpstream_union_records 500.0" in text
     assert "dpstream_union_windows 5.0" in text and "dpstream_union_epsilon 2.0" in text
+    assert "dpstream_member_share 1.0" in text
+    runner.model.set_share(0.25)        # an assignment of 1 of 4 partitions
+    assert "dpstream_member_share 0.25" in generate_latest(registry).decode()
     store.close()

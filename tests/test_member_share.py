@@ -221,3 +221,21 @@ def test_members_sized_by_share_are_as_accurate_as_one_process_on_adult(adult):
     assert one > 0.78
     assert shared >= one - 0.01, (one, shared)
     assert shared > whole, (shared, whole)
+
+
+def test_status_shows_the_member_share(tmp_path, capsys, adult):
+    from dpstream.connectors import SourceRecord
+    from dpstream.stream.runner import Runner
+    from dpstream.stream.service import status_command
+
+    X, y = adult
+    runner = Runner.create("median-forest", ADULT_SCHEMA, store=CheckpointStore(tmp_path),
+                           epsilon=1.0, seed=0, params={"window_size": 600, "warmup": None})
+    runner.model.set_share(0.5)
+    for i in range(400):
+        runner.process(SourceRecord({"id": i, "x": X[i], "y": y[i]}, "t:0", i))
+    runner.checkpoint()
+    runner.store.close()
+    assert status_command(str(tmp_path)) == 0
+    out = capsys.readouterr().out
+    assert "member share 0.5 of the partitions" in out and "1 windows closed" in out
