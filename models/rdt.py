@@ -334,8 +334,7 @@ class RDTClassifier(WindowForestBase):
         router = self._window_router(V, public, eps_range)
         domain = router.kernel_args()[:2]
         if self._relevance is not None:   # released first: this window's trees use it too
-            self._relevance.release(X[lab], yl, epsilon=self._relevance_split()[1],
-                                    rng=self._rng)
+            self._release_relevance(X[lab], yl, self._relevance_split()[1])
             if not P.shape[0]:   # RDT# windows keep the model's attributes (centers, below)
                 router = router.with_slots(slot_counts(self._relevance.weights(),
                                                        n_numeric=self._trees.s))

@@ -391,9 +391,9 @@ class WindowForestBase(MemberShare, RelevanceEvidence, base.Classifier):
 
     def trees_for(self, n_labeled: int) -> int:
         """Trees a window with ``n_labeled`` labeled records (a public count) trains:
-        ``n_trees``, or with ``min_tree_records`` as many as give each tree that many
-        records (at least one, at most ``n_trees``): a small warm-up window trains a few
-        trees worth having rather than ``n_trees`` starved ones."""
+        ``n_trees`` (times a member's :attr:`share`), or with ``min_tree_records`` as many
+        as give each tree that many records (at least one, at most that): a small warm-up
+        window trains a few trees worth having rather than ``n_trees`` starved ones."""
         cap = self._tree_cap()
         if self.min_tree_records is None:
             return cap

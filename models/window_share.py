@@ -80,10 +80,7 @@ class MemberShare:
 
     def _tree_cap(self) -> int:
         """The most trees a window trains: ``n_trees`` times the share."""
-        if self.share >= 1.0:
-            return self.n_trees
         return self._scaled(self.n_trees)
-
 
 
 class RelevanceEvidence:
