@@ -82,9 +82,10 @@ class KafkaSource:
     consumer_config
         Extra ``KafkaConsumer`` settings (override :data:`DEFAULT_CONSUMER`).
     on_assigned
-        Called after each assignment with ``(assigned, total)``: how many of the topic's
-        partitions this member now holds, and how many the topic has (a member of a
-        multi-process ensemble sizes its windows by that share).
+        Called after each assignment with ``(partitions, total)``: the ids of the topic's
+        partitions this member now holds (sorted), and how many the topic has (a member of
+        a multi-process ensemble sizes its windows by that share and releases the
+        attribute relevance of the attributes its partitions own).
     exclusive
         This member must be the group's only one (a service that trains one model from its
         own checkpoint: a partition moving to another member would be read from that
@@ -97,7 +98,7 @@ class KafkaSource:
     def __init__(self, bootstrap: str, topic: str, group: str, *,
                  position_of: Callable[[str], int | None], on_revoke: Callable[[], None],
                  consumer_config: dict | None = None, exclusive: bool = False,
-                 on_assigned: Callable[[int, int], None] | None = None):
+                 on_assigned: Callable[[list[int], int], None] | None = None):
         self.bootstrap, self.topic, self.group = bootstrap, topic, group
         self.position_of = position_of
         self.on_revoke = on_revoke
@@ -153,8 +154,8 @@ class KafkaSource:
                 log.info("partitions assigned: %s", sorted(source.assigned))
                 if source.on_assigned is not None and assigned:
                     total = source.consumer.partitions_for_topic(source.topic) or ()
-                    mine = sum(1 for key in source.assigned
-                               if key.rpartition(":")[0] == source.topic)
+                    mine = sorted(int(key.rpartition(":")[2]) for key in source.assigned
+                                  if key.rpartition(":")[0] == source.topic)
                     if total:
                         source.on_assigned(mine, len(total))
                 if source.exclusive:

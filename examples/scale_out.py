@@ -19,7 +19,9 @@ prediction, stops the members (SIGTERM: each publishes its open window) and prin
   checkpoints (every record once: ``trained == records``);
 * ``member_windows``: ``share`` (the default: each member's windows and trees are sized by its
   share of the partitions, so the union closes windows when one process would) or ``whole``
-  (``--whole-windows``: every member trains full-size windows).
+  (``--whole-windows``: every member trains full-size windows); ``relevance``: ``by
+  partition`` (each member releases the attribute relevance of the attributes its partitions
+  own) or ``every attribute`` (with ``--whole-windows``: no member knows its partitions).
 
 Run: python examples/scale_out.py [--records N] [--members 1,2,3] [--stream adult|agrawal]
 (needs the test extra: pip install 'dpstream[test]')
@@ -135,6 +137,7 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
                 ens.adopt(key, state)
         answers.append(list(ens.predict_many(probe)))
     return {"members": k, "member_windows": "whole" if whole else "share",
+            "relevance": "every attribute" if whole else "by partition",
             "records": len(values),
             "msgs_per_s": round(len(values) / max(times[-1] - times[0], 1e-9)),
             "accuracy": round(correct / len(values), 4),

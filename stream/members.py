@@ -260,18 +260,20 @@ class WindowMember:
                 runner.positions[partition] = pos
             return pos
 
-    def on_assigned(self, assigned: int, total: int) -> None:
-        """After an assignment: this member reads ``assigned`` of the topic's ``total``
-        partitions, so its windows and trees take that share of the model's sizes
+    def on_assigned(self, partitions: list[int], total: int) -> None:
+        """After an assignment: this member reads ``partitions`` of the topic's ``total``,
+        so its windows and trees take that share of the model's sizes and it releases the
+        attribute relevance of the attributes those partitions own
         (:meth:`~dpstream.models.window_forest.WindowForestBase.set_share`). The open window
         was closed at the revoke before, so the new sizes start with a new window."""
-        share = max(1, min(assigned, total)) / max(total, 1)
+        partitions = sorted(int(p) for p in partitions)
+        share = max(1, min(len(partitions), total)) / max(total, 1)
         with self.runner.lock:
             model = self.runner.model
-            if share != model.share:
-                log.info("member %s: %d of %d partitions; windows and trees at %.4g of the "
-                         "model's sizes", self.member, assigned, total, share)
-                model.set_share(share)
+            if share != model.share or partitions != model.partitions[0]:
+                log.info("member %s: partitions %s of %d; windows and trees at %.4g of the "
+                         "model's sizes", self.member, partitions, total, share)
+            model.set_share(share, partitions, total)
 
     def on_revoke(self) -> None:
         """Before partitions are revoked: close the open window, checkpoint, publish."""

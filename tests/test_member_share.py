@@ -180,30 +180,31 @@ def test_share_survives_a_checkpoint(adult, tmp_path):
     assert again.share == 1.0 and again.current_window_size == 600
 
 
-def test_a_member_releases_relevance_once_per_whole_window_of_records(adult, tmp_path):
-    """Relevance noise adds up release by release: a member with a third of the stream holds
-    its windows' rows and releases them every third window, not each of its small windows."""
+def test_rows_held_by_an_older_checkpoint_are_released_with_the_next_window(adult, tmp_path):
+    """Members used to hold their windows' relevance rows for round(1 / share) windows; a
+    checkpoint from then is released with the next window's rows, in one release, with the
+    smallest epsilon they were charged. A drift reset still drops rows held unreleased."""
     X, y = adult
     model = _model(MedianForestClassifier, 7, n_trees=3)
-    model.set_share(1 / 3)        # windows of 200 records; a release every 3 windows
-    for x, label in zip(X[:1400], y[:1400], strict=True):
+    model.set_share(1 / 3, [0, 3], 6)
+    for x, label in zip(X[:200], y[:200], strict=True):
         model.learn_one(x, label)
-    assert model.windows_closed == 7 and model._relevance.releases == 2
-    # kept: windows 3..6; window 5 made the second release (of windows 3, 4 and 5)
-    assert [w.relevance is not None for w in model._windows] == [False, False, True, False]
-    assert [len(p[1]) for p in model._relevance_pending] == [200]
-    assert model.privacy_report()["epsilon"] == pytest.approx(1.0)   # charged per window
+    assert model.windows_closed == 1 and model._relevance.releases == 1
+    eps = model._relevance_split()[1]
+    held = model._encoder.encode_many(X[200:250])
+    model._relevance_pending = [[held, np.zeros(50, dtype=np.int64), eps / 2]]
     with CheckpointStore(tmp_path / "c") as store:
         store.save({"model": model})
     back = CheckpointStore.read(tmp_path / "c")["model"]
-    np.testing.assert_array_equal(back._relevance_pending[0][0], model._relevance_pending[0][0])
-    for x, label in zip(X[1400:1800], y[1400:1800], strict=True):
-        back.learn_one(x, label)  # two more windows: the held one and these released together
-    assert back._relevance.releases == 3 and back._relevance_pending == []
-    back.learn_one(X[1800], y[1800])
-    for x, label in zip(X[1801:2000], y[1801:2000], strict=True):
+    seen = []
+    release = back._relevance.release
+    back._relevance.release = lambda X, y, epsilon, rng: (seen.append((len(y), epsilon)),
+                                                          release(X, y, epsilon=epsilon,
+                                                                  rng=rng))
+    for x, label in zip(X[250:450], y[250:450], strict=True):
         back.learn_one(x, label)
-    assert len(back._relevance_pending) == 1
+    assert seen == [(250, eps / 2)] and "_relevance_pending" not in back.__dict__
+    back._relevance_pending = [[held, np.zeros(50, dtype=np.int64), eps]]
     back._new_generation()        # a drift reset drops the old concept's unreleased rows
     assert "_relevance_pending" not in back.__dict__ and back._relevance.releases == 0
 

@@ -169,7 +169,13 @@ def test_members_join_killed_restart_leave_exactly_once(broker, tmp_path):
     assert set(shares) == {1.0, 0.5}, shares
     assert all(w["records"] <= 150 and len(w["trees"]) <= 2 for w in windows.values()
                if w["extra"].get("share") == 0.5)
-    assert [CheckpointStore.read(tmp_path / m)["model"].share for m in "ab"] == [0.5, 0.5]
+    models = [CheckpointStore.read(tmp_path / m)["model"] for m in "ab"]
+    assert [m.share for m in models] == [0.5, 0.5]
+    # each releases the relevance of the attributes its two partitions own: together, all
+    held = [m.partitions for m in models]
+    assert sorted(p for ps, _ in held for p in ps) == [0, 1, 2, 3] and {t for _, t in held} == {4}
+    owned = [m._relevance.owned for m in models]
+    assert sorted(owned[0] + owned[1]) == list(range(models[0]._relevance.n_attributes))
     discarded = "discarded" in (tmp_path / "a.log").read_text()
     assert discarded          # the restart dropped its unpublished window, re-read by others
     # the same ensemble on every member: rebuilt here from the topic, as each member does

@@ -335,7 +335,7 @@ def test_sgbdt_split_selection_round_is_the_claimed_gaussian(broken, monkeypatch
 
 # ----------------------------------------------------------------- attribute relevance
 
-def _relevance_sums(n_records: int, runs: int, seed: int) -> np.ndarray:
+def _relevance_sums(n_records: int, runs: int, seed: int, owned=None) -> np.ndarray:
     """Identical records (every attribute's cell 0, class 0) through
     AttributeRelevance.release: the sum of cell (0, class 0) over the two attributes' noisy
     histograms. Each record lands in exactly one attribute's histogram, so the sum counts the
@@ -346,21 +346,23 @@ def _relevance_sums(n_records: int, runs: int, seed: int) -> np.ndarray:
     out = np.empty(runs)
     for i in range(runs):
         rel = AttributeRelevance([(0, 0.0, 1.0), (1, 0.0, 1.0)], [], n_classes=2, n_bins=2)
+        rel.set_owned(owned)
         rel.release(X, y, epsilon=EPS, rng=rng)
         out[i] = rel.counts[0][0, 0] + rel.counts[1][0, 0]
     return out
 
 
-@pytest.mark.parametrize("broken", [False, True])
-def test_attribute_relevance_release_is_epsilon_dp(broken, monkeypatch):
-    """The relevance release deals each record to one attribute's histogram (sensitivity 1).
-    The negative control puts every record in every attribute's histogram with the same
-    noise: the sum then moves by 2 and the loss reaches about 2 epsilon."""
+@pytest.mark.parametrize("broken,owned", [(False, None), (False, [1]), (True, None)])
+def test_attribute_relevance_release_is_epsilon_dp(broken, owned, monkeypatch):
+    """The relevance release deals each record to one attribute's histogram (sensitivity 1);
+    a group member that owns attribute 1 only puts every record in its histogram. The
+    negative control puts every record in every attribute's histogram with the same noise:
+    the sum then moves by 2 and the loss reaches about 2 epsilon."""
     if broken:
         from dpstream.models import relevance
         monkeypatch.setattr(relevance, "_deal", lambda n, k, rng: [np.arange(n)] * k)
     runs = 60_000
-    a, b = _relevance_sums(20, runs, seed=1), _relevance_sums(21, runs, seed=2)
+    a, b = (_relevance_sums(n, runs, seed=s, owned=owned) for n, s in ((20, 1), (21, 2)))
     base = 40.0 if broken else 20.0
     events = halfline_events([base + d for d in (-1.0, 0.0, 0.5, 1.0, 2.0, 3.0)])
     lb = privacy_loss_lower_bound(a, b, events)

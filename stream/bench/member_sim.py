@@ -2,7 +2,8 @@
 
 The stream is dealt to ``partitions`` partitions round-robin, and partition ``p`` to member
 ``p mod k``; each member is a median forest with its share of the partitions set as a Kafka
-assignment sets it (:meth:`~dpstream.models.window_forest.WindowForestBase.set_share`; not
+assignment sets it, with the attributes whose relevance its partitions own
+(:meth:`~dpstream.models.window_forest.WindowForestBase.set_share`; not
 with ``whole=True``), predicting with a :class:`~dpstream.models.window_exchange.WindowEnsemble`
 of every member's windows, each window adopted by the others as soon as it closes (the
 service's members do the same through the model topic, with its delay). Used by
@@ -39,7 +40,8 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
               for m in range(k)]
     if not whole:
         for m, model in enumerate(models):
-            model.set_share(sum(1 for p in range(partitions) if p % k == m) / partitions)
+            mine = [p for p in range(partitions) if p % k == m]
+            model.set_share(len(mine) / partitions, mine, partitions)
     ens = [WindowEnsemble(model, f"m{m}") for m, model in enumerate(models)]
     hits = np.zeros(len(y), dtype=bool)
     for i, (x, label) in enumerate(zip(X, y, strict=True)):

@@ -3,13 +3,16 @@
 ``python examples/scale_out.py --save benchmarks/results/scale_out.jsonl`` appends one JSON line
 per run and k; :func:`scale_out_section` summarises them per stream: the rate, its ratio to
 one member's, the prequential accuracy and its difference to one member's, ``same_model`` and
-the records trained; runs with windows sized by each member's share (the default) and with
-whole windows (``--whole-windows``, and every run from before shares) in separate tables.
+the records trained; each policy of the members in its own table (:data:`POLICIES`): windows
+sized by each member's share with the relevance split by partition (the default), the same
+with relevance rows held (runs from before the split), and whole windows
+(``--whole-windows``, and every run from before shares).
 
 Examples
 --------
 >>> rows = [{"stream": "adult", "records": 100, "members": k, "msgs_per_s": r, "accuracy": a,
-...          "same_model": True, "trained": 100, "cores": 2, "member_windows": "share"}
+...          "same_model": True, "trained": 100, "cores": 2, "member_windows": "share",
+...          "relevance": "by partition"}
 ...         for k, r, a in ((1, 1000, 0.80), (2, 1800, 0.79))]
 >>> print("\\n".join(scale_out_section(rows)[8:10]))
 | 1 | 1 | 1,000 (1,000–1,000) | 1.00 | 0.8000 (0.800–0.800) | — | 1 of 1 | 100 |
@@ -25,6 +28,18 @@ from pathlib import Path
 from .suite import load_results
 
 __all__ = ["scale_out_section", "load_scale_runs"]
+
+
+#: the members' policies, in the order of the tables: windows sized by share with relevance
+#: split by partition (the default), the same with relevance rows held for round(1 / share)
+#: windows (the first stop of member shares), and whole windows
+POLICIES = ("by partition", "held", "whole")
+TITLES = ("windows and trees sized by each member's share of the partitions, attribute "
+          "relevance split by partition (the default)",
+          "windows and trees sized by each member's share, relevance rows held for "
+          "round(1 / share) windows (2026-11-26, replaced)",
+          "every member's windows full-size (`--whole-windows`; the policy before member "
+          "shares)")
 
 
 def load_scale_runs(path: str | Path) -> list[dict]:
@@ -52,8 +67,10 @@ def scale_out_section(rows: list[dict]) -> list[str]:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:   # runs from before member shares had whole windows
         policy = r.get("member_windows", "whole")
-        groups[(r.get("stream", "adult"), r["records"], policy != "share")].append(r)
-    for (stream, records, whole), runs in sorted(groups.items()):
+        # share runs from before the relevance split by partition held relevance rows
+        policy = "whole" if policy != "share" else r.get("relevance", "held")
+        groups[(r.get("stream", "adult"), r["records"], POLICIES.index(policy))].append(r)
+    for (stream, records, policy), runs in sorted(groups.items()):
         if out[-1] != "":
             out.append("")
         by_k: dict[int, list[dict]] = defaultdict(list)
@@ -64,9 +81,7 @@ def scale_out_section(rows: list[dict]) -> list[str]:
         base_acc = statistics.mean(r["accuracy"] for r in one) if one else None
         dates = sorted({r["date"] for r in runs if r.get("date")})
         when = f" ({', '.join(dates)})" if dates else ""
-        title = ("every member's windows full-size (`--whole-windows`; the policy before member "
-                 "shares)" if whole else "windows and trees sized by each member's share of "
-                 "the partitions (the default)")
+        title = TITLES[policy]
         out += [f"### {stream}, {records:,} records: {title}{when}", "",
                 "| members k | runs | msgs/s, mean (min–max) | × one member | accuracy, mean "
                 "(min–max) | vs one member | same_model | trained |",
