@@ -8,8 +8,10 @@ accuracy alone scatters by a point or more from run to run, so a gap of a fracti
 between k members and one cannot be read from a few of them. This script runs the same models
 and the same merging without a broker (:func:`dpstream.stream.bench.member_sim.prequential`:
 6 partitions dealt round-robin, partition ``p`` to member ``p mod k``, median forests at
-epsilon 1 with ``n_trees=5``, each window adopted by the others as it closes; with
-``--whole-windows`` no member share is set). Accuracy is prequential: each record is
+epsilon 1 with ``n_trees=5``, each window adopted by the others as it closes; each member's share
+and partitions set as an assignment sets them, so it sizes its windows by its share and
+releases the attribute relevance of the attributes its partitions own; with
+``--whole-windows`` neither is set). Accuracy is prequential: each record is
 predicted by its member before it learns it. Seeds are 3, 4, ... (the members' seeds derived
 from them), so a run is repeatable.
 

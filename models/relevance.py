@@ -12,11 +12,11 @@ but the order) into one disjoint part per attribute. Part ``j`` fills a histogra
 attribute ``j``, class) counts: public bins — equal-width cells of a numeric attribute's schema
 domain, one cell per public value of a categorical one, one cell for a missing value. Each
 record is in exactly one cell of one histogram (a member of a group deals them among the
-attributes it owns instead: :func:`owned_attributes`), so the L1 sensitivity of the whole release is 1
-and Laplace noise of scale ``1/epsilon`` on every cell makes it ``epsilon``-DP (Dwork & Roth
-2014, Thm. 3.6). Everything after — summing the released histograms of the windows of one
-concept, the information gain of each attribute's noisy histogram (negatives clipped), the
-probabilities — is post-processing.
+attributes it owns instead: :func:`owned_attributes`), so the L1 sensitivity of the whole
+release is 1 and Laplace noise of scale ``1/epsilon`` on every cell makes it ``epsilon``-DP
+(Dwork & Roth 2014, Thm. 3.6). Everything after — summing the released histograms of the
+windows of one concept, the information gain of each attribute's noisy histogram (negatives
+clipped), the probabilities — is post-processing.
 
 **Probabilities.** ``p_j = floor / F + (1 - floor) * g_j / sum(g)`` with ``g_j`` the
 information gain of attribute ``j``'s accumulated noisy histogram (negative counts clipped);
@@ -225,10 +225,10 @@ class AttributeRelevance:
         (np.float64(10.0), 0)
         """
         if len(histograms) != len(self.counts) or any(
-                np.shape(h) != c.shape for h, c in zip(histograms, self.counts)):
+                np.shape(h) != c.shape for h, c in zip(histograms, self.counts, strict=False)):
             raise ValueError("relevance histograms of another shape (another schema or "
                              "n_bins) cannot be merged")
-        for c, h in zip(self.counts, histograms):
+        for c, h in zip(self.counts, histograms, strict=True):
             c += sign * np.asarray(h, dtype=np.float64)
 
     def gains(self) -> np.ndarray:

@@ -212,7 +212,10 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
             while not stop.is_set():
                 records = source.poll(timeout_ms=200)
                 for chunk in _chunks(records, stop):
-                    (runner if member is None else member).process_many(chunk)
+                    if member is None:
+                        runner.process_many(chunk)
+                    else:
+                        member.process_adopting(chunk)
                 if member is not None:
                     member.poll()
                 if dist is not None:

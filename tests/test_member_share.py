@@ -213,7 +213,7 @@ def test_members_sized_by_share_are_as_accurate_as_one_process_on_adult(adult):
     """The issue's target, in process: three members (two of six partitions each) within
     1 pp of one process on the whole Adult stream; with whole windows they fall behind,
     because up to three windows' records wait in open windows (``python
-    benchmarks/members_sim.py``, four other seeds: one process 0.7998, three members 0.8006
+    benchmarks/members_sim.py``, four other seeds: one process 0.7998, three members 0.7961
     by share and 0.7892 with whole windows)."""
     X, y = adult
     one, shared, whole = (float(prequential(X, y, ADULT_SCHEMA, k=k, seed=3, whole=w).mean())

@@ -19,7 +19,7 @@ from dpstream.connectors import CheckpointStore
 from dpstream.connectors.local_broker import LocalBroker
 from dpstream.connectors.model_topic import ModelTopic, ModelTopicError, decode_message
 from dpstream.models import MedianForestClassifier
-from dpstream.models.window_exchange import WindowEnsemble
+from dpstream.models.window_exchange import WindowEnsemble, window_key
 from dpstream.stream import ADULT_SCHEMA, load_adult
 from dpstream.stream.service import status_command
 
@@ -279,3 +279,43 @@ def test_serve_settings_for_members(tmp_path):
     assert ServeSettings(**base, model="rdt", model_topic="m", whole_windows=True).whole_windows
     with pytest.raises(ValueError, match="--whole-windows needs --model-topic"):
         ServeSettings(**base, model="rdt", whole_windows=True)
+
+
+def test_a_member_reads_the_model_topic_right_before_its_window_closes(broker, tmp_path,
+                                                                     monkeypatch):
+    """``process_adopting`` (the serve loop's path) polls the model topic right before the
+    record that closes the member's window, so another member's window published while this
+    member's batch was under way is in its evidence when its trees draw split attributes."""
+    from dpstream.connectors import SourceRecord
+
+    X, y, _ = load_adult("train")
+
+    def recs(partition: str, start: int) -> list:
+        return [SourceRecord(value=json.dumps({"id": i, "x": X[i], "y": y[i]}).encode(),
+                             partition=partition, offset=i - start)
+                for i in range(start, start + 600)]
+
+    stop = threading.Event()
+    a, b = (_runner_member(broker, tmp_path, name, stop) for name in ("a", "b"))
+    for m, p in ((a, 0), (b, 1)):                    # each owns one of two partitions
+        m.position_of(f"t:{p}")
+        m.runner.model.set_share(0.5, [p], 2)        # windows of 150 records
+    ra, rb = recs("t:0", 0), recs("t:1", 1000)
+    foreign_at_release = []
+    release = MedianForestClassifier._release_relevance
+
+    def spy(model, *args):
+        if model is b.runner.model:
+            foreign_at_release.append(sorted(model.__dict__.get("_foreign_relevance", {})))
+        return release(model, *args)
+
+    monkeypatch.setattr(MedianForestClassifier, "_release_relevance", spy)
+    assert b.process_adopting(rb[:149]) == 149       # b's open window: one record short
+    assert a.process_adopting(ra[:150]) == 150       # a closes and publishes its window
+    time.sleep(0.3)                                  # (published a moment before)
+    assert b.process_adopting(rb[149:600]) == 451    # b closes its window, then two more
+    assert foreign_at_release[0] == [window_key("a", 0)], foreign_at_release
+    assert b.ensemble.members() == ["a", "b"]
+    for m in (a, b):
+        m.runner.store.close()
+        m.topic.close()

@@ -20,6 +20,7 @@ Examples
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -31,10 +32,12 @@ __all__ = ["prequential"]
 
 
 def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool = False,
-                partitions: int = 6, **params: Any) -> np.ndarray:
+                partitions: int = 6, delay: int = 0, **params: Any) -> np.ndarray:
     """Per record, whether its member predicted it right before learning it (median forests,
     epsilon 1, ``n_trees=5`` unless ``params`` say otherwise; member ``m``'s seed is
-    ``100 * seed + m``)."""
+    ``100 * seed + m``). With ``delay``, the other members adopt a window ``delay`` records
+    of the stream after it closed (the model topic's delay, and members that progress
+    unevenly)."""
     params = {"epsilon": 1.0, "n_trees": 5, **params}
     models = [MedianForestClassifier(schema=schema, seed=100 * seed + m, **params)
               for m in range(k)]
@@ -44,14 +47,18 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
             model.set_share(len(mine) / partitions, mine, partitions)
     ens = [WindowEnsemble(model, f"m{m}") for m, model in enumerate(models)]
     hits = np.zeros(len(y), dtype=bool)
+    arriving: deque = deque()      # (stream position, member, key, state)
     for i, (x, label) in enumerate(zip(X, y, strict=True)):
+        while arriving and arriving[0][0] <= i:
+            _, src, key, state = arriving.popleft()
+            for other in ens:
+                if other is not ens[src]:
+                    other.adopt(key, state)
         m = (i % partitions) % k
         hits[i] = ens[m].predict_one(x) == label
         closed = models[m].windows_closed
         models[m].learn_one(x, label)
         if models[m].windows_closed != closed:
             for key, state in ens[m].local_updates().items():
-                for other in ens:
-                    if other is not ens[m]:
-                        other.adopt(key, state)
+                arriving.append((i + 1 + delay, m, key, state))
     return hits

@@ -37,7 +37,7 @@ POLICIES = ("by partition", "held", "whole")
 TITLES = ("windows and trees sized by each member's share of the partitions, attribute "
           "relevance split by partition (the default)",
           "windows and trees sized by each member's share, relevance rows held for "
-          "round(1 / share) windows (2026-11-26, replaced)",
+          "round(1 / share) windows (replaced by the split)",
           "every member's windows full-size (`--whole-windows`; the policy before member "
           "shares)")
 
