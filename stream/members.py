@@ -222,7 +222,7 @@ class WindowMember:
     def process_adopting(self, recs: list) -> int:
         """:meth:`process_many` in pieces, polling the model topic (up to
         :data:`PRE_CLOSE_MS`) right before each record that closes this member's open
-        window, when other members train (a share below 1): the window's trees then draw
+        window, when other members train (it holds some of the partitions): its trees draw
         split attributes from the group's freshest relevance evidence, not from what had
         arrived before the batch began (a batch holds up to 2,000 records, several small
         windows at a low share, while the other members close their windows for the same
@@ -230,7 +230,8 @@ class WindowMember:
         large windows too (150-450 ms each, measured). Windows closed by time or by a drift
         detection are not foreseen: read after the batch as before. Returns how many
         records were processed."""
-        if self.runner.model.share >= 1.0:   # no other member trains
+        held, total = getattr(self.runner.model, "partitions", (None, None))
+        if held is None or len(held) >= total:   # no other member trains
             return self.process_many(recs)
         done = 0
         while recs:
