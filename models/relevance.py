@@ -84,7 +84,7 @@ def owned_attributes(partitions: list[int], total: int, n_attributes: int) -> li
     a topic's ``total`` owns the attributes ``j`` with ``j mod total == p`` (with more
     partitions than attributes, attribute ``p mod n_attributes``), and a member the
     attributes of the partitions it holds; ``None`` (every attribute) for a member holding
-    them all.
+    them all, or none of them (an assignment of no partition of the topic: nothing to split).
 
     Why: each release adds Laplace noise of the same scale to every cell it releases, however
     few records it holds. One process releases each attribute's histogram once per window;
@@ -99,12 +99,12 @@ def owned_attributes(partitions: list[int], total: int, n_attributes: int) -> li
     [0, 3, 6]
     >>> owned_attributes([4, 5], 12, 3)       # more partitions than attributes
     [1, 2]
-    >>> owned_attributes([0, 1], 2, 5) is None
-    True
+    >>> owned_attributes([0, 1], 2, 5) is None, owned_attributes([], 6, 9) is None
+    (True, True)
     """
-    parts = {int(p) for p in partitions}
-    if total <= 0 or n_attributes <= 0 or parts >= set(range(total)):
-        return None
+    parts = {int(p) for p in partitions if 0 <= int(p) < total}
+    if not parts or n_attributes <= 0 or parts == set(range(total)):
+        return None   # every attribute: the whole topic, or no partition of it known
     if total <= n_attributes:
         return [j for j in range(n_attributes) if j % total in parts]
     return sorted({p % n_attributes for p in parts})
