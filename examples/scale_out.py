@@ -17,6 +17,11 @@ prediction, stops the members (SIGTERM: each publishes its open window) and prin
   union keeps the newest that make ``max_windows`` whole windows, a member's window counting
   as its share of the partitions); ``trained``: records the members trained, from their
   checkpoints (every record once: ``trained == records``);
+* ``cpu_s``: CPU seconds (user + system, from ``/proc``) from the start of producing until
+  the last prediction was read, of each member, the broker and this driver (its producer and
+  predictions reader); ``cores_busy``: their sum over that wall time (at the machine's
+  ``cores``, more members cannot run faster); ``member_cpu_us_per_msg``: the members' CPU per
+  record (flat in k: the members' work does not grow with k);
 * ``member_windows``: ``share`` (the default: each member's windows and trees are sized by its
   share of the partitions, so the union closes windows when one process would) or ``whole``
   (``--whole-windows``: every member trains full-size windows); ``relevance``: ``by
@@ -60,8 +65,17 @@ def members_assigned(logs: list[Path]) -> bool:
     return True
 
 
+def cpu_seconds(pid: int | None = None) -> float:
+    """User + system CPU seconds a process has used so far, all its threads (``None``: this
+    process: the driver's producer and predictions reader)."""
+    if pid is None:
+        return time.process_time()
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def read_predictions(broker: LocalBroker, topic: str, n: int, timeout: float) -> dict:
-    """id -> (prediction, timestamp in s) of the first prediction of each record."""
+    """id -> (prediction, timestamp in s, partition) of the first prediction of each record."""
     from kafka import KafkaConsumer
 
     consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap,
@@ -71,7 +85,7 @@ def read_predictions(broker: LocalBroker, topic: str, n: int, timeout: float) ->
     try:
         for m in consumer:
             p = json.loads(m.value)
-            out.setdefault(p["id"], (p["prediction"], m.timestamp / 1000.0))
+            out.setdefault(p["id"], (p["prediction"], m.timestamp / 1000.0, p["partition"]))
             if len(out) >= n:
                 break
     finally:
@@ -105,10 +119,14 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
                 raise SystemExit("the group did not form:\n"
                                  + "".join(log.read_text()[-2000:] for log in logs))
             time.sleep(0.2)
+        pids = [p.pid for p in procs] + [broker.proc.pid, None]
+        cpu0, t0 = [cpu_seconds(pid) for pid in pids], time.monotonic()
         producer = threading.Thread(target=broker.produce, args=(records, values, PARTITIONS))
         producer.start()
         got = read_predictions(broker, preds, len(values), timeout=240)
         producer.join()
+        cpu = [cpu_seconds(pid) - c for pid, c in zip(pids, cpu0, strict=True)]
+        wall = time.monotonic() - t0
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
@@ -116,7 +134,7 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
     if len(got) < len(values) or codes != [0] * k:
         raise SystemExit(f"k={k}: {len(got)} of {len(values)} predicted, exit codes {codes}:\n"
                          + "".join(log.read_text()[-2000:] for log in logs))
-    times = sorted(t for _, t in got.values())
+    times = sorted(t for _, t, _ in got.values())
     correct = sum(got[i][0] == labels[i] for i in range(len(values)))
     reader = ModelTopic(broker.bootstrap, models, stop=threading.Event())
     reader.connect()
@@ -142,7 +160,11 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             "msgs_per_s": round(len(values) / max(times[-1] - times[0], 1e-9)),
             "accuracy": round(correct / len(values), 4),
             "same_model": all(a == answers[0] for a in answers),
-            "windows": len(windows), "trained": trained, "cores": os.cpu_count()}
+            "windows": len(windows), "trained": trained, "cores": os.cpu_count(),
+            "cpu_s": {"members": [round(c, 1) for c in cpu[:k]], "broker": round(cpu[k], 1),
+                      "driver": round(cpu[k + 1], 1)},
+            "cores_busy": round(sum(cpu) / wall, 2),
+            "member_cpu_us_per_msg": round(sum(cpu[:k]) / len(values) * 1e6)}
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .suite import load_results
 
-__all__ = ["scale_out_section", "load_scale_runs"]
+__all__ = ["scale_out_section", "load_scale_runs", "cpu_lines"]
 
 
 #: the members' policies, in the order of the tables: windows sized by share with relevance
@@ -45,6 +45,41 @@ TITLES = ("windows and trees sized by each member's share of the partitions, att
 def load_scale_runs(path: str | Path) -> list[dict]:
     """The JSON lines of ``scale_out.py --save`` (none if the file is absent)."""
     return load_results(path, keys=("members", "msgs_per_s", "accuracy"))
+
+
+def cpu_lines(rows: list[dict]) -> list[str]:
+    """Markdown lines of the table of where the CPU goes (runs with ``cpu_s``; none without).
+
+    Per stream and k: the members' CPU per record, the broker's and the driver's (producer and
+    predictions reader), the cores they kept busy, and the rate the machine's cores allow at
+    that CPU per record (``cores / (members + broker + driver)``): when k members reach it,
+    the cores, not the members, bound the rate.
+
+    >>> rows = [{"stream": "adult", "records": 1000, "members": 1, "msgs_per_s": 800,
+    ...          "cores": 2, "cores_busy": 1.3,
+    ...          "cpu_s": {"members": [0.12], "broker": 0.01, "driver": 0.05}}]
+    >>> print("\\n".join(cpu_lines(rows)[-1:]))
+    | adult | 1 | 1 | 120 | 60 | 1.30 | 800 | 11,111 |
+    """
+    rows = [r for r in rows if r.get("cpu_s")]
+    if not rows:
+        return []
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(r.get("stream", "adult"), r["members"])].append(r)
+    out = ["| stream | members k | runs | members' CPU, µs per record | broker + driver, µs "
+           "per record | cores busy | msgs/s | msgs/s the cores allow |",
+           "|---|---|---|---|---|---|---|---|"]
+    for (stream, k), rs in sorted(groups.items()):
+        member = statistics.mean(sum(r["cpu_s"]["members"]) / r["records"] for r in rs) * 1e6
+        other = statistics.mean((r["cpu_s"]["broker"] + r["cpu_s"]["driver"]) / r["records"]
+                                for r in rs) * 1e6
+        cores = max(r["cores"] for r in rs)
+        out.append(f"| {stream} | {k} | {len(rs)} | {member:,.0f} | {other:,.0f} | "
+                   f"{statistics.mean(r['cores_busy'] for r in rs):.2f} | "
+                   f"{statistics.mean(r['msgs_per_s'] for r in rs):,.0f} | "
+                   f"{cores * 1e6 / (member + other):,.0f} |")
+    return out
 
 
 def scale_out_section(rows: list[dict]) -> list[str]:
@@ -99,5 +134,16 @@ def scale_out_section(rows: list[dict]) -> list[str]:
                        f"({min(acc):.3f}–{max(acc):.3f}) | {diff} | "
                        f"{sum(bool(r['same_model']) for r in rs)} of {len(rs)} | "
                        f"{', '.join(f'{t:,}' for t in trained)} |")
+    cpu = cpu_lines(rows)
+    if cpu:
+        out += ["", "### Where the CPU goes", "",
+                "CPU seconds (user + system, `/proc`) of each process from the start of "
+                "producing to the last prediction read, per record of the stream (runs "
+                "since the CPU was measured). The members' CPU per record does not grow with "
+                "k: sharing windows and relevance costs the members nearly nothing. The "
+                "broker and the driver (the producer and the predictions reader, Python) "
+                "need CPU at the same rate, on the same cores, so the rate the cores allow "
+                "is `cores / (members + broker + driver)` per record; once k members reach "
+                "it, more members cannot run faster on this machine.", ""] + cpu
     out.append("")
     return out
