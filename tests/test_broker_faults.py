@@ -19,6 +19,7 @@ from test_service import _serve, _status, _stop, _wait_for
 from dpstream.connectors import SinkError
 from dpstream.connectors.local_broker import LocalBroker as Broker
 from dpstream.connectors.local_broker import free_port
+from dpstream.connectors.records import sink_key
 from dpstream.stream import ADULT_SCHEMA, load_adult
 from dpstream.stream.messages import MAX_MESSAGE_BYTES, RecordValidator, RejectedRecord
 from dpstream.stream.runner import DEAD_LETTER_PREFIX
@@ -440,6 +441,29 @@ def test_a_send_the_producer_gives_up_on_fails_the_next_flush(broker):
     got = [(m.key, json.loads(m.value)["id"]) for m in broker.consume_all("predictions", 3,
                                                                            timeout=10)]
     assert (b"k1", 1) in got and (b"k3", 3) in got
+
+
+def test_keyed_sink_messages_land_on_the_default_partitioners_partition(broker):
+    """The sink picks each keyed message's partition itself (compiled murmur2): the same one
+    kafka-python's default partitioner picks, so a repeated prediction lands where the first
+    one did."""
+    from kafka.partitioner.default import murmur2
+
+    from dpstream.connectors.kafka import KafkaSink
+
+    broker.create_topic("keyed", partitions=5)
+    sink = KafkaSink(broker.bootstrap, "keyed", stop=threading.Event())
+    keys = [sink_key(f"records:{i % 3}", i, i * 7) for i in range(300)]
+    for i, key in enumerate(keys):
+        sink.send_json({"id": i}, key=key)
+        if i == 150:
+            sink.flush()   # the partitions are looked up again after a flush
+    sink.close()
+    got = broker.consume_all("keyed", len(keys), timeout=20)
+    assert len(got) == len(keys)
+    assert {m.partition for m in got} == set(range(5))
+    for m in got:
+        assert m.partition == (murmur2(m.key) & 0x7FFFFFFF) % 5, m.key
 
 
 def test_tansu_shows_aborted_transactions_to_read_committed_consumers(broker):
