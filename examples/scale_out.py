@@ -22,6 +22,11 @@ prediction, stops the members (SIGTERM: each publishes its open window) and prin
   predictions reader); ``cores_busy``: their sum over that wall time (at the machine's
   ``cores``, more members cannot run faster); ``member_cpu_us_per_msg``: the members' CPU per
   record (flat in k: the members' work does not grow with k);
+* ``spread_records``: how unevenly the members progress (median and 90th percentile over
+  the run, in records of the stream between the member furthest ahead and the one furthest
+  behind; :func:`progress_spread`); ``pace``: the producer's limit (``--pace``), or ``null``:
+  produced as fast as the producer goes, so the members drain a backlog, each at its own
+  speed;
 * ``member_windows``: ``share`` (the default: each member's windows and trees are sized by its
   share of the partitions, so the union closes windows when one process would) or ``whole``
   (``--whole-windows``: every member trains full-size windows); ``relevance``: ``by
@@ -29,12 +34,14 @@ prediction, stops the members (SIGTERM: each publishes its open window) and prin
   own) or ``every attribute`` (with ``--whole-windows``: no member knows its partitions).
 
 Run: python examples/scale_out.py [--records N] [--members 1,2,3] [--stream adult|agrawal]
+[--pace MSGS_PER_S]
 (needs the test extra: pip install 'dpstream[test]')
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import signal
@@ -63,6 +70,57 @@ def members_assigned(logs: list[Path]) -> bool:
         if not lines or "assigned: ['" not in lines[-1]:
             return False
     return True
+
+
+def assigned(log: Path) -> list[str]:
+    """The partitions (``topic:n``) a member's log says it holds last."""
+    lines = [ln for ln in log.read_text(errors="replace").splitlines()
+             if "partitions assigned: " in ln]
+    return ast.literal_eval(lines[-1].split("partitions assigned: ", 1)[1]) if lines else []
+
+
+def progress_spread(got: dict, logs: list[Path], n: int) -> dict:
+    """How unevenly the members progress: sweeping the predictions in the order they were
+    made (every 500th), each member's share of its own records done so far; the spread is the
+    largest minus the smallest share, times the stream's ``n`` records (records of the stream
+    between the member furthest ahead and the one furthest behind). Median and 90th
+    percentile over the run; 0 for one member."""
+    owner = {part: m for m, log in enumerate(logs) for part in assigned(log)}
+    if len(logs) < 2 or not owner:
+        return {"median": 0, "p90": 0}
+    total = [0] * len(logs)
+    for _, _, part in got.values():
+        total[owner[part]] += 1
+    done, spreads = [0] * len(logs), []
+    for i, (_, _, part) in enumerate(sorted(got.values(), key=lambda v: v[1])):
+        done[owner[part]] += 1
+        if i % 500 == 0:
+            shares = [d / t for d, t in zip(done, total, strict=True) if t]
+            spreads.append(round((max(shares) - min(shares)) * n))
+    spreads.sort()
+    return {"median": spreads[len(spreads) // 2], "p90": spreads[int(0.9 * (len(spreads) - 1))]}
+
+
+def produce(broker: LocalBroker, topic: str, values: list[bytes], pace: float | None) -> None:
+    """Send ``values`` round-robin over the partitions, at most ``pace`` messages a second
+    (``None``: as fast as the producer goes), and wait for the acks."""
+    if pace is None:
+        broker.produce(topic, values, PARTITIONS)
+        return
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5)
+    start, step = time.monotonic(), max(1, int(pace / 50))   # a burst every 20 ms
+    try:
+        for i0 in range(0, len(values), step):
+            for i in range(i0, min(i0 + step, len(values))):
+                producer.send(topic, values[i], partition=i % PARTITIONS)
+            ahead = start + (i0 + step) / pace - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)
+        producer.flush()
+    finally:
+        producer.close()
 
 
 def cpu_seconds(pid: int | None = None) -> float:
@@ -94,7 +152,7 @@ def read_predictions(broker: LocalBroker, topic: str, n: int, timeout: float) ->
 
 
 def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: list,
-        probe: list[dict], whole: bool = False) -> dict:
+        probe: list[dict], whole: bool = False, pace: float | None = None) -> dict:
     tag = f"{k}-whole" if whole else str(k)
     records, preds, models = f"records-{tag}", f"predictions-{tag}", f"models-{tag}"
     params = PARAMS + (["--whole-windows"] if whole else [])
@@ -121,7 +179,7 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             time.sleep(0.2)
         pids = [p.pid for p in procs] + [broker.proc.pid, None]
         cpu0, t0 = [cpu_seconds(pid) for pid in pids], time.monotonic()
-        producer = threading.Thread(target=broker.produce, args=(records, values, PARTITIONS))
+        producer = threading.Thread(target=produce, args=(broker, records, values, pace))
         producer.start()
         got = read_predictions(broker, preds, len(values), timeout=240)
         producer.join()
@@ -164,7 +222,9 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             "cpu_s": {"members": [round(c, 1) for c in cpu[:k]], "broker": round(cpu[k], 1),
                       "driver": round(cpu[k + 1], 1)},
             "cores_busy": round(sum(cpu) / wall, 2),
-            "member_cpu_us_per_msg": round(sum(cpu[:k]) / len(values) * 1e6)}
+            "member_cpu_us_per_msg": round(sum(cpu[:k]) / len(values) * 1e6),
+            "spread_records": progress_spread(got, logs, len(values)),
+            "pace": pace}
 
 
 def main() -> None:
@@ -179,6 +239,9 @@ def main() -> None:
                         help="also append each line, with the stream and the date, to this "
                              "file (benchmarks/results/scale_out.jsonl feeds "
                              "docs/benchmarks.md)")
+    parser.add_argument("--pace", type=float, metavar="MSGS_PER_S",
+                        help="produce at most this many messages a second (default: as fast "
+                             "as the producer goes, so the members drain a backlog)")
     parser.add_argument("--whole-windows", action="store_true",
                         help="also run k > 1 with --whole-windows (full-size windows in "
                              "every member: the policy before member shares)")
@@ -200,7 +263,8 @@ def main() -> None:
         schema.dump(Path(tmp) / "schema.json")
         for k in (int(v) for v in args.members.split(",")):
             for whole in ((False, True) if args.whole_windows and k > 1 else (False,)):
-                line = run(broker, Path(tmp), k, values, y[:n], probe, whole=whole)
+                line = run(broker, Path(tmp), k, values, y[:n], probe, whole=whole,
+                           pace=args.pace)
                 print(json.dumps(line), flush=True)
                 if args.save:
                     with open(args.save, "a") as fh:

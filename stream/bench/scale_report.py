@@ -3,7 +3,9 @@
 ``python examples/scale_out.py --save benchmarks/results/scale_out.jsonl`` appends one JSON line
 per run and k; :func:`scale_out_section` summarises them per stream: the rate, its ratio to
 one member's, the prequential accuracy and its difference to one member's, ``same_model`` and
-the records trained; each policy of the members in its own table (:data:`POLICIES`): windows
+the records trained (and, where measured, how many records of the stream apart the members
+are); each policy of the members, and each producer pace, in its own table
+(:data:`POLICIES`): windows
 sized by each member's share with the relevance split by partition (the default), the same
 with relevance rows held (runs from before the split), and whole windows
 (``--whole-windows``, and every run from before shares).
@@ -45,6 +47,12 @@ TITLES = ("windows and trees sized by each member's share of the partitions, att
 def load_scale_runs(path: str | Path) -> list[dict]:
     """The JSON lines of ``scale_out.py --save`` (none if the file is absent)."""
     return load_results(path, keys=("members", "msgs_per_s", "accuracy"))
+
+
+def _spread(runs: list[dict]) -> str:
+    """The mean over runs of the median records between the members furthest apart."""
+    got = [r["spread_records"]["median"] for r in runs if "spread_records" in r]
+    return f"{statistics.mean(got):,.0f}" if got else "—"
 
 
 def cpu_lines(rows: list[dict]) -> list[str]:
@@ -97,15 +105,19 @@ def scale_out_section(rows: list[dict]) -> list[str]:
            "the union of every member's windows. Measured on a machine with "
            f"{', '.join(map(str, cores)) or 'an unknown number of'} CPU cores, which the broker, "
            "the producer, the predictions reader and the k members share: past the cores "
-           "more members add contention, not speed. Analysis: "
+           "more members add contention, not speed. Without `--pace` the producer runs "
+           "ahead and the members drain a backlog, each at its own speed, so they drift "
+           "apart in the stream; with `--pace` they keep up with the topic, as a service "
+           "does. Analysis: "
            "[benchmark notes](benchmark_notes.md), \"Scale-out\".", ""]
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:   # runs from before member shares had whole windows
         policy = r.get("member_windows", "whole")
         # share runs from before the relevance split by partition held relevance rows
         policy = "whole" if policy != "share" else r.get("relevance", "held")
-        groups[(r.get("stream", "adult"), r["records"], POLICIES.index(policy))].append(r)
-    for (stream, records, policy), runs in sorted(groups.items()):
+        groups[(r.get("stream", "adult"), r["records"], POLICIES.index(policy),
+                r.get("pace") or 0)].append(r)
+    for (stream, records, policy, pace), runs in sorted(groups.items()):
         if out[-1] != "":
             out.append("")
         by_k: dict[int, list[dict]] = defaultdict(list)
@@ -116,11 +128,14 @@ def scale_out_section(rows: list[dict]) -> list[str]:
         base_acc = statistics.mean(r["accuracy"] for r in one) if one else None
         dates = sorted({r["date"] for r in runs if r.get("date")})
         when = f" ({', '.join(dates)})" if dates else ""
-        title = TITLES[policy]
+        title = TITLES[policy] + (f"; the producer paced at {pace:,.0f} msgs/s (the members "
+                                  "keep up with the topic)" if pace else "")
+        spread = any("spread_records" in r for r in runs)
         out += [f"### {stream}, {records:,} records: {title}{when}", "",
                 "| members k | runs | msgs/s, mean (min–max) | × one member | accuracy, mean "
-                "(min–max) | vs one member | same_model | trained |",
-                "|---|---|---|---|---|---|---|---|"]
+                "(min–max) | vs one member | same_model | trained |"
+                + (" members apart, records (median) |" if spread else ""),
+                "|---|---|---|---|---|---|---|---|" + ("---|" if spread else "")]
         for k in sorted(by_k):
             rs = by_k[k]
             rate = [r["msgs_per_s"] for r in rs]
@@ -133,8 +148,9 @@ def scale_out_section(rows: list[dict]) -> list[str]:
                        f"{max(rate):,}) | {ratio} | {statistics.mean(acc):.4f} "
                        f"({min(acc):.3f}–{max(acc):.3f}) | {diff} | "
                        f"{sum(bool(r['same_model']) for r in rs)} of {len(rs)} | "
-                       f"{', '.join(f'{t:,}' for t in trained)} |")
-    cpu = cpu_lines(rows)
+                       f"{', '.join(f'{t:,}' for t in trained)} |"
+                       + (f" {_spread(rs)} |" if spread else ""))
+    cpu = cpu_lines([r for r in rows if not r.get("pace")])
     if cpu:
         out += ["", "### Where the CPU goes", "",
                 "CPU seconds (user + system, `/proc`) of each process from the start of "
