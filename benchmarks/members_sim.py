@@ -1,7 +1,7 @@
 """Accuracy of k window-forest members against one process, in process and seeded.
 
 Usage: python benchmarks/members_sim.py [--stream adult|agrawal] [--records N] [--members 1,2,3]
-[--seeds N] [--whole-windows] [--json]
+[--seeds N] [--whole-windows] [--delay N] [--relevance-delay N] [--json]
 
 The broker runs of ``examples/scale_out.py`` draw their noise from OS entropy, and one member's
 accuracy alone scatters by a point or more from run to run, so a gap of a fraction of a point
@@ -54,12 +54,19 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--whole-windows", action="store_true",
                         help="full-size windows in every member (no shares)")
+    parser.add_argument("--delay", type=int, default=0,
+                        help="the others adopt a window this many records of the stream "
+                             "after it closed (default 0)")
+    parser.add_argument("--relevance-delay", type=int,
+                        help="its relevance histograms after this many instead (default: "
+                             "--delay)")
     parser.add_argument("--json", action="store_true", help="one JSON object per k")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     X, y, schema = load(args.stream, args.records)
     for k in (int(v) for v in args.members.split(",")):
-        runs = [prequential(X, y, schema, k=k, seed=seed, whole=args.whole_windows)
+        runs = [prequential(X, y, schema, k=k, seed=seed, whole=args.whole_windows,
+                            delay=args.delay, relevance_delay=args.relevance_delay)
                 for seed in range(3, 3 + args.seeds)]
         acc = [float(h.mean()) for h in runs]
         slices = [round(statistics.mean(float(h[a:b].mean()) for h in runs), 4)

@@ -284,13 +284,17 @@ class WindowEnsemble:
         self._apply(key, state)
         return True
 
-    def _apply(self, key: str, state: dict | None) -> None:
+    def _apply(self, key: str, state: dict | None, relevance: bool = True) -> None:
+        """The window joins (``None``: leaves) the union; another member's relevance
+        histograms join this member's evidence too, unless ``relevance`` is false (a
+        simulation bringing them later: :func:`~dpstream.stream.bench.member_sim.prequential`).
+        """
         if state is None:
             self.windows.pop(key, None)
         else:
             self.windows[key] = state
         self._kept = None
-        if key.partition("/")[0] != self.member:
+        if relevance and key.partition("/")[0] != self.member:
             self._share_relevance(key, state)
 
     def _share_relevance(self, key: str, state: dict | None) -> None:

@@ -171,3 +171,17 @@ def test_members_that_split_the_attributes_beat_members_that_release_all_of_them
     assert one > 0.72
     assert split > every + 0.015, (split, every)
     assert split >= one - 0.03, (one, split)
+
+
+def test_the_simulation_brings_trees_and_relevance_separately():
+    """``prequential(relevance_delay=...)`` adopts a window's trees and its relevance apart:
+    at the same delay it is the one adoption exactly; the relevance later changes the
+    members' trees (what ``benchmarks/members_sim.py --relevance-delay`` measures)."""
+    X, y, schema = load_adult("train")
+    X, y = X[:4000], y[:4000]
+    args = dict(k=2, seed=0, window_size=600, warmup=None)
+    together = prequential(X, y, schema, delay=200, **args)
+    apart = prequential(X, y, schema, delay=200, relevance_delay=200, **args)
+    assert (together == apart).all()
+    late = prequential(X, y, schema, delay=200, relevance_delay=100_000, **args)
+    assert (late != together).any()

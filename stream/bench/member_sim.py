@@ -32,12 +32,15 @@ __all__ = ["prequential"]
 
 
 def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool = False,
-                partitions: int = 6, delay: int = 0, **params: Any) -> np.ndarray:
+                partitions: int = 6, delay: int = 0, relevance_delay: int | None = None,
+                **params: Any) -> np.ndarray:
     """Per record, whether its member predicted it right before learning it (median forests,
     epsilon 1, ``n_trees=5`` unless ``params`` say otherwise; member ``m``'s seed is
     ``100 * seed + m``). With ``delay``, the other members adopt a window ``delay`` records
     of the stream after it closed (the model topic's delay, and members that progress
-    unevenly)."""
+    unevenly). With ``relevance_delay`` as well, a window's trees join the others' unions
+    after ``delay`` records and its released relevance histograms their evidence after
+    ``relevance_delay``: which of the two matters when it comes late."""
     params = {"epsilon": 1.0, "n_trees": 5, **params}
     models = [MedianForestClassifier(schema=schema, seed=100 * seed + m, **params)
               for m in range(k)]
@@ -48,17 +51,30 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
     ens = [WindowEnsemble(model, f"m{m}") for m, model in enumerate(models)]
     hits = np.zeros(len(y), dtype=bool)
     arriving: deque = deque()      # (stream position, member, key, state)
+    split = relevance_delay is not None
     for i, (x, label) in enumerate(zip(X, y, strict=True)):
         while arriving and arriving[0][0] <= i:
-            _, src, key, state = arriving.popleft()
+            _, src, key, state, part = arriving.popleft()
             for other in ens:
-                if other is not ens[src]:
+                if other is ens[src]:
+                    continue
+                if part == "both":
                     other.adopt(key, state)
+                elif part == "trees":   # the window votes; its relevance comes separately
+                    other._apply(key, state, relevance=False)
+                else:
+                    other._share_relevance(key, state)
         m = (i % partitions) % k
         hits[i] = ens[m].predict_one(x) == label
         closed = models[m].windows_closed
         models[m].learn_one(x, label)
         if models[m].windows_closed != closed:
             for key, state in ens[m].local_updates().items():
-                arriving.append((i + 1 + delay, m, key, state))
+                if split:
+                    arriving.append((i + 1 + delay, m, key, state, "trees"))
+                    arriving.append((i + 1 + relevance_delay, m, key, state, "relevance"))
+                else:
+                    arriving.append((i + 1 + delay, m, key, state, "both"))
+        if split:   # two delays: keep the queue in order of arrival
+            arriving = deque(sorted(arriving, key=lambda e: e[0]))
     return hits
