@@ -88,12 +88,13 @@ def progress_spread(got: dict, logs: list[Path], n: int) -> dict:
     owner = {part: m for m, log in enumerate(logs) for part in assigned(log)}
     if len(logs) < 2 or not owner:
         return {"median": 0, "p90": 0}
+    made = sorted((t, owner[part]) for _, t, part in got.values() if part in owner)
     total = [0] * len(logs)
-    for _, _, part in got.values():
-        total[owner[part]] += 1
+    for _, m in made:
+        total[m] += 1
     done, spreads = [0] * len(logs), []
-    for i, (_, _, part) in enumerate(sorted(got.values(), key=lambda v: v[1])):
-        done[owner[part]] += 1
+    for i, (_, m) in enumerate(made):   # (a partition that moved in a rebalance: left out)
+        done[m] += 1
         if i % 500 == 0:
             shares = [d / t for d, t in zip(done, total, strict=True) if t]
             spreads.append(round((max(shares) - min(shares)) * n))

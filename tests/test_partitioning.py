@@ -14,13 +14,13 @@ def _signed(h: int) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(st.binary(max_size=200))
 def test_murmur2_is_kafka_pythons_bit_for_bit(key):
     assert murmur2(key) == _signed(reference(key))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.text(max_size=30), st.integers(0, 2**62), st.one_of(st.integers(), st.text()),
        st.integers(1, 64))
 def test_a_sink_key_goes_to_the_default_partitioners_partition(topic, offset, record_id, n):

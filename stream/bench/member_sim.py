@@ -50,7 +50,7 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
             model.set_share(len(mine) / partitions, mine, partitions)
     ens = [WindowEnsemble(model, f"m{m}") for m, model in enumerate(models)]
     hits = np.zeros(len(y), dtype=bool)
-    arriving: deque = deque()      # (stream position, member, key, state)
+    arriving: deque = deque()      # (stream position, member, key, state, what arrives)
     split = relevance_delay is not None
     for i, (x, label) in enumerate(zip(X, y, strict=True)):
         while arriving and arriving[0][0] <= i:
