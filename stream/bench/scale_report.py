@@ -140,7 +140,8 @@ def scale_out_section(rows: list[dict]) -> list[str]:
             rs = by_k[k]
             rate = [r["msgs_per_s"] for r in rs]
             acc = [r["accuracy"] for r in rs]
-            ratio = f"{statistics.mean(rate) / base_rate:.2f}" if base_rate else "—"
+            # (paced: the producer sets the rate, so the ratio says nothing about the members)
+            ratio = f"{statistics.mean(rate) / base_rate:.2f}" if base_rate and not pace else "—"
             diff = ("—" if base_acc is None or k == 1 else
                     f"{100 * (statistics.mean(acc) - base_acc):+.1f} pp".replace("-", "−"))
             trained = sorted({r["trained"] for r in rs})

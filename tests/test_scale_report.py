@@ -1,0 +1,36 @@
+"""The scale-out section of docs/benchmarks.md: paced runs apart, the spread, the CPU table."""
+
+from __future__ import annotations
+
+from dpstream.stream.bench.scale_report import cpu_lines, scale_out_section
+
+
+def _row(k, rate, acc, pace=None, spread=None, cpu=None):
+    row = {"stream": "agrawal", "records": 1000, "members": k, "msgs_per_s": rate,
+           "accuracy": acc, "same_model": True, "trained": 1000, "cores": 2,
+           "member_windows": "share", "relevance": "by partition", "pace": pace}
+    if spread is not None:
+        row["spread_records"] = {"median": spread, "p90": 2 * spread}
+    if cpu is not None:
+        row.update(cpu_s={"members": [cpu / k] * k, "broker": 0.01, "driver": 0.04},
+                   cores_busy=1.5)
+    return row
+
+
+def test_paced_runs_have_their_own_table_without_a_rate_ratio():
+    rows = [_row(1, 1000, 0.90, cpu=0.1), _row(2, 1500, 0.89, cpu=0.1),
+            _row(1, 600, 0.91, pace=600, spread=0), _row(2, 590, 0.88, pace=600, spread=900)]
+    text = "\n".join(scale_out_section(rows))
+    drain, paced = text.split("paced at 600 msgs/s")
+    assert "| 2 | 1 | 1,500 (1,500–1,500) | 1.50 |" in drain
+    assert "| 2 | 1 | 590 (590–590) | — | 0.8800 (0.880–0.880) | −3.0 pp |" in paced
+    assert "members apart" in paced and "| 900 |" in paced
+    assert "Where the CPU goes" in text
+
+
+def test_the_cpu_table_leaves_out_paced_runs_and_says_what_the_cores_allow():
+    lines = cpu_lines([_row(2, 1500, 0.89, cpu=0.1)])
+    # members 100 us + broker and driver 50 us a record on 2 cores: 13,333 msgs/s
+    assert lines[-1] == "| agrawal | 2 | 1 | 100 | 50 | 1.50 | 1,500 | 13,333 |"
+    paced_only = scale_out_section([_row(1, 600, 0.9, pace=600, cpu=0.1)])
+    assert paced_only and "Where the CPU goes" not in "\n".join(paced_only)
