@@ -5,10 +5,9 @@ per run and k; :func:`scale_out_section` summarises them per stream: the rate, i
 one member's, the prequential accuracy and its difference to one member's, ``same_model`` and
 the records trained (and, where measured, how many records of the stream apart the members
 are); each policy of the members, and each producer pace, in its own table
-(:data:`POLICIES`): windows
-sized by each member's share with the relevance split by partition (the default), the same
-with relevance rows held (runs from before the split), and whole windows
-(``--whole-windows``, and every run from before shares).
+(:data:`POLICIES`): windows sized by each member's share with the relevance split by
+partition (the default), the same with relevance rows held (runs from before the split), and
+whole windows (``--whole-windows``, and every run from before shares).
 
 Examples
 --------
