@@ -60,13 +60,17 @@ def main() -> None:
     parser.add_argument("--relevance-delay", type=int,
                         help="its relevance histograms after this many instead (default: "
                              "--delay)")
+    parser.add_argument("--hold", action="store_true",
+                        help="members hold closed windows: relevance out at the close, trees "
+                             "grown once the others' releases for the stretch arrived")
     parser.add_argument("--json", action="store_true", help="one JSON object per k")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     X, y, schema = load(args.stream, args.records)
     for k in (int(v) for v in args.members.split(",")):
         runs = [prequential(X, y, schema, k=k, seed=seed, whole=args.whole_windows,
-                            delay=args.delay, relevance_delay=args.relevance_delay)
+                            delay=args.delay, relevance_delay=args.relevance_delay,
+                            hold=args.hold)
                 for seed in range(3, 3 + args.seeds)]
         acc = [float(h.mean()) for h in runs]
         slices = [round(statistics.mean(float(h[a:b].mean()) for h in runs), 4)

@@ -197,7 +197,8 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
     correct = sum(got[i][0] == labels[i] for i in range(len(values)))
     reader = ModelTopic(broker.bootstrap, models, stop=threading.Event())
     reader.connect()
-    windows = {key: s for key, s in reader.catch_up().items() if s is not None}
+    windows = {key: s for key, s in reader.catch_up().items()   # (held windows' releases:
+               if s is not None and "/window-" in key}             # the windows carry them)
     reader.close()
     answers, trained = [], 0
     for m in range(k):   # each member's ensemble: its own windows + the others' from the topic

@@ -223,9 +223,13 @@ class RandomDecisionForestClassifier(WindowForestBase):
         tau = (math.log(self.range_bins) + 2.0) / eps_range
         return n_labeled / self._trees.s >= 8.0 * tau
 
-    def _train_closed(self, X, y, public, fed) -> None:
+    def _train_closed(self, X, y, public, fed, held=None) -> None:
         self._window_labeled = int((y != UNLABELED).sum())
-        super()._train_closed(X, y, public, fed)
+        super()._train_closed(X, y, public, fed, held=held)
+
+    def _hold_window(self, X, y, public, fed) -> None:
+        self._window_labeled = int((y != UNLABELED).sum())   # its charges' label reads it
+        super()._hold_window(X, y, public, fed)
 
     def _leaf_and_range_epsilon(self) -> tuple[float, float]:
         """``(leaves, range)``: what a window's ``epsilon_trees`` leaves after the relevance

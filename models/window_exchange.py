@@ -64,10 +64,14 @@ import numpy as np
 from .window_forest import UNLABELED, WindowForestBase, _Window
 
 __all__ = ["WindowEnsemble", "export_window", "window_config", "window_key", "window_share",
-           "WINDOW_FORMAT", "close_open_window", "discard_open_window"]
+           "relevance_key", "WINDOW_FORMAT", "RELEVANCE_FORMAT", "close_open_window",
+           "discard_open_window"]
 
 #: the format tag of an exported window
 WINDOW_FORMAT = "dpstream-window/1"
+#: the format tag of a held window's relevance release, published before its trees grow
+#: (:mod:`~dpstream.models.window_hold`)
+RELEVANCE_FORMAT = "dpstream-relevance/1"
 #: model attributes the trees of a window route with (data-independent: secrets of random
 #: trees drawn before any record was read, and the public domain)
 _ROUTING = ("_trees", "_secret")
@@ -84,6 +88,16 @@ def window_key(member: str, index: int) -> str:
     if not isinstance(member, str) or not member or "/" in member:
         raise ValueError(f"a member id is a non-empty string without '/', got {member!r}")
     return f"{member}/window-{int(index):012d}"
+
+
+def relevance_key(member: str, seq: int) -> str:
+    """The key of ``member``'s ``seq``-th held window's relevance release (``seq`` counts
+    holds, never reused: a window dropped after a crash keeps its release on the topic).
+
+    >>> relevance_key("m-1", 3)
+    'm-1/relevance-000000000003'
+    """
+    return window_key(member, 0).partition("/")[0] + f"/relevance-{int(seq):012d}"
 
 
 def window_config(model: WindowForestBase) -> str:
@@ -152,8 +166,9 @@ def close_open_window(model: WindowForestBase) -> bool:
     read is then inside a finished, publishable window. Closing early is allowed by the
     window policy (as a drift detection does): a rebalance is a public event."""
     if not model._buffer_y:
-        return False
+        return model.grow_held()
     model._close_window()
+    model.grow_held()      # a member hands off grown windows only (window_hold)
     return True
 
 
@@ -232,6 +247,12 @@ class WindowEnsemble:
         self.windows: dict[str, dict] = {}      # key -> exported state (every member's)
         self._own: dict[int, str] = {}          # own index -> key, as published
         self._kept: list[tuple[dict, Any, float]] | None = None   # (state, view, weight)
+        # a held window's release (window_hold): own announced key -> (window index, seq)
+        self._announced: dict[str, tuple[int, int]] = {}
+        self.now: float | None = None           # stream time of the newest record learned
+        self._start: float | None = None        # ... and of the first
+        self._until: dict[int, float] = {}      # own window index -> stream time it closed
+        self.reach: dict[int, float] = {}       # partition -> newest time others released to
 
     # ------------------------------------------------------------ the union
     def local_updates(self) -> dict[str, dict | None]:
@@ -248,9 +269,69 @@ class WindowEnsemble:
                 state = export_window(m, index, member=self.member)
                 self._own[index] = state["key"]
                 out[state["key"]] = state
+        extra = self._relevance_updates(out)
         for key, state in out.items():
             self._apply(key, state)
+        out.update(extra)
         return out
+
+    def observe(self, t: float, first: float | None = None) -> None:
+        """The stream time (Kafka's record timestamps; a simulation's record number) of the
+        newest record this member learned (``first``: of the oldest in that batch): its
+        windows' ``until``, the clock of :meth:`hold_ready`."""
+        self.now = float(t)
+        if self._start is None:
+            self._start = self.now if first is None else float(first)
+
+    def _relevance_updates(self, out: dict[str, dict | None]) -> dict[str, dict | None]:
+        """The held window's release (announced once) and, for a held window that has grown
+        since, its release's tombstone; stamps ``until`` and ``partitions`` on new windows."""
+        m = self.model
+        parts = m.partitions[0]
+        extra: dict[str, dict | None] = {}
+        for key, (index, _) in list(self._announced.items()):
+            if index < m.windows_closed:       # grown: its window carries the release
+                del self._announced[key]
+                extra[key] = None
+                if self._own.get(index) in out and out[self._own[index]] is not None:
+                    out[self._own[index]]["relevance_key"] = key
+        for state in out.values():
+            if state is not None:
+                state["until"] = self._until.setdefault(state["index"], self.now)
+                state["partitions"] = parts
+        held = m.held
+        seq = m.__dict__.get("windows_held", 0)
+        if held is not None and relevance_key(self.member, seq) not in self._announced:
+            key = relevance_key(self.member, seq)
+            self._announced[key] = (held["index"], seq)
+            self._until.setdefault(held["index"], self.now)
+            extra[key] = {"format": RELEVANCE_FORMAT, "member": self.member, "seq": seq,
+                          "key": key, "index": held["index"], "config": self.config,
+                          "generation": held["generation"], "relevance": held["relevance"],
+                          "until": self.now, "partitions": parts,
+                          "published": float(time.time())}
+        return extra
+
+    def hold_ready(self) -> bool:
+        """Whether the held window may grow: for every partition of the topic this member
+        does not hold, some other member has released evidence (a held window's release, or
+        a window) past the middle of the held window's stretch of stream time (from this
+        member's previous close, or its first record, to the held window's close). Members
+        close their windows at about the same points of the stream, so a peer that has not
+        reached the middle has not released its window for this stretch yet. ``True`` with
+        nothing held, for one process, or without a clock; the member bounds the wait."""
+        m = self.model
+        held = m.held
+        parts, total = m.partitions
+        if held is None or parts is None or total is None:
+            return True
+        until = self._until.setdefault(held["index"], self.now)   # (not announced yet)
+        if until is None:
+            return True
+        prev = self._until.get(held["index"] - 1, self._start)
+        mid = until if prev is None else (prev + until) / 2.0
+        return all(self.reach.get(p, float("-inf")) >= mid
+                   for p in set(range(total)) - set(parts))
 
     def adopt(self, key: str, state: dict | None) -> bool:
         """Take another member's window (``None``: its tombstone); returns whether the union
@@ -260,6 +341,8 @@ class WindowEnsemble:
         :meth:`local_updates`); one the model does not have (published by an incarnation whose
         checkpoint was lost) is ignored."""
         own = key.partition("/")[0] == self.member
+        if "/relevance-" in key:
+            return self._adopt_relevance(key, state, own)
         if state is not None:
             if not isinstance(state, dict) or state.get("format") != WINDOW_FORMAT:
                 raise ValueError(f"{key}: not a {WINDOW_FORMAT} window")
@@ -284,6 +367,31 @@ class WindowEnsemble:
         self._apply(key, state)
         return True
 
+    def _adopt_relevance(self, key: str, state: dict | None, own: bool) -> bool:
+        """Another member's held-window release joins this member's evidence (its tombstone:
+        leaves it, the window carrying it instead); this member's own, read back, changes
+        nothing (its model holds its evidence)."""
+        if state is not None:
+            if not isinstance(state, dict) or state.get("format") != RELEVANCE_FORMAT:
+                raise ValueError(f"{key}: not a {RELEVANCE_FORMAT} release")
+            if state.get("config") != self.config:
+                raise ValueError(f"{key}: released by a model of another configuration "
+                                 f"(config {state.get('config')}; this member: {self.config})")
+            if relevance_key(str(state.get("member")), int(state.get("seq", -1))) != key:
+                raise ValueError(f"{key}: the release's own key is {state.get('key')!r}")
+        if own:
+            return False
+        self._note_reach(state)
+        return self._share_relevance(key, state)
+
+    def _note_reach(self, state: dict | None) -> None:
+        """How far in stream time another member's releases reach, per partition it holds."""
+        if state is None or state.get("until") is None or not state.get("partitions"):
+            return
+        for p in state["partitions"]:
+            p = int(p)
+            self.reach[p] = max(self.reach.get(p, float("-inf")), float(state["until"]))
+
     def _apply(self, key: str, state: dict | None, relevance: bool = True) -> None:
         """The window joins (``None``: leaves) the union; another member's relevance
         histograms join this member's evidence too, unless ``relevance`` is false (a
@@ -295,9 +403,10 @@ class WindowEnsemble:
             self.windows[key] = state
         self._kept = None
         if relevance and key.partition("/")[0] != self.member:
+            self._note_reach(state)
             self._share_relevance(key, state)
 
-    def _share_relevance(self, key: str, state: dict | None) -> None:
+    def _share_relevance(self, key: str, state: dict | None) -> bool:
         """Another member's window brings its released attribute-relevance histograms into
         this member's evidence (so every member draws split attributes from the whole
         group's evidence, not from its 1/k of the records); its tombstone takes them back.
@@ -310,18 +419,24 @@ class WindowEnsemble:
         than the others'."""
         rel = getattr(self.model, "_relevance", None)
         if rel is None:
-            return
+            return False
         merged = self.model.__dict__.setdefault("_foreign_relevance", {})
-        if key in merged:
-            rel.merge(merged.pop(key), sign=-1.0)
+        changed = False
+        # a window whose release came first (held): the window carries it from now on
+        for k in (key, None if state is None else state.get("relevance_key")):
+            if k in merged:
+                rel.merge(merged.pop(k), sign=-1.0)
+                changed = True
         hists = None if state is None else state.get("relevance")
         if hists is not None:
             hists = [np.asarray(h, dtype=np.float64) for h in hists]
             try:
                 rel.merge(hists)
             except ValueError:   # not this schema's histograms: the window votes, no more
-                return
+                return changed
             merged[key] = hists
+            changed = True
+        return changed
 
     def kept(self) -> list[dict]:
         """The windows that vote: the newest of the union, as many as make ``max_windows``

@@ -46,6 +46,7 @@ from ._params import check_integer, check_real
 from .drift import DPDriftSignal
 from .encoding import RecordEncoder
 from .forest import Forest
+from .window_hold import HeldWindow
 from .window_share import ATTRIBUTE_RULES, MemberShare, RelevanceEvidence
 from .window_stream import UNLABELED, learn_stream
 from .window_trees import WindowTree, leaf_proba, pack_trees, split_exact
@@ -69,7 +70,7 @@ class _Window:
     relevance: list | None = None
 
 
-class WindowForestBase(MemberShare, RelevanceEvidence, base.Classifier):
+class WindowForestBase(MemberShare, RelevanceEvidence, HeldWindow, base.Classifier):
     """Classifier over tumbling windows; subclasses turn one closed window into trees.
 
     The window policy, shared by every subclass:
@@ -316,30 +317,46 @@ class WindowForestBase(MemberShare, RelevanceEvidence, base.Classifier):
         self._buffer_X, self._buffer_y, self._buffer_public = [], [], []
         self._window_start = None
         fed, self._buffer_fed = self._buffer_fed, False
+        self.grow_held()   # at most one window is held (window_hold)
         self._training_epsilon = self._epsilon_rest() if fed else float(self.epsilon)
         try:
-            self._train_closed(X, y, public, fed)
+            if self._holds(y):
+                self._hold_window(X, y, public, fed)
+            else:
+                self._train_closed(X, y, public, fed)
         finally:
             self._training_epsilon = None
 
-    def _train_closed(self, X: np.ndarray, y: np.ndarray, public: np.ndarray,
-                      fed: bool) -> None:
+    def _charge_closed(self, fed: bool) -> None:
+        """Charge the closing window's ledger partitions (window ``windows_closed``)."""
         w = self.windows_closed
+        charges = self._window_charges()
+        for part, eps, label in charges:
+            self._ledger.charge(eps, partition=f"window-{w}/{part}", label=label)
+        if fed:   # its records' prequential errors fed the drift signal
+            for part in dict.fromkeys(part for part, _, _ in charges):
+                self._ledger.charge(self.epsilon_drift, partition=f"window-{w}/{part}",
+                                    label="DPDriftSignal")
+        self.ledger_partitions += len(dict.fromkeys(part for part, _, _ in charges))
+
+    def _train_closed(self, X: np.ndarray, y: np.ndarray, public: np.ndarray,
+                      fed: bool, held: dict | None = None) -> None:
+        """Train a closed window; a ``held`` one (:mod:`~dpstream.models.window_hold`) was
+        charged and released its relevance when it closed."""
         if (y != UNLABELED).any():
             self._window_trees = self.trees_for(int((y != UNLABELED).sum()))
-            charges = self._window_charges()
-            for part, eps, label in charges:
-                self._ledger.charge(eps, partition=f"window-{w}/{part}", label=label)
-            if fed:   # its records' prequential errors fed the drift signal
-                for part in dict.fromkeys(part for part, _, _ in charges):
-                    self._ledger.charge(self.epsilon_drift, partition=f"window-{w}/{part}",
-                                        label="DPDriftSignal")
-            self.ledger_partitions += len(dict.fromkeys(part for part, _, _ in charges))
+            if held is None:
+                self._charge_closed(fed)
             rel = getattr(self, "_relevance", None)
             releases = None if rel is None else rel.releases
-            trees, kind, extra = self._train_window(X, y, public)
+            self._prereleased = held is not None
+            try:
+                trees, kind, extra = self._train_window(X, y, public)
+            finally:
+                self._prereleased = False
             self.last_depth = max((tr.depth for tr in trees), default=None)
-            released = (rel.last_release if rel is not None and rel.releases != releases
+            released = (held["relevance"] if held is not None
+                        else rel.last_release if rel is not None and rel.releases != releases
                         else None)
         else:   # no label to fill a leaf with: nothing is trained, nothing released or spent
             trees, kind, extra, released = [], "none (no labeled record)", {}, None
@@ -355,7 +372,8 @@ class WindowForestBase(MemberShare, RelevanceEvidence, base.Classifier):
             self.windows_retired_by_drift += len(old)
         if self.max_windows is not None and len(self._windows) > self.max_windows:
             self._windows.pop(0)                 # retiring trees is post-processing
-        self.generation_windows += 1
+        if held is None:   # (a held window stepped the warm-up when it closed)
+            self.generation_windows += 1
         self._serving = None
         self.windows_closed += 1
         self.records_trained += int(y.size)
@@ -376,6 +394,7 @@ class WindowForestBase(MemberShare, RelevanceEvidence, base.Classifier):
         first window of the new generation has trees, then retire."""
         if self._buffer_y:
             self._close_window()
+        self.grow_held()   # with the old concept's evidence, before it is reset
         self.generation += 1
         self.generation_windows = 0
         if getattr(self, "_relevance", None) is not None:   # the old concept's evidence
@@ -503,8 +522,9 @@ class WindowForestBase(MemberShare, RelevanceEvidence, base.Classifier):
 
     @property
     def training_rounds(self) -> int:
-        """Closed windows (the runner checkpoints after each when it publishes predictions)."""
-        return self.windows_closed
+        """Closed windows, held ones included (the runner checkpoints after each when it
+        publishes predictions; a member publishes a held window's relevance)."""
+        return self.windows_closed + self.__dict__.get("windows_held", 0)
 
     def _window_policy(self) -> str:
         warm = (f"warm-up windows of {self.warmup}, {2 * self.warmup}, {4 * self.warmup}, ... "

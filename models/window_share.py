@@ -132,6 +132,12 @@ class RelevanceEvidence:
         held their windows' rows for ``round(1 / share)`` windows) are released with this
         window's, in the same release: every record is still in exactly one release, and a
         joint release uses the smallest epsilon its rows were charged."""
+        if self.__dict__.get("_prereleased"):   # a held window: released when it closed
+            return
+        if self.__dict__.pop("relevance_spent", False):
+            # a group member marked the window: some of its records are in a release a
+            # crashed member published (stream.members); none of them is released again
+            return
         pending = self.__dict__.pop("_relevance_pending", None)
         if pending:
             X = np.concatenate([*(p[0] for p in pending), X])

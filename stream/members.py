@@ -31,6 +31,22 @@ a finished window of this member (records still in its open window are excluded)
    them with the window (a release that detected a change would have closed and published
    the window), so the new owner's drift read is their only one.
 
+**Relevance before trees.** While other members train, a member holds each closed window
+(:mod:`~dpstream.models.window_hold`): the window's relevance release is checkpointed and
+published at the close (a ``dpstream-relevance/1`` message), and its trees grow once the other
+members' releases for the same stretch of the stream have arrived
+(:meth:`~dpstream.models.window_exchange.WindowEnsemble.hold_ready`, on the records' Kafka
+timestamps), at the latest after :data:`HOLD_MAX_S`, at the next close, at a drift detection
+or before a revoke. The held window's records stay below the handoff positions' reach (they are
+in no finished window), so a member killed ``-9`` while holding one hands its records to the
+partitions' next owners as it does its open window — but their relevance was published: the
+release carries ``spent``, per partition the offset after the held window's last record, and
+whoever trains a record below it (the next owner, or the member itself after its restart) marks
+that record's window so that it releases no relevance (``relevance_spent``): no record's
+relevance is released twice. A restarted member drops its checkpoint's held window untrained;
+if the release never reached the topic, it also leaves the member's evidence, since the
+records' next owner releases them.
+
 The runner's record-id memory is per member: a duplicate across partitions of different
 members is not caught (ids are caught within a member, as before).
 """
@@ -39,6 +55,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from ..connectors.model_topic import ModelTopic
@@ -53,6 +70,10 @@ log = logging.getLogger("dpstream.members")
 #: how long a member waits for the model topic's news right before one of its windows closes
 #: (:meth:`WindowMember.process_adopting`)
 PRE_CLOSE_MS = 50
+
+#: the longest a member holds a closed window's trees for the other members' releases
+#: (a quiet topic, the stream's end, or a member that is gone)
+HOLD_MAX_S = 2.0
 
 
 class WindowMember:
@@ -82,6 +103,10 @@ class WindowMember:
         self.topic_lock = threading.Lock()      # the model topic's reader is not thread-safe
         self.discarded = 0
         self.published_positions: dict[str, int] = {}   # handoff positions at the last publish
+        # partition -> offset below which records are in a published held-window release
+        self.spent: dict[str, int] = {}
+        self.own_released: set[int] = set()      # seqs of own releases read on the topic
+        self._held_since: tuple[int, float] | None = None   # (seq, monotonic time)
         runner.on_learned = self._learned
 
     # ------------------------------------------------------------ life cycle
@@ -92,16 +117,18 @@ class WindowMember:
         self.merge()
         runner, model = self.runner, self.runner.model
         with runner.lock:
-            if model._buffer_y and len(self.pending) != len(model._buffer_y):
+            if model._buffer_y and len(self.pending) != len(model._buffer_y) \
+                    + model.held_records:
                 # a checkpoint made without --model-topic: no other member can have read
                 # these records (no handoff was ever published), so train them now
                 log.info("member %s: closing the open window of a single-process checkpoint",
                          self.member)
                 close_open_window(model)
                 self.pending.clear()
-            if model._buffer_y:
+            if model._buffer_y or model.held_records:
                 runner.positions = self.handoff_positions()   # below the open window
-                n = discard_open_window(model)
+                n = model.drop_held(model.__dict__.get("windows_held", 0) in self.own_released)
+                n += discard_open_window(model)
                 self.pending.clear()
                 self.discarded += n
                 for _ in range(min(n, len(runner.ids))):
@@ -126,15 +153,39 @@ class WindowMember:
         return self._adopt(updates)
 
     def poll(self, timeout_ms: int = 0) -> int:
-        """Adopt what the model topic has now (waiting at most ``timeout_ms`` for it)."""
+        """Adopt what the model topic has now (waiting at most ``timeout_ms`` for it); grow a
+        held window whose wait is over."""
         with self.topic_lock:
             updates = self.topic.poll(timeout_ms=timeout_ms)
-        return self._adopt(updates)
+        changed = self._adopt(updates)
+        with self.runner.lock:
+            if self._grow_if_ready():
+                self.publish()
+        return changed
+
+    def _grow_if_ready(self) -> bool:
+        """Grow the held window if the others' releases for its stretch are in, or it has
+        waited :data:`HOLD_MAX_S`; returns whether it grew (the caller publishes)."""
+        model = self.runner.model
+        if model.held is None:
+            self._held_since = None
+            return False
+        seq = model.__dict__.get("windows_held", 0)
+        if self._held_since is None or self._held_since[0] != seq:
+            self._held_since = (seq, time.monotonic())
+        if self.ensemble.hold_ready() or time.monotonic() - self._held_since[1] >= HOLD_MAX_S:
+            return model.grow_held()
+        return False
 
     def _adopt(self, updates: dict[str, Any]) -> int:
         changed = 0
         with self.runner.lock:
             for key, state in updates.items():
+                if "/relevance-" in key and isinstance(state, dict):
+                    for p, off in (state.get("spent") or {}).items():
+                        self.spent[p] = max(self.spent.get(p, 0), int(off))
+                    if key.partition("/")[0] == self.member:
+                        self.own_released.add(int(state.get("seq", -1)))
                 try:
                     changed += self.ensemble.adopt(key, state)
                 except ValueError as exc:
@@ -170,20 +221,35 @@ class WindowMember:
         """Checkpoint, then publish this member's finished and retired windows; returns how
         many messages were published."""
         with self.runner.lock:
+            model = self.runner.model
+            n = len(model._buffer_y) + model.held_records   # records in no finished window
+            del self.pending[:max(0, len(self.pending) - n)]   # in place: the model holds it
             updates = self.ensemble.local_updates()
             if not updates:
                 return 0
             self._note_union()
             self.runner.checkpoint()    # saved before any member may use them
             positions = self.handoff_positions()
-            for state in updates.values():
-                if state is not None:
+            for key, state in updates.items():
+                if state is None:
+                    continue
+                if "/relevance-" in key:   # its records: the held window's, first in pending
+                    state["spent"] = self._after(self.pending[:model.held_records])
+                else:
                     state["positions"] = dict(positions)
             self.topic.publish(updates)   # waits for the broker's acks
             for p, off in positions.items():
                 self.handoff[p] = max(self.handoff.get(p, 0), off)
             self.published_positions = positions
             return len(updates)
+
+    @staticmethod
+    def _after(records: list[tuple[str, int]]) -> dict[str, int]:
+        """Per partition, the offset after the last of ``records``."""
+        out: dict[str, int] = {}
+        for p, off in records:
+            out[p] = max(out.get(p, 0), int(off) + 1)
+        return out
 
     def committable(self) -> dict[str, int]:
         """Offsets Kafka may hold as committed: those of the last published window (only
@@ -216,8 +282,30 @@ class WindowMember:
             recs = [rec for rec in recs if rec.partition in self.owned]
             if not recs or (self.unverified and not self._verify()):
                 return 0
-            runner.process_many(recs)
+            if self.spent and any(self._is_spent(rec) for rec in recs):
+                self._process_spent(recs)
+            else:
+                runner.process_many(recs)
             return len(recs)
+
+    def _is_spent(self, rec: Any) -> bool:
+        """Whether ``rec`` is new here and in a published held-window release."""
+        return (self.runner.positions.get(rec.partition, 0) <= rec.offset
+                < self.spent.get(rec.partition, -1))
+
+    def _process_spent(self, recs: list) -> None:
+        """Records, some of them in a published held-window release of a member that crashed:
+        one at a time, marking the open window that takes such a record so that it releases
+        no relevance (it may close at the record, or before it by time: marked again while
+        it may hold it)."""
+        model = self.runner.model
+        for rec in recs:
+            spent = self._is_spent(rec)
+            if spent:
+                model.relevance_spent = True
+            self.runner.process_many([rec])
+            if spent and model._buffer_y:
+                model.relevance_spent = True
 
     def process_adopting(self, recs: list) -> int:
         """:meth:`process_many` in pieces, polling the model topic (up to
@@ -249,12 +337,14 @@ class WindowMember:
         return done
 
     def _learned(self, recs: list, rounded: bool) -> None:
-        """The runner's ``on_learned``: the open window's records, and a publish after a
-        round."""
+        """The runner's ``on_learned``: the open (and held) window's records, the stream
+        time, and a publish after a round (a held window's release, or trees)."""
         self.pending.extend((rec.partition, rec.offset) for rec in recs)
+        ts = recs[-1].meta.get("timestamp") if recs else None
+        if ts is not None:
+            self.ensemble.observe(ts, recs[0].meta.get("timestamp"))
         if rounded:
-            n = len(self.runner.model._buffer_y)
-            del self.pending[:len(self.pending) - n]   # in place: the model holds it
+            self._grow_if_ready()   # the others may be ahead of this member
             self.publish()   # before the next prediction, which may use it
 
     def _verify(self) -> bool:
@@ -308,6 +398,8 @@ class WindowMember:
                 log.info("member %s: partitions %s of %d; windows and trees at %.4g of the "
                          "model's sizes", self.member, partitions, total, share)
             model.set_share(share, partitions, total)
+            # others train too: hold closed windows for their relevance (window_hold)
+            model.hold = len(partitions) < total
 
     def on_revoke(self) -> None:
         """Before partitions are revoked: close the open window, checkpoint, publish."""

@@ -33,14 +33,18 @@ __all__ = ["prequential"]
 
 def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool = False,
                 partitions: int = 6, delay: int = 0, relevance_delay: int | None = None,
-                **params: Any) -> np.ndarray:
+                hold: bool = False, **params: Any) -> np.ndarray:
     """Per record, whether its member predicted it right before learning it (median forests,
     epsilon 1, ``n_trees=5`` unless ``params`` say otherwise; member ``m``'s seed is
     ``100 * seed + m``). With ``delay``, the other members adopt a window ``delay`` records
     of the stream after it closed (the model topic's delay, and members that progress
     unevenly). With ``relevance_delay`` as well, a window's trees join the others' unions
     after ``delay`` records and its released relevance histograms their evidence after
-    ``relevance_delay``: which of the two matters when it comes late."""
+    ``relevance_delay``: which of the two matters when it comes late. With ``hold``, each
+    member holds its closed windows (:mod:`~dpstream.models.window_hold`): their releases go
+    out at the close, their trees grow once
+    :meth:`~dpstream.models.window_exchange.WindowEnsemble.hold_ready` (the record number is
+    the stream time), at the latest at the member's next close."""
     params = {"epsilon": 1.0, "n_trees": 5, **params}
     models = [MedianForestClassifier(schema=schema, seed=100 * seed + m, **params)
               for m in range(k)]
@@ -48,13 +52,29 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
         for m, model in enumerate(models):
             mine = [p for p in range(partitions) if p % k == m]
             model.set_share(len(mine) / partitions, mine, partitions)
+    for model in models:
+        model.hold = hold and k > 1
     ens = [WindowEnsemble(model, f"m{m}") for m, model in enumerate(models)]
     hits = np.zeros(len(y), dtype=bool)
     arriving: deque = deque()      # (stream position, member, key, state, what arrives)
     split = relevance_delay is not None
+
+    def send(i: int, m: int) -> None:
+        for key, state in ens[m].local_updates().items():
+            if "/relevance-" in key:
+                arriving.append((i + 1 + (relevance_delay if split else delay), m, key, state,
+                                 "both"))
+            elif split:
+                arriving.append((i + 1 + delay, m, key, state, "trees"))
+                arriving.append((i + 1 + relevance_delay, m, key, state, "relevance"))
+            else:
+                arriving.append((i + 1 + delay, m, key, state, "both"))
+
     for i, (x, label) in enumerate(zip(X, y, strict=True)):
+        adopted = False
         while arriving and arriving[0][0] <= i:
             _, src, key, state, part = arriving.popleft()
+            adopted = True
             for other in ens:
                 if other is ens[src]:
                     continue
@@ -63,18 +83,22 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
                 elif part == "trees":   # the window votes; its relevance comes separately
                     other._apply(key, state, relevance=False)
                 else:
+                    other._note_reach(state)
                     other._share_relevance(key, state)
+        if adopted and hold:
+            for o, other in enumerate(ens):
+                if models[o].held is not None and other.hold_ready():
+                    models[o].grow_held()
+                    send(i - 1, o)
         m = (i % partitions) % k
         hits[i] = ens[m].predict_one(x) == label
-        closed = models[m].windows_closed
+        rounds = models[m].training_rounds
         models[m].learn_one(x, label)
-        if models[m].windows_closed != closed:
-            for key, state in ens[m].local_updates().items():
-                if split:
-                    arriving.append((i + 1 + delay, m, key, state, "trees"))
-                    arriving.append((i + 1 + relevance_delay, m, key, state, "relevance"))
-                else:
-                    arriving.append((i + 1 + delay, m, key, state, "both"))
-        if split:   # two delays: keep the queue in order of arrival
+        ens[m].observe(i)
+        if models[m].held is not None and ens[m].hold_ready():   # the others are ahead
+            models[m].grow_held()
+        if models[m].training_rounds != rounds:
+            send(i, m)
+        if split or hold:   # two delays, or sends out of turn: keep the queue in order
             arriving = deque(sorted(arriving, key=lambda e: e[0]))
     return hits
