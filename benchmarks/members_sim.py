@@ -63,6 +63,9 @@ def main() -> None:
     parser.add_argument("--hold", action="store_true",
                         help="members hold closed windows: relevance out at the close, trees "
                              "grown once the others' releases for the stretch arrived")
+    parser.add_argument("--lag", type=int, default=0,
+                        help="member m reads each of its records m * LAG steps late (members "
+                             "apart in the stream, as draining a backlog)")
     parser.add_argument("--json", action="store_true", help="one JSON object per k")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -70,7 +73,8 @@ def main() -> None:
     for k in (int(v) for v in args.members.split(",")):
         runs = [prequential(X, y, schema, k=k, seed=seed, whole=args.whole_windows,
                             delay=args.delay, relevance_delay=args.relevance_delay,
-                            hold=args.hold)
+                            hold=args.hold,
+                            lags=tuple(m * args.lag for m in range(k)))
                 for seed in range(3, 3 + args.seeds)]
         acc = [float(h.mean()) for h in runs]
         slices = [round(statistics.mean(float(h[a:b].mean()) for h in runs), 4)

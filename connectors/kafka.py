@@ -35,11 +35,16 @@ __all__ = ["KafkaSource", "KafkaSink", "KafkaDeadLetterSink", "connect_with_back
 
 log = logging.getLogger("dpstream.kafka")
 
-#: tansu holds a join for about half the session timeout; these keep rebalances short
+#: tansu holds a join for about half the session timeout; these keep rebalances short. A
+#: partition's fetch is at most 64 KB (a few hundred records): a consumer then reads its
+#: partitions interleaved instead of one partition for tens of thousands of records first,
+#: which kept a group member's windows tens of thousands of records of the stream apart
+#: across its own partitions (docs/benchmark_notes.md); one process's rate is the same as
+#: with 8 MB (22.1k against 22.0k msgs/s, median forest, 300,000 messages)
 DEFAULT_CONSUMER = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000,
                     "max_poll_interval_ms": 300000, "auto_offset_reset": "earliest",
                     "bootstrap_timeout_ms": 5000, "max_poll_records": 2000,
-                    "max_partition_fetch_bytes": 8 * 2**20}
+                    "max_partition_fetch_bytes": 64 * 2**10}
 
 
 def partition_key(topic: str, partition: int) -> str:

@@ -153,7 +153,8 @@ def read_predictions(broker: LocalBroker, topic: str, n: int, timeout: float) ->
 
 
 def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: list,
-        probe: list[dict], whole: bool = False, pace: float | None = None) -> dict:
+        probe: list[dict], whole: bool = False, pace: float | None = None,
+        hold: bool = True) -> dict:
     tag = f"{k}-whole" if whole else str(k)
     records, preds, models = f"records-{tag}", f"predictions-{tag}", f"models-{tag}"
     params = PARAMS + (["--whole-windows"] if whole else [])
@@ -170,7 +171,8 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
              str(tmp / f"k{tag}-m{m}"), "--metrics-port", "0", "--predictions-topic", preds,
              "--model-topic", models, *params],
             stdout=open(logs[-1], "wb"), stderr=subprocess.STDOUT,
-            env={**os.environ, "DPSTREAM_MEMBER_ID": f"m{m}"}))
+            env={**os.environ, "DPSTREAM_MEMBER_ID": f"m{m}",
+                 "DPSTREAM_HOLD_WINDOWS": "true" if hold else "false"}))
     try:
         deadline = time.monotonic() + 120
         while not members_assigned(logs):
@@ -215,7 +217,8 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
                 ens.adopt(key, state)
         answers.append(list(ens.predict_many(probe)))
     return {"members": k, "member_windows": "whole" if whole else "share",
-            "relevance": "every attribute" if whole else "by partition",
+            "relevance": ("every attribute" if whole else "before trees" if hold
+                          else "at the close"),
             "records": len(values),
             "msgs_per_s": round(len(values) / max(times[-1] - times[0], 1e-9)),
             "accuracy": round(correct / len(values), 4),
@@ -244,6 +247,10 @@ def main() -> None:
     parser.add_argument("--pace", type=float, metavar="MSGS_PER_S",
                         help="produce at most this many messages a second (default: as fast "
                              "as the producer goes, so the members drain a backlog)")
+    parser.add_argument("--no-hold", action="store_true",
+                        help="members grow each window's trees at its close "
+                             "(DPSTREAM_HOLD_WINDOWS=false), not once the others' relevance "
+                             "releases of its stretch have arrived")
     parser.add_argument("--whole-windows", action="store_true",
                         help="also run k > 1 with --whole-windows (full-size windows in "
                              "every member: the policy before member shares)")
@@ -266,7 +273,7 @@ def main() -> None:
         for k in (int(v) for v in args.members.split(",")):
             for whole in ((False, True) if args.whole_windows and k > 1 else (False,)):
                 line = run(broker, Path(tmp), k, values, y[:n], probe, whole=whole,
-                           pace=args.pace)
+                           pace=args.pace, hold=not args.no_hold)
                 print(json.dumps(line), flush=True)
                 if args.save:
                     with open(args.save, "a") as fh:

@@ -71,6 +71,10 @@ log = logging.getLogger("dpstream.members")
 #: (:meth:`WindowMember.process_adopting`)
 PRE_CLOSE_MS = 50
 
+#: a member adopts the model topic's news at least every this many of its records
+#: (:meth:`WindowMember.process_adopting`)
+ADOPT_EVERY = 256
+
 #: the longest a member holds a closed window's trees for the other members' releases
 #: (a quiet topic, the stream's end, or a member that is gone)
 HOLD_MAX_S = 2.0
@@ -88,10 +92,14 @@ class WindowMember:
     member
         This member's id: unique in the group and the same across restarts of one
         checkpoint directory.
+    hold
+        Hold closed windows while other members train (module docstring); ``False``: grow
+        each window's trees at its close, with the evidence that has arrived by then.
     """
 
-    def __init__(self, runner: Runner, topic: ModelTopic, member: str):
+    def __init__(self, runner: Runner, topic: ModelTopic, member: str, hold: bool = True):
         self.runner, self.topic, self.member = runner, topic, member
+        self.hold = bool(hold)
         self.ensemble = WindowEnsemble(runner.model, member)
         self.handoff: dict[str, int] = {}       # partition -> newest published position
         self.owned: set[str] = set()            # partitions assigned since the last revoke
@@ -173,7 +181,10 @@ class WindowMember:
         seq = model.__dict__.get("windows_held", 0)
         if self._held_since is None or self._held_since[0] != seq:
             self._held_since = (seq, time.monotonic())
-        if self.ensemble.hold_ready() or time.monotonic() - self._held_since[1] >= HOLD_MAX_S:
+        ready = self.ensemble.hold_ready()
+        if ready or time.monotonic() - self._held_since[1] >= HOLD_MAX_S:
+            stats = model.__dict__.setdefault("hold_stats", {"ready": 0, "waited": 0})
+            stats["ready" if ready else "waited"] += 1   # (the rest grew at the next close)
             return model.grow_held()
         return False
 
@@ -308,32 +319,33 @@ class WindowMember:
                 model.relevance_spent = True
 
     def process_adopting(self, recs: list) -> int:
-        """:meth:`process_many` in pieces, polling the model topic (up to
-        :data:`PRE_CLOSE_MS`) right before each record that closes this member's open
-        window, when other members train (it holds some of the partitions): its trees draw
-        split attributes from the group's freshest relevance evidence, not from what had
-        arrived before the batch began (a batch holds up to 2,000 records, several small
-        windows at a low share, while the other members close their windows for the same
-        stretch). A poll, not a read to the topic's end: that waits for this member's own
-        large windows too (150-450 ms each, measured). Windows closed by time or by a drift
-        detection are not foreseen: read after the batch as before. Returns how many
-        records were processed."""
-        held, total = getattr(self.runner.model, "partitions", (None, None))
+        """:meth:`process_many` in pieces of at most :data:`ADOPT_EVERY` records, adopting
+        what the model topic has between them, when other members train (it holds some of
+        the partitions): the other members' windows serve, and their releases reach a held
+        window, within a few hundred of this member's records, not a whole batch of up to
+        2,000 (several windows at a low share). A member that does not hold its windows also
+        polls (up to :data:`PRE_CLOSE_MS`) right before the record that closes its window,
+        so that its trees draw split attributes from the freshest evidence. A poll, not a
+        read to the topic's end: that waits for this member's own large windows too
+        (150-450 ms each, measured). Returns how many records were processed."""
+        model = self.runner.model
+        held, total = getattr(model, "partitions", (None, None))
         if held is None or len(held) >= total:   # no other member trains
             return self.process_many(recs)
         done = 0
         while recs:
-            size = self.runner.model.current_window_size
-            due = None if size is None else size - len(self.runner.model._buffer_y)
-            if due is None or due > len(recs):
-                return done + self.process_many(recs)
-            if due > 1:   # (records of a revoked partition are dropped: due is read again)
-                done += self.process_many(recs[:due - 1])
-                recs = recs[due - 1:]
+            size = model.current_window_size
+            due = None if size is None else size - len(model._buffer_y)
+            if due == 1 and not model.hold:
+                self.poll(timeout_ms=PRE_CLOSE_MS)
+                done += self.process_many(recs[:1])
+                recs = recs[1:]
                 continue
-            self.poll(timeout_ms=PRE_CLOSE_MS)
-            done += self.process_many(recs[:1])
-            recs = recs[1:]
+            n = ADOPT_EVERY if due is None or model.hold else min(ADOPT_EVERY, due - 1)
+            done += self.process_many(recs[:n])   # (a revoked partition's records: dropped)
+            recs = recs[n:]
+            if recs:
+                self.poll()
         return done
 
     def _learned(self, recs: list, rounded: bool) -> None:
@@ -399,7 +411,7 @@ class WindowMember:
                          "model's sizes", self.member, partitions, total, share)
             model.set_share(share, partitions, total)
             # others train too: hold closed windows for their relevance (window_hold)
-            model.hold = len(partitions) < total
+            model.hold = self.hold and len(partitions) < total
 
     def on_revoke(self) -> None:
         """Before partitions are revoked: close the open window, checkpoint, publish."""

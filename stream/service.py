@@ -92,6 +92,9 @@ class ServeSettings(BaseSettings):
     whole_windows: bool = Field(False, description="with --model-topic: windows and trees of "
                                 "the model's full sizes in every member, instead of sizes "
                                 "scaled by the member's share of the partitions")
+    hold_windows: bool = Field(True, description="with --model-topic: hold each closed window "
+                               "until the other members' relevance releases of its stretch "
+                               "arrive (DPSTREAM_HOLD_WINDOWS=false: grow trees at the close)")
 
     @model_validator(mode="after")
     def _one_dead_letter_sink(self) -> ServeSettings:
@@ -289,7 +292,7 @@ def _start_member(settings: ServeSettings, runner: Runner, stop: threading.Event
                        key=None if key is None else key.encode())
     if not topic.connect():
         raise RuntimeError("stopped before the model topic was reachable")
-    member = WindowMember(runner, topic, settings.member_id)
+    member = WindowMember(runner, topic, settings.member_id, hold=settings.hold_windows)
     member.start()
     log.info("member %s: %d windows of members %s on model topic %s", settings.member_id,
              len(member.ensemble.windows), member.ensemble.members(), settings.model_topic)

@@ -33,7 +33,8 @@ __all__ = ["prequential"]
 
 def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool = False,
                 partitions: int = 6, delay: int = 0, relevance_delay: int | None = None,
-                hold: bool = False, **params: Any) -> np.ndarray:
+                hold: bool = False, lags: tuple[int, ...] | None = None,
+                **params: Any) -> np.ndarray:
     """Per record, whether its member predicted it right before learning it (median forests,
     epsilon 1, ``n_trees=5`` unless ``params`` say otherwise; member ``m``'s seed is
     ``100 * seed + m``). With ``delay``, the other members adopt a window ``delay`` records
@@ -44,7 +45,9 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
     member holds its closed windows (:mod:`~dpstream.models.window_hold`): their releases go
     out at the close, their trees grow once
     :meth:`~dpstream.models.window_exchange.WindowEnsemble.hold_ready` (the record number is
-    the stream time), at the latest at the member's next close."""
+    the stream time), at the latest at the member's next close. With ``lags``, member
+    ``m`` reads stream record ``i`` at step ``i + lags[m]`` (members apart in the stream, as
+    when they drain a backlog at different speeds; delays count in steps)."""
     params = {"epsilon": 1.0, "n_trees": 5, **params}
     models = [MedianForestClassifier(schema=schema, seed=100 * seed + m, **params)
               for m in range(k)]
@@ -70,9 +73,16 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
             else:
                 arriving.append((i + 1 + delay, m, key, state, "both"))
 
-    for i, (x, label) in enumerate(zip(X, y, strict=True)):
+    lag = tuple(lags) if lags is not None else (0,) * k
+    if len(lag) != k:
+        raise ValueError(f"lags: one per member ({k}), got {lag}")
+    order = sorted(range(len(y)), key=lambda i: (i + lag[(i % partitions) % k], i))
+    for i in order:
+        x, label = X[i], y[i]
+        m = (i % partitions) % k
+        step = i + lag[m]
         adopted = False
-        while arriving and arriving[0][0] <= i:
+        while arriving and arriving[0][0] <= step:
             _, src, key, state, part = arriving.popleft()
             adopted = True
             for other in ens:
@@ -89,8 +99,7 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
             for o, other in enumerate(ens):
                 if models[o].held is not None and other.hold_ready():
                     models[o].grow_held()
-                    send(i - 1, o)
-        m = (i % partitions) % k
+                    send(step - 1, o)
         hits[i] = ens[m].predict_one(x) == label
         rounds = models[m].training_rounds
         models[m].learn_one(x, label)
@@ -98,7 +107,7 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
         if models[m].held is not None and ens[m].hold_ready():   # the others are ahead
             models[m].grow_held()
         if models[m].training_rounds != rounds:
-            send(i, m)
-        if split or hold:   # two delays, or sends out of turn: keep the queue in order
+            send(step, m)
+        if split or hold or lags:   # sends out of turn: keep the queue in order
             arriving = deque(sorted(arriving, key=lambda e: e[0]))
     return hits

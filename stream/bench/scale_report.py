@@ -6,8 +6,9 @@ one member's, the prequential accuracy and its difference to one member's, ``sam
 the records trained (and, where measured, how many records of the stream apart the members
 are); each policy of the members, and each producer pace, in its own table
 (:data:`POLICIES`): windows sized by each member's share with the relevance split by
-partition (the default), the same with relevance rows held (runs from before the split), and
-whole windows (``--whole-windows``, and every run from before shares).
+partition and released before the trees grow (the default), the same with trees grown at the
+close, with relevance rows held (runs from before the split), and whole windows
+(``--whole-windows``, and every run from before shares).
 
 Examples
 --------
@@ -32,11 +33,18 @@ __all__ = ["scale_out_section", "load_scale_runs", "cpu_lines"]
 
 
 #: the members' policies, in the order of the tables: windows sized by share with relevance
-#: split by partition (the default), the same with relevance rows held for round(1 / share)
-#: windows (the first stop of member shares), and whole windows
-POLICIES = ("by partition", "held", "whole")
+#: split by partition, released before the trees grow (the default) or with the trees at
+#: the close (with small and, before, large fetches), the same with relevance rows held for
+#: round(1 / share) windows (the first stop of member shares), and whole windows
+POLICIES = ("before trees", "at the close", "by partition", "held", "whole")
 TITLES = ("windows and trees sized by each member's share of the partitions, attribute "
-          "relevance split by partition (the default)",
+          "relevance split by partition and released before the trees grow (held windows; "
+          "64 KB partition fetches: the default since 2026-11-26)",
+          "windows and trees sized by each member's share, relevance split by partition, "
+          "trees grown at the close (`DPSTREAM_HOLD_WINDOWS=false`; 64 KB partition fetches)",
+          "windows and trees sized by each member's share of the partitions, attribute "
+          "relevance split by partition, trees grown at the close (8 MB partition fetches; "
+          "the default until 2026-11-26)",
           "windows and trees sized by each member's share, relevance rows held for "
           "round(1 / share) windows (replaced by the split)",
           "every member's windows full-size (`--whole-windows`; the policy before member "
