@@ -309,6 +309,7 @@ class WindowForestBase(MemberShare, RelevanceEvidence, HeldWindow, base.Classifi
         self.public_seen += int(flags.sum())
         if self._buffer_y:
             self._close_window()
+            self.grow_held()   # batch mode trains now, held or not
 
     def _close_window(self) -> None:
         X = np.array(self._buffer_X, dtype=np.float64).reshape(len(self._buffer_X), -1)
@@ -570,6 +571,7 @@ class WindowForestBase(MemberShare, RelevanceEvidence, HeldWindow, base.Classifi
             "records_seen": self.records_seen,
             "records_learned": self.records_trained,
             "records_pending": len(self._buffer_y),
+            **({"records_held": self.held_records} if self.held_records else {}),
             "unlabeled_seen": self.unlabeled_seen,
             "public_seen": self.public_seen,
             "ledger_partitions": self.ledger_partitions,

@@ -76,6 +76,18 @@ def test_the_next_close_a_drift_and_a_handoff_grow_the_held_window(adult):
     assert model.generation_windows == 1   # the new generation's one window, counted once
 
 
+def test_batch_mode_trains_at_once_and_the_report_counts_held_records(adult):
+    X, y = adult
+    model = _model()
+    model.hold = True
+    _learn(model, X[:350], y[:350])
+    report = model.privacy_report()
+    assert report["records_held"] == 300 and report["records_pending"] == 50
+    model.learn_many(X[350:650], y[350:650])   # batch mode: one window, trained now
+    assert model.held is None and model.windows_closed == 2
+    assert "records_held" not in model.privacy_report()
+
+
 def test_a_held_window_survives_a_checkpoint_and_a_dropped_one_gives_back_its_counts(adult):
     X, y = adult
     model = _model()
