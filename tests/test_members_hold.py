@@ -22,7 +22,7 @@ from dpstream.stream.runner import Runner
 pytestmark = pytest.mark.kafka
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def broker():
     b = LocalBroker().start()
     yield b
@@ -44,7 +44,7 @@ def _member(broker, tmp_path, name, stop, partitions=None):
                            epsilon=1.0, params={"window_size": 300, "warmup": None,
                                                 "max_windows": 1000, "n_trees": 3,
                                                 "drift": False})
-    topic = ModelTopic(broker.bootstrap, "models", stop=stop)
+    topic = ModelTopic(broker.bootstrap, f"models-{tmp_path.name}", stop=stop)   # per test
     assert topic.connect()
     member = WindowMember(runner, topic, name)
     member.start()

@@ -194,9 +194,9 @@ def test_held_windows_give_members_the_groups_evidence_in_the_simulation():
 
     from dpstream.stream.bench.scenarios import AGRAWAL_SCHEMA
 
-    rows = list(synth.Agrawal(classification_function=2, seed=0).take(24_000))
+    rows = list(synth.Agrawal(classification_function=2, seed=0).take(16_000))
     X, y = [x for x, _ in rows], [label for _, label in rows]
     runs = {hold: np.mean([prequential(X, y, AGRAWAL_SCHEMA, k=3, seed=s, hold=hold,
                                        delay=500).mean() for s in (3, 4)])
             for hold in (False, True)}
-    assert runs[True] > runs[False] + 0.01, runs
+    assert runs[True] > runs[False] + 0.01, runs     # (measured: 0.6133 against 0.5846)
