@@ -219,7 +219,8 @@ class WindowMember:
             "windows_known": len(self.ensemble.windows),
             "windows_kept": len(self.ensemble.kept()),
             "records_in_windows": sum(int(s["records"]) for s in windows),
-            "epsilon": max([float(s["epsilon"]) for s in windows], default=0.0)}
+            "epsilon": max([float(s["epsilon"]) for s in windows], default=0.0),
+            "holds": dict(self.runner.model.__dict__.get("hold_stats", {}))}
 
     def handoff_positions(self) -> dict[str, int]:
         """Per partition, the offset after the last record inside a finished window."""

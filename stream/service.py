@@ -526,6 +526,11 @@ def status_command(checkpoint_dir: str, *, as_json: bool = False) -> int:
     if "member_share" in p:
         print(f"  member share {p['member_share']:.4g} of the partitions: windows and trees "
               f"at that share of the model's sizes")
+    if p.get("records_held") or (u or {}).get("holds"):
+        h = (u or {}).get("holds") or {}
+        print(f"  held window: {p.get('records_held', 0)} records, relevance released, trees "
+              f"waiting for the other members' releases (grown so far: {h.get('ready', 0)} "
+              f"when they arrived, {h.get('waited', 0)} after the wait)")
     return 0
 
 

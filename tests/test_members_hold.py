@@ -68,7 +68,10 @@ def _close(*members):
         m.topic.close()
 
 
-def test_the_release_goes_first_and_the_trees_wait_for_the_others(broker, tmp_path, records):
+def test_the_release_goes_first_and_the_trees_wait_for_the_others(broker, tmp_path, records,
+                                                                  capsys):
+    from dpstream.stream.service import status_command
+
     stop = threading.Event()
     a, b = (_member(broker, tmp_path, n, stop, [p]) for n, p in (("a", 0), ("b", 1)))
     assert a.runner.model.hold and a.runner.model.current_window_size == 150
@@ -76,6 +79,9 @@ def test_the_release_goes_first_and_the_trees_wait_for_the_others(broker, tmp_pa
     ma = a.runner.model
     assert ma.held["index"] == 0 and ma.windows_closed == 0
     assert a.committable() == {"t:0": 0}                    # its records: in no window yet
+    capsys.readouterr()
+    status_command(str(tmp_path / "a"))                      # its checkpoint says so
+    assert "held window: 150 records" in capsys.readouterr().out
     _until(lambda: (b.poll(100), relevance_key("a", 1) in
                     b.runner.model.__dict__.get("_foreign_relevance", {}))[1])
     assert b.ensemble.windows == {}                         # the release, not trees
