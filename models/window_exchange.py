@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from .window_forest import UNLABELED, WindowForestBase, _Window
+from .window_forest import WindowForestBase, _Window
 
 __all__ = ["WindowEnsemble", "export_window", "window_config", "window_key", "window_share",
            "relevance_key", "WINDOW_FORMAT", "RELEVANCE_FORMAT", "close_open_window",
@@ -85,9 +85,14 @@ def window_key(member: str, index: int) -> str:
     >>> window_key("m-1", 7)
     'm-1/window-000000000007'
     """
+    return f"{_member_id(member)}/window-{int(index):012d}"
+
+
+def _member_id(member: str) -> str:
+    """``member``, checked: a non-empty string without '/' (the first part of its keys)."""
     if not isinstance(member, str) or not member or "/" in member:
         raise ValueError(f"a member id is a non-empty string without '/', got {member!r}")
-    return f"{member}/window-{int(index):012d}"
+    return member
 
 
 def relevance_key(member: str, seq: int) -> str:
@@ -97,7 +102,7 @@ def relevance_key(member: str, seq: int) -> str:
     >>> relevance_key("m-1", 3)
     'm-1/relevance-000000000003'
     """
-    return window_key(member, 0).partition("/")[0] + f"/relevance-{int(seq):012d}"
+    return f"{_member_id(member)}/relevance-{int(seq):012d}"
 
 
 def window_config(model: WindowForestBase) -> str:
@@ -183,16 +188,7 @@ def discard_open_window(model: WindowForestBase) -> int:
     (:meth:`~dpstream.models.drift.DPDriftSignal.forget`), so the next owner's signal reading
     them again is their only drift read; ``records_discarded_fed`` counts such records."""
     n = len(model._buffer_y)
-    labels = model._buffer_y
-    model.records_seen -= n
-    model.unlabeled_seen -= sum(1 for v in labels if v == UNLABELED)
-    model.public_seen -= sum(map(bool, model._buffer_public))
-    if model._buffer_fed:
-        fed = sum(1 for v in labels if v != UNLABELED)
-        model.__dict__["records_discarded_fed"] = (
-            model.__dict__.get("records_discarded_fed", 0) + fed)
-        if model._drift is not None:
-            model._drift.forget()
+    model._unsee(model._buffer_y, model._buffer_public, model._buffer_fed)
     model._buffer_X, model._buffer_y, model._buffer_public = [], [], []
     model._buffer_fed, model._window_start, model._last = False, None, None
     return n
@@ -247,8 +243,8 @@ class WindowEnsemble:
         self.windows: dict[str, dict] = {}      # key -> exported state (every member's)
         self._own: dict[int, str] = {}          # own index -> key, as published
         self._kept: list[tuple[dict, Any, float]] | None = None   # (state, view, weight)
-        # a held window's release (window_hold): own announced key -> (window index, seq)
-        self._announced: dict[str, tuple[int, int]] = {}
+        # a held window's release (window_hold): own announced key -> window index
+        self._announced: dict[str, int] = {}
         self.now: float | None = None           # stream time of the newest record learned
         self._start: float | None = None        # ... and of the first
         self._until: dict[int, float] = {}      # own window index -> stream time it closed
@@ -289,7 +285,7 @@ class WindowEnsemble:
         m = self.model
         parts = m.partitions[0]
         extra: dict[str, dict | None] = {}
-        for key, (index, _) in list(self._announced.items()):
+        for key, index in list(self._announced.items()):
             if index < m.windows_closed:       # grown: its window carries the release
                 del self._announced[key]
                 extra[key] = None
@@ -301,9 +297,9 @@ class WindowEnsemble:
                 state["partitions"] = parts
         held = m.held
         seq = m.__dict__.get("windows_held", 0)
-        if held is not None and relevance_key(self.member, seq) not in self._announced:
-            key = relevance_key(self.member, seq)
-            self._announced[key] = (held["index"], seq)
+        key = relevance_key(self.member, seq)
+        if held is not None and key not in self._announced:
+            self._announced[key] = held["index"]
             self._until.setdefault(held["index"], self.now)
             extra[key] = {"format": RELEVANCE_FORMAT, "member": self.member, "seq": seq,
                           "key": key, "index": held["index"], "config": self.config,

@@ -350,11 +350,12 @@ class WindowForestBase(MemberShare, RelevanceEvidence, HeldWindow, base.Classifi
                 self._charge_closed(fed)
             rel = getattr(self, "_relevance", None)
             releases = None if rel is None else rel.releases
-            self._prereleased = held is not None
+            if held is not None:
+                self._prereleased = True   # (_release_relevance: released at the close)
             try:
                 trees, kind, extra = self._train_window(X, y, public)
             finally:
-                self._prereleased = False
+                self.__dict__.pop("_prereleased", None)
             self.last_depth = max((tr.depth for tr in trees), default=None)
             released = (held["relevance"] if held is not None
                         else rel.last_release if rel is not None and rel.releases != releases

@@ -39,6 +39,8 @@ Examples
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .window_stream import UNLABELED
@@ -55,8 +57,7 @@ class HeldWindow:
 
     def _holds(self, y: np.ndarray) -> bool:
         """Whether a window closing with labels ``y`` is held rather than trained now."""
-        return (bool(self.__dict__.get("hold", False))
-                and getattr(self, "_relevance", None) is not None
+        return (bool(self.hold) and getattr(self, "_relevance", None) is not None
                 and bool((y != UNLABELED).any()))
 
     @property
@@ -120,14 +121,20 @@ class HeldWindow:
         if not published and h["relevance"] is not None:
             self._relevance.merge(h["relevance"], sign=-1.0)
             self._relevance.releases -= 1
-        y = h["y"]
-        if h["fed"]:   # as for the open window: the next owner's drift read is the only one
+        self._unsee(h["y"], h["public"], h["fed"])
+        self.generation_windows = max(0, self.generation_windows - 1)
+        return int(h["y"].size)
+
+    def _unsee(self, y: Any, public: Any, fed: bool) -> None:
+        """Take records dropped untrained (labels ``y``, flags ``public``) back out of the
+        counters; if their losses ``fed`` the drift signal, it forgets its past (their next
+        owner's drift read is their only one) and ``records_discarded_fed`` counts them."""
+        y = np.asarray(y, dtype=np.int64)
+        self.records_seen -= int(y.size)
+        self.unlabeled_seen -= int((y == UNLABELED).sum())
+        self.public_seen -= int(np.asarray(public, dtype=bool).sum())
+        if fed:
             self.records_discarded_fed = (self.__dict__.get("records_discarded_fed", 0)
                                           + int((y != UNLABELED).sum()))
             if self._drift is not None:
                 self._drift.forget()
-        self.records_seen -= int(y.size)
-        self.unlabeled_seen -= int((y == UNLABELED).sum())
-        self.public_seen -= int(np.asarray(h["public"], dtype=bool).sum())
-        self.generation_windows = max(0, self.generation_windows - 1)
-        return int(y.size)

@@ -192,16 +192,17 @@ class WindowMember:
         changed = 0
         with self.runner.lock:
             for key, state in updates.items():
-                if "/relevance-" in key and isinstance(state, dict):
-                    for p, off in (state.get("spent") or {}).items():
-                        self.spent[p] = max(self.spent.get(p, 0), int(off))
-                    if key.partition("/")[0] == self.member:
-                        self.own_released.add(int(state.get("seq", -1)))
                 try:
                     changed += self.ensemble.adopt(key, state)
                 except ValueError as exc:
                     self.topic.rejected += 1
                     log.warning("model topic: %s", exc)
+                    continue
+                if "/relevance-" in key and state is not None:   # (checked by adopt)
+                    for p, off in (state.get("spent") or {}).items():
+                        self.spent[p] = max(self.spent.get(p, 0), int(off))
+                    if key.partition("/")[0] == self.member:
+                        self.own_released.add(int(state["seq"]))
                     continue
                 if state is not None:
                     for p, off in state.get("positions", {}).items():
