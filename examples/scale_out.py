@@ -154,7 +154,7 @@ def read_predictions(broker: LocalBroker, topic: str, n: int, timeout: float) ->
 
 def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: list,
         probe: list[dict], whole: bool = False, pace: float | None = None,
-        hold: bool = True) -> dict:
+        hold: bool = True, wait: bool = False) -> dict:
     tag = f"{k}-whole" if whole else str(k)
     records, preds, models = f"records-{tag}", f"predictions-{tag}", f"models-{tag}"
     params = PARAMS + (["--whole-windows"] if whole else [])
@@ -172,7 +172,8 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
              "--model-topic", models, *params],
             stdout=open(logs[-1], "wb"), stderr=subprocess.STDOUT,
             env={**os.environ, "DPSTREAM_MEMBER_ID": f"m{m}",
-                 "DPSTREAM_HOLD_WINDOWS": "true" if hold else "false"}))
+                 "DPSTREAM_HOLD_WINDOWS": "true" if hold else "false",
+                 "DPSTREAM_AWAIT_WINDOWS": "true" if wait else "false"}))
     try:
         deadline = time.monotonic() + 120
         while not members_assigned(logs):
@@ -225,6 +226,7 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
     return {"members": k, "member_windows": "whole" if whole else "share",
             "relevance": ("every attribute" if whole else "before trees" if hold
                           else "at the close"),
+            "await_windows": wait,
             "records": len(values),
             "msgs_per_s": round(len(values) / max(times[-1] - times[0], 1e-9)),
             "accuracy": round(correct / len(values), 4),
@@ -257,6 +259,9 @@ def main() -> None:
                         help="members grow each window's trees at its close "
                              "(DPSTREAM_HOLD_WINDOWS=false), not once the others' relevance "
                              "releases of its stretch have arrived")
+    parser.add_argument("--await-windows", action="store_true",
+                        help="members draining a backlog wait after each close for the others' "
+                             "windows of the stretch (DPSTREAM_AWAIT_WINDOWS=true)")
     parser.add_argument("--whole-windows", action="store_true",
                         help="also run k > 1 with --whole-windows (full-size windows in "
                              "every member: the policy before member shares)")
@@ -279,7 +284,7 @@ def main() -> None:
         for k in (int(v) for v in args.members.split(",")):
             for whole in ((False, True) if args.whole_windows and k > 1 else (False,)):
                 line = run(broker, Path(tmp), k, values, y[:n], probe, whole=whole,
-                           pace=args.pace, hold=not args.no_hold)
+                           pace=args.pace, hold=not args.no_hold, wait=args.await_windows)
                 print(json.dumps(line), flush=True)
                 if args.save:
                     with open(args.save, "a") as fh:

@@ -249,6 +249,7 @@ class WindowEnsemble:
         self._start: float | None = None        # ... and of the first
         self._until: dict[int, float] = {}      # own window index -> stream time it closed
         self.reach: dict[int, float] = {}       # partition -> newest time others released to
+        self.trees_reach: dict[int, float] = {}  # ... and newest time their windows reach
 
     # ------------------------------------------------------------ the union
     def local_updates(self) -> dict[str, dict | None]:
@@ -329,6 +330,27 @@ class WindowEnsemble:
         return all(self.reach.get(p, float("-inf")) >= mid
                    for p in set(range(total)) - set(parts))
 
+    @property
+    def closes(self) -> int:
+        """This member's windows whose close it has stamped with a stream time (published
+        or held)."""
+        return len(self._until)
+
+    def windows_ready(self) -> bool:
+        """Whether, for every partition of the topic this member does not hold, another
+        member's window (its trees, not only its release) reaches past the middle of the
+        stretch of stream time of this member's newest closed window: the union then holds
+        what one process would have learned by that point of the stream. ``True`` for one
+        process, or before this member's first close."""
+        parts, total = self.model.partitions
+        if parts is None or total is None or not self._until:
+            return True
+        w = max(self._until)
+        until, prev = self._until[w], self._until.get(w - 1, self._start)
+        mid = until if prev is None else (prev + until) / 2.0
+        return all(self.trees_reach.get(p, float("-inf")) >= mid
+                   for p in set(range(total)) - set(parts))
+
     def adopt(self, key: str, state: dict | None) -> bool:
         """Take another member's window (``None``: its tombstone); returns whether the union
         changed. A window of another configuration, or whose key does not match, raises
@@ -398,6 +420,11 @@ class WindowEnsemble:
         else:
             self.windows[key] = state
         self._kept = None
+        if key.partition("/")[0] != self.member and state is not None \
+                and state.get("until") is not None:
+            for p in state.get("partitions") or ():
+                self.trees_reach[int(p)] = max(self.trees_reach.get(int(p), float("-inf")),
+                                               float(state["until"]))
         if relevance and key.partition("/")[0] != self.member:
             self._note_reach(state)
             self._share_relevance(key, state)

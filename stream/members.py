@@ -47,6 +47,13 @@ relevance is released twice. A restarted member drops its checkpoint's held wind
 if the release never reached the topic, it also leaves the member's evidence, since the
 records' next owner releases them.
 
+**Waiting for the others' windows** (``await_windows``, off by default). Draining a backlog, a
+member predicts with the union as it stands, and the other members' windows for the stretch it
+just closed arrive thousands of records of the stream later. With ``await_windows`` a member
+whose backlog is :data:`BACKLOG_MIN` records or more waits after each of its closes until they
+have arrived (:meth:`WindowMember.await_windows`), at most :data:`WINDOWS_MAX_S`: predictions as
+good as one process's while the group catches up, at a cost in its rate (docs/service.md).
+
 The runner's record-id memory is per member: a duplicate across partitions of different
 members is not caught (ids are caught within a member, as before).
 """
@@ -56,6 +63,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..connectors.model_topic import ModelTopic
@@ -79,6 +87,13 @@ ADOPT_EVERY = 256
 #: (a quiet topic, the stream's end, or a member that is gone)
 HOLD_MAX_S = 2.0
 
+#: a member this many records or more behind its partitions' ends drains a backlog
+BACKLOG_MIN = 1024
+
+#: draining a backlog, the longest a member waits after one of its closes for the other
+#: members' windows of the same stretch (:meth:`WindowMember.await_windows`)
+WINDOWS_MAX_S = 2.0
+
 
 class WindowMember:
     """A runner's window forest as one member of a multi-process ensemble (module docstring).
@@ -95,9 +110,15 @@ class WindowMember:
     hold
         Hold closed windows while other members train (module docstring); ``False``: grow
         each window's trees at its close, with the evidence that has arrived by then.
+    await_windows
+        While draining a backlog, wait after each close for the other members' windows of
+        the same stretch (:meth:`await_windows`; it reads :attr:`backlog`, which the service
+        sets): predictions as good as one process's while the group catches up, at a cost in
+        its rate; ``False`` (the default): never wait.
     """
 
-    def __init__(self, runner: Runner, topic: ModelTopic, member: str, hold: bool = True):
+    def __init__(self, runner: Runner, topic: ModelTopic, member: str, hold: bool = True,
+                 await_windows: bool = False):
         self.runner, self.topic, self.member = runner, topic, member
         self.hold = bool(hold)
         self.ensemble = WindowEnsemble(runner.model, member)
@@ -115,6 +136,12 @@ class WindowMember:
         self.spent: dict[str, int] = {}
         self.own_released: set[int] = set()      # seqs of own releases read on the topic
         self._held_since: tuple[int, float] | None = None   # (seq, monotonic time)
+        #: the records behind the ends of this member's partitions (``None``: not known);
+        #: the service sets it to its consumer's lag
+        self.backlog: Callable[[], int | None] | None = None
+        self.await_closes = bool(await_windows)
+        self._awaited = 0   # own closes the member has waited after
+        self.await_stats = {"waits": 0, "waited_s": 0.0, "timeouts": 0}
         runner.on_learned = self._learned
 
     # ------------------------------------------------------------ life cycle
@@ -221,7 +248,8 @@ class WindowMember:
             "windows_kept": len(self.ensemble.kept()),
             "records_in_windows": sum(int(s["records"]) for s in windows),
             "epsilon": max([float(s["epsilon"]) for s in windows], default=0.0),
-            "holds": dict(self.runner.model.__dict__.get("hold_stats", {}))}
+            "holds": dict(self.runner.model.__dict__.get("hold_stats", {})),
+            "awaits": {k: round(v, 2) for k, v in self.await_stats.items()}}
 
     def handoff_positions(self) -> dict[str, int]:
         """Per partition, the offset after the last record inside a finished window."""
@@ -336,6 +364,7 @@ class WindowMember:
             return self.process_many(recs)
         done = 0
         while recs:
+            self.await_windows()
             size = model.current_window_size
             due = None if size is None else size - len(model._buffer_y)
             if due == 1 and not model.hold:
@@ -349,6 +378,33 @@ class WindowMember:
             if recs:
                 self.poll()
         return done
+
+    def await_windows(self) -> float:
+        """While this member drains a backlog: after each of its closes, wait until the
+        other members' windows for the same stretch of the stream have arrived
+        (:meth:`~dpstream.models.window_exchange.WindowEnsemble.windows_ready`), at most
+        :data:`WINDOWS_MAX_S`; returns the seconds waited."""
+        closes = self.ensemble.closes
+        if not self.await_closes or closes == self._awaited:
+            return 0.0
+        self._awaited = closes
+        backlog = None if self.backlog is None else self.backlog()
+        if backlog is None or backlog < BACKLOG_MIN:
+            return 0.0
+        start = time.monotonic()
+        waited = 0.0
+        while not self.ensemble.windows_ready():
+            if waited >= WINDOWS_MAX_S:
+                self.await_stats["timeouts"] += 1
+                break
+            self.poll(timeout_ms=20)
+            waited = time.monotonic() - start
+        if waited:
+            self.await_stats["waits"] += 1
+            self.await_stats["waited_s"] += waited
+            with self.runner.lock:
+                self._note_union()   # (dpstream status shows the waits)
+        return waited
 
     def _learned(self, recs: list, rounded: bool) -> None:
         """The runner's ``on_learned``: the open (and held) window's records, the stream

@@ -95,6 +95,10 @@ class ServeSettings(BaseSettings):
     hold_windows: bool = Field(True, description="with --model-topic: hold each closed window "
                                "until the other members' relevance releases of its stretch "
                                "arrive (DPSTREAM_HOLD_WINDOWS=false: grow trees at the close)")
+    await_windows: bool = Field(False, description="with --model-topic: while draining a "
+                                "backlog, wait after each close for the other members' windows "
+                                "of the same stretch (better predictions while the group "
+                                "catches up, at a cost in its rate)")
 
     @model_validator(mode="after")
     def _one_dead_letter_sink(self) -> ServeSettings:
@@ -196,6 +200,9 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                              exclusive=member is None,
                              on_assigned=None if member is None or settings.whole_windows
                              else member.on_assigned)
+        if member is not None:   # waiting for the others' windows reads the consumer's lag
+            member.backlog = lambda: (source.lag(runner.positions)
+                                      if source.consumer is not None else None)
         if settings.metrics_port is not None:
             metrics = MetricsServer(
                 ServiceCollector(runner, lag=lambda: source.lag(runner.positions)
@@ -292,7 +299,8 @@ def _start_member(settings: ServeSettings, runner: Runner, stop: threading.Event
                        key=None if key is None else key.encode())
     if not topic.connect():
         raise RuntimeError("stopped before the model topic was reachable")
-    member = WindowMember(runner, topic, settings.member_id, hold=settings.hold_windows)
+    member = WindowMember(runner, topic, settings.member_id, hold=settings.hold_windows,
+                          await_windows=settings.await_windows)
     member.start()
     log.info("member %s: %d windows of members %s on model topic %s", settings.member_id,
              len(member.ensemble.windows), member.ensemble.members(), settings.model_topic)
@@ -531,6 +539,10 @@ def status_command(checkpoint_dir: str, *, as_json: bool = False) -> int:
         print(f"  held window: {p.get('records_held', 0)} records, relevance released, trees "
               f"waiting for the other members' releases (grown so far: {h.get('ready', 0)} "
               f"when they arrived, {h.get('waited', 0)} after the wait)")
+    a = (u or {}).get("awaits") or {}
+    if a.get("waits"):
+        print(f"  draining a backlog, waited {a['waits']} times ({a['waited_s']:.4g} s in all, "
+              f"{a.get('timeouts', 0)} at the limit) for the other members' windows")
     return 0
 
 

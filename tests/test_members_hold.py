@@ -31,6 +31,10 @@ def broker():
 
 @pytest.fixture(scope="module")
 def records():
+    return adult_records()
+
+
+def adult_records() -> dict:
     """Stream record ``i`` on partition ``t:{i % 2}`` at offset ``i // 2``, its Kafka
     timestamp ``i`` seconds."""
     X, y, _ = load_adult("train")

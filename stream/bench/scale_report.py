@@ -6,8 +6,9 @@ one member's, the prequential accuracy and its difference to one member's, ``sam
 the records trained (and, where measured, how many records of the stream apart the members
 are); each policy of the members, and each producer pace, in its own table
 (:data:`POLICIES`): windows sized by each member's share with the relevance split by
-partition and released before the trees grow (the default), the same with trees grown at the
-close, with relevance rows held (runs from before the split), and whole windows
+partition and released before the trees grow (the default), the same with members that wait
+in a backlog for the others' windows after each close (``--await-windows``), with trees grown
+at the close, with relevance rows held (runs from before the split), and whole windows
 (``--whole-windows``, and every run from before shares).
 
 Examples
@@ -33,13 +34,16 @@ __all__ = ["scale_out_section", "load_scale_runs", "cpu_lines"]
 
 
 #: the members' policies, in the order of the tables: windows sized by share with relevance
-#: split by partition, released before the trees grow (the default) or with the trees at
+#: split by partition, released before the trees grow, with members that wait for the others'
+#: windows in a backlog or without (the default), or with the trees at
 #: the close (with small and, before, large fetches), the same with relevance rows held for
 #: round(1 / share) windows (the first stop of member shares), and whole windows
-POLICIES = ("before trees", "at the close", "by partition", "held", "whole")
+POLICIES = ("before trees", "awaited", "at the close", "by partition", "held", "whole")
 TITLES = ("windows and trees sized by each member's share of the partitions, attribute "
           "relevance split by partition and released before the trees grow (held windows; "
           "64 KB partition fetches: the default since 2026-11-26)",
+          "the same, and a member draining a backlog waits after each close for the others' "
+          "windows of the stretch (`--await-windows`, `DPSTREAM_AWAIT_WINDOWS=true`)",
           "windows and trees sized by each member's share, relevance split by partition, "
           "trees grown at the close (`DPSTREAM_HOLD_WINDOWS=false`; 64 KB partition fetches)",
           "windows and trees sized by each member's share of the partitions, attribute "
@@ -122,6 +126,8 @@ def scale_out_section(rows: list[dict]) -> list[str]:
         policy = r.get("member_windows", "whole")
         # share runs from before the relevance split by partition held relevance rows
         policy = "whole" if policy != "share" else r.get("relevance", "held")
+        if policy == "before trees" and r.get("await_windows"):
+            policy = "awaited"   # (runs from before the wait have no await_windows)
         groups[(r.get("stream", "adult"), r["records"], POLICIES.index(policy),
                 r.get("pace") or 0)].append(r)
     for (stream, records, policy, pace), runs in sorted(groups.items()):

@@ -1,0 +1,83 @@
+"""How kafka-python reads a backlog of several partitions, and whether pause/resume works.
+
+Usage: python benchmarks/kafka_partition_order.py [--records N] [--json]
+
+Produces ``N`` records (default 30,000, 150 bytes each) round-robin to a 3-partition topic on
+a local tansu broker (:class:`~dpstream.connectors.local_broker.LocalBroker`), then consumes the
+backlog with the service's fetch settings (64 KB per partition, 2,000 records per poll) and
+prints, every five polls, how many records of each partition were read:
+
+* ``plain``: no pause. A member draining a backlog reads its partitions in this order, so
+  records of one partition can run far ahead of the others' (docs/benchmark_notes.md,
+  "Keeping members in step: not built").
+* ``capped``: the same with a whole fetch capped at 256 KB (``fetch_max_bytes``): the
+  partitions are read interleaved, at a cost in one process's rate (docs/benchmark_notes.md).
+* ``pause``: partition 0 paused after the third poll and resumed after the seventh. Keeping a
+  member's partitions in step would pause the ones ahead; the line says whether partition 0
+  was read again after its resume.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from dpstream.connectors.local_broker import LocalBroker
+
+
+def consume(bootstrap: str, topic: str, mode: str, polls: int = 40) -> dict:
+    from kafka import KafkaConsumer, TopicPartition
+
+    pause = mode == "pause"
+    cap = {"fetch_max_bytes": 256 * 1024} if mode == "capped" else {}
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             max_partition_fetch_bytes=64 * 1024, max_poll_records=2000, **cap)
+    tps = [TopicPartition(topic, p) for p in range(3)]
+    consumer.assign(tps)
+    got, trace = [0, 0, 0], []
+    at_resume = None
+    try:
+        for i in range(polls):
+            for tp, messages in consumer.poll(timeout_ms=200).items():
+                got[tp.partition] += len(messages)
+            if pause and i == 2:
+                consumer.pause(tps[0])
+            if pause and i == 6:
+                consumer.resume(tps[0])
+                at_resume = got[0]
+            if i % 5 == 4:
+                trace.append(list(got))
+    finally:
+        consumer.close()
+    out = {"mode": mode, "read_per_5_polls": trace}
+    if pause:
+        out["partition_0_read_after_resume"] = got[0] - at_resume
+    return out
+
+
+def main() -> None:
+    n = int(sys.argv[sys.argv.index("--records") + 1]) if "--records" in sys.argv else 30_000
+    import kafka
+
+    with LocalBroker() as broker:
+        lines = []
+        for mode in ("plain", "capped", "pause"):
+            topic = f"order-{mode}"
+            broker.create_topic(topic, partitions=3)
+            broker.produce(topic, [b"x" * 150] * n, partitions=3)
+            lines.append({"kafka_python": kafka.__version__, "records": n,
+                          **consume(broker.bootstrap, topic, mode)})
+    for line in lines:
+        if "--json" in sys.argv:
+            print(json.dumps(line))
+            continue
+        print(f"{line['mode']}: records read of partitions 0, 1, 2 after every 5 polls: "
+              + " ".join(str(tuple(t)) for t in line["read_per_5_polls"]))
+        if "partition_0_read_after_resume" in line:
+            print(f"  partition 0 read after its resume: {line['partition_0_read_after_resume']}"
+                  f" records (of {n // 3}; kafka-python {line['kafka_python']})")
+
+
+if __name__ == "__main__":
+    main()
