@@ -1,7 +1,8 @@
 """Members that hold their closed windows (issue 23: relevance before trees), against a real
 broker (tansu): the release goes out first, the trees grow once the other member's release
 for the stretch arrived, and a member killed while holding a window never lets the relevance
-of its records be released twice."""
+of its records be released twice; draining a backlog, a member can wait after each close for
+the other member's window of the stretch (``await_windows``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from dpstream.connectors.local_broker import LocalBroker
 from dpstream.connectors.model_topic import ModelTopic
 from dpstream.models.window_exchange import relevance_key
 from dpstream.stream import ADULT_SCHEMA, load_adult
+from dpstream.stream import members as members_mod
 from dpstream.stream.members import WindowMember
 from dpstream.stream.runner import Runner
 
@@ -31,10 +33,6 @@ def broker():
 
 @pytest.fixture(scope="module")
 def records():
-    return adult_records()
-
-
-def adult_records() -> dict:
     """Stream record ``i`` on partition ``t:{i % 2}`` at offset ``i // 2``, its Kafka
     timestamp ``i`` seconds."""
     X, y, _ = load_adult("train")
@@ -146,4 +144,45 @@ def test_a_member_killed_while_holding_never_releases_relevance_twice(broker, tm
     assert (mb._windows[-1].relevance is None) == published
     b.process_many(records[0][300:450] + records[1][300:450])   # the next window: as usual
     assert mb._relevance.releases == releases + 1 + (not published)
+    _close(a, b)
+
+
+def test_after_its_close_a_draining_member_waits_for_the_others_windows(broker, tmp_path,
+                                                                        records, monkeypatch):
+    monkeypatch.setattr(members_mod, "WINDOWS_MAX_S", 30.0)
+    stop = threading.Event()
+    a, b = (_member(broker, tmp_path, n, stop, [p]) for n, p in (("a", 0), ("b", 1)))
+    a.backlog = b.backlog = lambda: 5000   # both drain a backlog
+    a.await_closes = b.await_closes = True
+    done = []
+    worker = threading.Thread(target=lambda: done.append(a.process_adopting(records[0][:300])))
+    worker.start()                          # a closes its first window at record 150, then waits
+    _until(lambda: a.runner.model.held is not None or a.runner.model.windows_closed > 0)
+    worker.join(0.5)
+    assert worker.is_alive() and a.runner.counters["learned"] == 256   # one piece, then waits
+    assert b.process_many(records[1][:150]) == 150   # b closes; a's release is in: b grows
+    _until(lambda: (b.poll(100), b.runner.model.held is None)[1])
+    worker.join(30)
+    assert done == [300] and not worker.is_alive()
+    assert a.await_stats["waits"] == 1 and a.await_stats["timeouts"] == 0
+    assert "b/window-000000000000" in a.ensemble.windows   # in the union before record 257
+    _close(a, b)
+
+
+def test_a_member_waits_only_while_it_drains_and_at_most_the_limit(broker, tmp_path, records,
+                                                                   monkeypatch):
+    monkeypatch.setattr(members_mod, "WINDOWS_MAX_S", 0.3)
+    stop = threading.Event()
+    a, b = (_member(broker, tmp_path, n, stop, [p]) for n, p in (("a", 0), ("b", 1)))
+    a.backlog = lambda: 5000
+    assert a.process_adopting(records[0][:300]) == 300   # the default: never waits
+    assert a.await_stats["waits"] == 0
+    a.await_closes = True
+    a.backlog = lambda: 10                   # keeping up: never waits
+    assert a.process_adopting(records[0][300:450]) == 150
+    assert a.await_stats == {"waits": 0, "waited_s": 0.0, "timeouts": 0}
+    a.backlog = lambda: 5000                 # draining; b never trains: the wait is bounded
+    assert a.process_adopting(records[0][450:600]) == 150
+    assert a.await_stats["timeouts"] >= 1 and 0.3 <= a.await_stats["waited_s"] < 5
+    assert a.runner.model.__dict__["member_union"]["awaits"]["timeouts"] >= 1
     _close(a, b)
