@@ -34,3 +34,14 @@ def test_the_cpu_table_leaves_out_paced_runs_and_says_what_the_cores_allow():
     assert lines[-1] == "| agrawal | 2 | 1 | 100 | 50 | 1.50 | 1,500 | 13,333 |"
     paced_only = scale_out_section([_row(1, 600, 0.9, pace=600, cpu=0.1)])
     assert paced_only and "Where the CPU goes" not in "\n".join(paced_only)
+
+
+def test_runs_whose_members_awaited_windows_have_their_own_table():
+    held = [{**_row(k, r, a), "relevance": "before trees"}
+            for k, r, a in ((1, 1000, 0.90), (2, 1400, 0.88))]
+    awaited = [{**row, "await_windows": True, "accuracy": row["accuracy"] + 0.02 * (k - 1)}
+               for k, row in ((1, held[0]), (2, held[1]))]
+    text = "\n".join(scale_out_section(held + awaited))
+    default, waiting = text.split("`--await-windows`")
+    assert "| 2 | 1 | 1,400 (1,400–1,400) | 1.40 | 0.8800 (0.880–0.880) | −2.0 pp |" in default
+    assert "| 2 | 1 | 1,400 (1,400–1,400) | 1.40 | 0.9000 (0.900–0.900) | +0.0 pp |" in waiting
