@@ -317,18 +317,24 @@ class WindowEnsemble:
         close their windows at about the same points of the stream, so a peer that has not
         reached the middle has not released its window for this stretch yet. ``True`` with
         nothing held, for one process, or without a clock; the member bounds the wait."""
-        m = self.model
-        held = m.held
-        parts, total = m.partitions
-        if held is None or parts is None or total is None:
+        held = self.model.held
+        if held is None:
             return True
-        until = self._until.setdefault(held["index"], self.now)   # (not announced yet)
-        if until is None:
+        self._until.setdefault(held["index"], self.now)   # (not announced yet)
+        return self._past_middle(held["index"], self.reach)
+
+    def _past_middle(self, index: int, reach: dict[int, float]) -> bool:
+        """Whether ``reach`` (per partition, the newest stream time other members' messages
+        reach) is past the middle of own window ``index``'s stretch (from the previous close,
+        or the first record, to its close) for every partition this member does not hold;
+        ``True`` for one process or without a clock."""
+        parts, total = self.model.partitions
+        until = self._until.get(index)
+        if parts is None or total is None or until is None:
             return True
-        prev = self._until.get(held["index"] - 1, self._start)
+        prev = self._until.get(index - 1, self._start)
         mid = until if prev is None else (prev + until) / 2.0
-        return all(self.reach.get(p, float("-inf")) >= mid
-                   for p in set(range(total)) - set(parts))
+        return all(reach.get(p, float("-inf")) >= mid for p in set(range(total)) - set(parts))
 
     @property
     def closes(self) -> int:
@@ -342,14 +348,7 @@ class WindowEnsemble:
         stretch of stream time of this member's newest closed window: the union then holds
         what one process would have learned by that point of the stream. ``True`` for one
         process, or before this member's first close."""
-        parts, total = self.model.partitions
-        if parts is None or total is None or not self._until:
-            return True
-        w = max(self._until)
-        until, prev = self._until[w], self._until.get(w - 1, self._start)
-        mid = until if prev is None else (prev + until) / 2.0
-        return all(self.trees_reach.get(p, float("-inf")) >= mid
-                   for p in set(range(total)) - set(parts))
+        return not self._until or self._past_middle(max(self._until), self.trees_reach)
 
     def adopt(self, key: str, state: dict | None) -> bool:
         """Take another member's window (``None``: its tombstone); returns whether the union
@@ -402,13 +401,15 @@ class WindowEnsemble:
         self._note_reach(state)
         return self._share_relevance(key, state)
 
-    def _note_reach(self, state: dict | None) -> None:
-        """How far in stream time another member's releases reach, per partition it holds."""
+    def _note_reach(self, state: dict | None, reach: dict[int, float] | None = None) -> None:
+        """How far in stream time another member's releases reach, per partition it holds
+        (into :attr:`reach`, or ``reach``)."""
         if state is None or state.get("until") is None or not state.get("partitions"):
             return
+        reach = self.reach if reach is None else reach
         for p in state["partitions"]:
             p = int(p)
-            self.reach[p] = max(self.reach.get(p, float("-inf")), float(state["until"]))
+            reach[p] = max(reach.get(p, float("-inf")), float(state["until"]))
 
     def _apply(self, key: str, state: dict | None, relevance: bool = True) -> None:
         """The window joins (``None``: leaves) the union; another member's relevance
@@ -420,14 +421,11 @@ class WindowEnsemble:
         else:
             self.windows[key] = state
         self._kept = None
-        if key.partition("/")[0] != self.member and state is not None \
-                and state.get("until") is not None:
-            for p in state.get("partitions") or ():
-                self.trees_reach[int(p)] = max(self.trees_reach.get(int(p), float("-inf")),
-                                               float(state["until"]))
-        if relevance and key.partition("/")[0] != self.member:
-            self._note_reach(state)
-            self._share_relevance(key, state)
+        if key.partition("/")[0] != self.member:
+            self._note_reach(state, self.trees_reach)
+            if relevance:
+                self._note_reach(state)
+                self._share_relevance(key, state)
 
     def _share_relevance(self, key: str, state: dict | None) -> bool:
         """Another member's window brings its released attribute-relevance histograms into

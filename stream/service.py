@@ -200,13 +200,14 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                              exclusive=member is None,
                              on_assigned=None if member is None or settings.whole_windows
                              else member.on_assigned)
+        def lag() -> int | None:
+            return source.lag(runner.positions) if source.consumer is not None else None
+
         if member is not None:   # waiting for the others' windows reads the consumer's lag
-            member.backlog = lambda: (source.lag(runner.positions)
-                                      if source.consumer is not None else None)
+            member.backlog = lag
         if settings.metrics_port is not None:
             metrics = MetricsServer(
-                ServiceCollector(runner, lag=lambda: source.lag(runner.positions)
-                                 if source.consumer is not None else None,
+                ServiceCollector(runner, lag=lag,
                                  board=None if dist is None else lambda: dist.counters,
                                  group_shared=None if member is not None
                                  else lambda: source.shared,
