@@ -14,6 +14,7 @@ consumer).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -42,7 +43,13 @@ class ServiceCollector:
 
     def collect(self):
         r = self.runner
-        counters = dict(r.counters)
+        # the model and the member's union change under the runner's lock in the main loop;
+        # read them under it too (a scrape waits for the batch in hand), or a report can read
+        # an S-GBDT pool mid-round or the union mid-merge and fail the scrape
+        with getattr(r, "lock", None) or contextlib.nullcontext():
+            counters = dict(r.counters)
+            report = r.model.privacy_report()
+            union = None if self.ensemble is None else self.ensemble()
         records = CounterMetricFamily("dpstream_records", "Records by outcome",
                                       labels=["outcome"])
         for outcome in ("seen", "learned", "dead_letters", "duplicates", "unlabeled"):
@@ -53,7 +60,6 @@ class ServiceCollector:
                                   value=counters.get("clipped", 0))
         yield CounterMetricFamily("dpstream_checkpoints", "Checkpoints written",
                                   value=counters.get("checkpoints", 0))
-        report = r.model.privacy_report()
         yield GaugeMetricFamily("dpstream_epsilon",
                                 "Epsilon guaranteed per record for the whole stream (<= budget)",
                                 value=float(report["epsilon"]))
@@ -82,13 +88,7 @@ class ServiceCollector:
         if lag is not None:
             yield GaugeMetricFamily("dpstream_consumer_lag", "Messages behind the high watermark",
                                     value=float(lag))
-        union = None
-        if self.ensemble is not None:   # a window-forest member: the union it predicts with
-            try:
-                union = self.ensemble()
-            except RuntimeError:   # the main thread merged a window mid-read: next scrape
-                union = None
-        if union is not None:
+        if union is not None:   # a window-forest member: the union it predicts with
             yield GaugeMetricFamily("dpstream_union_epsilon",
                                     "Epsilon per record of the union of every member's windows",
                                     value=float(union["epsilon"]))

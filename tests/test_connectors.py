@@ -6,6 +6,7 @@ import gzip
 import json
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -419,3 +420,39 @@ def test_metrics_of_a_member_show_the_union_it_predicts_with(tmp_path):
     runner.model.set_share(0.25)        # an assignment of 1 of 4 partitions
     assert "dpstream_member_share 0.25" in generate_latest(registry).decode()
     store.close()
+
+
+def test_scrapes_during_training_read_a_consistent_model(tmp_path):
+    """A scrape runs on the HTTP thread while the main loop trains: it reads the model under
+    the runner's lock, so it never sees an S-GBDT pool mid-round (a scrape that raised used to
+    drop the connection without a response)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from dpstream.stream.metrics import ServiceCollector
+
+    runner = Runner.create("sgbdt", ADULT_SCHEMA, store=CheckpointStore(tmp_path), epsilon=1.0,
+                           seed=0)
+    registry = CollectorRegistry()
+    registry.register(ServiceCollector(runner))
+    X, y, _ = load_adult("train")
+    done, errors, scrapes = threading.Event(), [], []
+
+    def scrape():
+        while not done.is_set():
+            try:
+                scrapes.append(generate_latest(registry))
+            except Exception as exc:   # noqa: BLE001 - the test reports any failure
+                errors.append(repr(exc))
+            done.wait(0.002)
+
+    worker = threading.Thread(target=scrape)
+    worker.start()
+    try:
+        for start in range(0, 12000, 500):
+            runner.process_many([SourceRecord({"id": i, "x": X[i], "y": y[i]}, "f", i)
+                                 for i in range(start, start + 500)])
+    finally:
+        done.set()
+        worker.join()
+    assert errors == [] and len(scrapes) > 10
+    assert b'dpstream_records_total{outcome="learned"} 12000.0' in generate_latest(registry)
