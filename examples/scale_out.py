@@ -1,9 +1,10 @@
 """Scale out: k = 1, 2, 3 consumer-group members train one window forest together.
 
-Starts ``tansu`` on a free port, and for each k: creates a 6-partition topic, starts k
-``dpstream serve --model-topic`` processes in one group (median forest, epsilon 1), waits until
-every member holds partitions, produces the Adult stream, waits until every record has a
-prediction, stops the members (SIGTERM: each publishes its open window) and prints one JSON line:
+Starts ``tansu`` on a free port, and for each k: creates a 6-partition topic
+(``--partitions``), starts k ``dpstream serve --model-topic`` processes in one group (median
+forest, epsilon 1), waits until every member holds partitions, produces the Adult stream,
+waits until every record has a prediction, stops the members (SIGTERM: each publishes its open
+window) and prints one JSON line:
 
 * ``msgs_per_s``: records over the time from the first to the last prediction (the members'
   own timestamps on the predictions topic);
@@ -19,14 +20,17 @@ prediction, stops the members (SIGTERM: each publishes its open window) and prin
   checkpoints (every record once: ``trained == records``);
 * ``cpu_s``: CPU seconds (user + system, from ``/proc``) from the start of producing until
   the last prediction was read, of each member, the broker and this driver (its producer and
-  predictions reader); ``cores_busy``: their sum over that wall time (at the machine's
+  predictions reader; with ``--producers``, ``producers`` is the producer processes' share of
+  it); ``cores_busy``: their sum over that wall time (at the machine's
   ``cores``, more members cannot run faster); ``member_cpu_us_per_msg``: the members' CPU per
   record (flat in k: the members' work does not grow with k);
 * ``spread_records``: how unevenly the members progress (median and 90th percentile over
   the run, in records of the stream between the member furthest ahead and the one furthest
   behind; :func:`progress_spread`); ``pace``: the producer's limit (``--pace``), or ``null``:
   produced as fast as the producer goes, so the members drain a backlog, each at its own
-  speed;
+  speed; ``producers`` (``--producers``) and ``produced_msgs_per_s``: how many processes
+  produced and the rate they sent at (from their common start to the last ack): a rate of
+  the members close to it says the producers, not the members, bound it;
 * ``member_windows``: ``share`` (the default: each member's windows and trees are sized by its
   share of the partitions, so the union closes windows when one process would) or ``whole``
   (``--whole-windows``: every member trains full-size windows); ``relevance``: ``by
@@ -34,7 +38,7 @@ prediction, stops the members (SIGTERM: each publishes its open window) and prin
   own) or ``every attribute`` (with ``--whole-windows``: no member knows its partitions).
 
 Run: python examples/scale_out.py [--records N] [--members 1,2,3] [--stream adult|agrawal]
-[--pace MSGS_PER_S]
+[--pace MSGS_PER_S] [--producers P] [--partitions N]
 (needs the test extra: pip install 'dpstream[test]')
 """
 
@@ -51,12 +55,12 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from dpstream.connectors import CheckpointStore
-from dpstream.connectors.local_broker import LocalBroker
-from dpstream.connectors.model_topic import ModelTopic
-from dpstream.models.window_exchange import WindowEnsemble
-from dpstream.stream import load_adult
+# dpstream is imported where used: a producer process of --producers imports this module and
+# needs none of it
+if TYPE_CHECKING:
+    from dpstream.connectors.local_broker import LocalBroker
 
 PARTITIONS = 6
 PARAMS = ["--set", "n_trees=5"]
@@ -102,21 +106,58 @@ def progress_spread(got: dict, logs: list[Path], n: int) -> dict:
     return {"median": spreads[len(spreads) // 2], "p90": spreads[int(0.9 * (len(spreads) - 1))]}
 
 
-def produce(broker: LocalBroker, topic: str, values: list[bytes], pace: float | None) -> None:
-    """Send ``values`` round-robin over the partitions, at most ``pace`` messages a second
-    (``None``: as fast as the producer goes), and wait for the acks."""
-    if pace is None:
-        broker.produce(topic, values, PARTITIONS)
-        return
+def produce(broker: LocalBroker, topic: str, values: list[bytes], pace: float | None,
+            producers: int = 1, partitions: int = PARTITIONS) -> float:
+    """Send ``values`` round-robin over the ``partitions``, at most ``pace`` messages a second
+    (``None``: as fast as the producer goes), wait for the acks and return the seconds that
+    took. With ``producers`` > 1, that many processes send at once, producer ``j`` the
+    partitions ``p`` with ``p % producers == j`` (each partition's order kept), each at ``pace
+    / producers``, all starting together once each has connected (a kafka-python producer is
+    pure Python, and on a machine with many cores the members can outrun one; producers that
+    start one after another would start the members apart)."""
+    if producers <= 1:
+        t0 = time.monotonic()
+        _produce_part(broker.bootstrap, topic, list(enumerate(values)), pace, partitions)
+        return time.monotonic() - t0
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")   # (this process already runs threads)
+    ready = ctx.Barrier(producers + 1)
+    procs = [ctx.Process(target=_produce_part,
+                         args=(broker.bootstrap, topic,
+                               [(i, v) for i, v in enumerate(values)
+                                if i % partitions % producers == j],
+                               pace and pace / producers, partitions, ready))
+             for j in range(producers)]
+    for proc in procs:
+        proc.start()
+    ready.wait(timeout=120)
+    t0 = time.monotonic()
+    for proc in procs:
+        proc.join()
+    if any(proc.exitcode for proc in procs):
+        raise RuntimeError(f"a producer failed: exit codes {[p.exitcode for p in procs]}")
+    return time.monotonic() - t0
+
+
+def _produce_part(bootstrap: str, topic: str, items: list[tuple[int, bytes]],
+                  pace: float | None, partitions: int, ready=None) -> None:
+    """One producer: record ``i`` to partition ``i % partitions``, in bursts every 20 ms at
+    ``pace`` (or as fast as it goes), then wait for the acks; with ``ready`` (a barrier), it
+    connects first and starts when every producer has."""
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5)
-    start, step = time.monotonic(), max(1, int(pace / 50))   # a burst every 20 ms
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     try:
-        for i0 in range(0, len(values), step):
-            for i in range(i0, min(i0 + step, len(values))):
-                producer.send(topic, values[i], partition=i % PARTITIONS)
-            ahead = start + (i0 + step) / pace - time.monotonic()
+        if ready is not None:
+            producer.partitions_for(topic)   # connected, with the topic's metadata
+            ready.wait(timeout=120)
+        step = max(1, int(pace / 50)) if pace else len(items) or 1
+        start = time.monotonic()
+        for i0 in range(0, len(items), step):
+            for i, value in items[i0:i0 + step]:
+                producer.send(topic, value, partition=i % partitions)
+            ahead = start + (i0 + step) / pace - time.monotonic() if pace else 0
             if ahead > 0:
                 time.sleep(ahead)
         producer.flush()
@@ -124,11 +165,16 @@ def produce(broker: LocalBroker, topic: str, values: list[bytes], pace: float | 
         producer.close()
 
 
-def cpu_seconds(pid: int | None = None) -> float:
+def cpu_seconds(pid: int | str | None = None) -> float:
     """User + system CPU seconds a process has used so far, all its threads (``None``: this
-    process: the driver's producer and predictions reader)."""
+    process, the driver's producer and predictions reader; ``"children"``: the producer
+    processes of ``--producers`` that have ended, as the members are not reaped before the
+    CPU is read)."""
     if pid is None:
         return time.process_time()
+    if pid == "children":
+        t = os.times()
+        return t.children_user + t.children_system
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -154,11 +200,16 @@ def read_predictions(broker: LocalBroker, topic: str, n: int, timeout: float) ->
 
 def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: list,
         probe: list[dict], whole: bool = False, pace: float | None = None,
-        hold: bool = True, wait: bool = False) -> dict:
+        hold: bool = True, wait: bool = False, producers: int = 1,
+        partitions: int = PARTITIONS) -> dict:
+    from dpstream.connectors import CheckpointStore
+    from dpstream.connectors.model_topic import ModelTopic
+    from dpstream.models.window_exchange import WindowEnsemble
+
     tag = f"{k}-whole" if whole else str(k)
     records, preds, models = f"records-{tag}", f"predictions-{tag}", f"models-{tag}"
     params = PARAMS + (["--whole-windows"] if whole else [])
-    broker.create_topic(records, partitions=PARTITIONS)
+    broker.create_topic(records, partitions=partitions)
     broker.create_topic(preds)   # before its reader subscribes
     schema = tmp / "schema.json"
     procs, logs = [], []
@@ -181,12 +232,16 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
                 raise SystemExit("the group did not form:\n"
                                  + "".join(log.read_text()[-2000:] for log in logs))
             time.sleep(0.2)
-        pids = [p.pid for p in procs] + [broker.proc.pid, None]
+        pids = [p.pid for p in procs] + [broker.proc.pid, None, "children"]
         cpu0, t0 = [cpu_seconds(pid) for pid in pids], time.monotonic()
-        producer = threading.Thread(target=produce, args=(broker, records, values, pace))
+        produced: list[float] = []
+        producer = threading.Thread(target=lambda: produced.append(produce(
+            broker, records, values, pace, producers, partitions)))
         producer.start()
         got = read_predictions(broker, preds, len(values), timeout=240)
         producer.join()
+        if not produced:
+            raise SystemExit(f"k={k}: the producer failed (its traceback is above)")
         cpu = [cpu_seconds(pid) - c for pid, c in zip(pids, cpu0, strict=True)]
         wall = time.monotonic() - t0
     finally:
@@ -233,11 +288,13 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             "same_model": all(a == answers[0] for a in answers),
             "windows": len(windows), "trained": trained, "cores": os.cpu_count(),
             "cpu_s": {"members": [round(c, 1) for c in cpu[:k]], "broker": round(cpu[k], 1),
-                      "driver": round(cpu[k + 1], 1)},
+                      "driver": round(cpu[k + 1] + cpu[k + 2], 1),
+                      "producers": round(cpu[k + 2], 1)},
             "cores_busy": round(sum(cpu) / wall, 2),
             "member_cpu_us_per_msg": round(sum(cpu[:k]) / len(values) * 1e6),
             "spread_records": progress_spread(got, logs, len(values)),
-            "pace": pace}
+            "pace": pace, "producers": producers, "partitions": partitions,
+            "produced_msgs_per_s": round(len(values) / max(produced[0], 1e-9))}
 
 
 def main() -> None:
@@ -262,10 +319,20 @@ def main() -> None:
     parser.add_argument("--await-windows", action="store_true",
                         help="members draining a backlog wait after each close for the others' "
                              "windows of the stretch (DPSTREAM_AWAIT_WINDOWS=true)")
+    parser.add_argument("--partitions", type=int, default=PARTITIONS, metavar="N",
+                        help=f"partitions of the records topic (default {PARTITIONS}; a "
+                             "multiple of every k gives each member an equal share)")
+    parser.add_argument("--producers", type=int, default=1, metavar="P",
+                        help="produce from P processes at once (default 1; on a machine "
+                             "with many cores the members can outrun one pure-Python "
+                             "producer: compare produced_msgs_per_s with msgs_per_s)")
     parser.add_argument("--whole-windows", action="store_true",
                         help="also run k > 1 with --whole-windows (full-size windows in "
                              "every member: the policy before member shares)")
     args = parser.parse_args()
+    from dpstream.connectors.local_broker import LocalBroker
+    from dpstream.stream import load_adult
+
     if args.stream == "adult":
         X, y, schema = load_adult("all")
         probe = load_adult("test")[0][:1000]
@@ -284,7 +351,8 @@ def main() -> None:
         for k in (int(v) for v in args.members.split(",")):
             for whole in ((False, True) if args.whole_windows and k > 1 else (False,)):
                 line = run(broker, Path(tmp), k, values, y[:n], probe, whole=whole,
-                           pace=args.pace, hold=not args.no_hold, wait=args.await_windows)
+                           pace=args.pace, hold=not args.no_hold, wait=args.await_windows,
+                           producers=args.producers, partitions=args.partitions)
                 print(json.dumps(line), flush=True)
                 if args.save:
                     with open(args.save, "a") as fh:

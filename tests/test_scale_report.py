@@ -31,7 +31,7 @@ def test_paced_runs_have_their_own_table_without_a_rate_ratio():
 def test_the_cpu_table_leaves_out_paced_runs_and_says_what_the_cores_allow():
     lines = cpu_lines([_row(2, 1500, 0.89, cpu=0.1)])
     # members 100 us + broker and driver 50 us a record on 2 cores: 13,333 msgs/s
-    assert lines[-1] == "| agrawal | 2 | 1 | 100 | 50 | 1.50 | 1,500 | 13,333 |"
+    assert lines[-1] == "| 2 | agrawal | 2 | 1 | 100 | 50 | 1.50 | 1,500 | 13,333 |"
     paced_only = scale_out_section([_row(1, 600, 0.9, pace=600, cpu=0.1)])
     assert paced_only and "Where the CPU goes" not in "\n".join(paced_only)
 
@@ -45,3 +45,21 @@ def test_runs_whose_members_awaited_windows_have_their_own_table():
     default, waiting = text.split("`--await-windows`")
     assert "| 2 | 1 | 1,400 (1,400–1,400) | 1.40 | 0.8800 (0.880–0.880) | −2.0 pp |" in default
     assert "| 2 | 1 | 1,400 (1,400–1,400) | 1.40 | 0.9000 (0.900–0.900) | +0.0 pp |" in waiting
+
+
+def test_runs_on_another_machine_or_topic_layout_have_their_own_table():
+    two = [_row(1, 1000, 0.90), _row(2, 1500, 0.89)]
+    big = [{**_row(k, r, a), "cores": 16, "partitions": 12, "producers": 6}
+           for k, r, a in ((1, 6000, 0.92), (4, 21000, 0.90))]
+    text = "\n".join(scale_out_section(two + big))
+    small, large = text.split("16 cores, 12 partitions, 6 producer processes")
+    assert "2 cores:" in small and "| 2 | 1 | 1,500 (1,500–1,500) | 1.50 |" in small
+    assert "| 4 | 1 | 21,000 (21,000–21,000) | 3.50 |" in large   # 16 cores' k = 1 the base
+    assert "21,000" not in small
+
+
+def test_the_cpu_table_leaves_out_a_driver_that_counted_its_producers_start_up():
+    early = {**_row(4, 21000, 0.9, cpu=0.4), "cores": 16, "producers": 6}
+    later = {**early, "cpu_s": {**early["cpu_s"], "producers": 0.02}}
+    assert cpu_lines([early])[-1] == "| 16 | agrawal | 4 | 1 | 400 | — | — | 21,000 | — |"
+    assert cpu_lines([later])[-1] == "| 16 | agrawal | 4 | 1 | 400 | 50 | 1.50 | 21,000 | 35,556 |"

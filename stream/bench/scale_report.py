@@ -78,26 +78,30 @@ def cpu_lines(rows: list[dict]) -> list[str]:
     ...          "cores": 2, "cores_busy": 1.3,
     ...          "cpu_s": {"members": [0.12], "broker": 0.01, "driver": 0.05}}]
     >>> print("\\n".join(cpu_lines(rows)[-1:]))
-    | adult | 1 | 1 | 120 | 60 | 1.30 | 800 | 11,111 |
+    | 2 | adult | 1 | 1 | 120 | 60 | 1.30 | 800 | 11,111 |
     """
     rows = [r for r in rows if r.get("cpu_s")]
     if not rows:
         return []
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
-        groups[(r.get("stream", "adult"), r["members"])].append(r)
-    out = ["| stream | members k | runs | members' CPU, µs per record | broker + driver, µs "
-           "per record | cores busy | msgs/s | msgs/s the cores allow |",
-           "|---|---|---|---|---|---|---|---|"]
-    for (stream, k), rs in sorted(groups.items()):
+        groups[(r["cores"], r.get("stream", "adult"), r["members"])].append(r)
+    out = ["| cores | stream | members k | runs | members' CPU, µs per record | broker + "
+           "driver, µs per record | cores busy | msgs/s | msgs/s the cores allow |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for (cores, stream, k), rs in sorted(groups.items()):
         member = statistics.mean(sum(r["cpu_s"]["members"]) / r["records"] for r in rs) * 1e6
-        other = statistics.mean((r["cpu_s"]["broker"] + r["cpu_s"]["driver"]) / r["records"]
-                                for r in rs) * 1e6
-        cores = max(r["cores"] for r in rs)
-        out.append(f"| {stream} | {k} | {len(rs)} | {member:,.0f} | {other:,.0f} | "
-                   f"{statistics.mean(r['cores_busy'] for r in rs):.2f} | "
-                   f"{statistics.mean(r['msgs_per_s'] for r in rs):,.0f} | "
-                   f"{cores * 1e6 / (member + other):,.0f} |")
+        # (the first runs with producer processes counted their start-up, imports and all,
+        # in the driver's CPU: left out)
+        clean = [r for r in rs if r.get("producers", 1) <= 1 or "producers" in r["cpu_s"]]
+        other = (statistics.mean((r["cpu_s"]["broker"] + r["cpu_s"]["driver"]) / r["records"]
+                                 for r in clean) * 1e6 if clean else None)
+        out.append(f"| {cores} | {stream} | {k} | {len(rs)} | {member:,.0f} | "
+                   + ("— | " if other is None else f"{other:,.0f} | ")
+                   + ("— | " if not clean else
+                      f"{statistics.mean(r['cores_busy'] for r in clean):.2f} | ")
+                   + f"{statistics.mean(r['msgs_per_s'] for r in rs):,.0f} | "
+                   + ("— |" if other is None else f"{cores * 1e6 / (member + other):,.0f} |"))
     return out
 
 
@@ -128,9 +132,11 @@ def scale_out_section(rows: list[dict]) -> list[str]:
         policy = "whole" if policy != "share" else r.get("relevance", "held")
         if policy == "before trees" and r.get("await_windows"):
             policy = "awaited"   # (runs from before the wait have no await_windows)
-        groups[(r.get("stream", "adult"), r["records"], POLICIES.index(policy),
-                r.get("pace") or 0)].append(r)
-    for (stream, records, policy, pace), runs in sorted(groups.items()):
+        groups[(r.get("cores") or 0, r.get("stream", "adult"), r["records"],
+                POLICIES.index(policy), r.get("pace") or 0, r.get("partitions", 6),
+                r.get("producers", 1))].append(r)
+    for (ncores, stream, records, policy, pace, parts, producers), runs in sorted(
+            groups.items()):
         if out[-1] != "":
             out.append("")
         by_k: dict[int, list[dict]] = defaultdict(list)
@@ -144,7 +150,10 @@ def scale_out_section(rows: list[dict]) -> list[str]:
         title = TITLES[policy] + (f"; the producer paced at {pace:,.0f} msgs/s (the members "
                                   "keep up with the topic)" if pace else "")
         spread = any("spread_records" in r for r in runs)
-        out += [f"### {stream}, {records:,} records: {title}{when}", "",
+        setup = (f"{ncores} cores" if ncores else "cores unknown") + (
+            f", {parts} partitions, {producers} producer processes"
+            if (parts, producers) != (6, 1) else "")
+        out += [f"### {stream}, {records:,} records, {setup}: {title}{when}", "",
                 "| members k | runs | msgs/s, mean (min–max) | × one member | accuracy, mean "
                 "(min–max) | vs one member | same_model | trained |"
                 + (" members apart, records (median) |" if spread else ""),
