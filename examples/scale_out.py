@@ -9,7 +9,8 @@ window) and prints one JSON line:
 * ``msgs_per_s``: records over the time from the first to the last prediction (the members'
   own timestamps on the predictions topic);
 * ``accuracy``: prequential, on the members' predictions (each made before its record was
-  learned, with the windows of every member);
+  learned, with the windows of every member); ``accuracy_second_half``: the same over the
+  second half of the stream (after the warm-up, where the members' spread costs most);
 * ``same_model``: every member's ensemble — its own windows exported afresh from its
   checkpointed model, plus the other members' windows from the model topic, as it merges
   them — predicts the same classes for a fixed probe set (1,000 records of Adult's test
@@ -285,6 +286,9 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             "records": len(values),
             "msgs_per_s": round(len(values) / max(times[-1] - times[0], 1e-9)),
             "accuracy": round(correct / len(values), 4),
+            "accuracy_second_half": round(
+                sum(got[i][0] == labels[i] for i in range(len(values) // 2, len(values)))
+                / (len(values) - len(values) // 2), 4),
             "same_model": all(a == answers[0] for a in answers),
             "windows": len(windows), "trained": trained, "cores": os.cpu_count(),
             "cpu_s": {"members": [round(c, 1) for c in cpu[:k]], "broker": round(cpu[k], 1),

@@ -129,12 +129,41 @@ def _sum_roots(x, roots, depths, feature, threshold, left, value, depth, g):   #
 @njit(cache=True, nogil=True)
 def sum_block(X, roots, depths, feature, threshold, left, value, depth):   # pragma: no cover
     """Per row of ``X``: the sum over roots of the value of the node it reaches
-    (``depths``: each root's tree depth if it is complete, else -1)."""
-    m = X.shape[0]
+    (``depths``: each root's tree depth if it is complete, else -1).
+
+    Tiled: a block of ``_ROW_LANES`` rows walks one group of ``_LANES`` trees before the next
+    group, so the group's nodes stay in the nearest cache for the whole block (a thousand
+    trees do not fit there: row by row, every row fetched every tree's nodes again). Each
+    row still adds the trees' values in root order, from 0.0: the same sums bit for bit."""
+    m, k = X.shape[0], roots.shape[0]
     out = np.zeros(m)
     g = np.empty(_LANES, dtype=np.int64)
-    for i in range(m):
-        out[i] = _sum_roots(X[i], roots, depths, feature, threshold, left, value, depth, g)
+    for i0 in range(0, m, _ROW_LANES):
+        i1 = min(i0 + _ROW_LANES, m)
+        for t0 in range(0, k, _LANES):
+            nb = min(_LANES, k - t0)
+            d = depths[t0]
+            for b in range(nb):
+                if depths[t0 + b] != d:
+                    d = -1
+            for i in range(i0, i1):
+                x = X[i]
+                for b in range(nb):
+                    g[b] = roots[t0 + b]
+                if d >= 0:   # complete trees of one depth: implicit children, d steps
+                    for _ in range(d):
+                        for b in range(nb):
+                            gb = g[b]
+                            g[b] = (2 * gb + 1 - roots[t0 + b]
+                                    + (not (x[feature[gb]] <= threshold[gb])))
+                else:
+                    for _ in range(depth):
+                        for b in range(nb):
+                            g[b] = _step(x, g[b], feature, threshold, left)
+                s = out[i]
+                for b in range(nb):
+                    s += value[g[b]]
+                out[i] = s
     return out
 
 
