@@ -22,8 +22,12 @@ import json
 
 from river.datasets import synth
 
-from dpstream.models import (GreedyForestClassifier, MedianForestClassifier,
-                             RandomDecisionForestClassifier, RDTClassifier)
+from dpstream.models import (
+    GreedyForestClassifier,
+    MedianForestClassifier,
+    RandomDecisionForestClassifier,
+    RDTClassifier,
+)
 
 MODELS = {"median-forest": MedianForestClassifier, "random-forest": RandomDecisionForestClassifier,
           "rdt": RDTClassifier, "greedy-forest": GreedyForestClassifier}

@@ -249,7 +249,7 @@ class GreedyForestClassifier(WindowForestBase):
                 LeafTable.concat([w.extra["nodes"] for w in wins], 1),
                 LeafTable.concat([w.extra["leaves"] for w in wins],
                                  len(self._encoder.classes)),
-                np.array([wt for w, wt in zip(self._windows, self.window_weights())
+                np.array([wt for w, wt in zip(self._windows, self.window_weights(), strict=False)
                           for _ in w.trees], dtype=np.float64))
         return self._serving[:3]
 

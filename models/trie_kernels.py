@@ -254,7 +254,7 @@ def rows_in_threads(kernel, V: np.ndarray, *args) -> np.ndarray:
     cuts = np.linspace(0, V.shape[0], workers + 1).astype(np.intp)
     with ThreadPoolExecutor(workers) as pool:
         parts = list(pool.map(lambda ab: kernel(V[ab[0]:ab[1]], *args),
-                              zip(cuts[:-1], cuts[1:])))
+                              zip(cuts[:-1], cuts[1:], strict=False)))
     return np.concatenate(parts)
 
 
@@ -279,7 +279,7 @@ def trie_scores(kernel, X: np.ndarray, roots: np.ndarray, weights: np.ndarray, n
             parts = list(pool.map(
                 lambda ab: _serial_scores(kernel, X, roots[ab[0]:ab[1]], weights[ab[0]:ab[1]],
                                           n_classes, args, ranges, chunk, capacity),
-                zip(cuts[:-1], cuts[1:])))
+                zip(cuts[:-1], cuts[1:], strict=False)))
         return np.sum(parts, axis=0)
     return _serial_scores(kernel, X, roots, weights, n_classes, args, ranges, chunk, capacity)
 

@@ -30,6 +30,7 @@ from dpstream.connectors.checkpoint import FILENAME
 from dpstream.stream import ADULT_SCHEMA
 from dpstream.stream.runner import Runner
 
+
 def _lock_dir(path: Path) -> None:
     """Make ``path`` read-only for this process (root ignores modes: the immutable flag)."""
     if os.geteuid() == 0:

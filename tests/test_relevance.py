@@ -149,7 +149,7 @@ def test_slots_draw_attributes_in_proportion_and_route_like_the_repeated_attribu
     rng = np.random.default_rng(0)
     X = enc.encode_many([{"a": float(a), "b": float(b), "c": "pq"[int(c)]}
                          for a, b, c in zip(rng.random(400), rng.random(400),
-                                            rng.integers(0, 2, 400))])
+                                            rng.integers(0, 2, 400), strict=False)])
     V = base.matrix(X)
     # which attribute each depth-1 tree splits on: the one whose value decides its leaf
     trees = np.arange(2000)
@@ -157,7 +157,7 @@ def test_slots_draw_attributes_in_proportion_and_route_like_the_repeated_attribu
     splits_a = 0
     for t in range(trees.size):
         groups = {}
-        for row, key in zip(V, keys[:, t]):
+        for row, key in zip(V, keys[:, t], strict=False):
             groups.setdefault(key, []).append(row[1])
         if len(groups) == 2:
             lows = [max(v) for v in groups.values()]

@@ -245,8 +245,7 @@ def _split_round_llr(n: int, *, broken: bool, monkeypatch) -> tuple[np.ndarray, 
     must be exactly a Gaussian mechanism with that z."""
     import dataclasses
 
-    from dpstream.models import SGBDTRegressor
-    from dpstream.models import hist_splits
+    from dpstream.models import SGBDTRegressor, hist_splits
     from dpstream.models.hist_splits import _Cells, histogram_sigma
 
     schema = {"features": {f"x{i}": {"type": "numeric", "min": 0, "max": 1} for i in range(4)},
@@ -257,8 +256,8 @@ def _split_round_llr(n: int, *, broken: bool, monkeypatch) -> tuple[np.ndarray, 
     star, y_star = {f"x{i}": 0.9 for i in range(4)}, 1.0   # residual -1 = -g*
     # g* = 1 and a large split share: the histograms carry most of the round's sensitivity
     params = dict(schema=schema, depth=1, subsample=1.0, n_trees=1, split_levels=1,
-                  grad_clip=1.0, split_share=0.9, split_bins=4, split_decay=0.0, min_leaf_records=0.0,
-                  drift=False, init_share=0.0, seed=0)
+                  grad_clip=1.0, split_share=0.9, split_bins=4, split_decay=0.0,
+                  min_leaf_records=0.0, drift=False, init_share=0.0, seed=0)
     if broken:   # the per-feature factor forgotten: sqrt(L F) = 2 times too little noise
         real = hist_splits.histogram_sigma
         monkeypatch.setattr("dpstream.models.sgbdt_engine.histogram_sigma",

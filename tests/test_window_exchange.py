@@ -56,7 +56,7 @@ def _exchange(ensembles, through_bytes=False):
 def test_two_halves_predict_the_same_on_every_member(name, adult):
     X, y, probe = adult
     halves = [_model(name, 10 + m) for m in range(2)]
-    for i, (x, label) in enumerate(zip(X, y)):
+    for i, (x, label) in enumerate(zip(X, y, strict=False)):
         halves[i % 2].learn_one(x, label)     # disjoint records: partition i % 2
     ens = [WindowEnsemble(h, f"m{m}") for m, h in enumerate(halves)]
     _exchange(ens, through_bytes=True)
@@ -68,7 +68,7 @@ def test_two_halves_predict_the_same_on_every_member(name, adult):
     assert list(ens[0].predict_many(probe)) == list(ens[1].predict_many(probe)) == p0
     pr = [ens[0].predict_proba_one(x) for x in probe[:20]]
     assert pr == [ens[1].predict_proba_one(x) for x in probe[:20]]
-    acc = np.mean([p == t for p, t in zip(p0, load_adult("train")[1][2400:2700])])
+    acc = np.mean([p == t for p, t in zip(p0, load_adult("train")[1][2400:2700], strict=False)])
     assert acc > 0.7, acc   # a working classifier, not a constant
 
 
@@ -77,7 +77,7 @@ def test_one_member_ensemble_is_the_model(name, adult):
     X, y, probe = adult
     model = _model(name, 3)
     model.learn_many(X[:300], y[:300])     # a batch window
-    for x, label in zip(X[300:1500], y[300:1500]):
+    for x, label in zip(X[300:1500], y[300:1500], strict=False):
         model.learn_one(x, label)
     ens = WindowEnsemble(model, "solo")
     ens.local_updates()
@@ -92,18 +92,18 @@ def test_retired_windows_leave_the_union_and_policy_keeps_the_newest(adult):
     X, y, _ = adult
     a, b = _model("median", 1, max_windows=2), _model("median", 2, max_windows=2)
     ea, eb = WindowEnsemble(a, "a"), WindowEnsemble(b, "b")
-    for x, label in zip(X[:800], y[:800]):
+    for x, label in zip(X[:800], y[:800], strict=False):
         a.learn_one(x, label)
     _exchange([ea, eb])
     assert sorted(eb.windows) == [window_key("a", 0), window_key("a", 1)]
-    for x, label in zip(X[800:1200], y[800:1200]):
+    for x, label in zip(X[800:1200], y[800:1200], strict=False):
         a.learn_one(x, label)                  # window 2 closes, window 0 retires in a
     ups = ea.local_updates()
     assert ups == {window_key("a", 0): None, window_key("a", 2): ups[window_key("a", 2)]}
     for key, state in ups.items():
         assert eb.adopt(key, state)
     assert sorted(eb.windows) == [window_key("a", 1), window_key("a", 2)]
-    for x, label in zip(X[1200:1600], y[1200:1600]):
+    for x, label in zip(X[1200:1600], y[1200:1600], strict=False):
         b.learn_one(x, label)                  # b's window is the newest published
     _exchange([ea, eb])
     assert [s["key"] for s in ea.kept()] == [window_key("a", 2), window_key("b", 0)]
@@ -114,7 +114,7 @@ def test_retired_windows_leave_the_union_and_policy_keeps_the_newest(adult):
 def test_exported_state_holds_releases_only(adult):
     X, y, _ = adult
     model = _model("random", 5)
-    for x, label in zip(X[:800], y[:800]):
+    for x, label in zip(X[:800], y[:800], strict=False):
         model.learn_one(x, label)
     state = export_window(model, 1, member="m")
     assert "diagnostics" in model._windows[1].extra and "diagnostics" not in state["extra"]
@@ -145,7 +145,7 @@ def test_exported_state_holds_releases_only(adult):
 def test_foreign_configurations_and_forged_keys_are_refused(adult):
     X, y, _ = adult
     model = _model("median", 1)
-    for x, label in zip(X[:400], y[:400]):
+    for x, label in zip(X[:400], y[:400], strict=False):
         model.learn_one(x, label)
     state = export_window(model, 0, member="a")
     other = WindowEnsemble(_model("median", 2, n_trees=7), "b")
@@ -171,7 +171,7 @@ def test_members_draw_attributes_from_the_whole_groups_relevance_evidence(name, 
     a, b = _model(name, 21, max_windows=2), _model(name, 22, max_windows=2)
     ea, eb = WindowEnsemble(a, "a"), WindowEnsemble(b, "b")
     own_a = [c.copy() for c in a._relevance.counts]
-    for i, (x, label) in enumerate(zip(X[:1600], y[:1600])):
+    for i, (x, label) in enumerate(zip(X[:1600], y[:1600], strict=False)):
         (a if i % 2 == 0 else b).learn_one(x, label)
     own = {m: [c.copy() for c in m._relevance.counts] for m in (a, b)}
     assert not np.allclose(own[a][0], own_a[0])       # a released evidence of its own
@@ -185,7 +185,8 @@ def test_members_draw_attributes_from_the_whole_groups_relevance_evidence(name, 
         restarted.adopt(state["key"], state)
     for j, c in enumerate(a._relevance.counts):
         np.testing.assert_allclose(c, own[a][j] + from_b[j])
-    for x, label in zip(X[1600:2400], y[1600:2400]):  # b closes windows, its oldest retire
+    # b closes windows, its oldest retire
+    for x, label in zip(X[1600:2400], y[1600:2400], strict=False):
         b.learn_one(x, label)
     _exchange([ea, eb])
     kept_b = [s for s in ea.windows.values() if s["member"] == "b"]

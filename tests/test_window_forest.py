@@ -76,8 +76,9 @@ def test_each_record_feeds_one_window_and_one_tree_part(n, window, n_trees, labe
     window = max(window, n_trees)
     rng = np.random.default_rng(seed)
     model = Spy(schema=SCHEMA, epsilon=1.0, n_trees=n_trees, window_size=window,
-                max_windows=None, attributes="uniform", min_tree_records=None, privacy="features_and_labels" if mode ==
-                "features_and_labels" else "labels_only", transductive=mode == "pte",
+                max_windows=None, attributes="uniform", min_tree_records=None,
+                privacy="features_and_labels" if mode == "features_and_labels" else "labels_only",
+                transductive=mode == "pte",
                 seed=seed)
     model.log = []
     labeled = set()

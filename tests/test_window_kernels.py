@@ -13,8 +13,6 @@ from dpstream.models import (
     MedianForestClassifier,
     RandomDecisionForestClassifier,
     RDTClassifier,
-)
-from dpstream.models import (
     greedy_forest,
     median_forest,
     random_forest,
