@@ -18,7 +18,9 @@ window) and prints one JSON line:
 * ``windows``: live windows on the model topic (each member's newest ``max_windows``; the
   union keeps the newest that make ``max_windows`` whole windows, a member's window counting
   as its share of the partitions); ``trained``: records the members trained, from their
-  checkpoints (every record once: ``trained == records``);
+  checkpoints (every record once: ``trained == records``); ``drift_detections``: each
+  member's drift generations (changes its DP drift signal detected; each retires the
+  member's older windows);
 * ``cpu_s``: CPU seconds (user + system, from ``/proc``) from the start of producing until
   the last prediction was read, of each member, the broker and this driver (its producer and
   predictions reader; with ``--producers``, ``producers`` is the producer processes' share of
@@ -265,10 +267,11 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
     windows = {key: s for key, s in reader.catch_up().items()   # (held windows' releases:
                if s is not None and "/window-" in key}             # the windows carry them)
     reader.close()
-    answers, trained = [], 0
+    answers, trained, generations = [], 0, []
     for m in range(k):   # each member's ensemble: its own windows + the others' from the topic
         model = CheckpointStore.read(tmp / f"k{tag}-m{m}")["model"]
         trained += model.records_trained + len(model._buffer_y)   # (the buffer: 0 after stop)
+        generations.append(model.generation)
         ens = WindowEnsemble(model, f"m{m}")
         own = ens.local_updates()   # exported afresh from the member's checkpointed model
         if set(own) != {key for key in windows if key.startswith(f"m{m}/")}:
@@ -290,7 +293,8 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
                 sum(got[i][0] == labels[i] for i in range(len(values) // 2, len(values)))
                 / (len(values) - len(values) // 2), 4),
             "same_model": all(a == answers[0] for a in answers),
-            "windows": len(windows), "trained": trained, "cores": os.cpu_count(),
+            "windows": len(windows), "trained": trained, "drift_detections": generations,
+            "cores": os.cpu_count(),
             "cpu_s": {"members": [round(c, 1) for c in cpu[:k]], "broker": round(cpu[k], 1),
                       "driver": round(cpu[k + 1] + cpu[k + 2], 1),
                       "producers": round(cpu[k + 2], 1)},

@@ -63,3 +63,16 @@ def test_the_cpu_table_leaves_out_a_driver_that_counted_its_producers_start_up()
     later = {**early, "cpu_s": {**early["cpu_s"], "producers": 0.02}}
     assert cpu_lines([early])[-1] == "| 16 | agrawal | 4 | 1 | 400 | — | — | 21,000 | — |"
     assert cpu_lines([later])[-1] == "| 16 | agrawal | 4 | 1 | 400 | 50 | 1.50 | 21,000 | 35,556 |"
+
+
+def test_the_second_half_of_the_stream_is_compared_where_it_was_measured():
+    rows = [_row(1, 1000, 0.88, spread=0), _row(2, 1500, 0.86, spread=900),
+            {**_row(1, 1000, 0.90, spread=0), "accuracy_second_half": 0.94},
+            {**_row(2, 1500, 0.87, spread=800), "accuracy_second_half": 0.955}]
+    text = "\n".join(scale_out_section(rows))
+    assert "| 0.9400 (1) | — |" in text                   # one member: its own runs
+    assert "| 0.9550 (1) | +1.5 pp |" in text              # only the runs that measured it
+    assert "second half vs one member |" in text
+    header = next(line for line in text.splitlines() if line.startswith("| members k"))
+    row = next(line for line in text.splitlines() if line.startswith("| 2 |"))
+    assert header.count("|") == row.count("|")

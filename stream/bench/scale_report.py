@@ -66,6 +66,24 @@ def _spread(runs: list[dict]) -> str:
     return f"{statistics.mean(got):,.0f}" if got else "—"
 
 
+def _second_half(runs: list[dict] | None) -> float | None:
+    """The mean accuracy over the second half of the stream, of the runs that measured it."""
+    got = [r["accuracy_second_half"] for r in runs or [] if "accuracy_second_half" in r]
+    return statistics.mean(got) if got else None
+
+
+def _half_cells(runs: list[dict], base: float | None, k: int) -> str:
+    """The second-half accuracy cell (with its number of runs) and its difference to one
+    member's, over the runs that measured it."""
+    mean = _second_half(runs)
+    if mean is None:
+        return "— | —"
+    n = sum("accuracy_second_half" in r for r in runs)
+    diff = ("—" if base is None or k == 1 else
+            f"{100 * (mean - base):+.1f} pp".replace("-", "−"))
+    return f"{mean:.4f} ({n}) | {diff}"
+
+
 def cpu_lines(rows: list[dict]) -> list[str]:
     """Markdown lines of the table of where the CPU goes (runs with ``cpu_s``; none without).
 
@@ -150,14 +168,19 @@ def scale_out_section(rows: list[dict]) -> list[str]:
         title = TITLES[policy] + (f"; the producer paced at {pace:,.0f} msgs/s (the members "
                                   "keep up with the topic)" if pace else "")
         spread = any("spread_records" in r for r in runs)
+        half = any("accuracy_second_half" in r for r in runs)
+        base_half = _second_half(one)
         setup = (f"{ncores} cores" if ncores else "cores unknown") + (
             f", {parts} partitions, {producers} producer processes"
             if (parts, producers) != (6, 1) else "")
         out += [f"### {stream}, {records:,} records, {setup}: {title}{when}", "",
                 "| members k | runs | msgs/s, mean (min–max) | × one member | accuracy, mean "
                 "(min–max) | vs one member | same_model | trained |"
-                + (" members apart, records (median) |" if spread else ""),
-                "|---|---|---|---|---|---|---|---|" + ("---|" if spread else "")]
+                + (" members apart, records (median) |" if spread else "")
+                + (" accuracy, second half of the stream (runs) | second half vs one member |"
+                   if half else ""),
+                "|---|---|---|---|---|---|---|---|" + ("---|" if spread else "")
+                + ("---|---|" if half else "")]
         for k in sorted(by_k):
             rs = by_k[k]
             rate = [r["msgs_per_s"] for r in rs]
@@ -172,7 +195,8 @@ def scale_out_section(rows: list[dict]) -> list[str]:
                        f"({min(acc):.3f}–{max(acc):.3f}) | {diff} | "
                        f"{sum(bool(r['same_model']) for r in rs)} of {len(rs)} | "
                        f"{', '.join(f'{t:,}' for t in trained)} |"
-                       + (f" {_spread(rs)} |" if spread else ""))
+                       + (f" {_spread(rs)} |" if spread else "")
+                       + (f" {_half_cells(rs, base_half, k)} |" if half else ""))
     cpu = cpu_lines([r for r in rows if not r.get("pace")])
     if cpu:
         out += ["", "### Where the CPU goes", "",
