@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -15,9 +16,19 @@ def test_there_are_examples():
     assert EXAMPLES
 
 
+#: arguments a script runs with here (its other paths: scale_out.py's producer processes)
+ARGS = {"scale_out.py": ["--producers", "2"]}
+
+
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs(script):
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run([sys.executable, str(script), *ARGS.get(script.name, [])],
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()
+    if script.name == "scale_out.py":   # one line per k: every record trained once, one model
+        lines = [json.loads(line) for line in out.stdout.splitlines()]
+        assert [r["members"] for r in lines] == [1, 2, 3]
+        for r in lines:
+            assert r["trained"] == r["records"] and r["same_model"], r
+            assert r["producers"] == 2 and r["produced_msgs_per_s"] > 0, r
