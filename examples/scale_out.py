@@ -33,7 +33,10 @@ window) and prints one JSON line:
   produced as fast as the producer goes, so the members drain a backlog, each at its own
   speed; ``producers`` (``--producers``) and ``produced_msgs_per_s``: how many processes
   produced and the rate they sent at (from their common start to the last ack): a rate of
-  the members close to it says the producers, not the members, bound it;
+  the members close to it says the producers, not the members, bound it; ``stamp_rate``
+  (``--stamp-rate``): the records' Kafka timestamps are those of a topic that filled at that
+  rate, not the producer's clock (the members' held windows wait by these timestamps), and
+  ``stamps_as_set`` says the first records read back carry them;
 * ``member_windows``: ``share`` (the default: each member's windows and trees are sized by its
   share of the partitions, so the union closes windows when one process would) or ``whole``
   (``--whole-windows``: every member trains full-size windows); ``relevance``: ``by
@@ -41,7 +44,7 @@ window) and prints one JSON line:
   own) or ``every attribute`` (with ``--whole-windows``: no member knows its partitions).
 
 Run: python examples/scale_out.py [--records N] [--members 1,2,3] [--stream adult|agrawal]
-[--pace MSGS_PER_S] [--producers P] [--partitions N]
+[--pace MSGS_PER_S] [--producers P] [--partitions N] [--stamp-rate R]
 (needs the test extra: pip install 'dpstream[test]')
 """
 
@@ -110,7 +113,8 @@ def progress_spread(got: dict, logs: list[Path], n: int) -> dict:
 
 
 def produce(broker: LocalBroker, topic: str, values: list[bytes], pace: float | None,
-            producers: int = 1, partitions: int = PARTITIONS) -> float:
+            producers: int = 1, partitions: int = PARTITIONS,
+            stamp: tuple[int, float] | None = None) -> float:
     """Send ``values`` round-robin over the ``partitions``, at most ``pace`` messages a second
     (``None``: as fast as the producer goes), wait for the acks and return the seconds that
     took. With ``producers`` > 1, that many processes send at once, producer ``j`` the
@@ -120,7 +124,8 @@ def produce(broker: LocalBroker, topic: str, values: list[bytes], pace: float | 
     start one after another would start the members apart)."""
     if producers <= 1:
         t0 = time.monotonic()
-        _produce_part(broker.bootstrap, topic, list(enumerate(values)), pace, partitions)
+        _produce_part(broker.bootstrap, topic, list(enumerate(values)), pace, partitions,
+                      stamp=stamp)
         return time.monotonic() - t0
     import multiprocessing
 
@@ -130,7 +135,7 @@ def produce(broker: LocalBroker, topic: str, values: list[bytes], pace: float | 
                          args=(broker.bootstrap, topic,
                                [(i, v) for i, v in enumerate(values)
                                 if i % partitions % producers == j],
-                               pace and pace / producers, partitions, ready))
+                               pace and pace / producers, partitions, ready, stamp))
              for j in range(producers)]
     for proc in procs:
         proc.start()
@@ -143,8 +148,27 @@ def produce(broker: LocalBroker, topic: str, values: list[bytes], pace: float | 
     return time.monotonic() - t0
 
 
+def _stamps(rate: float | None) -> tuple[int, float] | None:
+    """``(base ms, records per ms)`` of ``--stamp-rate``: record ``i``'s timestamp is ``base +
+    i / rate`` ms, as if the topic had filled at ``rate`` records a second (``None``: the
+    producer's clock at the send)."""
+    return None if rate is None else (int(time.time() * 1000) - 86_400_000, rate / 1000.0)
+
+
+def _stamps_as_set(broker: LocalBroker, topic: str, stamp: tuple[int, float] | None,
+                   n: int = 50) -> bool | None:
+    """Whether the first ``n`` records read back carry the timestamps ``--stamp-rate`` set
+    (``None`` without it)."""
+    if stamp is None:
+        return None
+    got = broker.consume_all(topic, n)
+    return len(got) == n and all(
+        m.timestamp == stamp[0] + int(json.loads(m.value)["id"] / stamp[1]) for m in got)
+
+
 def _produce_part(bootstrap: str, topic: str, items: list[tuple[int, bytes]],
-                  pace: float | None, partitions: int, ready=None) -> None:
+                  pace: float | None, partitions: int, ready=None,
+                  stamp: tuple[int, float] | None = None) -> None:
     """One producer: record ``i`` to partition ``i % partitions``, in bursts every 20 ms at
     ``pace`` (or as fast as it goes), then wait for the acks; with ``ready`` (a barrier), it
     connects first and starts when every producer has."""
@@ -159,7 +183,8 @@ def _produce_part(bootstrap: str, topic: str, items: list[tuple[int, bytes]],
         start = time.monotonic()
         for i0 in range(0, len(items), step):
             for i, value in items[i0:i0 + step]:
-                producer.send(topic, value, partition=i % partitions)
+                producer.send(topic, value, partition=i % partitions, timestamp_ms=None
+                              if stamp is None else stamp[0] + int(i / stamp[1]))
             ahead = start + (i0 + step) / pace - time.monotonic() if pace else 0
             if ahead > 0:
                 time.sleep(ahead)
@@ -204,7 +229,7 @@ def read_predictions(broker: LocalBroker, topic: str, n: int, timeout: float) ->
 def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: list,
         probe: list[dict], whole: bool = False, pace: float | None = None,
         hold: bool = True, wait: bool = False, producers: int = 1,
-        partitions: int = PARTITIONS) -> dict:
+        partitions: int = PARTITIONS, stamp_rate: float | None = None) -> dict:
     from dpstream.connectors import CheckpointStore
     from dpstream.connectors.model_topic import ModelTopic
     from dpstream.models.window_exchange import WindowEnsemble
@@ -238,8 +263,9 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
         pids = [p.pid for p in procs] + [broker.proc.pid, None, "children"]
         cpu0, t0 = [cpu_seconds(pid) for pid in pids], time.monotonic()
         produced: list[float] = []
+        stamp = _stamps(stamp_rate)
         producer = threading.Thread(target=lambda: produced.append(produce(
-            broker, records, values, pace, producers, partitions)))
+            broker, records, values, pace, producers, partitions, stamp)))
         producer.start()
         got = read_predictions(broker, preds, len(values), timeout=240)
         producer.join()
@@ -302,6 +328,7 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             "member_cpu_us_per_msg": round(sum(cpu[:k]) / len(values) * 1e6),
             "spread_records": progress_spread(got, logs, len(values)),
             "pace": pace, "producers": producers, "partitions": partitions,
+            "stamp_rate": stamp_rate, "stamps_as_set": _stamps_as_set(broker, records, stamp),
             "produced_msgs_per_s": round(len(values) / max(produced[0], 1e-9))}
 
 
@@ -334,6 +361,11 @@ def main() -> None:
                         help="produce from P processes at once (default 1; on a machine "
                              "with many cores the members can outrun one pure-Python "
                              "producer: compare produced_msgs_per_s with msgs_per_s)")
+    parser.add_argument("--stamp-rate", type=float, metavar="RECORDS_PER_S",
+                        help="give record i the Kafka timestamp of a topic that filled at "
+                             "this rate (start + i / rate; default: the producer's clock, "
+                             "which squeezes a backlog produced at full speed into a second "
+                             "or two of stream time)")
     parser.add_argument("--whole-windows", action="store_true",
                         help="also run k > 1 with --whole-windows (full-size windows in "
                              "every member: the policy before member shares)")
@@ -360,7 +392,8 @@ def main() -> None:
             for whole in ((False, True) if args.whole_windows and k > 1 else (False,)):
                 line = run(broker, Path(tmp), k, values, y[:n], probe, whole=whole,
                            pace=args.pace, hold=not args.no_hold, wait=args.await_windows,
-                           producers=args.producers, partitions=args.partitions)
+                           producers=args.producers, partitions=args.partitions,
+                           stamp_rate=args.stamp_rate)
                 print(json.dumps(line), flush=True)
                 if args.save:
                     with open(args.save, "a") as fh:

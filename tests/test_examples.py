@@ -16,8 +16,9 @@ def test_there_are_examples():
     assert EXAMPLES
 
 
-#: arguments a script runs with here (its other paths: scale_out.py's producer processes)
-ARGS = {"scale_out.py": ["--producers", "2"]}
+#: arguments a script runs with here (its other paths: scale_out.py's producer processes and
+#: record timestamps of a topic that filled at 5,000 records a second)
+ARGS = {"scale_out.py": ["--producers", "2", "--stamp-rate", "5000"]}
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
@@ -32,3 +33,4 @@ def test_example_runs(script):
         for r in lines:
             assert r["trained"] == r["records"] and r["same_model"], r
             assert r["producers"] == 2 and r["produced_msgs_per_s"] > 0, r
+            assert r["stamp_rate"] == 5000 and r["stamps_as_set"] is True, r
