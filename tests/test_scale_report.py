@@ -76,3 +76,13 @@ def test_the_second_half_of_the_stream_is_compared_where_it_was_measured():
     header = next(line for line in text.splitlines() if line.startswith("| members k"))
     row = next(line for line in text.splitlines() if line.startswith("| 2 |"))
     assert header.count("|") == row.count("|")
+
+
+def test_runs_with_set_timestamps_have_their_own_table():
+    rows = [_row(1, 1000, 0.90), _row(2, 1500, 0.88),
+            {**_row(1, 1000, 0.91), "stamp_rate": 2000.0},
+            {**_row(2, 1500, 0.93), "stamp_rate": 2000.0}]
+    text = "\n".join(scale_out_section(rows))
+    plain, stamped = text.split("timestamps of a topic that filled at 2,000 records/s")
+    assert "| 2 | 1 | 1,500 (1,500–1,500) | 1.50 | 0.8800 (0.880–0.880) | −2.0 pp |" in plain
+    assert "| 2 | 1 | 1,500 (1,500–1,500) | 1.50 | 0.9300 (0.930–0.930) | +2.0 pp |" in stamped

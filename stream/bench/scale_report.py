@@ -152,8 +152,8 @@ def scale_out_section(rows: list[dict]) -> list[str]:
             policy = "awaited"   # (runs from before the wait have no await_windows)
         groups[(r.get("cores") or 0, r.get("stream", "adult"), r["records"],
                 POLICIES.index(policy), r.get("pace") or 0, r.get("partitions", 6),
-                r.get("producers", 1))].append(r)
-    for (ncores, stream, records, policy, pace, parts, producers), runs in sorted(
+                r.get("producers", 1), r.get("stamp_rate") or 0)].append(r)
+    for (ncores, stream, records, policy, pace, parts, producers, stamp), runs in sorted(
             groups.items()):
         if out[-1] != "":
             out.append("")
@@ -172,7 +172,8 @@ def scale_out_section(rows: list[dict]) -> list[str]:
         base_half = _second_half(one)
         setup = (f"{ncores} cores" if ncores else "cores unknown") + (
             f", {parts} partitions, {producers} producer processes"
-            if (parts, producers) != (6, 1) else "")
+            if (parts, producers) != (6, 1) else "") + (
+            f", timestamps of a topic that filled at {stamp:,.0f} records/s" if stamp else "")
         out += [f"### {stream}, {records:,} records, {setup}: {title}{when}", "",
                 "| members k | runs | msgs/s, mean (min–max) | × one member | accuracy, mean "
                 "(min–max) | vs one member | same_model | trained |"
