@@ -101,28 +101,45 @@ def route_complete(X, root, feature, threshold, depth):   # pragma: no cover - c
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _group_depth(depths, t0, nb):   # pragma: no cover - compiled
+    # the common depth of trees t0 .. t0 + nb - 1 if all are complete of one depth, else -1
+    d = depths[t0]
+    for b in range(nb):
+        if depths[t0 + b] != d:
+            return -1
+    return d
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add_group(s, x, roots, t0, nb, d, feature, threshold, left, value, depth,
+               g):   # pragma: no cover - compiled
+    # s plus, in root order, the value x reaches in trees t0 .. t0 + nb - 1, walked side by
+    # side (d >= 0: complete trees of depth d, implicit children, d steps)
+    for b in range(nb):
+        g[b] = roots[t0 + b]
+    if d >= 0:
+        for _ in range(d):
+            for b in range(nb):
+                gb = g[b]
+                g[b] = 2 * gb + 1 - roots[t0 + b] + (not (x[feature[gb]] <= threshold[gb]))
+    else:
+        for _ in range(depth):
+            for b in range(nb):
+                g[b] = _step(x, g[b], feature, threshold, left)
+    for b in range(nb):
+        s += value[g[b]]
+    return s
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _sum_roots(x, roots, depths, feature, threshold, left, value, depth, g):   # pragma: no cover
     # the sum over roots in their order of the value x reaches, walking _LANES trees at a time
     k = roots.shape[0]
     s = 0.0
     for t0 in range(0, k, _LANES):
         nb = min(_LANES, k - t0)
-        d = depths[t0]
-        for b in range(nb):
-            g[b] = roots[t0 + b]
-            if depths[t0 + b] != d:
-                d = -1
-        if d >= 0:   # complete trees of one depth: implicit children, d steps
-            for _ in range(d):
-                for b in range(nb):
-                    gb = g[b]
-                    g[b] = 2 * gb + 1 - roots[t0 + b] + (not (x[feature[gb]] <= threshold[gb]))
-        else:
-            for _ in range(depth):
-                for b in range(nb):
-                    g[b] = _step(x, g[b], feature, threshold, left)
-        for b in range(nb):
-            s += value[g[b]]
+        s = _add_group(s, x, roots, t0, nb, _group_depth(depths, t0, nb), feature, threshold,
+                       left, value, depth, g)
     return s
 
 
@@ -142,28 +159,10 @@ def sum_block(X, roots, depths, feature, threshold, left, value, depth):   # pra
         i1 = min(i0 + _ROW_LANES, m)
         for t0 in range(0, k, _LANES):
             nb = min(_LANES, k - t0)
-            d = depths[t0]
-            for b in range(nb):
-                if depths[t0 + b] != d:
-                    d = -1
+            d = _group_depth(depths, t0, nb)
             for i in range(i0, i1):
-                x = X[i]
-                for b in range(nb):
-                    g[b] = roots[t0 + b]
-                if d >= 0:   # complete trees of one depth: implicit children, d steps
-                    for _ in range(d):
-                        for b in range(nb):
-                            gb = g[b]
-                            g[b] = (2 * gb + 1 - roots[t0 + b]
-                                    + (not (x[feature[gb]] <= threshold[gb])))
-                else:
-                    for _ in range(depth):
-                        for b in range(nb):
-                            g[b] = _step(x, g[b], feature, threshold, left)
-                s = out[i]
-                for b in range(nb):
-                    s += value[g[b]]
-                out[i] = s
+                out[i] = _add_group(out[i], X[i], roots, t0, nb, d, feature, threshold, left,
+                                    value, depth, g)
     return out
 
 
