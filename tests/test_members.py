@@ -17,7 +17,8 @@ import pytest
 
 from dpstream.connectors import CheckpointStore
 from dpstream.connectors.local_broker import LocalBroker
-from dpstream.connectors.model_topic import ModelTopic, ModelTopicError, decode_message
+from dpstream.connectors.model_topic import (FETCH_WAIT_MS, ModelTopic, ModelTopicError,
+                                             decode_message)
 from dpstream.models import MedianForestClassifier
 from dpstream.models.window_exchange import WindowEnsemble, window_key
 from dpstream.stream import ADULT_SCHEMA, load_adult
@@ -48,6 +49,9 @@ def test_model_topic_round_trip_tombstones_and_forgeries(broker):
     a = ModelTopic(broker.bootstrap, "models", stop=stop, key=b"k")
     b = ModelTopic(broker.bootstrap, "models", stop=stop, key=b"k")
     assert a.connect() and b.connect() and a.compacted is True
+    # the reader's fetch waits 10 ms at the broker, not kafka-python's 500: a member sees the
+    # others' windows within milliseconds (benchmarks/model_topic_latency.py)
+    assert b.consumer.config["fetch_max_wait_ms"] == FETCH_WAIT_MS <= 20
     model = _model(1)
     for x, label in zip(X[:900], y[:900], strict=True):
         model.learn_one(x, label)
