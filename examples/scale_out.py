@@ -38,7 +38,10 @@ window) and prints one JSON line:
   rate, not the producer's clock (the members' held windows wait by these timestamps), and
   ``stamps_as_set`` says the first records read back carry them; ``reread``: predictions the
   driver's first read of the predictions topic skipped and a fresh read found there (a run
-  fails only if a prediction is not on the topic);
+  fails only if a prediction is not on the topic); ``model_fetch_wait_ms``: how long the
+  broker may hold a member's fetch of the model topic
+  (:data:`~dpstream.connectors.model_topic.FETCH_WAIT_MS`; kafka-python's 500 ms before
+  2026-11-27);
 * ``member_windows``: ``share`` (the default: each member's windows and trees are sized by its
   share of the partitions, so the union closes windows when one process would) or ``whole``
   (``--whole-windows``: every member trains full-size windows); ``relevance``: ``by
@@ -233,7 +236,7 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
         hold: bool = True, wait: bool = False, producers: int = 1,
         partitions: int = PARTITIONS, stamp_rate: float | None = None) -> dict:
     from dpstream.connectors import CheckpointStore
-    from dpstream.connectors.model_topic import ModelTopic
+    from dpstream.connectors.model_topic import FETCH_WAIT_MS, ModelTopic
     from dpstream.models.window_exchange import WindowEnsemble
 
     tag = f"{k}-whole" if whole else str(k)
@@ -336,7 +339,8 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             "pace": pace, "producers": producers, "partitions": partitions,
             "stamp_rate": stamp_rate, "reread": reread,
             "stamps_as_set": _stamps_as_set(broker, records, stamp),
-            "produced_msgs_per_s": round(len(values) / max(produced[0], 1e-9))}
+            "produced_msgs_per_s": round(len(values) / max(produced[0], 1e-9)),
+            "model_fetch_wait_ms": FETCH_WAIT_MS}
 
 
 def main() -> None:
