@@ -48,9 +48,10 @@ MAX_MESSAGE_BYTES = 64 * 2**20
 
 #: how long the broker may hold the reader's fetch when the model topic has nothing new. A
 #: member polls the topic between its records and never blocks on it, so the fetch wait is
-#: pure delay: a window published while the reader's fetch waits reaches it when the wait
-#: ends. With kafka-python's default (500 ms) a window reached another member 89 ms after
-#: its publish on average (p90 211 ms, at most 362 ms): about 600 records of a member
+#: pure delay: on the local tansu broker a window published while the reader's fetch waits
+#: often reaches it only when the wait ends (a Kafka broker is meant to answer as soon as
+#: data arrives). With kafka-python's default (500 ms) a window reached another member 89 ms
+#: after its publish on average (p90 211 ms, at most 362 ms): about 600 records of a member
 #: draining at 7k msgs/s, predicted without the window; with 10 ms, 7 ms on average
 #: (``benchmarks/model_topic_latency.py``). The cost: an idle member asks the broker every
 #: 10 ms.
