@@ -144,8 +144,13 @@ def test_members_join_killed_restart_leave_exactly_once(broker, tmp_path):
           tmp_path)
     a.send_signal(signal.SIGKILL)   # kill -9 mid-stream: its checkpoint holds an open window
     a.wait(10)
-    broker.produce("records", values[3100:], partitions=parts)
+    assigned = (tmp_path / "a.log").read_text(errors="replace").count("partitions assigned")
     a = _member(broker, tmp_path, "a")          # restarts from its checkpoint
+    # the rest once a is back in the group (it warms up before it joins): else b alone could
+    # drain the topic first, and the members would not end with two partitions each
+    _wait(lambda: (tmp_path / "a.log").read_text(errors="replace").count(
+        "partitions assigned") > assigned, 60, "a's rejoin", tmp_path)
+    broker.produce("records", values[3100:], partitions=parts)
     ends = {f"records:{p}": sum(1 for i in range(n) if i % parts == p) for p in range(parts)}
     _wait(lambda: _positions(tmp_path, "ab") == ends, 90, "the topic drained", tmp_path)
     for proc in (a, b):                          # leave: each closes and publishes its window
