@@ -17,8 +17,12 @@ import pytest
 
 from dpstream.connectors import CheckpointStore
 from dpstream.connectors.local_broker import LocalBroker
-from dpstream.connectors.model_topic import (FETCH_WAIT_MS, ModelTopic, ModelTopicError,
-                                             decode_message)
+from dpstream.connectors.model_topic import (
+    FETCH_WAIT_MS,
+    ModelTopic,
+    ModelTopicError,
+    decode_message,
+)
 from dpstream.models import MedianForestClassifier
 from dpstream.models.window_exchange import WindowEnsemble, window_key
 from dpstream.stream import ADULT_SCHEMA, load_adult
