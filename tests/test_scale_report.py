@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dpstream.stream.bench.scale_report import cpu_lines, scale_out_section
 
 
@@ -78,24 +80,15 @@ def test_the_second_half_of_the_stream_is_compared_where_it_was_measured():
     assert header.count("|") == row.count("|")
 
 
-def test_runs_with_set_timestamps_have_their_own_table():
+@pytest.mark.parametrize("field, value, marker", [
+    ("stamp_rate", 2000.0, "timestamps of a topic that filled at 2,000 records/s"),
+    # runs without the field read the model topic with kafka-python's 500 ms fetch wait
+    ("model_fetch_wait_ms", 10, "the model topic read with 10 ms fetch waits")])
+def test_runs_of_another_setup_have_their_own_table(field, value, marker):
     rows = [_row(1, 1000, 0.90), _row(2, 1500, 0.88),
-            {**_row(1, 1000, 0.91), "stamp_rate": 2000.0},
-            {**_row(2, 1500, 0.93), "stamp_rate": 2000.0}]
+            {**_row(1, 1000, 0.91), field: value}, {**_row(2, 1600, 0.93), field: value}]
     text = "\n".join(scale_out_section(rows))
-    plain, stamped = text.split("timestamps of a topic that filled at 2,000 records/s")
-    assert "| 2 | 1 | 1,500 (1,500–1,500) | 1.50 | 0.8800 (0.880–0.880) | −2.0 pp |" in plain
-    assert "| 2 | 1 | 1,500 (1,500–1,500) | 1.50 | 0.9300 (0.930–0.930) | +2.0 pp |" in stamped
-
-
-def test_runs_with_the_fast_model_topic_fetch_have_their_own_table():
-    # runs from before the model topic's 10 ms fetch wait (no field) read it with
-    # kafka-python's 500 ms: their windows reached the others later, a different setup
-    rows = [_row(1, 1000, 0.90), _row(2, 1500, 0.86),
-            {**_row(1, 1000, 0.90), "model_fetch_wait_ms": 10},
-            {**_row(2, 1600, 0.89), "model_fetch_wait_ms": 10}]
-    text = "\n".join(scale_out_section(rows))
-    before, after = text.split("the model topic read with 10 ms fetch waits")
-    assert "| 2 | 1 | 1,500 (1,500–1,500) | 1.50 | 0.8600 (0.860–0.860) | −4.0 pp |" in before
-    assert "| 2 | 1 | 1,600 (1,600–1,600) | 1.60 | 0.8900 (0.890–0.890) | −1.0 pp |" in after
+    before, after = text.split(marker)
+    assert "| 2 | 1 | 1,500 (1,500–1,500) | 1.50 | 0.8800 (0.880–0.880) | −2.0 pp |" in before
+    assert "| 2 | 1 | 1,600 (1,600–1,600) | 1.60 | 0.9300 (0.930–0.930) | +2.0 pp |" in after
     assert "500 ms" not in text
