@@ -33,16 +33,16 @@ from .suite import load_results
 __all__ = ["scale_out_section", "load_scale_runs", "cpu_lines"]
 
 
-#: the members' policies, in the order of the tables: windows sized by share with relevance
-#: split by partition, released before the trees grow, with members that wait for the others'
-#: windows in a backlog or without (the default), or with the trees at
-#: the close (with small and, before, large fetches), the same with relevance rows held for
-#: round(1 / share) windows (the first stop of member shares), and whole windows
 #: kafka-python's ``fetch_max_wait_ms``, the model topic reader's until 2026-11-27 (runs without
 #: ``model_fetch_wait_ms``); since then it waits
 #: :data:`~dpstream.connectors.model_topic.FETCH_WAIT_MS`
 KAFKA_FETCH_WAIT_MS = 500
 
+#: the members' policies, in the order of the tables: windows sized by share with relevance
+#: split by partition, released before the trees grow, with members that wait for the others'
+#: windows in a backlog or without (the default), or with the trees at
+#: the close (with small and, before, large fetches), the same with relevance rows held for
+#: round(1 / share) windows (the first stop of member shares), and whole windows
 POLICIES = ("before trees", "awaited", "at the close", "by partition", "held", "whole")
 TITLES = ("windows and trees sized by each member's share of the partitions, attribute "
           "relevance split by partition and released before the trees grow (held windows; "
