@@ -41,7 +41,9 @@ window) and prints one JSON line:
   fails only if a prediction is not on the topic); ``model_fetch_wait_ms``: how long the
   broker may hold a member's fetch of the model topic
   (:data:`~dpstream.connectors.model_topic.FETCH_WAIT_MS`; kafka-python's 500 ms before
-  2026-11-27);
+  2026-11-27); ``warm_up``: whether each member warmed up before it joined the group
+  (``DPSTREAM_WARM_UP``; ``--no-warm-up`` turns it off; runs before 2026-11-27's warm-up lack
+  the field and had none);
 * ``member_windows``: ``share`` (the default: each member's windows and trees are sized by its
   share of the partitions, so the union closes windows when one process would) or ``whole``
   (``--whole-windows``: every member trains full-size windows); ``relevance``: ``by
@@ -49,7 +51,7 @@ window) and prints one JSON line:
   own) or ``every attribute`` (with ``--whole-windows``: no member knows its partitions).
 
 Run: python examples/scale_out.py [--records N] [--members 1,2,3] [--stream adult|agrawal]
-[--pace MSGS_PER_S] [--producers P] [--partitions N] [--stamp-rate R]
+[--pace MSGS_PER_S] [--producers P] [--partitions N] [--stamp-rate R] [--no-warm-up]
 (needs the test extra: pip install 'dpstream[test]')
 """
 
@@ -234,7 +236,8 @@ def read_predictions(broker: LocalBroker, topic: str, n: int, timeout: float) ->
 def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: list,
         probe: list[dict], whole: bool = False, pace: float | None = None,
         hold: bool = True, wait: bool = False, producers: int = 1,
-        partitions: int = PARTITIONS, stamp_rate: float | None = None) -> dict:
+        partitions: int = PARTITIONS, stamp_rate: float | None = None,
+        warm_up: bool = True) -> dict:
     from dpstream.connectors import CheckpointStore
     from dpstream.connectors.model_topic import FETCH_WAIT_MS, ModelTopic
     from dpstream.models.window_exchange import WindowEnsemble
@@ -257,7 +260,8 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             stdout=open(logs[-1], "wb"), stderr=subprocess.STDOUT,
             env={**os.environ, "DPSTREAM_MEMBER_ID": f"m{m}",
                  "DPSTREAM_HOLD_WINDOWS": "true" if hold else "false",
-                 "DPSTREAM_AWAIT_WINDOWS": "true" if wait else "false"}))
+                 "DPSTREAM_AWAIT_WINDOWS": "true" if wait else "false",
+                 "DPSTREAM_WARM_UP": "true" if warm_up else "false"}))
     try:
         deadline = time.monotonic() + 120
         while not members_assigned(logs):
@@ -340,7 +344,7 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             "stamp_rate": stamp_rate, "reread": reread,
             "stamps_as_set": _stamps_as_set(broker, records, stamp),
             "produced_msgs_per_s": round(len(values) / max(produced[0], 1e-9)),
-            "model_fetch_wait_ms": FETCH_WAIT_MS}
+            "model_fetch_wait_ms": FETCH_WAIT_MS, "warm_up": warm_up}
 
 
 def main() -> None:
@@ -377,6 +381,9 @@ def main() -> None:
                              "this rate (start + i / rate; default: the producer's clock, "
                              "which squeezes a backlog produced at full speed into a second "
                              "or two of stream time)")
+    parser.add_argument("--no-warm-up", action="store_true",
+                        help="members join the group without first running a throwaway copy "
+                             "of the model on made-up records (DPSTREAM_WARM_UP=false)")
     parser.add_argument("--whole-windows", action="store_true",
                         help="also run k > 1 with --whole-windows (full-size windows in "
                              "every member: the policy before member shares)")
@@ -404,7 +411,7 @@ def main() -> None:
                 line = run(broker, Path(tmp), k, values, y[:n], probe, whole=whole,
                            pace=args.pace, hold=not args.no_hold, wait=args.await_windows,
                            producers=args.producers, partitions=args.partitions,
-                           stamp_rate=args.stamp_rate)
+                           stamp_rate=args.stamp_rate, warm_up=not args.no_warm_up)
                 print(json.dumps(line), flush=True)
                 if args.save:
                     with open(args.save, "a") as fh:

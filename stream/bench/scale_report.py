@@ -159,9 +159,11 @@ def scale_out_section(rows: list[dict]) -> list[str]:
                 POLICIES.index(policy), r.get("pace") or 0, r.get("partitions", 6),
                 r.get("producers", 1), r.get("stamp_rate") or 0,
                 # (negated: the tables of a setup before its faster fetch come first)
-                -r.get("model_fetch_wait_ms", KAFKA_FETCH_WAIT_MS))].append(r)
-    for (ncores, stream, records, policy, pace, parts, producers, stamp, neg_wait), runs \
-            in sorted(groups.items()):
+                -r.get("model_fetch_wait_ms", KAFKA_FETCH_WAIT_MS),
+                # (runs from before the members' warm-up have no warm_up and had none)
+                bool(r.get("warm_up", False)))].append(r)
+    for (ncores, stream, records, policy, pace, parts, producers, stamp, neg_wait, warm), \
+            runs in sorted(groups.items()):
         fetch_wait = -neg_wait
         if out[-1] != "":
             out.append("")
@@ -183,7 +185,8 @@ def scale_out_section(rows: list[dict]) -> list[str]:
             if (parts, producers) != (6, 1) else "") + (
             f", timestamps of a topic that filled at {stamp:,.0f} records/s" if stamp else "") + (
             f", the model topic read with {fetch_wait} ms fetch waits"
-            if fetch_wait != KAFKA_FETCH_WAIT_MS else "")
+            if fetch_wait != KAFKA_FETCH_WAIT_MS else "") + (
+            ", members warmed up before joining (`DPSTREAM_WARM_UP`)" if warm else "")
         out += [f"### {stream}, {records:,} records, {setup}: {title}{when}", "",
                 "| members k | runs | msgs/s, mean (min–max) | × one member | accuracy, mean "
                 "(min–max) | vs one member | same_model | trained |"
