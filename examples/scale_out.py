@@ -1,6 +1,6 @@
 """Scale out: k = 1, 2, 3 consumer-group members train one window forest together.
 
-Starts ``tansu`` on a free port, and for each k: creates a 6-partition topic
+For each k: starts ``tansu`` on a free port, creates a 6-partition topic
 (``--partitions``), starts k ``dpstream serve --model-topic`` processes in one group (median
 forest, epsilon 1), waits until every member holds partitions, produces the Adult stream,
 waits until every record has a prediction, stops the members (SIGTERM: each publishes its open
@@ -43,7 +43,9 @@ window) and prints one JSON line:
   (:data:`~dpstream.connectors.model_topic.FETCH_WAIT_MS`; kafka-python's 500 ms before
   2026-11-27); ``warm_up``: whether each member warmed up before it joined the group
   (``DPSTREAM_WARM_UP``; ``--no-warm-up`` turns it off; runs before 2026-11-27's warm-up lack
-  the field and had none);
+  the field and had none); ``fresh_broker``: each k ran on a broker of its own (runs before
+  2026-11-27's lack the field and ran every k on one broker, which slowed as it held the
+  earlier runs' topics);
 * ``member_windows``: ``share`` (the default: each member's windows and trees are sized by its
   share of the partitions, so the union closes windows when one process would) or ``whole``
   (``--whole-windows``: every member trains full-size windows); ``relevance``: ``by
@@ -408,14 +410,19 @@ def main() -> None:
         probe = [x for x, _ in synth.Agrawal(classification_function=2, seed=1).take(1000)]
     n = min(args.records, len(X))
     values = [json.dumps({"id": i, "x": X[i], "y": y[i]}).encode() for i in range(n)]
-    with LocalBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
         schema.dump(Path(tmp) / "schema.json")
         for k in (int(v) for v in args.members.split(",")):
             for whole in ((False, True) if args.whole_windows and k > 1 else (False,)):
-                line = run(broker, Path(tmp), k, values, y[:n], probe, whole=whole,
-                           pace=args.pace, hold=not args.no_hold, wait=args.await_windows,
-                           producers=args.producers, partitions=args.partitions,
-                           stamp_rate=args.stamp_rate, warm_up=not args.no_warm_up)
+                # a fresh broker for each run: tansu slows as it holds the earlier runs'
+                # topics (its CPU at k = 4 doubled when k = 1, 2, 3 ran on it first)
+                with LocalBroker() as broker:
+                    line = run(broker, Path(tmp), k, values, y[:n], probe, whole=whole,
+                               pace=args.pace, hold=not args.no_hold,
+                               wait=args.await_windows, producers=args.producers,
+                               partitions=args.partitions, stamp_rate=args.stamp_rate,
+                               warm_up=not args.no_warm_up)
+                line["fresh_broker"] = True
                 print(json.dumps(line), flush=True)
                 if args.save:
                     with open(args.save, "a") as fh:

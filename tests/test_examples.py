@@ -35,3 +35,4 @@ def test_example_runs(script):
             assert r["producers"] == 2 and r["produced_msgs_per_s"] > 0, r
             assert r["stamp_rate"] == 5000 and r["stamps_as_set"] is True, r
             assert r["model_fetch_wait_ms"] == 10 and r["warm_up"] is True, r
+            assert r["fresh_broker"] is True, r

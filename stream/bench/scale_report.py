@@ -168,9 +168,11 @@ def scale_out_section(rows: list[dict]) -> list[str]:
                 # (negated: the tables of a setup before its faster fetch come first)
                 -r.get("model_fetch_wait_ms", KAFKA_FETCH_WAIT_MS),
                 # (runs from before the members' warm-up have no warm_up and had none)
-                bool(r.get("warm_up", False)))].append(r)
-    for (ncores, stream, records, policy, pace, parts, producers, stamp, neg_wait, warm), \
-            runs in sorted(groups.items()):
+                bool(r.get("warm_up", False)),
+                # (runs from before a broker per k ran every k on one broker)
+                bool(r.get("fresh_broker", False)))].append(r)
+    for (ncores, stream, records, policy, pace, parts, producers, stamp, neg_wait, warm,
+         fresh), runs in sorted(groups.items()):
         fetch_wait = -neg_wait
         if out[-1] != "":
             out.append("")
@@ -193,7 +195,8 @@ def scale_out_section(rows: list[dict]) -> list[str]:
             f", timestamps of a topic that filled at {stamp:,.0f} records/s" if stamp else "") + (
             f", the model topic read with {fetch_wait} ms fetch waits"
             if fetch_wait != KAFKA_FETCH_WAIT_MS else "") + (
-            ", members warmed up before joining (`DPSTREAM_WARM_UP`)" if warm else "")
+            ", members warmed up before joining (`DPSTREAM_WARM_UP`)" if warm else "") + (
+            ", a fresh broker for each k" if fresh else "")
         out += [f"### {stream}, {records:,} records, {setup}: {title}{when}", "",
                 "| members k | runs | msgs/s, mean (min–max) | × one member | accuracy, mean "
                 "(min–max) | vs one member | same_model | trained |"
