@@ -237,7 +237,7 @@ def read_predictions(broker: LocalBroker, topic: str, n: int, timeout: float) ->
 
 def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: list,
         probe: list[dict], whole: bool = False, pace: float | None = None,
-        hold: bool = True, wait: bool | str = False, producers: int = 1,
+        hold: bool = True, wait: bool = False, producers: int = 1,
         partitions: int = PARTITIONS, stamp_rate: float | None = None,
         warm_up: bool = True) -> dict:
     from dpstream.connectors import CheckpointStore
@@ -262,8 +262,7 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             stdout=open(logs[-1], "wb"), stderr=subprocess.STDOUT,
             env={**os.environ, "DPSTREAM_MEMBER_ID": f"m{m}",
                  "DPSTREAM_HOLD_WINDOWS": "true" if hold else "false",
-                 "DPSTREAM_AWAIT_WINDOWS": (wait if isinstance(wait, str)
-                                            else "true" if wait else "false"),
+                 "DPSTREAM_AWAIT_WINDOWS": "true" if wait else "false",
                  "DPSTREAM_WARM_UP": "true" if warm_up else "false"}))
     try:
         deadline = time.monotonic() + 120
@@ -369,12 +368,9 @@ def main() -> None:
                         help="members grow each window's trees at its close "
                              "(DPSTREAM_HOLD_WINDOWS=false), not once the others' relevance "
                              "releases of its stretch have arrived")
-    parser.add_argument("--await-windows", nargs="?", const=True, default=False,
-                        choices=(True, "warm-up"), metavar="warm-up",
+    parser.add_argument("--await-windows", action="store_true",
                         help="members draining a backlog wait after each close for the others' "
-                             "windows of the stretch (DPSTREAM_AWAIT_WINDOWS=true); with "
-                             "warm-up, only after the closes of the model's warm-up windows "
-                             "and its first full-size one")
+                             "windows of the stretch (DPSTREAM_AWAIT_WINDOWS=true)")
     parser.add_argument("--partitions", type=int, default=PARTITIONS, metavar="N",
                         help=f"partitions of the records topic (default {PARTITIONS}; a "
                              "multiple of every k gives each member an equal share)")

@@ -90,10 +90,6 @@ HOLD_MAX_S = 2.0
 #: a member this many records or more behind its partitions' ends drains a backlog
 BACKLOG_MIN = 1024
 
-#: ``await_windows`` value: wait only after the closes of a generation's warm-up windows
-#: and its first full-size one (:meth:`WindowMember.warming_up`)
-WARM_UP = "warm-up"
-
 #: draining a backlog, the longest a member waits after one of its closes for the other
 #: members' windows of the same stretch (:meth:`WindowMember.await_windows`)
 WINDOWS_MAX_S = 2.0
@@ -118,13 +114,11 @@ class WindowMember:
         While draining a backlog, wait after each close for the other members' windows of
         the same stretch (:meth:`await_windows`; it reads :attr:`backlog`, which the service
         sets): predictions as good as one process's while the group catches up, at a cost in
-        its rate; ``"warm-up"``: only after the closes of a generation's warm-up windows and
-        its first full-size one (:meth:`warming_up`), where a member that runs ahead
-        predicts with the fewest windows; ``False`` (the default): never wait.
+        its rate; ``False`` (the default): never wait.
     """
 
     def __init__(self, runner: Runner, topic: ModelTopic, member: str, hold: bool = True,
-                 await_windows: bool | str = False):
+                 await_windows: bool = False):
         self.runner, self.topic, self.member = runner, topic, member
         self.hold = bool(hold)
         self.ensemble = WindowEnsemble(runner.model, member)
@@ -145,10 +139,7 @@ class WindowMember:
         #: the records behind the ends of this member's partitions (``None``: not known);
         #: the service sets it to its consumer's lag
         self.backlog: Callable[[], int | None] | None = None
-        if await_windows not in (True, False, WARM_UP):
-            raise ValueError(f"await_windows is True, False or {WARM_UP!r}, "
-                             f"got {await_windows!r}")
-        self.await_closes = await_windows
+        self.await_closes = bool(await_windows)
         self._awaited = 0   # own closes the member has waited after
         self.await_stats = {"waits": 0, "waited_s": 0.0, "timeouts": 0}
         runner.on_learned = self._learned
@@ -397,8 +388,6 @@ class WindowMember:
         if not self.await_closes or closes == self._awaited:
             return 0.0
         self._awaited = closes
-        if self.await_closes == WARM_UP and not self.warming_up():
-            return 0.0
         backlog = None if self.backlog is None else self.backlog()
         if backlog is None or backlog < BACKLOG_MIN:
             return 0.0
@@ -416,18 +405,6 @@ class WindowMember:
             with self.runner.lock:
                 self._note_union()   # (dpstream status shows the waits)
         return waited
-
-    def warming_up(self) -> bool:
-        """Whether the window this member closed last is one of its generation's warm-up
-        windows (``warmup * 2**j`` records, below ``window_size``) or the first full-size one
-        after them (a function of public counts); ``False`` for a model without a warm-up."""
-        model = self.runner.model
-        warmup, size = getattr(model, "warmup", None), getattr(model, "window_size", None)
-        closed = getattr(model, "generation_windows", 0)
-        if warmup is None or size is None or closed < 1:
-            return False
-        # the window before the last one closed was warm-up sized (or the last is the first)
-        return closed == 1 or warmup * 2 ** min(closed - 2, 40) < size
 
     def _learned(self, recs: list, rounded: bool) -> None:
         """The runner's ``on_learned``: the open (and held) window's records, the stream

@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from pydantic import AliasChoices, Field, model_validator
@@ -95,11 +95,10 @@ class ServeSettings(BaseSettings):
     hold_windows: bool = Field(True, description="with --model-topic: hold each closed window "
                                "until the other members' relevance releases of its stretch "
                                "arrive (DPSTREAM_HOLD_WINDOWS=false: grow trees at the close)")
-    await_windows: bool | Literal["warm-up"] = Field(
-        False, description="with --model-topic: while draining a backlog, wait after each "
-        "close for the other members' windows of the same stretch (better predictions while "
-        "the group catches up, at a cost in its rate); warm-up: only after the closes of the "
-        "model's warm-up windows and its first full-size one")
+    await_windows: bool = Field(False, description="with --model-topic: while draining a "
+                                "backlog, wait after each close for the other members' windows "
+                                "of the same stretch (better predictions while the group "
+                                "catches up, at a cost in its rate)")
     warm_up: bool = Field(True, description="before joining the group, run a throwaway copy "
                           "of the model on made-up records from the schema's public domains, "
                           "so that the first records of an assignment do not pay for loading "

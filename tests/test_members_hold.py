@@ -41,11 +41,11 @@ def records():
                 for i in range(p, 1200, 2)] for p in (0, 1)}
 
 
-def _member(broker, tmp_path, name, stop, partitions=None, **params):
+def _member(broker, tmp_path, name, stop, partitions=None):
     runner = Runner.create("median-forest", ADULT_SCHEMA, store=CheckpointStore(tmp_path / name),
                            epsilon=1.0, params={"window_size": 300, "warmup": None,
                                                 "max_windows": 1000, "n_trees": 3,
-                                                "drift": False, **params})
+                                                "drift": False})
     topic = ModelTopic(broker.bootstrap, f"models-{tmp_path.name}", stop=stop)   # per test
     assert topic.connect()
     member = WindowMember(runner, topic, name)
@@ -186,59 +186,3 @@ def test_a_member_waits_only_while_it_drains_and_at_most_the_limit(broker, tmp_p
     assert a.await_stats["timeouts"] >= 1 and 0.3 <= a.await_stats["waited_s"] < 5
     assert a.runner.model.__dict__["member_union"]["awaits"]["timeouts"] >= 1
     _close(a, b)
-
-
-def test_in_warm_up_mode_a_member_waits_only_after_the_warm_up_closes(broker, tmp_path, records,
-                                                                       monkeypatch):
-    # pieces of 10 records, so that every close is followed by its own chance to wait; b
-    # holds a partition and never trains, so each wait ends at the (short) limit
-    monkeypatch.setattr(members_mod, "ADOPT_EVERY", 10)
-    monkeypatch.setattr(members_mod, "HOLD_MAX_S", 0.05)
-    monkeypatch.setattr(members_mod, "WINDOWS_MAX_S", 0.05)
-    stop = threading.Event()
-    a, b = (_member(broker, tmp_path, n, stop, [p], warmup=40, window_size=160)
-            for n, p in (("a", 0), ("b", 1)))
-    a.backlog = lambda: 5000
-    a.await_closes = members_mod.WARM_UP
-    # a's windows at its share of 1/2: 20, 40 (warm-up), then 80 (full size) records, ...
-    waits = []
-    for i in range(0, 600, 10):
-        a.process_adopting(records[0][i:i + 10])
-        waits.append((a.runner.model.generation_windows, a.await_stats["timeouts"]))
-    closes = a.runner.model.generation_windows
-    assert closes >= 6
-    # a wait after each of the first three closes (two warm-up windows, the first full one),
-    # none after the later ones
-    assert a.await_stats["timeouts"] == 3, str(waits)
-    _close(a, b)
-
-
-def test_warming_up_covers_a_generations_warm_up_windows_and_its_first_full_one():
-    from types import SimpleNamespace
-
-    from dpstream.models import MedianForestClassifier
-
-    X, y, _ = load_adult("train")
-    seen = []
-    for warmup in (50, None):
-        model = MedianForestClassifier(schema=ADULT_SCHEMA, epsilon=1.0, window_size=400,
-                                       warmup=warmup, n_trees=3, drift=False, seed=0)
-        member = SimpleNamespace(runner=SimpleNamespace(model=model))
-        closes = []
-        for i in range(1600):
-            before = model.generation_windows
-            model.learn_one(X[i], y[i])
-            if model.generation_windows != before:
-                closes.append(WindowMember.warming_up(member))
-        seen.append(closes)
-    # windows of 50, 100, 200, then 400 (the first full one), 400, ...
-    assert seen[0][:6] == [True, True, True, True, False, False]
-    assert seen[1] == [False] * 4    # no warm-up: nothing to wait for
-
-
-def test_await_windows_takes_true_false_or_warm_up(broker, tmp_path):
-    stop = threading.Event()
-    a = _member(broker, tmp_path, "a", stop)
-    with pytest.raises(ValueError, match="warm-up"):
-        WindowMember(a.runner, a.topic, "a", await_windows="sometimes")
-    _close(a)

@@ -40,18 +40,13 @@ KAFKA_FETCH_WAIT_MS = 500
 
 #: the members' policies, in the order of the tables: windows sized by share with relevance
 #: split by partition, released before the trees grow, with members that wait for the others'
-#: windows in a backlog (after the warm-up's closes, or after every close) or without (the
-#: default), or with the trees at
+#: windows in a backlog or without (the default), or with the trees at
 #: the close (with small and, before, large fetches), the same with relevance rows held for
 #: round(1 / share) windows (the first stop of member shares), and whole windows
-POLICIES = ("before trees", "awaited in the warm-up", "awaited", "at the close", "by partition",
-            "held", "whole")
+POLICIES = ("before trees", "awaited", "at the close", "by partition", "held", "whole")
 TITLES = ("windows and trees sized by each member's share of the partitions, attribute "
           "relevance split by partition and released before the trees grow (held windows; "
           "64 KB partition fetches: the default since 2026-11-26)",
-          "the same, and a member draining a backlog waits for the others' windows of the "
-          "stretch after the closes of the model's warm-up windows and its first full-size "
-          "one (`--await-windows warm-up`, `DPSTREAM_AWAIT_WINDOWS=warm-up`)",
           "the same, and a member draining a backlog waits after each close for the others' "
           "windows of the stretch (`--await-windows`, `DPSTREAM_AWAIT_WINDOWS=true`)",
           "windows and trees sized by each member's share, relevance split by partition, "
@@ -159,9 +154,7 @@ def scale_out_section(rows: list[dict]) -> list[str]:
         # share runs from before the relevance split by partition held relevance rows
         policy = "whole" if policy != "share" else r.get("relevance", "held")
         if policy == "before trees" and r.get("await_windows"):
-            # (runs from before the wait have no await_windows)
-            policy = ("awaited in the warm-up" if r["await_windows"] == "warm-up"
-                      else "awaited")
+            policy = "awaited"   # (runs from before the wait have no await_windows)
         groups[(r.get("cores") or 0, r.get("stream", "adult"), r["records"],
                 POLICIES.index(policy), r.get("pace") or 0, r.get("partitions", 6),
                 r.get("producers", 1), r.get("stamp_rate") or 0,
