@@ -1,0 +1,184 @@
+"""A member's CPU per record against k, in one process, without a broker or other processes.
+
+Usage: python benchmarks/member_cpu.py [--records N] [--members 1,2,4] [--partitions 12]
+[--hold-predictions] [--profile K]
+
+k :class:`~dpstream.stream.members.WindowMember` s, each with its own
+:class:`~dpstream.stream.runner.Runner` (median forest, epsilon 1, ``n_trees=5``, as
+``examples/scale_out.py`` runs them) and checkpoint directory, share a model topic held in
+memory (every message encoded and decoded as :class:`~dpstream.connectors.model_topic.
+ModelTopic` does); their predictions go to a sink that JSON-encodes each message and drops
+it. Agrawal records (river, function 2, seed 0) are dealt to ``--partitions`` partitions
+round-robin, partition ``p`` to member ``p mod k``, and the members take turns, 2,000 of
+their records at a time, through :meth:`~dpstream.stream.members.WindowMember.process_adopting`
+and :meth:`~dpstream.stream.members.WindowMember.poll`, as the service loop calls them
+(under :func:`~dpstream.stream.runner.streaming_gc`, as the loop runs). Each
+turn's CPU time (``time.process_time``; one thread does all the work) is the member's.
+
+Prints one JSON line per k: ``us_per_record`` (the members' CPU per record of the stream),
+and its parts per record: ``checkpoint`` (the runner's checkpoints), ``predict`` (the
+ensemble's ``predict_many``), ``learn`` (the model's ``learn_stream``), ``grow`` (held
+windows grown), ``adopt`` (the model topic's messages decoded and adopted), ``publish``
+(windows exported and encoded) — so the parts that grow with k show. The 16-core runs of
+``scale_out.py`` measured the members' CPU per record growing by 15-30% from one member to
+four; this finds where, without the broker and other processes on the same cores.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import json
+import pstats
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from dpstream.connectors import CheckpointStore, SourceRecord
+from dpstream.connectors.model_topic import decode_message, encode_message
+from dpstream.stream.members import WindowMember
+from dpstream.stream.runner import Runner, streaming_gc
+
+
+class MemoryModelTopic:
+    """The model topic's interface over a list shared by the members (one reader position
+    each); messages are encoded and decoded as on the broker."""
+
+    def __init__(self, log: list):
+        self.log, self.pos = log, 0
+        self.published = self.read = self.rejected = 0
+
+    def publish(self, updates: dict) -> None:
+        for key, state in updates.items():
+            self.log.append((key, None if state is None else encode_message(state)))
+            self.published += 1
+
+    def poll(self, timeout_ms: int = 0) -> dict:
+        out = {}
+        while self.pos < len(self.log):
+            key, value = self.log[self.pos]
+            self.pos += 1
+            out[key] = None if value is None else decode_message(value)
+            self.read += value is not None
+        return out
+
+    def catch_up(self, timeout: float = 30.0) -> dict:
+        return self.poll()
+
+    def close(self) -> None:
+        pass
+
+
+class DropSink:
+    """Predictions: JSON-encoded as the Kafka sink does, then dropped."""
+
+    def send_json(self, value: dict, key: bytes | None = None) -> None:
+        json.dumps(value).encode("utf-8")
+
+    def flush(self, timeout: float | None = None) -> None:
+        pass
+
+
+#: (part, the object, the method) timed separately
+PARTS = (("checkpoint", Runner, "checkpoint"), ("publish", WindowMember, "publish"),
+         ("adopt", WindowMember, "_adopt"))
+
+
+def run(k: int, values: list[bytes], partitions: int, hold_predictions: bool,
+        profile: bool) -> dict:
+    from dpstream.stream.bench.scenarios import AGRAWAL_SCHEMA
+
+    log: list = []
+    spent: dict[str, float] = defaultdict(float)
+    originals = {}
+
+    def timed(name, fn):
+        def wrapper(*a, **kw):
+            t = time.process_time()
+            try:
+                return fn(*a, **kw)
+            finally:
+                spent[name] += time.process_time() - t
+        return wrapper
+
+    for name, cls, attr in PARTS:
+        originals[(cls, attr)] = getattr(cls, attr)
+        setattr(cls, attr, timed(name, getattr(cls, attr)))
+    members = []
+    prof = cProfile.Profile() if profile else None
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for m in range(k):
+                runner = Runner.create(
+                    "median-forest", AGRAWAL_SCHEMA, store=CheckpointStore(Path(tmp) / f"m{m}"),
+                    epsilon=1.0, seed=m, params={"n_trees": 5}, predictions=DropSink(),
+                    hold_predictions=hold_predictions)
+                member = WindowMember(runner, MemoryModelTopic(log), f"m{m}")
+                member.start()
+                mine = [p for p in range(partitions) if p % k == m]
+                for p in mine:   # as the consumer asks at an assignment
+                    member.position_of(f"t:{p}")
+                member.on_assigned(mine, partitions)
+                members.append(member)
+            streams = [[] for _ in range(k)]
+            offsets = [0] * partitions
+            for i, v in enumerate(values):
+                p = i % partitions
+                streams[p % k].append(SourceRecord(value=v, partition=f"t:{p}",
+                                                   offset=offsets[p]))
+                offsets[p] += 1
+            cpu = [0.0] * k
+            turn = 2000
+            if prof is not None:
+                prof.enable()
+            with streaming_gc():   # as the service loop runs
+                for start in range(0, max(len(s) for s in streams), turn):
+                    for m, member in enumerate(members):
+                        chunk = streams[m][start:start + turn]
+                        t = time.process_time()
+                        if chunk:
+                            member.process_adopting(chunk)
+                        member.poll()
+                        member.runner.maybe_checkpoint()
+                        cpu[m] += time.process_time() - t
+            if prof is not None:
+                prof.disable()
+            for member in members:
+                member.runner.store.close()
+    finally:
+        for (cls, attr), fn in originals.items():
+            setattr(cls, attr, fn)
+    n = len(values)
+    out = {"members": k, "records": n, "us_per_record": round(sum(cpu) / n * 1e6, 1),
+           "per_member_s": [round(c, 2) for c in cpu],
+           **{name: round(spent[name] / n * 1e6, 1) for name, _, _ in PARTS},
+           "hold_predictions": hold_predictions,
+           "windows_closed": [int(m.runner.model.windows_closed) for m in members],
+           "checkpoints": [int(m.runner.counters.get("checkpoints", 0)) for m in members],
+           "learned": sum(m.runner.counters["learned"] for m in members)}
+    if prof is not None:
+        stats = pstats.Stats(prof)
+        stats.sort_stats("cumulative").print_stats(40)
+    return out
+
+
+def main() -> None:
+    from river.datasets import synth
+
+    def arg(name, default):
+        return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+    n = int(arg("--records", "60000"))
+    ks = [int(v) for v in arg("--members", "1,2,4").split(",")]
+    partitions = int(arg("--partitions", "12"))
+    profile_k = int(arg("--profile", "0"))
+    rows = synth.Agrawal(classification_function=2, seed=0).take(n)
+    values = [json.dumps({"id": i, "x": x, "y": y}).encode() for i, (x, y) in enumerate(rows)]
+    for k in ks:
+        print(json.dumps(run(k, values, partitions, "--hold-predictions" in sys.argv,
+                             profile=k == profile_k)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""``benchmarks/member_cpu.py`` runs: k members on a model topic in memory train every record
+once, adopt each other's windows and report where their CPU goes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "member_cpu.py"
+
+
+def test_member_cpu_reports_each_k():
+    out = subprocess.run([sys.executable, str(SCRIPT), "--records", "4000", "--members", "1,2"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["members"] for r in lines] == [1, 2]
+    for r in lines:
+        assert r["learned"] == r["records"] == 4000, r   # every record trained, once
+        assert r["us_per_record"] > 0 and all(c >= 1 for c in r["checkpoints"]), r
+        assert all(w >= 2 for w in r["windows_closed"]), r
+    assert lines[0]["adopt"] == 0 < lines[1]["adopt"]   # two members adopt each other's
