@@ -48,7 +48,7 @@ from .encoding import RecordEncoder
 from .forest import Forest
 from .window_hold import HeldWindow
 from .window_share import ATTRIBUTE_RULES, MemberShare, RelevanceEvidence
-from .window_stream import UNLABELED, learn_stream
+from .window_stream import UNLABELED, learn_stream, rows_from_state, rows_state
 from .window_trees import WindowTree, leaf_proba, pack_trees, split_exact
 
 __all__ = ["WindowForestBase", "WindowTree", "UNLABELED", "ATTRIBUTE_RULES", "leaf_proba",
@@ -496,9 +496,7 @@ class WindowForestBase(MemberShare, RelevanceEvidence, HeldWindow, base.Classifi
         state = self.__dict__.copy()
         state["_serving"] = None          # rebuilt on demand from the windows
         state["_last"] = None
-        # learn_stream buffers rows as array views; saved as the lists learn_one buffers
-        state["_buffer_X"] = [r.tolist() if type(r) is np.ndarray else r
-                              for r in self._buffer_X]
+        state["_buffer_X"] = rows_state(self._buffer_X)
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -515,6 +513,8 @@ class WindowForestBase(MemberShare, RelevanceEvidence, HeldWindow, base.Classifi
             # from before relevance: the papers' uniform attributes
             state.update(attributes="uniform", relevance_share=0.0, _relevance=None)
         state.setdefault("_window_trees", None)
+        if isinstance(state.get("_buffer_X"), np.ndarray):   # (older checkpoints: lists)
+            state["_buffer_X"] = rows_from_state(state["_buffer_X"], len(state["_buffer_y"]))
         self.__dict__.update(state)
 
     # ----------------------------------------------------------------- report
@@ -577,3 +577,4 @@ class WindowForestBase(MemberShare, RelevanceEvidence, HeldWindow, base.Classifi
             "public_seen": self.public_seen,
             "ledger_partitions": self.ledger_partitions,
         }
+

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["learn_stream"]
+__all__ = ["learn_stream", "rows_state", "rows_from_state"]
 
 UNLABELED = -1   # (window_forest.UNLABELED: that module imports this one)
 
@@ -114,3 +114,27 @@ def _append(forest: Any, rows: np.ndarray, labels: np.ndarray, flags: list) -> N
     forest.records_seen += len(flags)
     forest.unlabeled_seen += int((labels == UNLABELED).sum())
     forest.public_seen += sum(flags)
+
+def rows_state(rows: list) -> np.ndarray | list:
+    """The open window's buffered rows (learn_one's lists, learn_stream's array views) for a
+    checkpoint: one 2-D float64 array, which the checkpoint stores as raw bytes (a window of
+    10,000 rows as lists cost a member's checkpoint tens of milliseconds to check and convert);
+    an empty buffer stays a list."""
+    if not rows:
+        return []
+    try:
+        a = np.array(rows, dtype=np.float64)
+    except ValueError:   # rows of different widths: not from one encoder
+        a = None
+    if a is None or a.ndim != 2 or a.shape[0] != len(rows):
+        return [r.tolist() if type(r) is np.ndarray else r for r in rows]
+    return a
+
+
+def rows_from_state(rows: np.ndarray, n: int) -> list:
+    """:func:`rows_state`'s array as the buffer learn_stream keeps: a list of row views (of
+    a copy: the checkpoint's arrays may be read-only)."""
+    if rows.ndim != 2 or rows.shape[0] != n:
+        raise ValueError(f"a window's buffered rows: a 2-D array of {n} rows, got shape "
+                         f"{rows.shape}")
+    return list(np.array(rows, dtype=np.float64))

@@ -56,8 +56,13 @@ def test_learn_stream_is_learn_one_record_by_record(cls):
     assert a.privacy_report()["drift"]["changes"] >= 1     # the test covers a detection
     assert a.windows_closed >= 5 and len(a._buffer_y) > 0
     _same(a, b, X[:500])
-    tree, arrays = encode(b)                               # a checkpoint of the open window
+    # a checkpoint of the open window: its rows one array (raw bytes, not per-row lists)
+    assert b.__getstate__()["_buffer_X"].shape == (len(b._buffer_y), b._encoder.n_columns)
+    tree, arrays = encode(b)
     c = decode(json.loads(json.dumps(tree)), arrays)
+    assert len(c._buffer_X) == len(b._buffer_X) and all(
+        np.array_equal(r, s, equal_nan=True) for r, s in zip(c._buffer_X, b._buffer_X,
+                                                              strict=True))
     more_X, more_y = _drifting(4000, 2000, seed=9)
     for xi, yi in zip(more_X, more_y, strict=True):
         a.learn_one(xi, yi)
