@@ -19,9 +19,12 @@ Prints one JSON line per k: ``us_per_record`` (the members' CPU per record of th
 and its parts per record: ``checkpoint`` (the runner's checkpoints), ``predict`` (the
 ensemble's ``predict_many``), ``learn`` (the model's ``learn_stream``), ``grow`` (held
 windows grown), ``adopt`` (the model topic's messages decoded and adopted), ``publish``
-(windows exported and encoded) — so the parts that grow with k show. The 16-core runs of
-``scale_out.py`` measured the members' CPU per record growing by 15-30% from one member to
-four; this finds where, without the broker and other processes on the same cores.
+(windows exported and encoded) — so the parts that grow with k show; and
+``checkpoint_ms_at_end``: the wall time of one checkpoint of member 0 at the end (best of
+five), with ``ids_at_end`` ids remembered and ``open_window_rows_at_end`` rows buffered.
+The 16-core runs of ``scale_out.py`` measured the members' CPU per record growing by 15-30%
+from one member to four; this finds where, without the broker and other processes on the
+same cores.
 """
 
 from __future__ import annotations
@@ -144,6 +147,8 @@ def run(k: int, values: list[bytes], partitions: int, hold_predictions: bool,
                         cpu[m] += time.process_time() - t
             if prof is not None:
                 prof.disable()
+            last = members[0].runner   # one checkpoint at the end: its id memory is full-ish
+            end_ms = min(_wall(last.checkpoint) for _ in range(5)) * 1e3
             for member in members:
                 member.runner.store.close()
     finally:
@@ -156,11 +161,20 @@ def run(k: int, values: list[bytes], partitions: int, hold_predictions: bool,
            "hold_predictions": hold_predictions,
            "windows_closed": [int(m.runner.model.windows_closed) for m in members],
            "checkpoints": [int(m.runner.counters.get("checkpoints", 0)) for m in members],
-           "learned": sum(m.runner.counters["learned"] for m in members)}
+           "learned": sum(m.runner.counters["learned"] for m in members),
+           "checkpoint_ms_at_end": round(end_ms, 1),
+           "ids_at_end": len(members[0].runner.ids),
+           "open_window_rows_at_end": len(members[0].runner.model._buffer_y)}
     if prof is not None:
         stats = pstats.Stats(prof)
         stats.sort_stats("cumulative").print_stats(40)
     return out
+
+
+def _wall(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
 
 
 def main() -> None:

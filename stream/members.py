@@ -166,8 +166,7 @@ class WindowMember:
                 n += discard_open_window(model)
                 self.pending.clear()
                 self.discarded += n
-                for _ in range(min(n, len(runner.ids))):
-                    runner.ids.popitem(last=True)   # their ids: the last n remembered
+                runner.ids.drop_newest(n)   # their ids: the last n remembered
                 runner.counters["learned"] -= n
                 log.warning("member %s: discarded %d records of an unpublished open window "
                             "(a crash); partitions rewound to %s", self.member, n,

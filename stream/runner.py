@@ -54,12 +54,12 @@ import gc
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from ..connectors import CheckpointStore, SourceRecord, sink_key
+from ..connectors.idmemory import IdMemory
 from ..models import (
     GreedyForestClassifier,
     MedianForestClassifier,
@@ -208,6 +208,8 @@ class Runner:
         self.dead_letters = dead_letters
         self.predictions = predictions
         self.id_memory = int(id_memory)
+        if self.id_memory < 1:
+            raise ValueError(f"id_memory must be >= 1, got {id_memory!r}")
         self.checkpoint_interval = float(checkpoint_interval)
         self.csv_label = csv_label
         self.hold_predictions = bool(hold_predictions)
@@ -224,7 +226,7 @@ class Runner:
         self.positions: dict[str, int] = {}
         self.saved_positions: dict[str, int] = {}
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
-        self.ids: OrderedDict = OrderedDict()
+        self.ids = IdMemory(self.id_memory)
         self.lock = threading.RLock()
         self.last_checkpoint = time.monotonic()
         self.last_checkpoint_wall: float | None = None
@@ -286,7 +288,7 @@ class Runner:
         runner.positions = dict(state["positions"])
         runner.saved_positions = dict(state["positions"])
         runner.counters.update(state["counters"])
-        runner.ids = OrderedDict.fromkeys(state["ids"])
+        runner.ids = IdMemory.from_state(state["ids"], runner.ids.size)
         runner.last_checkpoint_wall = state.get("written")
         # predictions saved with their trees but maybe not sent before a crash: the next
         # checkpoint sends them again (a consumer drops repeats by key; maybe_checkpoint)
@@ -453,15 +455,13 @@ class Runner:
         return self.validator.validate(value)
 
     def _remember(self, key: tuple) -> None:
-        self.ids[key] = None
-        if len(self.ids) > self.id_memory:
-            self.ids.popitem(last=False)
+        self.ids.add(key)
 
     # ------------------------------------------------------------ checkpoints
     def state(self) -> dict:
         return {"model_name": self.model_name, "model": self.model,
                 "positions": dict(self.positions), "counters": dict(self.counters),
-                "ids": list(self.ids), "outbox": [[msg, key] for msg, key in self.outbox]}
+                "ids": self.ids.state(), "outbox": [[msg, key] for msg, key in self.outbox]}
 
     def checkpoint(self) -> None:
         """Flush the sinks, then save everything atomically.

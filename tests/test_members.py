@@ -16,6 +16,7 @@ from collections import Counter
 import pytest
 
 from dpstream.connectors import CheckpointStore
+from dpstream.connectors.idmemory import saved_keys
 from dpstream.connectors.local_broker import LocalBroker
 from dpstream.connectors.model_topic import (
     FETCH_WAIT_MS,
@@ -165,7 +166,7 @@ def test_members_join_killed_restart_leave_exactly_once(broker, tmp_path):
     learned = 0
     for name in "ab":
         st = CheckpointStore.read(tmp_path / name)
-        ids.update(i for _, i in st["ids"])
+        ids.update(i for _, i in saved_keys(st["ids"]))
         learned += st["counters"]["learned"]
         assert st["model"]._buffer_y == []      # nothing left unpublished
     assert sorted(ids) == list(range(n)) and set(ids.values()) == {1}
