@@ -3,11 +3,11 @@ of the memory is cheap.
 
 A record's key is ``(type name, id)`` (``("int", 7)`` and ``("str", "7")`` differ). The memory
 keeps the newest ``size`` keys in arrival order: an :class:`~collections.OrderedDict` answers
-"seen?", and ring arrays beside it hold the same keys in the form a checkpoint stores —
-an int64 array of the int ids, the string ids as one list, and a kind per key — so that saving
-100,000 ids writes three arrays instead of walking 100,000 tuples (about 80-130 ms on this
-project's machine, spent before every window's publication when a member publishes
-predictions; docs/benchmark_notes.md).
+"seen?", and a ring beside it holds each key's kind and value, which a checkpoint turns into
+an int8 array of kinds, an int64 array of the int ids and one list of the string ids — three
+conversions instead of the checkpoint encoder walking 100,000 tuples (a member's checkpoint
+took 272-276 ms with 100,000 ids before, 33-35 ms after, on this project's 2-core machine; a
+member waits for one or two before it publishes each window; docs/benchmark_notes.md).
 
 Examples
 --------
@@ -52,11 +52,11 @@ class IdMemory:
             raise ValueError(f"size must be an int >= 1, got {size!r}")
         self.size = size
         self._seen: OrderedDict = OrderedDict()
-        self._kind = np.zeros(size, dtype=np.int8)
-        self._int = np.zeros(size, dtype=np.int64)
-        self._str: list[str | None] = [None] * size
-        self._head = 0      # ring slot of the oldest key
+        self._kind: list[int] = [_INT] * size   # the ring: a kind and a value per slot
+        self._val: list[int | str | None] = [None] * size
+        self._head = 0      # slot of the oldest key
         self._count = 0
+        self._others = 0    # keys kept that are not 64-bit int ids
 
     def __contains__(self, key: tuple) -> bool:
         return key in self._seen
@@ -68,50 +68,62 @@ class IdMemory:
         return iter(self._seen)
 
     def add(self, key: tuple) -> None:
-        """Remember ``key`` (``("int", n)`` with a 64-bit ``n``, or ``("str", s)``) as the
-        newest; the oldest goes when more than ``size`` are kept."""
-        if key in self._seen:
+        """Remember ``key`` (``("int", n)`` or ``("str", s)``) as the newest; the oldest
+        goes when more than ``size`` are kept."""
+        seen = self._seen
+        if key in seen:
             return
         kind, value = key
         if kind == "int" and type(value) is int:
-            code = _INT if -_INT64 <= value < _INT64 else _BIG
+            code = _INT
+            if not -_INT64 <= value < _INT64:
+                code, value = _BIG, str(value)
         elif kind == "str" and type(value) is str:
             code = _STR
         else:
             raise ValueError(f"a record key is ('int', int) or ('str', str), got {key!r}")
-        if self._count == self.size:
-            self._seen.popitem(last=False)
-            self._str[self._head] = None
-            self._head = (self._head + 1) % self.size
-            self._count -= 1
-        slot = (self._head + self._count) % self.size
-        self._kind[slot] = code
-        if code == _INT:
-            self._int[slot] = value
+        if self._count == self.size:   # the newest takes the oldest's slot
+            seen.popitem(last=False)
+            slot = self._head
+            self._head = slot + 1 if slot + 1 < self.size else 0
+            self._others -= self._kind[slot] != _INT
         else:
-            self._str[slot] = value if code == _STR else str(value)
-        self._seen[key] = None
-        self._count += 1
+            slot = self._head + self._count
+            if slot >= self.size:
+                slot -= self.size
+            self._count += 1
+        self._kind[slot] = code
+        self._val[slot] = value
+        self._others += code != _INT
+        seen[key] = None
 
     def drop_newest(self, n: int) -> None:
         """Forget the ``n`` newest keys (records a member discarded after a crash)."""
         for _ in range(min(n, self._count)):
             self._seen.popitem(last=True)
             self._count -= 1
-            self._str[(self._head + self._count) % self.size] = None
+            slot = (self._head + self._count) % self.size
+            self._others -= self._kind[slot] != _INT
+            self._kind[slot], self._val[slot] = _INT, None
 
-    def _order(self) -> np.ndarray:
-        return (self._head + np.arange(self._count)) % self.size
+    def _ordered(self, ring: list) -> list:
+        h, c = self._head, self._count
+        return ring[h:h + c] if h + c <= self.size else ring[h:] + ring[:h + c - self.size]
 
     def state(self) -> dict[str, Any]:
         """The keys, oldest first, as a checkpoint stores them: ``kinds`` (0 an int id, 1 a
         string id, 2 an int id beyond 64 bits), ``ints`` (the int ids, in order) and
         ``strs`` (the other ids as strings, in order)."""
-        order = self._order()
-        kinds = self._kind[order]
-        rest = order[kinds != _INT]
-        return {"kinds": kinds, "ints": self._int[order[kinds == _INT]],
-                "strs": [self._str[i] for i in rest.tolist()] if rest.size else []}
+        values = self._ordered(self._val)
+        if not self._others:   # only int ids (the common case): one conversion
+            return {"kinds": np.zeros(self._count, dtype=np.int8),
+                    "ints": np.fromiter(values, dtype=np.int64, count=self._count),
+                    "strs": []}
+        kinds = self._ordered(self._kind)
+        return {"kinds": np.array(kinds, dtype=np.int8),
+                "ints": np.array([v for k, v in zip(kinds, values, strict=True) if k == _INT],
+                                 dtype=np.int64),
+                "strs": [v for k, v in zip(kinds, values, strict=True) if k != _INT]}
 
     @classmethod
     def from_state(cls, state: Any, size: int) -> IdMemory:
