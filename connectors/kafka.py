@@ -116,6 +116,7 @@ class KafkaSource:
         self.rebalances = 0
         self.poll_errors = 0
         self.shared = False          # exclusive, and another member holds some partitions
+        self._total_unknown = False  # exclusive, and the topic's partition count not known yet
         self.shared_assignments = 0
         self._last_poll_warning = -float("inf")
         self._last_shared_error = -float("inf")
@@ -169,18 +170,38 @@ class KafkaSource:
 
         return _Listener()
 
-    def _check_exclusive(self, assigned: Any) -> None:
-        """Pause everything while another member of the group holds some partitions."""
+    def _check_exclusive(self, assigned: Any, seek: bool = False) -> None:
+        """Pause everything while another member of the group holds some partitions. While
+        the topic's partition count is not known (its metadata not fetched yet), this
+        member cannot tell whether it holds every partition: it pauses too and checks again
+        at each poll, rather than train what may be only part of the topic (``seek``: such
+        a check, which puts the partitions back at their own positions before it resumes
+        them)."""
         total = self.consumer.partitions_for_topic(self.topic) or set()
         mine = {int(key.rpartition(":")[2]) for key in self.assigned
                 if key.rpartition(":")[0] == self.topic}
-        self.shared = bool(total) and mine != set(total)
+        was_unknown, self._total_unknown = self._total_unknown, not total
+        if self._total_unknown:
+            self.shared = False
+            self.consumer.pause(*self.consumer.assignment())
+            if not was_unknown:
+                log.warning("partition count of %r not known yet: paused until it is",
+                            self.topic)
+            return
+        self.shared = mine != set(total)
         if self.shared:
             self.shared_assignments += 1
             self.consumer.pause(*assigned)
             self._last_shared_error = -float("inf")
             self._shared_error()
         elif assigned:
+            if seek:
+                for tp in assigned:
+                    pos = self.position_of(partition_key(tp.topic, tp.partition))
+                    if pos is None:
+                        self.consumer.seek_to_beginning(tp)
+                    else:
+                        self.consumer.seek(tp, pos)
             self.consumer.resume(*assigned)
 
     def _shared_error(self) -> None:
@@ -201,10 +222,14 @@ class KafkaSource:
         from kafka.errors import RetriableError
 
         try:
+            if self._total_unknown:
+                self._check_exclusive(self.consumer.assignment(), seek=True)
             batches = self.consumer.poll(timeout_ms=timeout_ms)
             if self.shared:
                 self._shared_error()
                 return []   # fetched before the pause: dropped untrained, positions unmoved
+            if self._total_unknown:
+                return []
         except RetriableError as exc:
             self.poll_errors += 1
             now = time.monotonic()

@@ -407,7 +407,8 @@ def test_an_exclusive_member_trains_nothing_while_another_shares_its_group(broke
     deadline = time.monotonic() + 60
     while not (a.shared and b.shared) and time.monotonic() < deadline:
         after += take(a) + take(b)
-    assert a.shared and b.shared, "the second member never joined the group"
+    assert a.shared and b.shared, ("the second member never joined the group", [
+        (m.assigned, m.rebalances, m.shared_assignments, m._total_unknown) for m in (a, b)])
     assert after == [] and b.shared_assignments >= 1
     broker.produce("records", [b"%d" % i for i in range(10, 20)], partitions=2)
     for _ in range(30):                               # paused: nothing, however long
@@ -417,6 +418,39 @@ def test_an_exclusive_member_trains_nothing_while_another_shares_its_group(broke
     assert not a.shared
     assert sorted(rest) == sorted(b"%d" % i for i in range(10, 20))   # none twice
     a.close()
+
+
+def test_an_exclusive_member_trains_nothing_until_it_knows_the_partition_count(broker):
+    """Assigned partitions before the topic's partition count is known (its metadata not yet
+    fetched), an exclusive member cannot tell whether it holds every partition: it pauses,
+    checks again at each poll, and once the count is known reads every record once from its
+    own positions."""
+    from dpstream.connectors.kafka import KafkaSource
+
+    broker.create_topic("records", partitions=2)
+    broker.produce("records", [b"%d" % i for i in range(10)], partitions=2)
+    source = KafkaSource(broker.bootstrap, "records", "g", position_of=lambda key: None,
+                         on_revoke=lambda: None, exclusive=True)
+    assert source.connect(threading.Event())
+    real, unknown = source.consumer.partitions_for_topic, [3]
+
+    def not_known_yet(topic):   # the first three lookups find no metadata for the topic
+        if unknown[0]:
+            unknown[0] -= 1
+            return set()
+        return real(topic)
+
+    source.consumer.partitions_for_topic = not_known_yet
+    got, paused_polls = [], 0
+    deadline = time.monotonic() + 30
+    while len(got) < 10 and time.monotonic() < deadline:
+        recs = source.poll(100)
+        paused_polls += source._total_unknown
+        assert not (recs and unknown[0]), "records delivered while the count was unknown"
+        got += [r.value for r in recs]
+    assert paused_polls >= 1 and not source.shared
+    assert sorted(got) == sorted(b"%d" % i for i in range(10))   # each once
+    source.close()
 
 
 # ------------------------------------------------------------------ sinks
