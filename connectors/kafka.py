@@ -150,14 +150,8 @@ class KafkaSource:
 
             def on_partitions_assigned(self, assigned):
                 source.rebalances += 1
-                for tp in assigned:
-                    key = partition_key(tp.topic, tp.partition)
-                    pos = source.position_of(key)
-                    if pos is None:
-                        source.consumer.seek_to_beginning(tp)
-                    else:
-                        source.consumer.seek(tp, pos)
-                    source.assigned.add(key)
+                source._seek_own(assigned)
+                source.assigned.update(partition_key(tp.topic, tp.partition) for tp in assigned)
                 log.info("partitions assigned: %s", sorted(source.assigned))
                 if source.on_assigned is not None and assigned:
                     total = source.consumer.partitions_for_topic(source.topic) or ()
@@ -196,13 +190,17 @@ class KafkaSource:
             self._shared_error()
         elif assigned:
             if seek:
-                for tp in assigned:
-                    pos = self.position_of(partition_key(tp.topic, tp.partition))
-                    if pos is None:
-                        self.consumer.seek_to_beginning(tp)
-                    else:
-                        self.consumer.seek(tp, pos)
+                self._seek_own(assigned)
             self.consumer.resume(*assigned)
+
+    def _seek_own(self, tps: Any) -> None:
+        """Put each partition at this service's own position (its start if it has none)."""
+        for tp in tps:
+            pos = self.position_of(partition_key(tp.topic, tp.partition))
+            if pos is None:
+                self.consumer.seek_to_beginning(tp)
+            else:
+                self.consumer.seek(tp, pos)
 
     def _shared_error(self) -> None:
         now = time.monotonic()

@@ -577,4 +577,3 @@ class WindowForestBase(MemberShare, RelevanceEvidence, HeldWindow, base.Classifi
             "public_seen": self.public_seen,
             "ledger_partitions": self.ledger_partitions,
         }
-

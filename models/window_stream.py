@@ -115,6 +115,7 @@ def _append(forest: Any, rows: np.ndarray, labels: np.ndarray, flags: list) -> N
     forest.unlabeled_seen += int((labels == UNLABELED).sum())
     forest.public_seen += sum(flags)
 
+
 def rows_state(rows: list) -> np.ndarray | list:
     """The open window's buffered rows (learn_one's lists, learn_stream's array views) for a
     checkpoint: one 2-D float64 array, which the checkpoint stores as raw bytes (a window of
