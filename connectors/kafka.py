@@ -47,6 +47,16 @@ DEFAULT_CONSUMER = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000,
                     "max_partition_fetch_bytes": 64 * 2**10}
 
 
+#: The longest a :meth:`KafkaSource.poll` waits while its member (re)joins the group.
+#: kafka-python 3.0.12 drops a JoinGroup/SyncGroup round trip that completes after the poll
+#: awaiting it has returned and sends a fresh JoinGroup (``join_group_async`` restarts a
+#: finished join task instead of taking its result); each fresh join restarts the group's
+#: rebalance, so short polls on a broker that holds a join for a second or more (tansu does)
+#: rebalanced two members without end. A poll that waits for the join to finish takes its
+#: result; the wait is bounded so that a stop is still noticed.
+JOIN_WAIT_MS = 5000
+
+
 def partition_key(topic: str, partition: int) -> str:
     return f"{topic}:{partition}"
 
@@ -222,7 +232,8 @@ class KafkaSource:
         try:
             if self._total_unknown:
                 self._check_exclusive(self.consumer.assignment(), seek=True)
-            batches = self.consumer.poll(timeout_ms=timeout_ms)
+            wait_ms = max(timeout_ms, JOIN_WAIT_MS) if self._joining() else timeout_ms
+            batches = self.consumer.poll(timeout_ms=wait_ms)
             if self.shared:
                 self._shared_error()
                 return []   # fetched before the pause: dropped untrained, positions unmoved
@@ -248,6 +259,18 @@ class KafkaSource:
                 out.append(SourceRecord(value=value, partition=key, offset=m.offset, raw=value,
                                         meta=meta))
         return out
+
+    def _joining(self) -> bool:
+        """Whether the consumer is (re)joining its group: a join round trip is in flight, or
+        the coordinator wants one (see :data:`JOIN_WAIT_MS`; kafka-python has no public way
+        to ask, so this reads its coordinator and answers no where that is not there)."""
+        coordinator = getattr(self.consumer, "_coordinator", None)
+        if coordinator is None:
+            return False
+        if getattr(coordinator, "_join_task", None) is not None:
+            return True
+        need = getattr(coordinator, "need_rejoin", None)
+        return bool(need()) if callable(need) else False
 
     def commit(self, positions: dict[str, int]) -> None:
         """Commit checkpointed next offsets of the partitions this member holds (async)."""

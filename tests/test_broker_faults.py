@@ -373,7 +373,13 @@ def test_an_exclusive_member_trains_nothing_while_another_shares_its_group(broke
     """``serve`` without ``--model-topic`` trains one model from its own checkpoint: a second
     member in its group would read the partitions it gets from that member's own (older)
     positions and train their records into a second model. Both members pause while they
-    share the group; when the second leaves, the first resumes from its own positions."""
+    share the group; when the second leaves, the first resumes from its own positions.
+
+    Both members poll for 100 ms from one thread: before ``KafkaSource`` waited out a group
+    join in one poll (:data:`~dpstream.connectors.kafka.JOIN_WAIT_MS`), kafka-python 3.0.12
+    dropped every join round trip that finished between two polls and sent a fresh
+    JoinGroup, and the two members could rebalance for the whole minute without the second
+    ever holding a partition."""
     from dpstream.connectors.kafka import KafkaSource
 
     broker.create_topic("records", partitions=2)
