@@ -396,17 +396,23 @@ class Runner:
         self.outbox = []
 
     def _learned(self, recs: list[SourceRecord], rounded: bool) -> None:
-        """After the model learned ``recs``: count them, checkpoint after a round (before any
-        prediction can use the new trees) and tell :attr:`on_learned`."""
+        """After the model learned ``recs``: count them, tell :attr:`on_learned`, then
+        checkpoint after a round (before any prediction can use the new trees) unless
+        ``on_learned`` just did. ``on_learned`` comes first: a window member notes the
+        records in its state there, and a checkpoint saved before that would not restart
+        consistently (and the member's publish checkpoints anyway: one save a round)."""
         self.counters["learned"] += len(recs)
-        if rounded and self.checkpoint_every_round:
+        saves = self.counters["checkpoints"]
+        if self.on_learned is not None:
+            self.on_learned(recs, rounded)
+        if self.counters["checkpoints"] != saves:
+            pass   # saved since the round: its trees are in the checkpoint
+        elif rounded and self.checkpoint_every_round:
             self.checkpoint()
         elif rounded and self.hold_predictions:
             self._unsaved_round = True
         if self.hold_predictions and len(self.outbox) >= HOLD_LIMIT:
             self.checkpoint()   # bounds the outbox's memory and the checkpoint that saves it
-        if self.on_learned is not None:
-            self.on_learned(recs, rounded)
 
     def _check(self, rec: SourceRecord) -> Any:
         """The valid, new record in ``rec``, or ``None`` (already processed, dead-lettered or

@@ -337,3 +337,67 @@ def test_a_member_reads_the_model_topic_right_before_its_window_closes(broker, t
     for m in (a, b):
         m.runner.store.close()
         m.topic.close()
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_every_checkpoint_of_a_member_with_predictions_restarts_consistently(
+        broker, tmp_path, batched):
+    """With a predictions sink the runner saves after every round; a member's checkpoint must
+    then already list the round's records among the open and held windows' records
+    (``pending``): a restart from it rewinds the partitions to the first of them. Saved
+    before the member had noted them, a kill -9 right after would have left the restart
+    with fewer listed records than the model buffers, taken as a single-process checkpoint
+    whose window it trains (a second time, if the partition's next owner already did). One
+    checkpoint per round, not the runner's and then the member's publish."""
+    from dpstream.connectors import CheckpointStore as Store
+    from dpstream.connectors import SourceRecord
+    from dpstream.stream.members import WindowMember
+    from dpstream.stream.runner import Runner
+
+    class Sink:
+        sent = 0
+
+        def send_json(self, msg, key=None):
+            Sink.sent += 1
+
+        def flush(self, timeout=None):
+            pass
+
+    stop = threading.Event()
+    runner = Runner.create("median-forest", ADULT_SCHEMA, store=Store(tmp_path / "a"),
+                           epsilon=1.0, predictions=Sink(),
+                           params={"window_size": 300, "warmup": None, "max_windows": 1000,
+                                   "n_trees": 3})
+    assert runner.checkpoint_every_round
+    saved: list = []
+    real_save = runner.store.save
+
+    def save(state):
+        model = state["model"]
+        saved.append((len(model.member_pending), len(model._buffer_y) + model.held_records))
+        return real_save(state)
+
+    runner.store.save = save
+    topic = ModelTopic(broker.bootstrap, "models", stop=stop)
+    assert topic.connect()
+    member = WindowMember(runner, topic, "a")
+    member.start()
+    X, y, _ = load_adult("train")
+    recs = [SourceRecord(value=json.dumps({"id": i, "x": X[i], "y": y[i]}).encode(),
+                         partition="t:0", offset=i, meta={"timestamp": 1e9 + i / 100})
+            for i in range(1000)]   # stream time: a held window waits for t:1's owner
+    assert member.position_of("t:0") is None
+    member.on_assigned([0], 2)     # another member reads t:1: closed windows are held
+    assert runner.model.hold
+    if batched:
+        n = sum(member.process_many(recs[i:i + 128]) for i in range(0, 1000, 128))
+    else:
+        n = sum(member.process(r) for r in recs)
+    assert n == 1000 and Sink.sent == 1000
+    closed = runner.model.windows_closed
+    assert closed >= 3 and len(saved) >= closed
+    assert any(held for _, held in saved), saved   # windows held while saved
+    assert all(listed == buffered for listed, buffered in saved), saved
+    assert runner.counters["checkpoints"] <= runner.model.training_rounds + 2
+    runner.store.close()
+    topic.close()
