@@ -26,7 +26,10 @@ window) and prints one JSON line:
   predictions reader; with ``--producers``, ``producers`` is the producer processes' share of
   it); ``cores_busy``: their sum over that wall time (at the machine's
   ``cores``, more members cannot run faster); ``member_cpu_us_per_msg``: the members' CPU per
-  record (flat in k: the members' work does not grow with k);
+  record (flat in k: the members' work does not grow with k), and
+  ``member_main_thread_us_per_msg`` the part of it in the members' main threads (the service
+  loop; the rest is the Kafka clients' IO threads; runs before 2026-11-27's ninth stop lack
+  it);
 * ``spread_records``: how unevenly the members progress (median and 90th percentile over
   the run, in records of the stream between the member furthest ahead and the one furthest
   behind; :func:`progress_spread`); ``pace``: the producer's limit (``--pace``), or ``null``:
@@ -202,17 +205,19 @@ def _produce_part(bootstrap: str, topic: str, items: list[tuple[int, bytes]],
         producer.close()
 
 
-def cpu_seconds(pid: int | str | None = None) -> float:
+def cpu_seconds(pid: int | str | None = None, main_thread: bool = False) -> float:
     """User + system CPU seconds a process has used so far, all its threads (``None``: this
     process, the driver's producer and predictions reader; ``"children"``: the producer
     processes of ``--producers`` that have ended, as the members are not reaped before the
-    CPU is read)."""
+    CPU is read; ``main_thread``: only the thread that runs the service loop, not the Kafka
+    clients' IO threads)."""
     if pid is None:
         return time.process_time()
     if pid == "children":
         t = os.times()
         return t.children_user + t.children_system
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    stat = f"/proc/{pid}/task/{pid}/stat" if main_thread else f"/proc/{pid}/stat"
+    fields = Path(stat).read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -273,6 +278,7 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             time.sleep(0.2)
         pids = [p.pid for p in procs] + [broker.proc.pid, None, "children"]
         cpu0, t0 = [cpu_seconds(pid) for pid in pids], time.monotonic()
+        main0 = [cpu_seconds(p.pid, main_thread=True) for p in procs]
         produced: list[float] = []
         stamp = _stamps(stamp_rate)
         producer = threading.Thread(target=lambda: produced.append(produce(
@@ -282,6 +288,10 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
         producer.join()
         if not produced:
             raise SystemExit(f"k={k}: the producer failed (its traceback is above)")
+        # (main threads read after the processes at the start, before them at the end: their
+        # share is never over the whole)
+        main = [cpu_seconds(p.pid, main_thread=True) - c
+                for p, c in zip(procs, main0, strict=True)]
         cpu = [cpu_seconds(pid) - c for pid, c in zip(pids, cpu0, strict=True)]
         wall = time.monotonic() - t0
     finally:
@@ -341,6 +351,7 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
                       "producers": round(cpu[k + 2], 1)},
             "cores_busy": round(sum(cpu) / wall, 2),
             "member_cpu_us_per_msg": round(sum(cpu[:k]) / len(values) * 1e6),
+            "member_main_thread_us_per_msg": round(sum(main) / len(values) * 1e6),
             "spread_records": progress_spread(got, logs, len(values)),
             "pace": pace, "producers": producers, "partitions": partitions,
             "stamp_rate": stamp_rate, "reread": reread,

@@ -36,3 +36,5 @@ def test_example_runs(script):
             assert r["stamp_rate"] == 5000 and r["stamps_as_set"] is True, r
             assert r["model_fetch_wait_ms"] == 10 and r["warm_up"] is True, r
             assert r["fresh_broker"] is True, r
+            # the main threads' part of the members' CPU (the rest: Kafka clients' IO threads)
+            assert 0 < r["member_main_thread_us_per_msg"] <= r["member_cpu_us_per_msg"], r

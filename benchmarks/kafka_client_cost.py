@@ -1,0 +1,115 @@
+"""What a member's Kafka clients cost it: a record read, and a poll of the model topic.
+
+Usage: python benchmarks/kafka_client_cost.py [--records N] [--partitions 12,3] [--polls N]
+[--repeat R]
+
+Starts a local tansu broker (:class:`~dpstream.connectors.local_broker.LocalBroker`) and
+prints one JSON line per measurement:
+
+* ``source``: ``N`` Agrawal records (river, seed 0, the service's JSON messages, about 200
+  bytes) pre-produced to a topic of ``P`` partitions, drained by one
+  :class:`~dpstream.connectors.kafka.KafkaSource` (the service's consumer settings, polls of
+  200 ms): its CPU per record (this process, every thread: kafka-python's IO thread parses and
+  fetches, the calling thread builds the records), wall time per record, the polls and their
+  mean size. Timed from the first poll that returned records (after the group join), so
+  ``records`` leaves that poll's out; ``read`` counts them all. With 12
+  partitions one member reads a whole topic; with 3, a quarter of it, as each of four members
+  does — a member's reading cost per record does not depend on how many partitions it holds
+  if these agree.
+* ``model_topic_poll``: ``--polls`` calls of :meth:`~dpstream.connectors.model_topic.ModelTopic.
+  poll` with ``timeout_ms=0`` on a topic read to its end (nothing new, as most of a member's
+  polls find): CPU and wall time per call. A member with other members polls it at least every
+  :data:`~dpstream.stream.members.ADOPT_EVERY` records and after each batch of the source.
+
+``--repeat``: the partition counts are measured this many times, alternating.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+
+from dpstream.connectors.kafka import KafkaSource
+from dpstream.connectors.local_broker import LocalBroker
+from dpstream.connectors.model_topic import ModelTopic
+
+
+def _arg(name: str, default: str) -> str:
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+def messages(n: int) -> list[bytes]:
+    from river.datasets import synth
+
+    return [json.dumps({"id": i, "x": x, "y": int(y)}).encode()
+            for i, (x, y) in enumerate(synth.Agrawal(seed=0).take(n))]
+
+
+def source_cost(broker: LocalBroker, values: list[bytes], partitions: int) -> dict:
+    topic = f"records-{partitions}-{time.monotonic_ns()}"
+    broker.create_topic(topic, partitions=partitions)
+    broker.produce(topic, values, partitions=partitions)
+    source = KafkaSource(broker.bootstrap, topic, f"g-{topic}", position_of=lambda key: None,
+                         on_revoke=lambda: None)
+    if not source.connect(threading.Event()):
+        raise SystemExit(f"no broker at {broker.bootstrap}")
+    try:
+        deadline = time.monotonic() + 60
+        first = 0
+        while not first:   # the group join, then the first records
+            if time.monotonic() > deadline:
+                raise SystemExit("no records within 60 s")
+            first = len(source.poll(200))
+        got, polls = 0, 0
+        cpu, wall = time.process_time(), time.perf_counter()
+        while first + got < len(values):
+            recs = source.poll(200)
+            got += len(recs)
+            polls += 1
+            if time.monotonic() > deadline + 120:
+                raise SystemExit(f"only {first + got} of {len(values)} records read")
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    finally:
+        source.close()
+    return {"measure": "source", "partitions": partitions, "records": got, "read": first + got,
+            "cpu_us_per_record": round(cpu / got * 1e6, 1),
+            "wall_us_per_record": round(wall / got * 1e6, 1),
+            "polls": polls, "mean_poll_records": round(got / polls)}
+
+
+def model_topic_cost(broker: LocalBroker, polls: int) -> dict:
+    topic = ModelTopic(broker.bootstrap, f"models-{time.monotonic_ns()}",
+                       stop=threading.Event())
+    if not topic.connect():
+        raise SystemExit(f"no broker at {broker.bootstrap}")
+    try:
+        topic.catch_up()
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(polls):
+            topic.poll(timeout_ms=0)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    finally:
+        topic.close()
+    return {"measure": "model_topic_poll", "polls": polls,
+            "cpu_us_per_poll": round(cpu / polls * 1e6, 1),
+            "wall_us_per_poll": round(wall / polls * 1e6, 1)}
+
+
+def main() -> int:
+    n = int(_arg("--records", "24000"))
+    parts = [int(p) for p in _arg("--partitions", "12,3").split(",")]
+    polls = int(_arg("--polls", "2000"))
+    repeat = int(_arg("--repeat", "2"))
+    values = messages(n)
+    with LocalBroker() as broker:
+        print(json.dumps(model_topic_cost(broker, polls)), flush=True)
+        for _ in range(repeat):
+            for p in parts:
+                print(json.dumps(source_cost(broker, values, p)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
