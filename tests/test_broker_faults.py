@@ -426,6 +426,34 @@ def test_an_exclusive_member_trains_nothing_while_another_shares_its_group(broke
     a.close()
 
 
+def test_a_source_waits_out_its_group_join_in_one_poll(broker):
+    """The workaround for kafka-python 3.0.12's dropped joins (``JOIN_WAIT_MS``) reads the
+    client's coordinator, which has no public call for it: if an upgrade renamed what it
+    reads, ``_joining`` would answer no and the endless rebalances would be back. A member
+    that has never joined is joining; a 100 ms poll then waits for the join (tansu holds a
+    first join for about 3 s), which happens once; a member in its group is not joining."""
+    from dpstream.connectors.kafka import KafkaSource
+
+    broker.create_topic("records", partitions=2)
+    source = KafkaSource(broker.bootstrap, "records", "g", position_of=lambda key: None,
+                         on_revoke=lambda: None)
+    assert source.connect(threading.Event())
+    try:
+        assert source._joining()
+        polls = 0
+        deadline = time.monotonic() + 30
+        while not source.assigned and time.monotonic() < deadline:
+            source.poll(100)
+            polls += 1
+        assert source.assigned == {"records:0", "records:1"}
+        assert source.rebalances == 1 and polls <= 3, (source.rebalances, polls)
+        for _ in range(5):
+            source.poll(100)
+        assert not source._joining() and source.rebalances == 1
+    finally:
+        source.close()
+
+
 def test_an_exclusive_member_trains_nothing_until_it_knows_the_partition_count(broker):
     """Assigned partitions before the topic's partition count is known (its metadata not yet
     fetched), an exclusive member cannot tell whether it holds every partition: it pauses,
