@@ -32,3 +32,19 @@ def test_every_tail_length():
     for size in range(0, 12):
         key = bytes(range(200, 200 + size))
         assert murmur2(key) == _signed(reference(key))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(max_size=30), st.one_of(st.integers(), st.booleans()),
+       st.one_of(st.none(), st.integers(), st.text(), st.booleans(), st.floats(allow_nan=False)))
+def test_a_sink_key_is_the_compact_json_of_its_fields_byte_for_byte(partition, offset,
+                                                                     record_id):
+    """The direct formatting of the usual keys is ``json.dumps``'s output exactly (repeats
+    after a crash are dropped by key, so a key must never change between versions): any
+    text (quotes, control characters, non-ASCII, lone surrogates), big and negative ints,
+    and the types that take the ``json.dumps`` path (booleans, floats)."""
+    import json
+
+    expected = json.dumps({"partition": partition, "offset": offset, "id": record_id},
+                          separators=(",", ":")).encode("ascii")
+    assert sink_key(partition, offset, record_id) == expected
