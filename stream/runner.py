@@ -405,12 +405,11 @@ class Runner:
         saves = self.counters["checkpoints"]
         if self.on_learned is not None:
             self.on_learned(recs, rounded)
-        if self.counters["checkpoints"] != saves:
-            pass   # saved since the round: its trees are in the checkpoint
-        elif rounded and self.checkpoint_every_round:
-            self.checkpoint()
-        elif rounded and self.hold_predictions:
-            self._unsaved_round = True
+        if rounded and self.counters["checkpoints"] == saves:   # the round is not saved yet
+            if self.checkpoint_every_round:
+                self.checkpoint()
+            elif self.hold_predictions:
+                self._unsaved_round = True
         if self.hold_predictions and len(self.outbox) >= HOLD_LIMIT:
             self.checkpoint()   # bounds the outbox's memory and the checkpoint that saves it
 
