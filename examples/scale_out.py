@@ -30,20 +30,22 @@ window) and prints one JSON line:
   ``member_main_thread_us_per_msg`` the part of it in the members' main threads (the service
   loop; the rest is the Kafka clients' IO threads; runs before 2026-11-27's ninth stop lack
   it);
-* ``spread_records``: how unevenly the members progress (median and 90th percentile over
-  the run, in records of the stream between the member furthest ahead and the one furthest
-  behind; :func:`progress_spread`); ``pace``: the producer's limit (``--pace``), or ``null``:
-  produced as fast as the producer goes, so the members drain a backlog, each at its own
-  speed; ``producers`` (``--producers``) and ``produced_msgs_per_s``: how many processes
-  produced and the rate they sent at (from their common start to the last ack): a rate of
-  the members close to it says the producers, not the members, bound it; ``stamp_rate``
-  (``--stamp-rate``): the records' Kafka timestamps are those of a topic that filled at that
-  rate, not the producer's clock (the members' held windows wait by these timestamps), and
-  ``stamps_as_set`` says the first records read back carry them; ``reread``: predictions the
-  driver's first read of the predictions topic skipped and a fresh read found there (a run
-  fails only if a prediction is not on the topic); ``model_fetch_wait_ms``: how long the
-  broker may hold a member's fetch of the model topic
-  (:data:`~dpstream.connectors.model_topic.FETCH_WAIT_MS`; kafka-python's 500 ms before
+* ``spread_records``: how unevenly the members progress (median and 90th percentile over the
+  run, in records of the stream between the member furthest ahead and the one furthest
+  behind; :func:`progress_spread`); ``member_timelines``: each member's own rate, the seconds
+  of its first and last prediction after the group's first, and its longest pause
+  (:func:`member_timelines`; runs before 2026-11-27's tenth stop lack it); ``pace``: the
+  producer's limit (``--pace``), or ``null``: produced as fast as the producer goes, so the
+  members drain a backlog, each at its own speed; ``producers`` (``--producers``) and
+  ``produced_msgs_per_s``: how many processes produced and the rate they sent at (from their
+  common start to the last ack): a rate of the members close to it says the producers, not
+  the members, bound it; ``stamp_rate`` (``--stamp-rate``): the records' Kafka timestamps are
+  those of a topic that filled at that rate, not the producer's clock (the members' held
+  windows wait by these timestamps), and ``stamps_as_set`` says the first records read back
+  carry them; ``reread``: predictions the driver's first read of the predictions topic
+  skipped and a fresh read found there (a run fails only if a prediction is not on the
+  topic); ``model_fetch_wait_ms``: how long the broker may hold a member's fetch of the model
+  topic (:data:`~dpstream.connectors.model_topic.FETCH_WAIT_MS`; kafka-python's 500 ms before
   2026-11-27); ``warm_up``: whether each member warmed up before it joined the group
   (``DPSTREAM_WARM_UP``; ``--no-warm-up`` turns it off; runs before 2026-11-27's warm-up lack
   the field and had none); ``fresh_broker``: each k ran on a broker of its own (runs before
@@ -122,6 +124,30 @@ def progress_spread(got: dict, logs: list[Path], n: int) -> dict:
             spreads.append(round((max(shares) - min(shares)) * n))
     spreads.sort()
     return {"median": spreads[len(spreads) // 2], "p90": spreads[int(0.9 * (len(spreads) - 1))]}
+
+
+def member_timelines(got: dict, logs: list[Path]) -> dict:
+    """Each member's own pace, from the timestamps of its predictions (its partitions' records,
+    as the logs assign them): ``msgs_per_s`` its records over its first to last prediction,
+    ``span_s`` when it made its first and last (seconds after the group's first), and
+    ``max_gap_s`` its longest pause between two predictions. A group rate below the sum of
+    the members' own rates says they ran apart (one started late or finished late); a long
+    gap says a member stalled (a window's training, a wait, a rebalance)."""
+    owner = {part: m for m, log in enumerate(logs) for part in assigned(log)}
+    times: list[list[float]] = [[] for _ in logs]
+    for _, t, part in got.values():
+        if part in owner:   # (a partition that moved in a rebalance: left out)
+            times[owner[part]].append(t)
+    start = min((min(ts) for ts in times if ts), default=0.0)
+    out: dict = {"msgs_per_s": [], "span_s": [], "max_gap_s": []}
+    for ts in times:
+        ts.sort()
+        if len(ts) < 2:
+            continue
+        out["msgs_per_s"].append(round(len(ts) / max(ts[-1] - ts[0], 1e-9)))
+        out["span_s"].append([round(ts[0] - start, 2), round(ts[-1] - start, 2)])
+        out["max_gap_s"].append(round(max(b - a for a, b in zip(ts, ts[1:])), 3))
+    return out
 
 
 def produce(broker: LocalBroker, topic: str, values: list[bytes], pace: float | None,
@@ -353,6 +379,7 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             "member_cpu_us_per_msg": round(sum(cpu[:k]) / len(values) * 1e6),
             "member_main_thread_us_per_msg": round(sum(main) / len(values) * 1e6),
             "spread_records": progress_spread(got, logs, len(values)),
+            "member_timelines": member_timelines(got, logs),
             "pace": pace, "producers": producers, "partitions": partitions,
             "stamp_rate": stamp_rate, "reread": reread,
             "stamps_as_set": _stamps_as_set(broker, records, stamp),

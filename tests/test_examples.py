@@ -38,3 +38,9 @@ def test_example_runs(script):
             assert r["fresh_broker"] is True, r
             # the main threads' part of the members' CPU (the rest: Kafka clients' IO threads)
             assert 0 < r["member_main_thread_us_per_msg"] <= r["member_cpu_us_per_msg"], r
+            # each member's own pace: one entry per member, spans inside the run's
+            tl = r["member_timelines"]
+            assert len(tl["msgs_per_s"]) == len(tl["span_s"]) == r["members"], r
+            assert all(0 <= a < b and 0 <= g <= b - a for (a, b), g
+                       in zip(tl["span_s"], tl["max_gap_s"], strict=True)), r
+            assert min(a for a, _ in tl["span_s"]) == 0, r
