@@ -146,7 +146,7 @@ def member_timelines(got: dict, logs: list[Path]) -> dict:
             continue
         out["msgs_per_s"].append(round(len(ts) / max(ts[-1] - ts[0], 1e-9)))
         out["span_s"].append([round(ts[0] - start, 2), round(ts[-1] - start, 2)])
-        out["max_gap_s"].append(round(max(b - a for a, b in zip(ts, ts[1:])), 3))
+        out["max_gap_s"].append(round(max(b - a for a, b in zip(ts[:-1], ts[1:], strict=True)), 3))
     return out
 
 

@@ -33,7 +33,7 @@ def test_paced_runs_have_their_own_table_without_a_rate_ratio():
 def test_the_cpu_table_leaves_out_paced_runs_and_says_what_the_cores_allow():
     lines = cpu_lines([_row(2, 1500, 0.89, cpu=0.1)])
     # members 100 us + broker and driver 50 us a record on 2 cores: 13,333 msgs/s
-    assert lines[-1] == "| 2 | agrawal | 2 | 1 | 100 | 50 | 1.50 | 1,500 | 13,333 |"
+    assert lines[-1] == "| 2 | agrawal | 2 | 1 | 100 | — | 50 | 1.50 | 1,500 | 13,333 |"
     paced_only = scale_out_section([_row(1, 600, 0.9, pace=600, cpu=0.1)])
     assert paced_only and "Where the CPU goes" not in "\n".join(paced_only)
 
@@ -63,8 +63,15 @@ def test_runs_on_another_machine_or_topic_layout_have_their_own_table():
 def test_the_cpu_table_leaves_out_a_driver_that_counted_its_producers_start_up():
     early = {**_row(4, 21000, 0.9, cpu=0.4), "cores": 16, "producers": 6}
     later = {**early, "cpu_s": {**early["cpu_s"], "producers": 0.02}}
-    assert cpu_lines([early])[-1] == "| 16 | agrawal | 4 | 1 | 400 | — | — | 21,000 | — |"
-    assert cpu_lines([later])[-1] == "| 16 | agrawal | 4 | 1 | 400 | 50 | 1.50 | 21,000 | 35,556 |"
+    assert cpu_lines([early])[-1] == "| 16 | agrawal | 4 | 1 | 400 | — | — | — | 21,000 | — |"
+    assert (cpu_lines([later])[-1]
+            == "| 16 | agrawal | 4 | 1 | 400 | — | 50 | 1.50 | 21,000 | 35,556 |")
+
+
+def test_the_cpu_table_averages_the_main_threads_over_the_runs_that_measured_them():
+    rows = [{**_row(4, 21000, 0.9, cpu=0.4), "member_main_thread_us_per_msg": m}
+            for m in (300, 340)] + [_row(4, 20000, 0.9, cpu=0.4)]
+    assert "| 400 | 320 (2) | 50 |" in cpu_lines(rows)[-1]
 
 
 def test_the_second_half_of_the_stream_is_compared_where_it_was_measured():

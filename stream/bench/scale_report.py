@@ -92,16 +92,17 @@ def _half_cells(runs: list[dict], base: float | None, k: int) -> str:
 def cpu_lines(rows: list[dict]) -> list[str]:
     """Markdown lines of the table of where the CPU goes (runs with ``cpu_s``; none without).
 
-    Per stream and k: the members' CPU per record, the broker's and the driver's (producer and
-    predictions reader), the cores they kept busy, and the rate the machine's cores allow at
-    that CPU per record (``cores / (members + broker + driver)``): when k members reach it,
-    the cores, not the members, bound the rate.
+    Per stream and k: the members' CPU per record, the part of it in their main threads (the
+    service loop; the rest is the Kafka clients' IO threads; runs that measured it), the
+    broker's and the driver's (producer and predictions reader), the cores they kept busy,
+    and the rate the machine's cores allow at that CPU per record (``cores / (members +
+    broker + driver)``): when k members reach it, the cores, not the members, bound the rate.
 
     >>> rows = [{"stream": "adult", "records": 1000, "members": 1, "msgs_per_s": 800,
-    ...          "cores": 2, "cores_busy": 1.3,
+    ...          "cores": 2, "cores_busy": 1.3, "member_main_thread_us_per_msg": 100,
     ...          "cpu_s": {"members": [0.12], "broker": 0.01, "driver": 0.05}}]
     >>> print("\\n".join(cpu_lines(rows)[-1:]))
-    | 2 | adult | 1 | 1 | 120 | 60 | 1.30 | 800 | 11,111 |
+    | 2 | adult | 1 | 1 | 120 | 100 (1) | 60 | 1.30 | 800 | 11,111 |
     """
     rows = [r for r in rows if r.get("cpu_s")]
     if not rows:
@@ -109,9 +110,10 @@ def cpu_lines(rows: list[dict]) -> list[str]:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         groups[(r["cores"], r.get("stream", "adult"), r["members"])].append(r)
-    out = ["| cores | stream | members k | runs | members' CPU, µs per record | broker + "
-           "driver, µs per record | cores busy | msgs/s | msgs/s the cores allow |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = ["| cores | stream | members k | runs | members' CPU, µs per record | their main "
+           "threads, µs per record (runs) | broker + driver, µs per record | cores busy | "
+           "msgs/s | msgs/s the cores allow |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for (cores, stream, k), rs in sorted(groups.items()):
         member = statistics.mean(sum(r["cpu_s"]["members"]) / r["records"] for r in rs) * 1e6
         # (the first runs with producer processes counted their start-up, imports and all,
@@ -119,7 +121,10 @@ def cpu_lines(rows: list[dict]) -> list[str]:
         clean = [r for r in rs if r.get("producers", 1) <= 1 or "producers" in r["cpu_s"]]
         other = (statistics.mean((r["cpu_s"]["broker"] + r["cpu_s"]["driver"]) / r["records"]
                                  for r in clean) * 1e6 if clean else None)
+        main = [r["member_main_thread_us_per_msg"] for r in rs
+                if r.get("member_main_thread_us_per_msg")]
         out.append(f"| {cores} | {stream} | {k} | {len(rs)} | {member:,.0f} | "
+                   + (f"{statistics.mean(main):,.0f} ({len(main)}) | " if main else "— | ")
                    + ("— | " if other is None else f"{other:,.0f} | ")
                    + ("— | " if not clean else
                       f"{statistics.mean(r['cores_busy'] for r in clean):.2f} | ")
@@ -219,8 +224,11 @@ def scale_out_section(rows: list[dict]) -> list[str]:
         out += ["", "### Where the CPU goes", "",
                 "CPU seconds (user + system, `/proc`) of each process from the start of "
                 "producing to the last prediction read, per record of the stream (runs "
-                "since the CPU was measured). The members' CPU per record does not grow with "
-                "k: sharing windows and relevance costs the members nearly nothing. The "
+                "since the CPU was measured). On 2 cores the members' CPU per record does not "
+                "grow with k: sharing windows and relevance costs the members nearly nothing. "
+                "On the 16-core machine it grows by 10-20% from one member to three or four, "
+                "about as much as independent processes that share nothing lose when as many "
+                "run at once there (`benchmarks/machine_contention.py`, benchmark notes). The "
                 "broker and the driver (the producer and the predictions reader, Python) "
                 "need CPU at the same rate, on the same cores, so the rate the cores allow "
                 "is `cores / (members + broker + driver)` per record; once k members reach "
