@@ -1,22 +1,28 @@
 """Accuracy of k window-forest members against one process, in process and seeded.
 
 Usage: python benchmarks/members_sim.py [--stream adult|agrawal] [--records N] [--members 1,2,3]
-[--seeds N] [--whole-windows] [--delay N] [--relevance-delay N] [--json]
+[--seeds N] [--first-seed S] [--partitions P] [--assignment range|roundrobin] [--workers W]
+[--whole-windows] [--delay N] [--relevance-delay N] [--hold] [--lag N] [--json]
 
 The broker runs of ``examples/scale_out.py`` draw their noise from OS entropy, and one member's
 accuracy alone scatters by a point or more from run to run, so a gap of a fraction of a point
 between k members and one cannot be read from a few of them. This script runs the same models
 and the same merging without a broker (:func:`dpstream.stream.bench.member_sim.prequential`:
-6 partitions dealt round-robin, partition ``p`` to member ``p mod k``, median forests at
+6 partitions (``--partitions``) dealt to the members in contiguous blocks as Kafka's range
+assignor deals them (``--assignment roundrobin``: partition ``p`` to member ``p mod k``;
+before 2026-11-27 the only way), median forests at
 epsilon 1 with ``n_trees=5``, each window adopted by the others as it closes; each member's share
 and partitions set as an assignment sets them, so it sizes its windows by its share and
 releases the attribute relevance of the attributes its partitions own; with
 ``--whole-windows`` neither is set). Accuracy is prequential: each record is
-predicted by its member before it learns it. Seeds are 3, 4, ... (the members' seeds derived
-from them), so a run is repeatable.
+predicted by its member before it learns it. Seeds are 3, 4, ... (``--first-seed``; the
+members' seeds derived from them), so a run is repeatable; ``--workers`` runs seeds in
+parallel processes (the same results).
 
 Prints one line per k: the mean accuracy over the seeds, each seed's, and the mean over
-records 0-10k, 10k-40k and 40k on.
+records 0-10k, 10k-40k and 40k on; with k = 1 first in ``--members``, also each later k's
+difference from it, paired by seed (mean and standard error, in points): one seed's accuracy
+scatters by points, the paired difference much less.
 """
 
 from __future__ import annotations
@@ -66,27 +72,66 @@ def main() -> None:
     parser.add_argument("--lag", type=int, default=0,
                         help="member m reads each of its records m * LAG steps late (members "
                              "apart in the stream, as draining a backlog)")
+    parser.add_argument("--first-seed", type=int, default=3, help="the first seed (default 3)")
+    parser.add_argument("--partitions", type=int, default=6,
+                        help="partitions of the topic (default 6)")
+    parser.add_argument("--assignment", choices=("range", "roundrobin"), default="range",
+                        help="how the group deals the partitions (default range: contiguous "
+                             "blocks, kafka-python's default assignor)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="processes running seeds at once (default 1)")
     parser.add_argument("--json", action="store_true", help="one JSON object per k")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     X, y, schema = load(args.stream, args.records)
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    base: list[float] | None = None
     for k in (int(v) for v in args.members.split(",")):
-        runs = [prequential(X, y, schema, k=k, seed=seed, whole=args.whole_windows,
-                            delay=args.delay, relevance_delay=args.relevance_delay,
-                            hold=args.hold,
-                            lags=tuple(m * args.lag for m in range(k)))
-                for seed in range(3, 3 + args.seeds)]
+        kw = dict(k=k, whole=args.whole_windows, delay=args.delay,
+                  relevance_delay=args.relevance_delay, hold=args.hold,
+                  lags=tuple(m * args.lag for m in range(k)), partitions=args.partitions,
+                  assignment=args.assignment)
+        runs = _runs(X, y, schema, seeds, kw, args.workers)
         acc = [float(h.mean()) for h in runs]
         slices = [round(statistics.mean(float(h[a:b].mean()) for h in runs), 4)
                   for a, b in SLICES if a < len(y)]
         line = {"stream": args.stream, "records": len(y), "members": k,
                 "member_windows": "whole" if args.whole_windows else "share",
                 "seeds": args.seeds, "accuracy": round(statistics.mean(acc), 4),
-                "per_seed": [round(a, 4) for a in acc], "slices": slices}
+                "per_seed": [round(a, 4) for a in acc], "slices": slices,
+                "partitions": args.partitions, "assignment": args.assignment,
+                "first_seed": args.first_seed}
+        if k == 1 and base is None:
+            base = acc
+        elif base is not None:
+            diff = [100 * (a - b) for a, b in zip(acc, base, strict=True)]
+            line["vs_one_pp"] = round(statistics.mean(diff), 2)
+            if len(diff) > 1:
+                line["vs_one_se_pp"] = round(statistics.stdev(diff) / len(diff) ** 0.5, 2)
+        vs = (f"; vs one process {line['vs_one_pp']:+.2f} pp"
+              + (f" ± {line['vs_one_se_pp']:.2f}" if "vs_one_se_pp" in line else "")
+              if "vs_one_pp" in line else "")
         print(json.dumps(line) if args.json else
               f"k={k} {line['member_windows']}: {line['accuracy']:.4f} "
               f"(seeds {', '.join(f'{a:.4f}' for a in acc)}; records 0-10k, 10k-40k, 40k-: "
-              f"{', '.join(map(str, slices))})", flush=True)
+              f"{', '.join(map(str, slices))}{vs})", flush=True)
+
+
+def _one(job: tuple) -> object:
+    X, y, schema, seed, kw = job
+    warnings.filterwarnings("ignore")
+    return prequential(X, y, schema, seed=seed, **kw)
+
+
+def _runs(X: list, y: list, schema: object, seeds: list[int], kw: dict, workers: int) -> list:
+    """Each seed's per-record hits, in seed order (``workers`` processes at once)."""
+    jobs = [(X, y, schema, seed, kw) for seed in seeds]
+    if workers <= 1:
+        return [_one(job) for job in jobs]
+    from multiprocessing import get_context
+
+    with get_context("fork").Pool(workers) as pool:
+        return pool.map(_one, jobs)
 
 
 if __name__ == "__main__":

@@ -80,34 +80,44 @@ def slot_counts(weights: np.ndarray, per_attribute: int = 4, max_slots: int = 48
 
 
 def owned_attributes(partitions: list[int], total: int, n_attributes: int) -> list[int] | None:
-    """The attributes whose relevance histograms a group member releases: partition ``p`` of
-    a topic's ``total`` owns the attributes ``j`` with ``j mod total == p`` (with more
-    partitions than attributes, attribute ``p mod n_attributes``), and a member the
-    attributes of the partitions it holds; ``None`` (every attribute) for a member holding
-    them all, or none of them (an assignment of no partition of the topic: nothing to split).
+    """The attributes whose relevance histograms a group member releases: attribute ``j`` of
+    ``F = n_attributes`` belongs to partition ``floor(j * total / F)`` of a topic's ``total``,
+    and a member owns the attributes of the partitions it holds; ``None`` (every attribute)
+    for a member holding them all, or none of them (an assignment of no partition of the
+    topic: nothing to split); ``[]`` for a member whose partitions own no attribute (more
+    partitions than attributes: it releases no histogram).
 
     Why: each release adds Laplace noise of the same scale to every cell it releases, however
     few records it holds. One process releases each attribute's histogram once per window;
     ``k`` members releasing every attribute from their ``1 / k`` of the window would bring
     ``k`` times that noise into the group's summed evidence (measured on river's Agrawal:
-    three members 8 pp behind one process). With the attributes split by partition, the
-    group releases each attribute about once per window, from about as many records as one
-    process deals it, every window (no records held back). The split is public (the group's
-    assignment decides it) and each record still enters one cell of one histogram.
+    three members 8 pp behind one process). With the attributes split by partition, every
+    attribute belongs to exactly one partition, so the group releases it once per window,
+    whatever the assignment. The attributes of consecutive partitions are consecutive, and
+    each partition owns about ``F / total`` of them: Kafka's range assignor (kafka-python's
+    default, and so ``dpstream serve``'s) gives each member a block of partitions and with it
+    its share of the attributes, within one, so each attribute's histogram holds about as
+    many records as one process deals it. (Until 2026-11-27, with more partitions than
+    attributes, partition ``p`` owned attribute ``p mod F``: some attributes had two owners,
+    two releases from twice the records, and the rest three quarters of one process's
+    records, whose noise then passed for relevance; two and four members of a 12-partition
+    Agrawal topic were 3.9 and 3.7 pp behind one process in ``benchmarks/members_sim.py``.)
+    The split is public (the group's assignment decides it) and each record still enters one
+    cell of one histogram.
 
     >>> owned_attributes([0, 3], 6, 9)        # 2 of 6 partitions, 9 attributes
-    [0, 3, 6]
-    >>> owned_attributes([4, 5], 12, 3)       # more partitions than attributes
-    [1, 2]
+    [0, 1, 5]
+    >>> owned_attributes([9, 10, 11], 12, 9)  # a block of 3 of 12 partitions
+    [7, 8]
+    >>> owned_attributes([3], 12, 9)          # this partition owns no attribute
+    []
     >>> owned_attributes([0, 1], 2, 5) is None, owned_attributes([], 6, 9) is None
     (True, True)
     """
     parts = {int(p) for p in partitions if 0 <= int(p) < total}
     if not parts or n_attributes <= 0 or parts == set(range(total)):
         return None   # every attribute: the whole topic, or no partition of it known
-    if total <= n_attributes:
-        return [j for j in range(n_attributes) if j % total in parts]
-    return sorted({p % n_attributes for p in parts})
+    return [j for j in range(n_attributes) if j * total // n_attributes in parts]
 
 
 def _entropy(counts: np.ndarray) -> np.ndarray:
@@ -181,11 +191,12 @@ class AttributeRelevance:
 
     def set_owned(self, attributes: list[int] | None) -> None:
         """Release histograms of ``attributes`` only (``None``: every attribute, as one
-        process does); see :func:`owned_attributes` for why members of a group split them."""
+        process does; ``[]``: none, a member whose partitions own no attribute); see
+        :func:`owned_attributes` for why members of a group split them."""
         if attributes is not None:
             attributes = sorted({int(j) for j in attributes})
-            if not attributes or attributes[0] < 0 or attributes[-1] >= self.n_attributes:
-                raise ValueError(f"owned attributes must be a non-empty subset of "
+            if attributes and (attributes[0] < 0 or attributes[-1] >= self.n_attributes):
+                raise ValueError(f"owned attributes must be a subset of "
                                  f"0..{self.n_attributes - 1}, got {attributes}")
             if len(attributes) == self.n_attributes:
                 attributes = None
@@ -197,11 +208,13 @@ class AttributeRelevance:
 
         ``X``: the window's labeled encoded rows; ``y``: their class indices. The rows are
         dealt among the :attr:`owned` attributes (all by default); the others' histograms
-        are not released (zeros in :attr:`last_release`).
+        are not released (zeros in :attr:`last_release`; all zeros for a member that owns
+        none, which still counts the release: the group's releases of a window stay one per
+        member).
         """
         n = X.shape[0]
         own = list(range(self.n_attributes)) if self.owned is None else self.owned
-        parts = _deal(n, len(own), rng)
+        parts = _deal(n, len(own), rng) if own else []   # (none owned: no record is read)
         mech = LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng)
         released = [np.zeros_like(c) for c in self.counts]
         for j, part in zip(own, parts, strict=True):

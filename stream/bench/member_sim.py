@@ -1,13 +1,15 @@
 """k window-forest members against one process, in process and seeded (no broker).
 
-The stream is dealt to ``partitions`` partitions round-robin, and partition ``p`` to member
-``p mod k``; each member is a median forest with its share of the partitions set as a Kafka
-assignment sets it, with the attributes whose relevance its partitions own
-(:meth:`~dpstream.models.window_forest.WindowForestBase.set_share`; not
-with ``whole=True``), predicting with a :class:`~dpstream.models.window_exchange.WindowEnsemble`
-of every member's windows, each window adopted by the others as soon as it closes (the
-service's members do the same through the model topic, with its delay). Used by
-``benchmarks/members_sim.py`` and the accuracy test of member shares.
+The stream is dealt to ``partitions`` partitions round-robin, and the partitions to the
+members in contiguous blocks, as Kafka's range assignor (kafka-python's default) deals them
+(or partition ``p`` to member ``p mod k``: ``assignment="roundrobin"``); each member is a
+median forest with its share of the partitions set as a Kafka assignment sets it, with the
+attributes whose relevance its partitions own
+(:meth:`~dpstream.models.window_forest.WindowForestBase.set_share`; not with ``whole=True``),
+predicting with a :class:`~dpstream.models.window_exchange.WindowEnsemble` of every member's
+windows, each window adopted by the others as soon as it closes (the service's members do the
+same through the model topic, with its delay). Used by ``benchmarks/members_sim.py`` and the
+accuracy test of member shares.
 
 Examples
 --------
@@ -34,7 +36,7 @@ __all__ = ["prequential"]
 def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool = False,
                 partitions: int = 6, delay: int = 0, relevance_delay: int | None = None,
                 hold: bool = False, lags: tuple[int, ...] | None = None,
-                **params: Any) -> np.ndarray:
+                assignment: str = "range", **params: Any) -> np.ndarray:
     """Per record, whether its member predicted it right before learning it (median forests,
     epsilon 1, ``n_trees=5`` unless ``params`` say otherwise; member ``m``'s seed is
     ``100 * seed + m``). With ``delay``, the other members adopt a window ``delay`` records
@@ -47,13 +49,23 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
     :meth:`~dpstream.models.window_exchange.WindowEnsemble.hold_ready` (the record number is
     the stream time), at the latest at the member's next close. With ``lags``, member
     ``m`` reads stream record ``i`` at step ``i + lags[m]`` (members apart in the stream, as
-    when they drain a backlog at different speeds; delays count in steps)."""
+    when they drain a backlog at different speeds; delays count in steps). ``assignment``:
+    how the group deals the partitions, ``"range"`` (contiguous blocks, as kafka-python's
+    default assignor, and so ``dpstream serve``, deals them) or ``"roundrobin"`` (partition
+    ``p`` to member ``p mod k``)."""
     params = {"epsilon": 1.0, "n_trees": 5, **params}
     models = [MedianForestClassifier(schema=schema, seed=100 * seed + m, **params)
               for m in range(k)]
+    if assignment == "range":
+        owner = [m for m, block in enumerate(np.array_split(np.arange(partitions), k))
+                 for _ in block]
+    elif assignment == "roundrobin":
+        owner = [p % k for p in range(partitions)]
+    else:
+        raise ValueError(f"assignment is 'range' or 'roundrobin', got {assignment!r}")
     if not whole:
         for m, model in enumerate(models):
-            mine = [p for p in range(partitions) if p % k == m]
+            mine = [p for p in range(partitions) if owner[p] == m]
             model.set_share(len(mine) / partitions, mine, partitions)
     for model in models:
         model.hold = hold and k > 1
@@ -76,10 +88,10 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
     lag = tuple(lags) if lags is not None else (0,) * k
     if len(lag) != k:
         raise ValueError(f"lags: one per member ({k}), got {lag}")
-    order = sorted(range(len(y)), key=lambda i: (i + lag[(i % partitions) % k], i))
+    order = sorted(range(len(y)), key=lambda i: (i + lag[owner[i % partitions]], i))
     for i in order:
         x, label = X[i], y[i]
-        m = (i % partitions) % k
+        m = owner[i % partitions]
         step = i + lag[m]
         adopted = False
         while arriving and arriving[0][0] <= step:

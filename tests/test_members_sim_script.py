@@ -1,0 +1,35 @@
+"""``benchmarks/members_sim.py`` runs k members in process and compares them with one process,
+paired by seed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "members_sim.py"
+
+
+def _run(*args: str) -> list[dict]:
+    out = subprocess.run([sys.executable, str(SCRIPT), "--json", *args],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def test_members_are_compared_with_one_process_seed_by_seed():
+    one, two = _run("--stream", "agrawal", "--records", "2000", "--members", "1,2",
+                    "--seeds", "2", "--partitions", "4", "--workers", "2")
+    assert (one["members"], two["members"]) == (1, 2)
+    assert two["partitions"] == 4 and two["assignment"] == "range"
+    assert "vs_one_pp" not in one
+    diff = [100 * (b - a) for a, b in zip(one["per_seed"], two["per_seed"], strict=True)]
+    assert abs(two["vs_one_pp"] - sum(diff) / 2) < 0.02 and two["vs_one_se_pp"] >= 0
+
+
+def test_parallel_workers_give_the_seeds_the_same_results():
+    args = ("--stream", "agrawal", "--records", "1500", "--members", "2", "--seeds", "2",
+            "--assignment", "roundrobin")
+    (alone,), (parallel,) = _run(*args), _run(*args, "--workers", "2")
+    assert alone["per_seed"] == parallel["per_seed"] and alone["assignment"] == "roundrobin"
