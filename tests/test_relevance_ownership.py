@@ -213,3 +213,24 @@ def test_the_simulation_brings_trees_and_relevance_separately():
     assert (together == apart).all()
     late = prequential(X, y, schema, delay=200, relevance_delay=100_000, **args)
     assert (late != together).any()
+
+
+def test_a_member_whose_partitions_own_no_attribute_trains_and_reports_it():
+    """Twelve partitions, nine attributes: partition 11 owns none. Its member still closes and
+    trains windows (with the evidence the others release), releases no histogram, and its
+    report says it owns nothing."""
+    from river.datasets import synth
+
+    from dpstream.stream.bench.scenarios import AGRAWAL_SCHEMA
+
+    model = MedianForestClassifier(schema=AGRAWAL_SCHEMA, epsilon=1.0, seed=2, n_trees=4,
+                                   window_size=1200, warmup=None)
+    model.set_share(1 / 12, [11], 12)
+    assert model._relevance.owned == []
+    for x, label in synth.Agrawal(classification_function=2, seed=3).take(400):
+        model.learn_one(x, label)
+    assert model.windows_closed == 4 and model._relevance.releases == 4
+    assert not any(c.any() for c in model._relevance.counts)
+    for win in model._windows:
+        assert not any(h.any() for h in win.relevance)
+    assert model.privacy_report()["attributes"]["owned"] == []
