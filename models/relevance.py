@@ -100,8 +100,9 @@ def owned_attributes(partitions: list[int], total: int, n_attributes: int) -> li
     many records as one process deals it. (Until 2026-11-27, with more partitions than
     attributes, partition ``p`` owned attribute ``p mod F``: some attributes had two owners,
     two releases from twice the records, and the rest three quarters of one process's
-    records, whose noise then passed for relevance; two and four members of a 12-partition
-    Agrawal topic were 3.9 and 3.7 pp behind one process in ``benchmarks/members_sim.py``.)
+    records, whose noise then passed for relevance: two, three and four members of a
+    12-partition Agrawal topic were 2.6-3.6 pp behind one process in process, and are within
+    1 pp now; docs/benchmark_notes.md, 2026-11-27's tenth stop.)
     The split is public (the group's assignment decides it) and each record still enters one
     cell of one histogram.
 
