@@ -166,25 +166,30 @@ if njit is not None:
                                 width, size):   # pragma: no cover - compiled
         # feature by feature: the pool is column-major, so each pass reads one column in
         # row order; categorical features read the compact codes, not their one-hot columns
+        # (indices unsigned, as in models/routing.py: no wrap-around check on each load)
         hist = np.zeros(width * size)
         n_num, n_cat, m = num_cols.shape[0], codes.shape[1], rows.shape[0]
+        u = np.uint64
         for j in range(n_num):
-            c = num_cols[j]
+            c = u(num_cols[j])
+            base = u(offset[j])
             for r in range(m):
-                p = pos[r]
-                x = X[rows[r], c]
+                p = u(pos[r])
+                x = X[u(rows[r]), c]
                 if np.isnan(x):
                     b = bins                      # missing: the extra cell (always right)
                 else:
-                    w = hi[p, j] - lo[p, j]
+                    lo_pj = lo[p, u(j)]
+                    w = hi[p, u(j)] - lo_pj
                     b = 0
                     if w > 0:
-                        b = int(np.floor((x - lo[p, j]) / w * bins))
+                        b = int(np.floor((x - lo_pj) / w * bins))
                         b = min(max(b, 0), bins - 1)
-                hist[p * size + offset[j] + b] += g[r]
+                hist[p * u(size) + base + u(b)] += g[u(r)]
         for k in range(n_cat):
+            base = u(offset[n_num + k])
             for r in range(m):
-                hist[pos[r] * size + offset[n_num + k] + codes[rows[r], k]] += g[r]
+                hist[u(pos[r]) * u(size) + base + u(codes[u(rows[r]), u(k)])] += g[u(r)]
         return hist
 
     @njit(cache=True, nogil=True)

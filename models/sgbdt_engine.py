@@ -403,9 +403,16 @@ class SGBDTEngine:
 
     # ------------------------------------------------------------------ rounds
     def gradients(self) -> np.ndarray:
+        """Each pool record's gradient, a new array (computed in place: the steps of
+        ``_sigmoid(score) - y``, bit for bit, without a temporary per step)."""
         if self.config.loss == "squared":
             return self.score - self.y
-        return _sigmoid(self.score) - self.y
+        g = np.multiply(self.score, 0.5)
+        np.tanh(g, out=g)
+        g += 1.0
+        g *= 0.5
+        g -= self.y
+        return g
 
     def round(self) -> dict:
         """One TrainSingleTree round under the individual filter (Alg. 8, lines 5-9)."""
@@ -472,7 +479,8 @@ class SGBDTEngine:
         """Clipped gradients, per-record costs, the individual filter's step (which charges
         the records that continue) and the Poisson subsample."""
         c = self.config
-        g = np.clip(self.gradients(), -c.grad_clip, c.grad_clip)
+        g = self.gradients()
+        np.clip(g, -c.grad_clip, c.grad_clip, out=g)
         if c.individual_filter:
             cost = self.costs.cost(np.abs(g))
         else:
