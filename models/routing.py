@@ -63,9 +63,9 @@ _TWO = np.uint64(2)
 def _step(x, g, feature, threshold, left):   # pragma: no cover - compiled
     # one level, branch-free: a leaf (its own left child) stays put; else left iff
     # x <= threshold, right when larger or missing (NaN fails the comparison)
-    g = _U(g)
-    nxt = left[g]
-    return nxt + (not (x[_U(feature[g])] <= threshold[g])) * (nxt != g)
+    u = _U(g)
+    nxt = left[u]   # (compared with the signed g: mixing signed and unsigned goes via float)
+    return nxt + (not (x[_U(feature[u])] <= threshold[u])) * (nxt != g)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -75,9 +75,10 @@ def _route_rows(X, i0, i1, r, j, out, feature, threshold, left, depth):   # prag
         out[i, j] = r
     for _ in range(depth):
         for i in range(i0, i1):
-            g = _U(out[i, j])
-            nxt = left[g]
-            out[i, j] = nxt + (not (X[_U(i), _U(feature[g])] <= threshold[g])) * (nxt != g)
+            g = out[i, j]
+            u = _U(g)
+            nxt = left[u]
+            out[i, j] = nxt + (not (X[_U(i), _U(feature[u])] <= threshold[u])) * (nxt != g)
 
 
 @njit(cache=True, nogil=True)
