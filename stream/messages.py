@@ -49,12 +49,12 @@ dpstream.stream.messages.RejectedRecord: id: 300 bytes, longer than the 256-byte
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -98,9 +98,11 @@ class RejectedRecord(ValueError):
         self.id = id
 
 
-@dataclass(frozen=True)
-class ValidRecord:
-    """A validated record: values inside the public domain, ``clipped`` values counted."""
+class ValidRecord(NamedTuple):
+    """A validated record: values inside the public domain, ``clipped`` values counted.
+
+    Immutable; a named tuple because the service builds one per message (a frozen
+    dataclass's constructor cost 1.75 µs, this one 0.7 µs on this project's machine)."""
 
     id: str | int
     x: dict[str | int, Any]
@@ -159,12 +161,17 @@ class RecordValidator:
         if isinstance(raw, (bytes, bytearray, memoryview)):
             raw = bytes(raw)
             self._check_size(len(raw))
-            try:
-                raw = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise RejectedRecord(f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
-        elif isinstance(raw, str) and len(raw) > self.max_message_bytes // 4:
-            self._check_size(len(raw.encode("utf-8", "surrogatepass")))
+            raw = _fast_decode(raw) or raw
+            if type(raw) is bytes:
+                try:
+                    raw = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise RejectedRecord(f"not UTF-8 text: {exc.reason} at byte "
+                                         f"{exc.start}") from None
+        elif isinstance(raw, str):
+            if len(raw) > self.max_message_bytes // 4:
+                self._check_size(len(raw.encode("utf-8", "surrogatepass")))
+            raw = _fast_decode(raw) or raw
         if isinstance(raw, str):
             try:
                 raw = _DECODER.decode(raw)
@@ -299,6 +306,52 @@ def _reject_constant(name: str) -> float:
 
 #: one decoder for every message (``json.loads`` with an option builds a new one per call)
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+try:   # a C parser about three times as fast as the standard library's on these messages
+    from orjson import JSONDecodeError as _FastError
+    from orjson import loads as _fast_loads
+except ImportError:   # pragma: no cover - orjson is a dependency; the slow path still works
+    _fast_loads = None
+
+#: scalars a flat message's fields hold; anything else is decoded again by the standard parser
+_FLAT = frozenset({str, int, float, bool, type(None)})
+#: orjson turns an integer outside 64 bits into a float (the standard parser keeps it an
+#: exact ``int``); no integer inside 64 bits becomes a float, so a float this large is redone
+_BIG = 2.0 ** 63
+
+
+def _fast_decode(raw: str | bytes) -> dict | None:
+    """A message's JSON object parsed by orjson, or ``None``: then the standard parser decides
+    (it gives the value or the error it always gave).
+
+    orjson accepts only strict JSON, so whatever it refuses (NaN, ``1e400``, a lone
+    surrogate, invalid UTF-8, deep nesting) goes to the standard parser. What it accepts it
+    parses as the standard parser does, with one exception: an integer beyond 64 bits becomes
+    a float. So its result is used only for a *flat* message — a dict whose values, and its
+    ``x``'s values, are plain scalars with no float of magnitude ``2**63`` or more (no integer
+    inside 64 bits becomes a float). ``tests/test_messages.py`` compares both parsers on
+    generated text.
+    """
+    if _fast_loads is None:
+        return None   # pragma: no cover - orjson is a dependency
+    try:
+        value = _fast_loads(raw)
+    except _FastError:
+        return None
+    if type(value) is not dict:
+        return None
+    x = value.get("x")
+    nested = x if type(x) is dict else None
+    flat, big = _FLAT, _BIG
+    for v in itertools.chain(value.values(), () if nested is None else nested.values()):
+        t = type(v)
+        if t not in flat:
+            if v is nested and nested is not None:
+                continue
+            return None
+        if t is float and not -big < v < big:
+            return None
+    return value
 
 
 def _number(where: str, value: Any) -> float:
