@@ -76,6 +76,8 @@ class _SGBDTBase(base.Estimator):
         # only at a flush, which empties the buffer, so these stay the forest's scores
         self._buffer_raw: list[float | None] = []
         self._last: tuple | None = None   # (x, copy of x, row, raw): predict_one's work
+        # predict_many's work on a list of records, for learn_stream (sgbdt_stream.reuse)
+        self._last_many: tuple | None = None
         self.records_seen = 0
         self._drift = (DPDriftSignal(self._config.epsilon_drift, self._drift_window(),
                                      detector="page-hinkley",
@@ -91,13 +93,13 @@ class _SGBDTBase(base.Estimator):
                               ("split_decay", 0.99)):
             state.setdefault(name, default)   # models pickled before split selection
         state.setdefault("pool_rounds", None)   # before the growing schedule: a fixed one
-        state["_last"] = None
+        state["_last"] = state["_last_many"] = None
         state.setdefault("_buffer_raw", [None] * len(state["_buffer_y"]))
         self.__dict__.update(state)
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_last"] = None
+        state["_last"] = state["_last_many"] = None
         # buffered rows that are arrays (scored, or views from learn_stream) are saved as the
         # lists learn_one buffers, so checkpoints keep one compact form
         state["_buffer_X"] = [r.tolist() if type(r) is np.ndarray else r
@@ -313,9 +315,17 @@ class _SGBDTBase(base.Estimator):
 
     def _raw_many(self, X: Any) -> np.ndarray:
         Xe = self._encoder.encode_many(X)
-        if self._engine is None:
-            return np.zeros(Xe.shape[0])
-        return self._engine.raw_scores(Xe)
+        raw = np.zeros(Xe.shape[0]) if self._engine is None else self._engine.raw_scores(Xe)
+        if type(X) is list:   # learn_stream of these records may reuse the work
+            self._last_many = (X, [dict(x) for x in X], Xe, raw, self._score_state())
+        return raw
+
+    def _score_state(self) -> tuple:
+        """What a raw score depends on besides the record: the engine and its forest (which
+        changes only in a round or at a new generation)."""
+        e = self._engine
+        return (None,) if e is None else (id(e), e.rounds, e.generation, len(e.forest),
+                                          e.trees_retired)
 
     # --------------------------------------------------------------- report
     def privacy_report(self) -> dict:

@@ -16,6 +16,12 @@ same arrivals, the same drift releases and the same random draws — only faster
   the segment at the detecting record, which — as with ``learn_one`` — starts the new
   generation before it joins the buffer; the rest of the batch is scored afresh.
 
+A service that publishes predictions predicts each batch (``predict_many``) before it learns
+it, and the forest cannot change in between (the runner cuts batches where a round can
+happen). :func:`reuse` then hands ``learn_stream`` the rows and raw scores ``predict_many``
+computed, so each record is encoded and scored through up to 1,000 trees once, not twice —
+if the batch is those very records (or some of them, in order), unchanged since.
+
 Privacy is unchanged by construction: the model's state after ``learn_stream`` is the state
 after the same records one at a time (``tests/test_sgbdt_stream.py`` compares the two bit for
 bit).
@@ -43,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["learn_stream"]
+__all__ = ["learn_stream", "reuse"]
 
 
 def learn_stream(model: Any, X: Sequence, y: Sequence) -> None:
@@ -56,28 +62,37 @@ def learn_stream(model: Any, X: Sequence, y: Sequence) -> None:
         for i in range(n):
             model.learn_one(X[i], y[i])
         return
-    rows = model._encoder.encode_many(X if isinstance(X, list) else list(X))
+    known = reuse(model, X)
+    if known is None:
+        rows = model._encoder.encode_many(X if isinstance(X, list) else list(X))
+        scores = None
+    else:
+        rows, scores = known   # predict_many encoded and scored these records
     targets = model._encoder.encode_targets(list(y))
     model._last = None
     drift = model._drift
     i = 0
     while i < n:
         end = min(n, i + model._arrivals_to_round())
-        raw = None
+        raw = None if scores is None else scores[i:end]
         if drift is not None:
             e = model._engine
-            raw = (np.zeros(end - i) if e is None else e.raw_scores(rows[i:end]))
+            if raw is None:
+                raw = (np.zeros(end - i) if e is None else e.raw_scores(rows[i:end]))
             k = drift.update_many(_losses(model, raw, targets[i:end]))
             if k is not None:   # the k-th record's release starts a new generation
                 _append(model, rows[i:i + k], targets[i:i + k], raw[:k])
                 model._new_generation()
+                scores = None   # the trees they were scored by are retired
                 _append(model, rows[i + k:i + k + 1], targets[i + k:i + k + 1], None)
                 i += k + 1
-                _round_if_due(model)
+                if _round_if_due(model):
+                    scores = None
                 continue
         _append(model, rows[i:end], targets[i:end], raw)
         i = end
-        _round_if_due(model)
+        if _round_if_due(model):
+            scores = None   # a new tree: the rest of the batch is scored afresh
 
 
 def _losses(model: Any, raw: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -94,7 +109,37 @@ def _append(model: Any, rows: np.ndarray, targets: np.ndarray, raw: np.ndarray |
     model.records_seen += len(targets)
 
 
-def _round_if_due(model: Any) -> None:
+def _round_if_due(model: Any) -> bool:
     if model._buffer_y and len(model._buffer_y) >= model._round_interval():
         model._flush()
         model.engine.round()
+        return True
+    return False
+
+
+def reuse(model: Any, X: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """The encoded rows and raw scores of ``X`` from the model's last ``predict_many`` (the
+    service predicts a batch, then learns it or part of it), or ``None``.
+
+    They are reused only if ``X`` is a list of the very records predicted, in their order
+    (any subset of them), each still equal to the copy taken when it was predicted, and the
+    forest has not changed since (:meth:`_score_state`): then they are exactly what encoding
+    and scoring ``X`` again would give. The memo is used once.
+    """
+    last = getattr(model, "_last_many", None)
+    model._last_many = None
+    if last is None or type(X) is not list or last[4] != model._score_state():
+        return None
+    seen, copies, rows, raw, _ = last
+    idx, j, m = [], 0, len(seen)
+    for x in X:
+        while j < m and seen[j] is not x:
+            j += 1
+        if j == m or copies[j] != x:
+            return None
+        idx.append(j)
+        j += 1
+    if len(idx) == m:
+        return rows, raw
+    pick = np.array(idx, dtype=np.intp)
+    return rows[pick], raw[pick]

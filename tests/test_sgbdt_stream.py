@@ -147,3 +147,63 @@ def test_models_pickled_before_the_schedule_keep_a_round_every_round_size():
     assert old.pool_rounds is None and old._round_interval() == old.round_size
     with pytest.raises(ValueError, match="pool_rounds"):
         SGBDTClassifier(schema=AGRAWAL, pool_rounds=0)
+
+
+@pytest.mark.parametrize("subset,cut", [(False, True), (True, True), (False, False)])
+def test_learning_a_predicted_batch_reuses_its_scores_bit_for_bit(subset, cut, monkeypatch):
+    """The service predicts a batch and then learns it: learn_stream takes predict_many's
+    encoded rows and raw scores instead of computing them again — and ends exactly where
+    learning the same records without predicting them ends (rounds, a drift detection, pool,
+    spend, forest). ``cut``: batches end where a round can happen, as the runner cuts them;
+    without, rounds run inside a batch and its later records must be scored afresh."""
+    from dpstream.models import sgbdt_stream
+    X, y = _drifting(9_000, 3000)
+    a = SGBDTClassifier(schema=AGRAWAL, seed=5, drift_window=300, pool_rounds=20)
+    b = SGBDTClassifier(schema=AGRAWAL, seed=5, drift_window=300, pool_rounds=20)
+    used = []
+    real = sgbdt_stream.reuse
+
+    def spy(m, xs):
+        got = real(m, xs)
+        used.append(got is not None)
+        return got
+    monkeypatch.setattr(sgbdt_stream, "reuse", spy)
+    rng = np.random.default_rng(0)
+    kept_X, kept_y = [], []
+    i = 0
+    while i < len(y):
+        room, labeled = a.stream_room()
+        k = min(int(rng.choice([1, 7, 40, 300])), len(y) - i)
+        if cut:
+            k = min(k, room, labeled or room)
+        batch = [dict(x) for x in X[i:i + k]]
+        a.predict_many(batch)
+        keep = [j for j in range(k) if not subset or rng.random() < 0.8]
+        a.learn_stream([batch[j] for j in keep], [y[i + j] for j in keep])
+        kept_X += [X[i + j] for j in keep]
+        kept_y += [y[i + j] for j in keep]
+        i += k
+    b.learn_stream(kept_X, kept_y)
+    assert a.engine.generation >= 1 and a.training_rounds > 20
+    assert sum(used) > 0.9 * len(used)   # the scores were taken, not recomputed
+    _same(a, b)
+
+
+def test_a_record_changed_after_its_prediction_is_encoded_and_scored_again():
+    X, y = _drifting(2_000, 1_000)
+    a = SGBDTClassifier(schema=AGRAWAL, seed=2, pool_rounds=20)
+    b = SGBDTClassifier(schema=AGRAWAL, seed=2, pool_rounds=20)
+    a.learn_stream(X[:1500], y[:1500])
+    b.learn_stream(X[:1500], y[:1500])
+    batch = [dict(x) for x in X[1500:1510]]
+    a.predict_many(batch)
+    batch[3]["age"] = 20.0 if batch[3]["age"] != 20.0 else 21.0   # changed in place
+    a.learn_stream(batch, y[1500:1510])
+    b.learn_stream([dict(x) for x in batch], y[1500:1510])
+    _same(a, b)
+    # and a batch that is not the predicted one (other dicts, equal values) is not reused
+    from dpstream.models.sgbdt_stream import reuse
+    a.predict_many(batch)
+    assert reuse(a, [dict(x) for x in batch]) is None
+    a.predict_many(batch)
+    assert reuse(a, batch[2:]) is not None and reuse(a, batch[2:]) is None   # used once
