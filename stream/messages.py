@@ -161,8 +161,10 @@ class RecordValidator:
         if isinstance(raw, (bytes, bytearray, memoryview)):
             raw = bytes(raw)
             self._check_size(len(raw))
-            raw = _fast_decode(raw) or raw
-            if type(raw) is bytes:
+            fast = _fast_decode(raw)
+            if fast is not None:
+                raw = fast
+            else:
                 try:
                     raw = raw.decode("utf-8")
                 except UnicodeDecodeError as exc:
@@ -171,7 +173,9 @@ class RecordValidator:
         elif isinstance(raw, str):
             if len(raw) > self.max_message_bytes // 4:
                 self._check_size(len(raw.encode("utf-8", "surrogatepass")))
-            raw = _fast_decode(raw) or raw
+            fast = _fast_decode(raw)
+            if fast is not None:
+                raw = fast
         if isinstance(raw, str):
             try:
                 raw = _DECODER.decode(raw)
