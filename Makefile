@@ -35,9 +35,16 @@ venv: $(VENV)/.stamp-core
 run: $(VENV)/.stamp-core
 	$(BIN)/dpstream run
 
+# The suite runs in PYTEST_WORKERS processes (pytest-xdist), each test file whole in one
+# worker (its module fixtures built once): the number of cores, at least 2 and at most 4.
+# The Kafka tests start their own brokers on free ports, so workers never share one.
+# PYTEST_WORKERS=0 runs everything in this process.
+PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); \
+	if [ $$n -lt 2 ]; then n=2; elif [ $$n -gt 4 ]; then n=4; fi; echo $$n)
+
 # pytest exits 5 when it collected no test; that must fail loudly, never pass.
 test: $(VENV)/.stamp-test
-	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests -- failing" >&2; exit 1; fi; \
 	exit $$rc
 
