@@ -58,6 +58,7 @@ class LocalBroker:
 
     def __init__(self, port: int | None = None, *, storage: str = "memory://tansu/",
                  env: dict[str, str] | None = None):
+        self._own_port = port is None   # a port we chose: a lost race picks another
         self.port = port or free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.storage = storage
@@ -71,6 +72,28 @@ class LocalBroker:
         self.stop()
 
     def start(self, timeout: float = 30.0) -> LocalBroker:
+        """Start tansu and return once it listens.
+
+        A port that was free a moment ago can be taken before tansu binds it (another broker
+        starting in a parallel test worker): tansu then exits, or a connection could reach the
+        other listener. So tansu must still run a moment after its port answers; if it exited
+        and the port was ours to choose (no ``port`` given, not started before), it starts
+        again on a new free port (three tries). A restart keeps the port clients know.
+        """
+        tries = 3 if self._own_port else 1
+        for attempt in range(tries):
+            if attempt:
+                self.port = free_port()
+                self.bootstrap = f"127.0.0.1:{self.port}"
+            if self._start_once(timeout):
+                self._own_port = False   # a restart keeps the address clients know
+                return self
+        raise RuntimeError(f"tansu exited with status {self.proc.returncode} "
+                           f"(last port {self.port}; {tries} tries)")
+
+    def _start_once(self, timeout: float) -> bool:
+        """One start on ``self.port``: True once tansu listens there and still runs; False if
+        it exited (its port taken); raises if it never listens."""
         url = f"tcp://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [str(tansu_binary()), "broker", "--listener-url", url,
@@ -79,12 +102,18 @@ class LocalBroker:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"tansu exited with status {self.proc.returncode}")
+                return False
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
+                    pass
             except OSError:
                 time.sleep(0.1)
+                continue
+            try:   # a tansu that failed to bind exits at once; one that listens keeps running
+                self.proc.wait(0.2)
+            except subprocess.TimeoutExpired:
+                return True
+            return False
         self.stop()
         raise RuntimeError(f"tansu did not listen on {self.bootstrap} within {timeout} s")
 

@@ -456,3 +456,33 @@ def test_scrapes_during_training_read_a_consistent_model(tmp_path):
         worker.join()
     assert errors == [] and len(scrapes) > 10
     assert b'dpstream_records_total{outcome="learned"} 12000.0' in generate_latest(registry)
+
+
+@pytest.mark.kafka
+def test_a_local_broker_whose_free_port_was_taken_starts_on_another(monkeypatch):
+    """A port that was free a moment ago can be taken before tansu binds it (parallel test
+    workers start brokers at once): tansu exits and LocalBroker starts it on a new free port,
+    never trusting a connection to the other listener; a port given by the caller is kept
+    and the exit is an error."""
+    import socket
+
+    from dpstream.connectors import local_broker
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        taken = held.getsockname()[1]
+        ports = iter([taken])
+        real = local_broker.free_port
+        monkeypatch.setattr(local_broker, "free_port", lambda: next(ports, None) or real())
+        with local_broker.LocalBroker() as broker:
+            assert broker.port != taken and broker.proc.poll() is None
+            broker.create_topic("t", partitions=1)
+            broker.produce("t", [b"one"])
+            assert [m.value for m in broker.consume_all("t", 1, timeout=20)] == [b"one"]
+            port = broker.port
+            broker.kill()
+            broker.start()   # a restart keeps the address clients know
+            assert broker.port == port
+        with pytest.raises(RuntimeError, match="tansu exited"):
+            local_broker.LocalBroker(taken).start()
