@@ -103,3 +103,32 @@ def test_runs_of_another_setup_have_their_own_table(field, value, marker):
     assert "| 2 | 1 | 1,500 (1,500–1,500) | 1.50 | 0.8800 (0.880–0.880) | −2.0 pp |" in before
     assert "| 2 | 1 | 1,600 (1,600–1,600) | 1.60 | 0.9300 (0.930–0.930) | +2.0 pp |" in after
     assert "500 ms" not in text
+
+
+def test_the_figure_plots_the_default_policy_without_paced_runs(tmp_path, monkeypatch):
+    """With an image folder the section draws its figure from the unpaced runs of the default
+    policy only (the ratio to one member and the accuracy difference of each k) and links
+    it under the intro; paced runs alone give no figure."""
+    from dpstream.stream.bench import scale_report
+
+    drawn = []
+    real = scale_report._plot_scale
+    monkeypatch.setattr(scale_report, "_plot_scale",
+                        lambda points, path: (drawn.append(points), real(points, path)))
+    default = {"relevance": "before trees"}   # the default policy's runs
+    rows = [{**_row(1, 1000, 0.90), **default}, {**_row(2, 1700, 0.885), **default},
+            {**_row(1, 600, 0.9, pace=600), **default},
+            {**_row(2, 590, 0.88, pace=600), **default},
+            _row(1, 900, 0.80), _row(2, 1900, 0.80)]   # another policy
+    lines = scale_out_section(rows, tmp_path, "img/")
+    assert (tmp_path / "scale_out.png").stat().st_size > 10_000
+    assert lines.index("![members of one group: rate and accuracy against one member, per "
+                       "machine and stream](img/scale_out.png)") < lines.index(
+        next(line for line in lines if line.startswith("### ")))
+    [points] = drawn
+    assert [(p[3], round(p[4], 2), round(p[5], 1)) for p in points] == [(1, 1.0, 0.0),
+                                                                       (2, 1.7, -1.5)]
+    (tmp_path / "scale_out.png").unlink()
+    assert "scale_out.png" not in "\n".join(
+        scale_out_section([{**_row(1, 600, 0.9, pace=600), **default}], tmp_path))
+    assert not (tmp_path / "scale_out.png").exists()

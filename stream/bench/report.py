@@ -361,7 +361,7 @@ def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
     drifts = [r for r in rows if r.get("table") == "drift"]
     if drifts:
         out += drift_section(drifts, img, img_prefix)
-    out += scale_out_section(list(scale_rows))
+    out += scale_out_section(list(scale_rows), img, img_prefix)
     out.append(_HOW)
     return "\n".join(out).rstrip() + "\n"
 

@@ -133,8 +133,69 @@ def cpu_lines(rows: list[dict]) -> list[str]:
     return out
 
 
-def scale_out_section(rows: list[dict]) -> list[str]:
-    """Markdown lines of the section (empty without rows)."""
+def _plot_scale(points: list[tuple], path: Path) -> None:
+    """The figure of the section: per machine and stream, each default-policy setup's rate
+    against one member's (``k`` and the issue's ``0.8 k`` as lines) and its accuracy against
+    one member's (the 1 pp band), whole stream (filled) and second half (hollow).
+
+    ``points``: ``(cores, stream, setup, k, ratio, diff_pp, half_diff_pp or None)``.
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2))
+    ks = sorted({p[3] for p in points})
+    top = max(ks)
+    left.plot([1, top], [1, top], color="grey", linestyle="--", linewidth=1,
+              label="k × (linear)")
+    left.plot([1, top], [0.8, 0.8 * top], color="crimson", linestyle=":", linewidth=1.5,
+              label="0.8 k × (the target)")
+    right.axhspan(-1, 1, color="green", alpha=0.12, label="within 1 pp (the target)")
+    right.axhline(0, color="grey", linewidth=1)
+    palette = {2: "tab:blue", 16: "tab:orange"}
+    markers = {"adult": "o", "agrawal": "s"}
+    series: dict[tuple, list[tuple]] = defaultdict(list)
+    for cores, stream, setup, k, ratio, diff, half in points:
+        series[(cores, stream, setup)].append((k, ratio, diff, half))
+    labelled: set = set()
+    for n, ((cores, stream, _setup), pts) in enumerate(sorted(series.items())):
+        pts.sort()
+        color = palette.get(cores, "tab:purple")
+        marker = markers.get(stream, "^")
+        label = f"{stream}, {cores} cores"
+        first = label not in labelled
+        labelled.add(label)
+        dx = (n % 5 - 2) * 0.03   # setups of one machine side by side, not on top
+        ks_ = [k + dx for k, *_ in pts]
+        left.plot(ks_, [r for _, r, _, _ in pts], color=color, marker=marker, ms=4,
+                  linewidth=0.8, alpha=0.8, label=label if first else None)
+        right.plot(ks_, [d for _, _, d, _ in pts], color=color, marker=marker, ms=4,
+                   linewidth=0.8, alpha=0.8, label=label if first else None)
+        halves = [(k, h) for k, (_, _, _, h) in zip(ks_, pts, strict=True) if h is not None]
+        if halves:
+            right.plot([k for k, _ in halves], [h for _, h in halves], linestyle="none",
+                       marker=marker, ms=6, markerfacecolor="none", color=color)
+    for ax in (left, right):
+        ax.set_xticks(ks)
+        ax.set_xlabel("members k")
+        ax.grid(True, alpha=0.3)
+    left.set_ylabel("msgs/s ÷ one member's")
+    left.set_title("Rate (unpaced: the members drain a backlog)")
+    right.set_ylabel("accuracy − one member's, pp")
+    right.set_title("Accuracy (filled: whole stream; hollow: second half)")
+    left.legend(fontsize=7, loc="upper left")
+    right.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def scale_out_section(rows: list[dict], img_dir: str | Path | None = None,
+                      img_prefix: str = "img/") -> list[str]:
+    """Markdown lines of the section (empty without rows); with ``img_dir`` its figure
+    (``scale_out.png``: every setup of the default policy without a paced producer)."""
     rows = [r for r in rows if not r.get("split_windows")]   # an abandoned experiment
     if not rows:
         return []
@@ -153,6 +214,8 @@ def scale_out_section(rows: list[dict]) -> list[str]:
            "apart in the stream; with `--pace` they keep up with the topic, as a service "
            "does. Analysis: "
            "[benchmark notes](benchmark_notes.md), \"Scale-out\".", ""]
+    head = len(out)   # the figure goes here, once the tables have given its points
+    points: list[tuple] = []
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:   # runs from before member shares had whole windows
         policy = r.get("member_windows", "whole")
@@ -212,6 +275,14 @@ def scale_out_section(rows: list[dict]) -> list[str]:
             diff = ("—" if base_acc is None or k == 1 else
                     f"{100 * (statistics.mean(acc) - base_acc):+.1f} pp".replace("-", "−"))
             trained = sorted({r["trained"] for r in rs})
+            if policy == 0 and not pace and base_rate and base_acc is not None:
+                half_mean = _second_half(rs)
+                points.append((ncores, stream, (records, parts, producers, stamp, fetch_wait,
+                                                warm, fresh), k,
+                               statistics.mean(rate) / base_rate,
+                               100 * (statistics.mean(acc) - base_acc),
+                               None if half_mean is None or base_half is None
+                               else 100 * (half_mean - base_half)))
             out.append(f"| {k} | {len(rs)} | {statistics.mean(rate):,.0f} ({min(rate):,}–"
                        f"{max(rate):,}) | {ratio} | {statistics.mean(acc):.4f} "
                        f"({min(acc):.3f}–{max(acc):.3f}) | {diff} | "
@@ -219,6 +290,18 @@ def scale_out_section(rows: list[dict]) -> list[str]:
                        f"{', '.join(f'{t:,}' for t in trained)} |"
                        + (f" {_spread(rs)} |" if spread else "")
                        + (f" {_half_cells(rs, base_half, k)} |" if half else ""))
+    if img_dir is not None and points:
+        _plot_scale(points, Path(img_dir) / "scale_out.png")
+        out[head:head] = ["![members of one group: rate and accuracy against one member, per "
+                          "machine and stream](" + img_prefix + "scale_out.png)", "",
+                          "Each line is one setup of the default policy (the first table of "
+                          "each stream and machine below, and its variants of timestamps, "
+                          "fetch waits, warm-up and brokers), whatever its date: runs from "
+                          "before a fix stay in the plot as in the tables. Every run here "
+                          "predates the change of which partition owns which attribute "
+                          "(2026-11-27; the runs since are in the benchmark notes, \"Which "
+                          "partition owns which attribute\"). Paced runs are left out, as "
+                          "their producer sets the rate.", ""]
     cpu = cpu_lines([r for r in rows if not r.get("pace")])
     if cpu:
         out += ["", "### Where the CPU goes", "",
