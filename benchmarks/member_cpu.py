@@ -160,6 +160,8 @@ def run(k: int, values: list[bytes], partitions: int, hold_predictions: bool,
            **{name: round(spent[name] / n * 1e6, 1) for name, _, _ in PARTS},
            "hold_predictions": hold_predictions,
            "windows_closed": [int(m.runner.model.windows_closed) for m in members],
+           # per member: the members whose windows are in the union it predicts with
+           "union_members": [len(m.ensemble.members()) for m in members],
            "checkpoints": [int(m.runner.counters.get("checkpoints", 0)) for m in members],
            "learned": sum(m.runner.counters["learned"] for m in members),
            "checkpoint_ms_at_end": round(end_ms, 1),
