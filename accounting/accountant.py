@@ -471,7 +471,8 @@ class RoundCostTable:
         return float(self.table[-1])
 
     def cost(self, grad_abs) -> np.ndarray:
-        """Per-record costs for gradient magnitudes (clipped to g*), rounded up to the grid."""
+        """Per-record costs for gradients, by magnitude (``|g|`` clipped to g*), rounded up to
+        the grid: a signed gradient costs what its magnitude does."""
         g = check_finite_array("grad_abs", grad_abs, allow_empty=True)
         lookup = _grid_lookup()
         if lookup is not None:   # the same steps, compiled: one pass over the pool

@@ -45,6 +45,7 @@ from .encoding import RecordEncoder
 from .forest import Forest, complete_depth, complete_tree_layout, route_block, route_complete
 from .hist_splits import category_codes, grow_tree, histogram_sigma
 from .random_splits import random_complete_tree
+from .round_kernels import add_node_values, leaf_counts_sums
 
 __all__ = ["SGBDTConfig", "SGBDTEngine", "dp_init_score", "noisy_label_stats",
            "init_score_from_stats"]
@@ -487,7 +488,7 @@ class SGBDTEngine:
         g = self.gradients()
         np.clip(g, -c.grad_clip, c.grad_clip, out=g)
         if c.individual_filter:
-            cost = self.costs.cost(np.abs(g))
+            cost = self.costs.cost(g)   # (by magnitude)
         else:
             cost = np.full(len(self), self.costs.max_cost)
         cont = self.filter.step(cost)
@@ -499,7 +500,8 @@ class SGBDTEngine:
         forgets its contribution)."""
         c = self.config
         if c.max_trees is not None and len(self.forest) >= c.max_trees:
-            self.score -= self.forest.predict_tree(0, self.X)
+            f = self.forest
+            add_node_values(self.score, f.value[:f.max_nodes], f.apply(0, self.X), -1.0)
             self.forest.drop_oldest(1)
             self.trees_retired += 1
 
@@ -510,9 +512,8 @@ class SGBDTEngine:
         leaves = self.leaves_of(tree)
         n_leaves = leaves.size
         sampled = prep["sampled"]
-        leaf = self.pool_nodes(tree, prep)[sampled] - int(leaves[0])
-        counts = np.bincount(leaf, minlength=n_leaves).astype(np.float64)
-        sums = np.bincount(leaf, weights=prep["g"][sampled], minlength=n_leaves)
+        counts, sums = leaf_counts_sums(self.pool_nodes(tree, prep), int(leaves[0]), sampled,
+                                        prep["g"], n_leaves)
         # r2: the gradient share left to the leaves (all of 1 - r1 unless split histograms
         # were released in this round)
         r2 = 1.0 - c.r1 - prep.get("split_share", 0.0)
@@ -538,7 +539,9 @@ class SGBDTEngine:
             self.forest.set_values(t, self.leaves_of(tree), value)
             nodes = self.pool_nodes(tree, prep) if prep is not None else None
             if nodes is not None:   # the pool's routing through this tree, done once
-                self.score += self.forest.value[t * self.forest.max_nodes + nodes]
+                base = t * self.forest.max_nodes
+                add_node_values(self.score, self.forest.value[base:base + self.forest.max_nodes],
+                                nodes, 1.0)
             else:
                 self.score = self.score + self.forest.predict_tree(t, self.X)
         n_done = 0

@@ -147,6 +147,8 @@ def test_round_cost_lookup_never_undercharges(clip, grid, seed):
     idx = np.minimum(np.searchsorted(table.grid, capped, side="left"), grid - 1)
     np.testing.assert_array_equal(table.cost(g), table.table[idx])
     assert np.all(table.grid[idx] >= capped)
+    # a signed gradient costs what its magnitude does (S-GBDT passes its clipped gradients)
+    np.testing.assert_array_equal(table.cost(-g), table.table[idx])
 
 
 @pytest.mark.parametrize("order", [1.5, 2.5, 8.0, 58.0])
