@@ -1,0 +1,99 @@
+"""An S-GBDT round's pool-wide steps: the numpy forms against the compiled ones in use.
+
+Usage: python benchmarks/round_steps.py [--records N] [--repeats R] [--json]
+
+Trains S-GBDT (epsilon 1, ``n_trees=100, extra_trees=50, max_trees=150`` so that the forest is
+full and every round retires a tree) on ``--records`` Adult records (adult.data and
+adult.test, cycled; default 110,000: a full pool of 100,000), begins one round, draws its
+tree, and times, alternating in this process (best of ``--repeats`` calls, three times each):
+
+* ``leaf``: the leaf counts and gradient sums of the sampled records (``np.bincount`` of the
+  masked nodes, without and with weights; compiled: ``round_kernels.leaf_counts_sums``);
+* ``add``: the pool's scores plus the new tree's leaf values (compiled: ``add_node_values``);
+* ``retire``: the pool's scores minus the oldest tree's values, its route included (both
+  ``add`` and ``retire`` time a copy of the scores too, on both sides);
+* ``cost``: the per-record round cost of the gradients (with ``np.abs`` first, and without).
+
+Each pair is checked to give the same bits. Prints the pool size, the sampled records and
+per step ``numpy_ms`` and ``compiled_ms``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from _timing import best_of, emit  # a sibling: benchmarks/ is on sys.path
+
+from dpstream.models import SGBDTClassifier
+from dpstream.models.round_kernels import add_node_values, leaf_counts_sums
+from dpstream.stream import load_adult
+
+
+def _arg(name: str, default: int) -> int:
+    return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
+
+
+def main() -> None:
+    n, repeats = _arg("--records", 110_000), _arg("--repeats", 30)
+    X, y, schema = load_adult("all")
+    reps = -(-n // len(X))
+    model = SGBDTClassifier(schema=schema, epsilon=1.0, seed=0, n_trees=100, extra_trees=50,
+                            max_trees=150)
+    model.learn_many((X * reps)[:n], (y * reps)[:n])
+    e, f = model.engine, model.engine.forest
+    prep = e.begin_round()
+    tree = e.draw_tree(prep)
+    nodes, leaves = e.pool_nodes(tree, prep), e.leaves_of(tree)
+    first, n_leaves = int(leaves[0]), leaves.size
+    sampled, g = prep["sampled"], prep["g"]
+    oldest = f.value[:f.max_nodes]
+
+    def numpy_leaf():
+        leaf = nodes[sampled] - first
+        return (np.bincount(leaf, minlength=n_leaves).astype(np.float64),
+                np.bincount(leaf, weights=g[sampled], minlength=n_leaves))
+
+    def compiled_leaf():
+        return leaf_counts_sums(nodes, first, sampled, g, n_leaves)
+
+    def numpy_add():
+        s = e.score.copy()
+        s += oldest[nodes]
+        return s
+
+    def compiled_add():
+        s = e.score.copy()
+        add_node_values(s, oldest, nodes, 1.0)
+        return s
+
+    def numpy_retire():
+        s = e.score.copy()
+        s -= f.predict_tree(0, e.X)
+        return s
+
+    def compiled_retire():
+        s = e.score.copy()
+        add_node_values(s, oldest, f.apply(0, e.X), -1.0)
+        return s
+
+    pairs = {"leaf": (numpy_leaf, compiled_leaf), "add": (numpy_add, compiled_add),
+             "retire": (numpy_retire, compiled_retire),
+             "cost": (lambda: e.costs.cost(np.abs(g)), lambda: e.costs.cost(g))}
+    out: dict = {"pool": len(e), "sampled": int(sampled.sum()), "trees": len(f)}
+    for name, (a, b) in pairs.items():
+        ra, rb = a(), b()
+        ra, rb = (r if isinstance(r, tuple) else (r,) for r in (ra, rb))
+        if not all(np.array_equal(u, v) for u, v in zip(ra, rb, strict=True)):
+            raise AssertionError(f"{name}: the compiled step differs from the numpy form")
+        ta, tb = [], []
+        for _ in range(3):
+            ta.append(best_of(a, repeats))
+            tb.append(best_of(b, repeats))
+        out[f"{name}_numpy_ms"] = round(min(ta) * 1e3, 3)
+        out[f"{name}_compiled_ms"] = round(min(tb) * 1e3, 3)
+    emit(out)
+
+
+if __name__ == "__main__":
+    main()
