@@ -9,7 +9,7 @@ tree, and times, alternating in this process (best of ``--repeats`` calls, three
 
 * ``leaf``: the leaf counts and gradient sums of the sampled records (``np.bincount`` of the
   masked nodes, without and with weights; compiled: ``round_kernels.leaf_counts_sums``);
-* ``add``: the pool's scores plus the new tree's leaf values (compiled: ``add_node_values``);
+* ``add``: the pool's scores plus a tree's leaf values (compiled: ``Forest.add_tree_values``);
 * ``retire``: the pool's scores minus the oldest tree's values, its route included (both
   ``add`` and ``retire`` time a copy of the scores too, on both sides);
 * ``cost``: the per-record round cost of the gradients (with ``np.abs`` first, and without).
@@ -26,7 +26,7 @@ import numpy as np
 from _timing import best_of, emit  # a sibling: benchmarks/ is on sys.path
 
 from dpstream.models import SGBDTClassifier
-from dpstream.models.round_kernels import add_node_values, leaf_counts_sums
+from dpstream.models.round_kernels import leaf_counts_sums
 from dpstream.stream import load_adult
 
 
@@ -64,7 +64,7 @@ def main() -> None:
 
     def compiled_add():
         s = e.score.copy()
-        add_node_values(s, oldest, nodes, 1.0)
+        f.add_tree_values(s, 0, nodes)
         return s
 
     def numpy_retire():
@@ -74,7 +74,7 @@ def main() -> None:
 
     def compiled_retire():
         s = e.score.copy()
-        add_node_values(s, oldest, f.apply(0, e.X), -1.0)
+        f.add_tree_values(s, 0, f.apply(0, e.X), -1.0)
         return s
 
     pairs = {"leaf": (numpy_leaf, compiled_leaf), "add": (numpy_add, compiled_add),

@@ -31,6 +31,7 @@ try:   # compiled routing (numba); the numpy routing below gives the same result
     from .routing import route_block, route_complete, sum_block, sum_one
 except ImportError:   # pragma: no cover - numba is a dependency
     route_block = route_complete = sum_block = sum_one = None
+from .round_kernels import add_node_values
 
 __all__ = ["Forest", "complete_tree_layout", "complete_depth"]
 
@@ -216,6 +217,16 @@ class Forest:
             start = np.full((Xc.shape[0], 1), base, dtype=np.int32)
             out[s:s + Xc.shape[0]] = self._route(Xc, start)[:, 0] - base
         return out
+
+    def add_tree_values(self, score: np.ndarray, tree: int, nodes: np.ndarray,
+                        sign: float = 1.0) -> None:
+        """``score += sign * value`` of the local node each row reached in one tree
+        (``nodes``, as :meth:`apply` gives them), in place and without a gathered
+        temporary; ``sign=-1.0`` takes a retired tree's values away. The same bits as
+        ``score += predict_tree(tree, X)`` (or ``-=``)."""
+        base = self._base(tree)
+        add_node_values(score, self.value[base:base + self.max_nodes],
+                        np.asarray(nodes, dtype=np.int64), float(sign))
 
     def predict_tree(self, tree: int, X: np.ndarray) -> np.ndarray:
         """Value of the node each row reaches in one tree."""

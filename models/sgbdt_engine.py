@@ -45,7 +45,7 @@ from .encoding import RecordEncoder
 from .forest import Forest, complete_depth, complete_tree_layout, route_block, route_complete
 from .hist_splits import category_codes, grow_tree, histogram_sigma
 from .random_splits import random_complete_tree
-from .round_kernels import add_node_values, leaf_counts_sums
+from .round_kernels import leaf_counts_sums
 
 __all__ = ["SGBDTConfig", "SGBDTEngine", "dp_init_score", "noisy_label_stats",
            "init_score_from_stats"]
@@ -500,8 +500,7 @@ class SGBDTEngine:
         forgets its contribution)."""
         c = self.config
         if c.max_trees is not None and len(self.forest) >= c.max_trees:
-            f = self.forest
-            add_node_values(self.score, f.value[:f.max_nodes], f.apply(0, self.X), -1.0)
+            self.forest.add_tree_values(self.score, 0, self.forest.apply(0, self.X), -1.0)
             self.forest.drop_oldest(1)
             self.trees_retired += 1
 
@@ -539,9 +538,7 @@ class SGBDTEngine:
             self.forest.set_values(t, self.leaves_of(tree), value)
             nodes = self.pool_nodes(tree, prep) if prep is not None else None
             if nodes is not None:   # the pool's routing through this tree, done once
-                base = t * self.forest.max_nodes
-                add_node_values(self.score, self.forest.value[base:base + self.forest.max_nodes],
-                                nodes, 1.0)
+                self.forest.add_tree_values(self.score, t, nodes)
             else:
                 self.score = self.score + self.forest.predict_tree(t, self.X)
         n_done = 0

@@ -58,3 +58,26 @@ def test_the_round_steps_benchmark_checks_and_times_each_step():
     assert res["trees"] == 150 and 0 < res["sampled"] < res["pool"] <= 3000, res
     for step in ("leaf", "add", "retire", "cost"):
         assert res[f"{step}_numpy_ms"] > 0 and res[f"{step}_compiled_ms"] > 0, res
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_forest_adds_or_takes_away_one_trees_values_as_predict_tree_does(sign):
+    """``Forest.add_tree_values`` reads the tree at its own offset (here the third of three)."""
+    from dpstream.models.forest import Forest, complete_tree_layout
+
+    rng = np.random.default_rng(3)
+    forest = Forest(max_nodes=15, max_depth=3)
+    n, internal, leaves = complete_tree_layout(3)
+    for _ in range(3):
+        feature = rng.integers(0, 4, size=n).astype(np.int32)
+        threshold = rng.normal(size=n)
+        left = np.arange(n)
+        left[internal] = 2 * internal + 1
+        feature[leaves], threshold[leaves] = 0, np.inf
+        forest.add_tree(feature=feature, threshold=threshold, left=left,
+                        value=_floats(rng, n))
+    X = rng.normal(size=(500, 4))
+    score = _floats(rng, 500)
+    want = score + sign * forest.predict_tree(2, X)
+    forest.add_tree_values(score, 2, forest.apply(2, X), sign)
+    assert np.array_equal(score, want)
