@@ -28,9 +28,17 @@ from __future__ import annotations
 import numpy as np
 
 try:   # compiled routing (numba); the numpy routing below gives the same results without it
-    from .routing import route_block, route_complete, sum_block, sum_one
+    from .routing import (
+        route_block,
+        route_complete,
+        sum_block,
+        sum_block_parts,
+        sum_one,
+        sum_one_parts,
+    )
 except ImportError:   # pragma: no cover - numba is a dependency
-    route_block = route_complete = sum_block = sum_one = None
+    route_block = route_complete = sum_block = sum_block_parts = sum_one = None
+    sum_one_parts = None
 from .round_kernels import add_node_values
 
 __all__ = ["Forest", "complete_tree_layout", "complete_depth"]
@@ -265,6 +273,44 @@ class Forest:
             out[s:s + g.shape[0]] = self.value.take(g).sum(axis=1)
         return out
 
+    def predict_sum_parts(self, X: np.ndarray, slots: np.ndarray,
+                          n_slots: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`predict_sum`, and each row's sum over the trees of each slot (``slots[t]``:
+        the slot of tree ``t``): ``(totals, parts)``, parts of shape ``(rows, n_slots)``.
+
+        The totals are :meth:`predict_sum`'s bit for bit; a slot sums its trees in their
+        order from 0.0, so adding a later tree's value to it later gives the same bits as
+        summing again.
+
+        >>> f = Forest(max_nodes=1, max_depth=0)
+        >>> for v in (1.0, 2.0, 4.0):
+        ...     _ = f.add_tree(feature=[0], threshold=[np.inf], left=[0], value=[v])
+        >>> total, parts = f.predict_sum_parts(np.zeros((1, 1)), np.array([0, 0, 1]), 2)
+        >>> total.tolist(), parts.tolist()
+        ([7.0], [[3.0, 4.0]])
+        """
+        slots = np.asarray(slots, dtype=np.int64)
+        if slots.shape != (self.n_trees,) or (slots.size and not
+                                              0 <= slots.min() <= slots.max() < n_slots):
+            raise ValueError(f"slots must give each of the {self.n_trees} trees a slot in "
+                             f"[0, {n_slots})")
+        m = np.shape(X)[0]
+        if self.n_trees == 0 or m == 0:
+            return np.zeros(m), np.zeros((m, n_slots))
+        if sum_block_parts is not None:
+            X = _floats(X)
+            if X.ndim != 2:
+                raise ValueError("X must be a 2-d array of encoded records")
+            roots = np.arange(self.n_trees, dtype=np.int64) * self.max_nodes
+            return sum_block_parts(X, roots, self.depths[:self.n_trees], self.feature,
+                                   self.threshold, self.left, self.value, self.max_depth,
+                                   slots, int(n_slots))
+        values = self.leaf_values(X)
+        parts = np.zeros((m, n_slots))
+        for t in range(self.n_trees):   # the slot sums in tree order, as the kernel adds
+            parts[:, slots[t]] += values[:, t]
+        return self.predict_sum(X), parts
+
     def leaf_values(self, X: np.ndarray) -> np.ndarray:
         """The value each row reaches in each tree, shape ``(rows, trees)`` (e.g. votes)."""
         return self.value.take(self.nodes(X))
@@ -298,6 +344,21 @@ class Forest:
                                  self.feature, self.threshold, self.left, self.value,
                                  self.max_depth))
         return float(self.value.take(self.nodes_one(row)).sum())
+
+    def predict_sum_parts_one(self, row: np.ndarray, slots: np.ndarray,
+                              n_slots: int) -> tuple[float, np.ndarray]:
+        """:meth:`predict_sum_parts` of one encoded row (a 1-d array): ``(total, parts)``,
+        the total :meth:`predict_sum_one`'s bit for bit."""
+        if self.n_trees == 0:
+            return 0.0, np.zeros(n_slots)
+        if sum_one_parts is not None:
+            total, parts = sum_one_parts(_floats(row), self.n_trees, self.max_nodes,
+                                         self.depths, self.feature, self.threshold, self.left,
+                                         self.value, self.max_depth,
+                                         np.asarray(slots, dtype=np.int64), int(n_slots))
+            return float(total), parts
+        total, parts = self.predict_sum_parts(np.asarray(row)[None, :], slots, n_slots)
+        return self.predict_sum_one(row), parts[0]
 
     def to_dict(self) -> dict:
         """Plain-list state (JSON-friendly)."""

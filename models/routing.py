@@ -36,6 +36,14 @@ Examples
 [-1.0, 2.0, 2.0]
 >>> sum_one(X[1], 1, 3, depths, feature, threshold, left, value, 1)
 2.0
+>>> total, parts = sum_block_parts(X, roots, depths, feature, threshold, left, value, 1,
+...                                np.array([1]), 2)   # the tree counts in slot 1 of 2
+>>> total.tolist(), parts.tolist()
+([-1.0, 2.0, 2.0], [[0.0, -1.0], [0.0, 2.0], [0.0, 2.0]])
+>>> one, part = sum_one_parts(X[1], 1, 3, depths, feature, threshold, left, value, 1,
+...                           np.array([1]), 2)
+>>> one, part.tolist()
+(2.0, [0.0, 2.0])
 >>> route_complete(X, 0, feature, threshold, 1).tolist()
 [1, 2, 2]
 """
@@ -45,7 +53,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["route_block", "route_complete", "sum_block", "sum_one"]
+__all__ = ["route_block", "route_complete", "sum_block", "sum_block_parts", "sum_one",
+           "sum_one_parts"]
 
 
 #: trees walked side by side: independent walks overlap in the CPU instead of each waiting on
@@ -181,6 +190,62 @@ def sum_block(X, roots, depths, feature, threshold, left, value, depth):   # pra
     return out
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _add_group_parts(s, p, x, roots, slots, t0, nb, d, feature, threshold, left, value, depth,
+                     g):   # pragma: no cover - compiled
+    # _add_group, each value also added to its tree's slot of the row's parts ``p``
+    for b in range(nb):
+        g[b] = roots[t0 + b]
+    if d >= 0:
+        for _ in range(d):
+            for b in range(nb):
+                gb = _U(g[b])
+                g[b] = np.int64(_TWO * gb + _ONE - _U(roots[t0 + b])
+                                + _U(not (x[_U(feature[gb])] <= threshold[gb])))
+    else:
+        for _ in range(depth):
+            for b in range(nb):
+                g[b] = _step(x, g[b], feature, threshold, left)
+    # a slot's sum is carried in a register while consecutive trees share it (a block
+    # holds many trees): the same additions in the same order as adding to p directly
+    cur = _U(slots[t0])
+    acc = p[cur]
+    for b in range(nb):
+        v = value[_U(g[b])]
+        s += v
+        slot = _U(slots[t0 + b])
+        if slot != cur:
+            p[cur] = acc
+            cur = slot
+            acc = p[cur]
+        acc += v
+    p[cur] = acc
+    return s
+
+
+@njit(cache=True, nogil=True)
+def sum_block_parts(X, roots, depths, feature, threshold, left, value, depth, slots,
+                    n_slots):   # pragma: no cover - compiled
+    """:func:`sum_block`, and per row the sum of each *slot*'s trees (``slots[t]``: the slot
+    of root ``t``, in ``0 .. n_slots - 1``): ``(totals, parts)``, parts of shape ``(rows,
+    n_slots)``. The totals are :func:`sum_block`'s bit for bit; each slot sums its trees in
+    root order from 0.0 (S-GBDT keeps a block of trees per slot and retires a block by
+    subtracting its slot)."""
+    m, k = X.shape[0], roots.shape[0]
+    out = np.zeros(m)
+    parts = np.zeros((m, n_slots))
+    g = np.empty(_LANES, dtype=np.int64)
+    for i0 in range(0, m, _ROW_LANES):
+        i1 = min(i0 + _ROW_LANES, m)
+        for t0 in range(0, k, _LANES):
+            nb = min(_LANES, k - t0)
+            d = _group_depth(depths, t0, nb)
+            for i in range(i0, i1):
+                out[i] = _add_group_parts(out[i], parts[i], X[i], roots, slots, t0, nb, d,
+                                          feature, threshold, left, value, depth, g)
+    return out, parts
+
+
 @njit(cache=True, nogil=True)
 def sum_one(row, n_trees, stride, depths, feature, threshold, left, value,
             depth):   # pragma: no cover - compiled
@@ -189,3 +254,19 @@ def sum_one(row, n_trees, stride, depths, feature, threshold, left, value,
     roots = np.arange(n_trees) * stride
     g = np.empty(_LANES, dtype=np.int64)
     return _sum_roots(row, roots, depths, feature, threshold, left, value, depth, g)
+
+
+@njit(cache=True, nogil=True)
+def sum_one_parts(row, n_trees, stride, depths, feature, threshold, left, value, depth, slots,
+                  n_slots):   # pragma: no cover - compiled
+    """:func:`sum_one` (bit for bit) and the row's per-slot sums, as
+    :func:`sum_block_parts` gives them: ``(total, parts)``."""
+    roots = np.arange(n_trees) * stride
+    g = np.empty(_LANES, dtype=np.int64)
+    parts = np.zeros(n_slots)
+    s = 0.0
+    for t0 in range(0, n_trees, _LANES):
+        nb = min(_LANES, n_trees - t0)
+        s = _add_group_parts(s, parts, row, roots, slots, t0, nb, _group_depth(depths, t0, nb),
+                             feature, threshold, left, value, depth, g)
+    return s, parts

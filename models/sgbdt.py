@@ -52,7 +52,8 @@ class _SGBDTBase(base.Estimator):
     # subclass signature); the base only stores them
     _PARAMS = ("epsilon", "delta", "n_trees", "extra_trees", "depth", "learning_rate",
                "subsample", "grad_clip", "label_clip", "init_share", "leaf_noise_split", "l2",
-               "round_size", "pool_rounds", "max_active", "max_trees", "accountant",
+               "round_size", "pool_rounds", "max_active", "max_trees", "retire_block",
+               "accountant",
                "dynamic_leaf_noise", "individual_filter", "numeric_weight",
                "cyclical_features", "drift",
                "drift_share", "drift_window", "min_leaf_records", "split_levels",
@@ -75,7 +76,11 @@ class _SGBDTBase(base.Estimator):
         # each buffered record's raw score from predict_one (None: not predicted). Rounds run
         # only at a flush, which empties the buffer, so these stay the forest's scores
         self._buffer_raw: list[float | None] = []
-        self._last: tuple | None = None   # (x, copy of x, row, raw): predict_one's work
+        # each buffered record's per-block tree sums from scoring (block retirement; None:
+        # not kept, the flush sums them). Derived: never saved in a checkpoint
+        self._buffer_parts: list[np.ndarray | None] = []
+        # (x, copy of x, row, raw, per-block sums): predict_one's work
+        self._last: tuple | None = None
         # predict_many's work on a list of records, for learn_stream (sgbdt_stream.reuse)
         self._last_many: tuple | None = None
         self.records_seen = 0
@@ -93,13 +98,16 @@ class _SGBDTBase(base.Estimator):
                               ("split_decay", 0.99)):
             state.setdefault(name, default)   # models pickled before split selection
         state.setdefault("pool_rounds", None)   # before the growing schedule: a fixed one
+        state.setdefault("retire_block", 1)     # before block retirement: one at a time
         state["_last"] = state["_last_many"] = None
         state.setdefault("_buffer_raw", [None] * len(state["_buffer_y"]))
+        state["_buffer_parts"] = [None] * len(state["_buffer_y"])
         self.__dict__.update(state)
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_last"] = state["_last_many"] = None
+        state["_buffer_parts"] = None   # derived from the rows and the forest
         # buffered rows that are arrays (scored, or views from learn_stream) are saved as the
         # lists learn_one buffers, so checkpoints keep one compact form
         state["_buffer_X"] = [r.tolist() if type(r) is np.ndarray else r
@@ -151,6 +159,17 @@ class _SGBDTBase(base.Estimator):
             if max_trees < self.n_trees + self.extra_trees:
                 raise ValueError(f"max_trees ({max_trees}) must be >= n_trees + extra_trees "
                                  f"({self.n_trees + self.extra_trees}), or None")
+        retire_block = 1
+        if max_trees is not None:
+            if self.retire_block is None:
+                retire_block = max(1, max_trees // 10)
+            else:
+                retire_block = integer("retire_block", 1)
+                if retire_block > max_trees:
+                    raise ValueError(f"retire_block ({retire_block}) must be <= max_trees "
+                                     f"({max_trees})")
+        elif self.retire_block is not None:
+            integer("retire_block", 1)
         return SGBDTConfig(
             loss=self._loss, epsilon=real("epsilon", 0), delta=real("delta", 0, 1),
             n_trees=integer("n_trees", 1), extra_trees=integer("extra_trees", 0),
@@ -163,6 +182,7 @@ class _SGBDTBase(base.Estimator):
             individual_filter=bool(self.individual_filter),
             numeric_weight=real("numeric_weight", 0, lo_open=False),
             cyclical_features=bool(self.cyclical_features), max_trees=max_trees,
+            retire_block=retire_block,
             drift_share=drift_share, min_leaf_records=min_leaf,
             split_levels=integer("split_levels", 0),
             split_share=real("split_share", 0, 1) if self.split_levels else 0.0,
@@ -183,11 +203,14 @@ class _SGBDTBase(base.Estimator):
             X = np.array(self._buffer_X, dtype=np.float64)
             y = np.array(self._buffer_y, dtype=np.float64)
             raw = self._buffer_raw
-            known = None
+            known = parts = None
             if None not in raw:
                 known = np.array(raw, dtype=np.float64)
+                if not any(p is None for p in self._buffer_parts):
+                    parts = np.array(self._buffer_parts, dtype=np.float64)
             self._buffer_X, self._buffer_y, self._buffer_raw = [], [], []
-            self.engine.add(X, y, raw=known)
+            self._buffer_parts = []
+            self.engine.add(X, y, raw=known, parts=parts)
             self.engine.evict_oldest(self.max_active)
 
     # ------------------------------------------------------------ learning
@@ -205,19 +228,21 @@ class _SGBDTBase(base.Estimator):
         """
         last, self._last = self._last, None
         if last is not None and last[0] is x and last[1] == x:
-            row, raw = last[2], last[3]   # predict_one just validated and scored this record
+            # predict_one just validated and scored this record
+            row, raw, parts = last[2], last[3], last[4]
         else:
-            row, raw = self._encoder._row(x), None
+            row, raw, parts = self._encoder._row(x), None, None
         target = self._encoder.encode_target_one(y)
         if self._drift is not None:
             if raw is None:
-                row, raw = self._scored_row(row)
+                row, raw, parts = self._scored_row(row)
             if self._drift.update(self._loss_of(raw, target)):
                 self._new_generation()
-                raw = None   # scored by the retired trees
+                raw = parts = None   # scored by the retired trees
         self._buffer_X.append(row)
         self._buffer_y.append(target)
         self._buffer_raw.append(raw)
+        self._buffer_parts.append(parts)
         self.records_seen += 1
         if len(self._buffer_y) >= self._round_interval():
             self._flush()
@@ -300,24 +325,28 @@ class _SGBDTBase(base.Estimator):
 
     # ------------------------------------------------------------ predicting
     def _raw_one(self, x: Mapping) -> float:
-        row, raw = self._scored_row(self._encoder._row(x))
-        self._last = (x, dict(x), row, raw)
+        row, raw, parts = self._scored_row(self._encoder._row(x))
+        self._last = (x, dict(x), row, raw, parts)
         return raw
 
-    def _scored_row(self, row: list[float]) -> tuple[list[float] | np.ndarray, float]:
-        """An encoded row's raw score, with the row as the array scoring built (``learn_one``
-        buffers that, so a flush need not convert the list again)."""
+    def _scored_row(self, row: list[float]) -> tuple[list[float] | np.ndarray, float,
+                                                     np.ndarray | None]:
+        """An encoded row's raw score (and, with block retirement, its per-block sums), with
+        the row as the array scoring built (``learn_one`` buffers that, so a flush need not
+        convert the list again)."""
         if self._engine is None:
-            return row, 0.0
-        engine = self._engine
+            return row, 0.0, None
         arr = np.array(row)
-        return arr, engine.base_score + engine.forest.predict_sum_one(arr)
+        raw, parts = self._engine.raw_score_parts_one(arr)
+        return arr, raw, parts
 
     def _raw_many(self, X: Any) -> np.ndarray:
         Xe = self._encoder.encode_many(X)
-        raw = np.zeros(Xe.shape[0]) if self._engine is None else self._engine.raw_scores(Xe)
+        raw, parts = np.zeros(Xe.shape[0]), None
+        if self._engine is not None:
+            raw, parts = self._engine.raw_scores_parts(Xe)
         if type(X) is list:   # learn_stream of these records may reuse the work
-            self._last_many = (X, [dict(x) for x in X], Xe, raw, self._score_state())
+            self._last_many = (X, [dict(x) for x in X], Xe, raw, self._score_state(), parts)
         return raw
 
     def _score_state(self) -> tuple:
@@ -473,7 +502,8 @@ class SGBDTRegressor(RawScoreRegressor, _SGBDTBase, base.Regressor):
                  leaf_noise_split: float = 0.05, l2: float = 15.0,
                  round_size: int = 32, pool_rounds: int | None = POOL_ROUNDS,
                  max_active: int = 100_000,
-                 max_trees: int | None = 1000, accountant: str = "tight",
+                 max_trees: int | None = 1000, retire_block: int | None = None,
+                 accountant: str = "tight",
                  dynamic_leaf_noise: bool = True, individual_filter: bool = True,
                  numeric_weight: float = 1.0, cyclical_features: bool = False,
                  drift: bool = True, drift_share: float = 0.05, drift_window: int | None = None,
@@ -525,7 +555,8 @@ class SGBDTClassifier(RawScoreBinaryClassifier, _SGBDTBase, base.Classifier):
                  leaf_noise_split: float = 0.05, l2: float = 15.0,
                  round_size: int = 32, pool_rounds: int | None = POOL_ROUNDS,
                  max_active: int = 100_000,
-                 max_trees: int | None = 1000, accountant: str = "tight",
+                 max_trees: int | None = 1000, retire_block: int | None = None,
+                 accountant: str = "tight",
                  dynamic_leaf_noise: bool = True, individual_filter: bool = True,
                  numeric_weight: float = 1.0, cyclical_features: bool = False,
                  drift: bool = True, drift_share: float = 0.05, drift_window: int | None = None,

@@ -86,6 +86,13 @@ PARAMS_DOC = """
         pool's scores drop its contribution, so later rounds fit what it carried). Retiring is
         post-processing and costs no privacy; it keeps prediction and round time flat on an
         endless stream. ``None``: unbounded. Must be at least ``n_trees + extra_trees``.
+    retire_block
+        With ``max_trees``: trees retire in blocks of this many, the oldest block when
+        ``max_trees`` are kept, so the forest holds ``max_trees - retire_block + 1`` to
+        ``max_trees`` trees. Each pool record keeps one sum of tree values per block, so a
+        block leaves the pool's scores by a subtraction, not a route of the pool through each
+        retired tree (docs/sgbdt.md, "Trees retire in blocks"). ``None`` (default):
+        ``max_trees // 10`` (at least 1); 1 retires one tree per round, as before.
     accountant
         ``"tight"`` (exact subsampled-Gaussian RDP, default) or ``"zhu-wang"`` (the paper's).
     dynamic_leaf_noise

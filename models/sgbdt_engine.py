@@ -20,6 +20,12 @@ training round (:meth:`SGBDTEngine.round`):
 7. the pool's scores move by the new tree, and records that cannot afford even the cheapest
    round leave memory for good.
 
+With ``max_trees`` the oldest trees retire (post-processing), in *blocks* of ``retire_block``
+trees (:meth:`SGBDTEngine.retire_if_full`): each pool record keeps, per block of live trees,
+the sum of those trees' values at the record (``parts``; the arrival scoring computes it with
+the raw score, and each round adds the new tree's value), so a retiring block leaves the pool's
+scores by one subtraction instead of routing every pool record through each retired tree.
+
 The number of rounds never depends on the data (a fixed count in batch, one per ``round_size``
 arrivals in a stream), and which records take part depends only on each record's own spend, so
 Theorem 8 applies to any number of rounds: no record's RDP at order alpha-hat ever passes the
@@ -89,6 +95,8 @@ class SGBDTConfig:
     split_share: float = 0.0
     split_bins: int = 32
     split_decay: float = 0.0
+    #: trees retire in blocks of this many once ``max_trees`` are kept (1: one at a time)
+    retire_block: int = 1
 
     @property
     def epsilon_init(self) -> float:
@@ -215,6 +223,15 @@ class SGBDTEngine:
         self.records_evicted = 0
         self.trees_retired = 0
         self.split_memory: dict = {}   # decayed sum of released root histograms
+        # block retirement (module docstring): tree number s (in order of addition) belongs
+        # to block s // retire_block, kept in slot (s // retire_block) % n_slots of ``_parts``
+        # (one row per pool row, column-major, the capacity of ``_X``; None after a restore
+        # until it is summed again: derived data, never saved)
+        self.retire_block = int(c.retire_block) if c.max_trees is not None else 1
+        self.n_slots = (c.max_trees // self.retire_block + 2) if self.retire_block > 1 else 0
+        self.tree_serial = 0   # trees added so far
+        self._parts: np.ndarray | None = (np.zeros((0, self.n_slots), order="F")
+                                          if self.retire_block > 1 else None)
 
     # ------------------------------------------------------------------ scores
     @property
@@ -225,6 +242,42 @@ class SGBDTEngine:
 
     def raw_scores(self, X: np.ndarray) -> np.ndarray:
         return self.base_score + self.forest.predict_sum(X)
+
+    def raw_scores_parts(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """:meth:`raw_scores` (bit for bit) and, with block retirement, each row's per-block
+        sums for :meth:`add` (``None`` without)."""
+        if self.retire_block <= 1:
+            return self.raw_scores(X), None
+        total, parts = self.forest.predict_sum_parts(X, self._slots(), self.n_slots)
+        return self.base_score + total, parts
+
+    def raw_score_parts_one(self, row: np.ndarray) -> tuple[float, np.ndarray | None]:
+        """:meth:`raw_scores_parts` of one encoded row (1-d)."""
+        if self.retire_block <= 1:
+            return self.base_score + self.forest.predict_sum_one(row), None
+        total, parts = self.forest.predict_sum_parts_one(row, self._slots(), self.n_slots)
+        return self.base_score + total, parts
+
+    def _slots(self) -> np.ndarray:
+        """The ``_parts`` slot of each live tree, oldest first."""
+        first = self.tree_serial - len(self.forest)
+        return ((first + np.arange(len(self.forest))) // self.retire_block) % self.n_slots
+
+    def _ensure_parts(self) -> None:
+        """Sum the pool's per-block parts again after a restore (the same bits as the sums
+        kept along the way: each slot adds its trees' values in their order from 0.0)."""
+        if self.retire_block > 1 and self._parts is None:
+            parts = np.zeros((self._X.shape[0], self.n_slots), order="F")
+            parts[:self._n] = self.forest.predict_sum_parts(self.X, self._slots(),
+                                                            self.n_slots)[1]
+            self._parts = parts
+
+    @property
+    def parts(self) -> np.ndarray | None:
+        """Each pool record's sum of each live block's tree values (a view, one column per
+        slot; ``None`` without block retirement)."""
+        self._ensure_parts()
+        return None if self._parts is None else self._parts[:self._n]
 
     # -------------------------------------------------------------------- pool
     def __len__(self) -> int:
@@ -241,7 +294,8 @@ class SGBDTEngine:
         # columns) and without spare capacity: checkpoints stay small and fast
         state["_X"] = self.encoder.compact(self._X[:self._n])
         state["_last_round"] = None   # a diagnostic of the round just run: not worth a pool's
-        return state                  # size in every checkpoint
+        state["_parts"] = None        # size in every checkpoint; the block sums are summed
+        return state                  # again on restore (_ensure_parts)
 
     @property
     def last_round(self) -> dict[str, np.ndarray]:
@@ -261,6 +315,9 @@ class SGBDTEngine:
                               ("init_stats", [0.0, float(INIT_TARGET)]),
                               ("generation", 0), ("records_dropped", 0),
                               ("generation_start", 0), ("split_memory", {}),
+                              # checkpoints from before block retirement: one tree at a time
+                              ("retire_block", 1), ("n_slots", 0), ("_parts", None),
+                              ("tree_serial", len(state["forest"]) + state["trees_retired"]),
                               # checkpoints from before the initial score was charged in
                               # the filter: their bound is rho_max, the release paid apart
                               ("init_in_filter", False)):
@@ -271,18 +328,32 @@ class SGBDTEngine:
             state["codes"] = category_codes(state["encoder"], state["_X"][:state["_n"]])
         self.__dict__.update(state)
 
-    def add(self, X: np.ndarray, y: np.ndarray, raw: np.ndarray | None = None) -> None:
+    def add(self, X: np.ndarray, y: np.ndarray, raw: np.ndarray | None = None,
+            parts: np.ndarray | None = None) -> None:
         """Records enter the pool with a full individual budget. ``raw``: their current raw
-        scores when the caller already has them (predict_one computed them on this forest)."""
+        scores when the caller already has them (predict_one computed them on this forest);
+        ``parts``: their per-block sums likewise (:meth:`raw_scores_parts`), with block
+        retirement — else both are computed here."""
         if X.shape[0] == 0:
             return
         n, m = self._n, X.shape[0]
+        if self.retire_block > 1:
+            self._ensure_parts()
+            if parts is None:
+                total, parts = self.raw_scores_parts(X)
+                raw = total if raw is None else raw
         if n + m > self._X.shape[0]:   # grow geometrically: amortised O(1) per record
             grown = np.zeros((max(2 * self._X.shape[0], n + m, 1024), self._X.shape[1]),
                              order="F")
             grown[:n] = self._X[:n]
             self._X = grown
+            if self._parts is not None:
+                grown = np.zeros((self._X.shape[0], self.n_slots), order="F")
+                grown[:n] = self._parts[:n]
+                self._parts = grown
         self._X[n:n + m] = X
+        if self._parts is not None:
+            self._parts[n:n + m] = parts
         self._n = n + m
         self.y = np.concatenate((self.y, y))
         self.score = np.concatenate((self.score, self.raw_scores(X) if raw is None else raw))
@@ -321,9 +392,14 @@ class SGBDTEngine:
         movers = np.flatnonzero(keep[k:n]) + k
         self._X[holes] = self._X[movers]
         self._X[k:n] = 0.0   # removed records leave memory, not just the index range
+        if self._parts is not None:
+            self._parts[holes] = self._parts[movers]
+            self._parts[k:n] = 0.0
         self._n = k
         if k < self._X.shape[0] // 4 and self._X.shape[0] > 1024:
             self._X = self._X[:max(2 * k, 1024)].copy(order="F")
+            if self._parts is not None:
+                self._parts = self._parts[:self._X.shape[0]].copy(order="F")
         for name in ("y", "score", "ids", "codes"):
             values = getattr(self, name)
             values[holes] = values[movers]
@@ -398,6 +474,8 @@ class SGBDTEngine:
         retired = len(self.forest)
         self.forest.drop_oldest(retired)
         self.trees_retired += retired
+        if self._parts is not None:
+            self._parts[:] = 0.0   # no live tree: every block sum is empty
         old = self.ids < keep_from
         dropped = int(old.sum())
         if dropped:
@@ -497,12 +575,25 @@ class SGBDTEngine:
 
     def retire_if_full(self) -> None:
         """Retire the oldest tree when ``max_trees`` are kept (post-processing: the pool
-        forgets its contribution)."""
+        forgets its contribution) — with ``retire_block`` > 1 the oldest block of trees, whose
+        values leave the pool's scores with its slot of ``parts``: the forest then holds
+        between ``max_trees - retire_block + 1`` and ``max_trees`` trees."""
         c = self.config
-        if c.max_trees is not None and len(self.forest) >= c.max_trees:
+        if c.max_trees is None or len(self.forest) < c.max_trees:
+            return
+        if self.retire_block <= 1:
             self.forest.add_tree_values(self.score, 0, self.forest.apply(0, self.X), -1.0)
             self.forest.drop_oldest(1)
             self.trees_retired += 1
+            return
+        self._ensure_parts()
+        b, first = self.retire_block, self.tree_serial - len(self.forest)
+        k = min(len(self.forest), b - first % b)   # the live trees of the oldest block
+        slot = (first // b) % self.n_slots
+        self.score -= self._parts[:self._n, slot]
+        self._parts[:, slot] = 0.0
+        self.forest.drop_oldest(k)
+        self.trees_retired += k
 
     def noisy_leaf_stats(self, tree, prep: dict) -> tuple[np.ndarray | None, np.ndarray]:
         """DPLeaf's releases for every leaf of ``tree`` (Alg. 4): the noisy count (dynamic leaf
@@ -533,14 +624,20 @@ class SGBDTEngine:
         pool's scores, and let records that cannot afford another round go."""
         c = self.config
         if value is not None:
+            self._ensure_parts()
             t = self.forest.add_tree(feature=tree.feature, threshold=tree.threshold,
                                      left=tree.left, value=np.zeros(tree.feature.size))
             self.forest.set_values(t, self.leaves_of(tree), value)
             nodes = self.pool_nodes(tree, prep) if prep is not None else None
-            if nodes is not None:   # the pool's routing through this tree, done once
-                self.forest.add_tree_values(self.score, t, nodes)
-            else:
-                self.score = self.score + self.forest.predict_tree(t, self.X)
+            if nodes is None:
+                nodes = self.forest.apply(t, self.X)
+            # the pool's routing through this tree, done once (the same bits as adding
+            # predict_tree's values)
+            self.forest.add_tree_values(self.score, t, nodes)
+            if self._parts is not None:   # and to the block sums of the tree's slot
+                slot = (self.tree_serial // self.retire_block) % self.n_slots
+                self.forest.add_tree_values(self._parts[:self._n, slot], t, nodes)
+            self.tree_serial += 1
         n_done = 0
         if prep is not None:
             cont, sampled = prep["cont"], prep["sampled"]

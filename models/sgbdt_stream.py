@@ -65,9 +65,9 @@ def learn_stream(model: Any, X: Sequence, y: Sequence) -> None:
     known = reuse(model, X)
     if known is None:
         rows = model._encoder.encode_many(X if isinstance(X, list) else list(X))
-        scores = None
+        scores = parts = None
     else:
-        rows, scores = known   # predict_many encoded and scored these records
+        rows, scores, parts = known   # predict_many encoded and scored these records
     targets = model._encoder.encode_targets(list(y))
     model._last = None
     drift = model._drift
@@ -75,24 +75,29 @@ def learn_stream(model: Any, X: Sequence, y: Sequence) -> None:
     while i < n:
         end = min(n, i + model._arrivals_to_round())
         raw = None if scores is None else scores[i:end]
+        part = None if raw is None or parts is None else parts[i:end]
         if drift is not None:
             e = model._engine
             if raw is None:
-                raw = (np.zeros(end - i) if e is None else e.raw_scores(rows[i:end]))
+                if e is None:
+                    raw = np.zeros(end - i)
+                else:   # with block retirement, the per-block sums come with the scores
+                    raw, part = e.raw_scores_parts(rows[i:end])
             k = drift.update_many(_losses(model, raw, targets[i:end]))
             if k is not None:   # the k-th record's release starts a new generation
-                _append(model, rows[i:i + k], targets[i:i + k], raw[:k])
+                _append(model, rows[i:i + k], targets[i:i + k], raw[:k],
+                        None if part is None else part[:k])
                 model._new_generation()
-                scores = None   # the trees they were scored by are retired
-                _append(model, rows[i + k:i + k + 1], targets[i + k:i + k + 1], None)
+                scores = parts = None   # the trees they were scored by are retired
+                _append(model, rows[i + k:i + k + 1], targets[i + k:i + k + 1], None, None)
                 i += k + 1
                 if _round_if_due(model):
-                    scores = None
+                    scores = parts = None
                 continue
-        _append(model, rows[i:end], targets[i:end], raw)
+        _append(model, rows[i:end], targets[i:end], raw, part)
         i = end
         if _round_if_due(model):
-            scores = None   # a new tree: the rest of the batch is scored afresh
+            scores = parts = None   # a new tree: the rest of the batch is scored afresh
 
 
 def _losses(model: Any, raw: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -102,10 +107,12 @@ def _losses(model: Any, raw: np.ndarray, target: np.ndarray) -> np.ndarray:
     return ((raw > 0.0) != (target > 0.5)).astype(np.float64)
 
 
-def _append(model: Any, rows: np.ndarray, targets: np.ndarray, raw: np.ndarray | None) -> None:
+def _append(model: Any, rows: np.ndarray, targets: np.ndarray, raw: np.ndarray | None,
+            parts: np.ndarray | None) -> None:
     model._buffer_X.extend(rows)   # row views: a checkpoint stores them as lists
     model._buffer_y.extend(targets.tolist())
     model._buffer_raw.extend([None] * len(targets) if raw is None else raw.tolist())
+    model._buffer_parts.extend([None] * len(targets) if parts is None else parts)
     model.records_seen += len(targets)
 
 
@@ -117,9 +124,10 @@ def _round_if_due(model: Any) -> bool:
     return False
 
 
-def reuse(model: Any, X: Any) -> tuple[np.ndarray, np.ndarray] | None:
-    """The encoded rows and raw scores of ``X`` from the model's last ``predict_many`` (the
-    service predicts a batch, then learns it or part of it), or ``None``.
+def reuse(model: Any, X: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """The encoded rows, raw scores and per-block sums (``None`` without block retirement)
+    of ``X`` from the model's last ``predict_many`` (the service predicts a batch, then
+    learns it or part of it), or ``None``.
 
     They are reused only if ``X`` is a list of the very records predicted, in their order
     (any subset of them), each still equal to the copy taken when it was predicted, and the
@@ -130,7 +138,7 @@ def reuse(model: Any, X: Any) -> tuple[np.ndarray, np.ndarray] | None:
     model._last_many = None
     if last is None or type(X) is not list or last[4] != model._score_state():
         return None
-    seen, copies, rows, raw, _ = last
+    seen, copies, rows, raw, _, parts = last
     idx, j, m = [], 0, len(seen)
     for x in X:
         while j < m and seen[j] is not x:
@@ -140,6 +148,6 @@ def reuse(model: Any, X: Any) -> tuple[np.ndarray, np.ndarray] | None:
         idx.append(j)
         j += 1
     if len(idx) == m:
-        return rows, raw
+        return rows, raw, parts
     pick = np.array(idx, dtype=np.intp)
-    return rows[pick], raw[pick]
+    return rows[pick], raw[pick], None if parts is None else parts[pick]

@@ -1,0 +1,79 @@
+"""The service's S-GBDT runner with block retirement against one tree at a time, interleaved.
+
+Usage: python benchmarks/retire_ab.py [--warm N] [--records N] [--blocks 100,1] [--json]
+
+Single runs of ``benchmarks/service_bench.py`` scatter by 10% or more on a shared 2-core
+machine, more than the difference measured here, so this compares the settings side by side
+in one process: a ``Runner`` per ``retire_block`` (the default ``max_trees`` of 1,000, every
+other setting the service's default, epsilon 1, seed 0) is fed Adult records (adult.data and
+adult.test cycled, unique ids, JSON-like dicts) in the service's batches of 2,000
+(``process_many``). After ``--warm`` records each (default 260,000: a full pool of 100,000
+and a full forest, so every round retires trees), the next ``--records`` (default 200,000)
+are fed batch by batch, the runners taking turns, and each runner's time is summed over its
+own batches. Prints per setting the microseconds a record and the records a second, and the
+ratio of the first setting's rate to each other's.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from dpstream.connectors import CheckpointStore, SourceRecord
+from dpstream.stream import load_adult
+from dpstream.stream.runner import Runner
+
+BATCH = 2000
+
+
+def _arg(name: str, default: str) -> str:
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+def main() -> None:
+    warm, n = int(_arg("--warm", "260000")), int(_arg("--records", "200000"))
+    blocks = [int(b) for b in _arg("--blocks", "100,1").split(",")]
+    X, y, schema = load_adult("all")
+
+    def batch(start: int) -> list:
+        return [SourceRecord({"id": i, "x": X[i % len(X)], "y": y[i % len(X)]}, "ab", i)
+                for i in range(start, start + BATCH)]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        runners = [Runner.create("sgbdt", schema, store=CheckpointStore(Path(tmp) / str(b)),
+                                 epsilon=1.0, seed=0, params={"retire_block": b})
+                   for b in blocks]
+        for start in range(0, warm, BATCH):
+            for r in runners:
+                r.process_many(batch(start))
+        spent = [0.0] * len(runners)
+        for start in range(warm, warm + n, BATCH):
+            for j in range(len(runners)):
+                j = (j + start // BATCH) % len(runners)   # each takes the first turn in turn
+                records = batch(start)
+                t0 = time.perf_counter()
+                runners[j].process_many(records)
+                spent[j] += time.perf_counter() - t0
+        out = {"warm": warm, "records": n}
+        for b, r, s in zip(blocks, runners, spent, strict=True):
+            e = r.model.engine
+            out[f"block_{b}"] = {"us_per_record": round(s / n * 1e6, 2),
+                                 "records_per_s": round(n / s),
+                                 "trees": len(e.forest), "trees_retired": e.trees_retired,
+                                 "pool": len(e)}
+        for b, s in zip(blocks[1:], spent[1:], strict=True):
+            out[f"speedup_vs_block_{b}"] = round(s / spent[0], 3)
+        for r in runners:
+            r.store.close()
+    if "--json" in sys.argv:
+        print(json.dumps(out))
+    else:
+        for k, v in out.items():
+            print(f"{k}: {v}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""S-GBDT's block retirement against one tree at a time, on long river streams.
+
+Usage: python benchmarks/retire_blocks.py [--records N] [--functions 1,2,3,4]
+[--blocks 1,100] [--max-trees M] [--seeds 0] [--drift] [--json]
+
+For each Agrawal classification function (seed 1, ``--records`` records, default 200,000;
+``--drift``: also function 1 -> 3 at the middle, width 1,000) and each ``retire_block``, an
+``SGBDTClassifier`` (epsilon 1, model seed 0 or each of ``--seeds``, every other setting its
+default: ``max_trees`` 1,000, so trees retire from about the 1,000th round) learns the
+stream as the service does:
+batches of up to 500 records cut where a round can happen, each predicted with
+``predict_many`` and then learned with ``learn_stream`` (``--max-trees``: another
+``max_trees``, at least 200, for a short check). Prints per run the prequential
+accuracy over the whole stream and over its last 25,000 records, the rounds, the trees
+retired and kept, and the rows per second (prediction and learning); with ``--json`` one
+object per line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from river.datasets import synth
+
+from dpstream.models import SGBDTClassifier
+from dpstream.stream.bench.scenarios import AGRAWAL_SCHEMA
+
+TAIL = 25_000
+
+
+def _arg(name: str, default: str) -> str:
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+def _stream(name: str, n: int) -> tuple[list, list]:
+    if name == "drift-1-3":
+        gen = synth.ConceptDriftStream(
+            stream=synth.Agrawal(classification_function=1, seed=1),
+            drift_stream=synth.Agrawal(classification_function=3, seed=2),
+            position=n // 2, width=1000, seed=3)
+    else:
+        gen = synth.Agrawal(classification_function=int(name[1:]), seed=1)
+    rows = list(gen.take(n))
+    return [x for x, _ in rows], [y for _, y in rows]
+
+
+def run(name: str, X: list, y: list, block: int, max_trees: int = 1000,
+        seed: int = 0) -> dict:
+    model = SGBDTClassifier(schema=AGRAWAL_SCHEMA, epsilon=1.0, seed=seed, retire_block=block,
+                            max_trees=max_trees)
+    hits = tail_hits = 0
+    n = len(y)
+    t0 = time.perf_counter()
+    i = 0
+    while i < n:
+        room, labeled = model.stream_room()
+        k = min(500, room, labeled or room, n - i)
+        batch = X[i:i + k]
+        preds = model.predict_many(batch)
+        for j, p in enumerate(preds):
+            ok = p == y[i + j]
+            hits += ok
+            tail_hits += ok and i + j >= n - TAIL
+        model.learn_stream(batch, y[i:i + k])
+        i += k
+    seconds = time.perf_counter() - t0
+    e = model.engine
+    tail = min(TAIL, n)
+    return {"stream": name, "records": n, "seed": seed, "retire_block": block,
+            "accuracy": round(hits / n, 4), "accuracy_last_25k": round(tail_hits / tail, 4),
+            "rounds": e.rounds, "trees_retired": e.trees_retired, "trees": len(e.forest),
+            "rows_per_s": round(n / seconds)}
+
+
+def main() -> None:
+    n = int(_arg("--records", "200000"))
+    names = [f"f{f}" for f in _arg("--functions", "1,2,3,4").split(",") if f]
+    if "--drift" in sys.argv:
+        names.append("drift-1-3")
+    blocks = [int(b) for b in _arg("--blocks", "1,100").split(",")]
+    max_trees = int(_arg("--max-trees", "1000"))
+    seeds = [int(v) for v in _arg("--seeds", "0").split(",")]
+    for name in names:
+        X, y = _stream(name, n)
+        for seed in seeds:
+            for block in blocks:
+                out = run(name, X, y, block, max_trees, seed)
+                if "--json" in sys.argv:
+                    print(json.dumps(out), flush=True)
+                else:
+                    print(" ".join(f"{k}={v}" for k, v in out.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
