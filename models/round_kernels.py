@@ -16,6 +16,10 @@ array([1.125, 2.5  , 2.75 ])
 ...                                 True]), np.array([0.5, 0.25, 8.0, -1.0]), 3)
 >>> counts, sums
 (array([1., 1., 1.]), array([ 0.5 ,  0.25, -1.  ]))
+>>> pool = np.asfortranarray(np.arange(12.0).reshape(4, 3))
+>>> move_rows(pool, np.array([0, 1]), np.array([3, 2]))   # rows 3 and 2 fill holes 0 and 1
+>>> pool[:2].tolist()
+[[9.0, 10.0, 11.0], [6.0, 7.0, 8.0]]
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["add_node_values", "leaf_counts_sums"]
+__all__ = ["add_node_values", "leaf_counts_sums", "move_rows"]
 
 
 @njit(cache=True, nogil=True)
@@ -50,3 +54,14 @@ def leaf_counts_sums(nodes, first, sampled, g, n_leaves):   # pragma: no cover -
             counts[leaf] += 1.0
             sums[leaf] += g[i]
     return counts, sums
+
+
+@njit(cache=True, nogil=True)
+def move_rows(X, holes, movers):   # pragma: no cover - compiled
+    """``X[holes] = X[movers]`` in place for a 2-d array, column by column (a column-major
+    pool: numpy's fancy assignment walks it row by row across every column, about ten times
+    slower for the 250 rows an S-GBDT round evicts). ``holes`` and ``movers`` must not
+    overlap."""
+    for j in range(X.shape[1]):
+        for i in range(holes.size):
+            X[holes[i], j] = X[movers[i], j]

@@ -51,7 +51,7 @@ from .encoding import RecordEncoder
 from .forest import Forest, complete_depth, complete_tree_layout, route_block, route_complete
 from .hist_splits import category_codes, grow_tree, histogram_sigma
 from .random_splits import random_complete_tree
-from .round_kernels import leaf_counts_sums
+from .round_kernels import leaf_counts_sums, move_rows
 
 __all__ = ["SGBDTConfig", "SGBDTEngine", "dp_init_score", "noisy_label_stats",
            "init_score_from_stats"]
@@ -390,10 +390,10 @@ class SGBDTEngine:
         k = int(np.count_nonzero(keep))
         holes = np.flatnonzero(mask[:k])
         movers = np.flatnonzero(keep[k:n]) + k
-        self._X[holes] = self._X[movers]
+        move_rows(self._X, holes, movers)   # self._X[holes] = self._X[movers]
         self._X[k:n] = 0.0   # removed records leave memory, not just the index range
         if self._parts is not None:
-            self._parts[holes] = self._parts[movers]
+            move_rows(self._parts, holes, movers)
             self._parts[k:n] = 0.0
         self._n = k
         if k < self._X.shape[0] // 4 and self._X.shape[0] > 1024:
