@@ -81,3 +81,22 @@ def test_a_forest_adds_or_takes_away_one_trees_values_as_predict_tree_does(sign)
     want = score + sign * forest.predict_tree(2, X)
     forest.add_tree_values(score, 2, forest.apply(2, X), sign)
     assert np.array_equal(score, want)
+
+
+@pytest.mark.parametrize("order", ["F", "C"])
+def test_move_rows_is_numpys_row_assignment(order):
+    """``move_rows`` fills the holes with the movers' rows, every column, as
+    ``X[holes] = X[movers]`` does (the S-GBDT pool's eviction and its block sums)."""
+    from dpstream.models.round_kernels import move_rows
+
+    rng = np.random.default_rng(5)
+    X = np.asarray(rng.normal(size=(500, 13)), order=order)
+    X[::17, 4] = np.nan
+    holes = np.sort(rng.choice(300, 60, replace=False))
+    movers = 300 + rng.choice(200, 60, replace=False)
+    want = X.copy(order=order)
+    want[holes] = want[movers]
+    move_rows(X, holes, movers)
+    assert np.array_equal(X, want, equal_nan=True)
+    move_rows(X, holes[:0], movers[:0])   # nothing to move
+    assert np.array_equal(X, want, equal_nan=True)
