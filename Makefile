@@ -64,6 +64,8 @@ bench-quick: $(VENV)/.stamp-bench
 bench-extra: $(VENV)/.stamp-bench
 	$(BIN)/python benchmarks/speed_sgbdt.py
 	$(BIN)/python benchmarks/service_bench.py
+	$(BIN)/python benchmarks/retire_ab.py
+	$(BIN)/python benchmarks/retire_blocks.py --drift
 	$(BIN)/dpstream bench --model sgbdt --dataset abalone --epsilon 0.15,0.54 --repeats 5
 	$(BIN)/dpstream bench --model sgbdt --dataset adult --epsilon 0.07,0.15,0.54 --repeats 5
 	$(BIN)/dpstream bench --model sgbdt --dataset abalone-late --epsilon 0.55 --repeats 5
