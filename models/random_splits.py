@@ -30,14 +30,15 @@ from weakref import WeakKeyDictionary
 import numpy as np
 
 from .encoding import RecordEncoder
-from .forest import complete_tree_layout
+from .forest import complete_depth, complete_tree_layout, route_block, route_complete
 
 try:   # compiled draw (numba); _draw_python below gives the same trees without it
     from .split_draw import PY_SUM_COMPENSATED, draw_splits
 except ImportError:   # pragma: no cover - numba is a dependency
     PY_SUM_COMPENSATED, draw_splits = False, None
 
-__all__ = ["RandomTree", "feature_order", "pick_weighted", "random_complete_tree"]
+__all__ = ["RandomTree", "feature_order", "pick_weighted", "random_complete_tree",
+           "route_tree"]
 
 _DOMAINS: WeakKeyDictionary = WeakKeyDictionary()   # encoder -> the kernel's domain arrays
 
@@ -161,3 +162,25 @@ def _draw_python(encoder: RecordEncoder, uniforms: list[float], internal: np.nda
         for child, civ, ccat in ((2 * node + 1, l_iv, l_cats), (2 * node + 2, r_iv, r_cats)):
             if child < internal.size:
                 intervals[child], open_cats[child] = civ, ccat
+
+
+_ROOT = np.zeros(1, dtype=np.int64)
+
+
+def route_tree(tree: RandomTree, X: np.ndarray) -> np.ndarray:
+    """The node (heap index) each row of ``X`` reaches in a standalone tree (``feature``,
+    ``threshold``, ``left`` arrays; leaves loop on themselves) — S-GBDT routes its pool
+    through a round's tree with it before the tree joins the forest."""
+    depth = int(np.log2(tree.feature.size + 1)) - 1
+    if route_complete is not None and complete_depth(tree.left) == depth:
+        return route_complete(np.asarray(X, dtype=np.float64), 0, tree.feature, tree.threshold,
+                              depth)
+    if route_block is not None:
+        return route_block(np.asarray(X, dtype=np.float64), _ROOT, tree.feature,
+                           tree.threshold, tree.left, depth)[:, 0]
+    node = np.zeros(X.shape[0], dtype=np.int64)
+    rows = np.arange(X.shape[0])
+    for _ in range(depth):
+        go_left = X[rows, tree.feature[node]] <= tree.threshold[node]
+        node = np.where(go_left, tree.left[node], tree.left[node] + 1)
+    return node

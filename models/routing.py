@@ -193,7 +193,9 @@ def sum_block(X, roots, depths, feature, threshold, left, value, depth):   # pra
 @njit(cache=True, nogil=True, inline="always")
 def _add_group_parts(s, p, x, roots, slots, t0, nb, d, feature, threshold, left, value, depth,
                      g):   # pragma: no cover - compiled
-    # _add_group, each value also added to its tree's slot of the row's parts ``p``
+    # _add_group, each value also added to its tree's slot of the row's parts ``p``. (The
+    # walk is written out again: a shared inline walk measured 4% slower in sum_block and
+    # 10% here, the same sums.)
     for b in range(nb):
         g[b] = roots[t0 + b]
     if d >= 0:

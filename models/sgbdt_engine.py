@@ -46,11 +46,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..accounting import IndividualRenyiFilter, LaplaceMechanism, RoundCostTable, calibrate_sgbdt
+from ..accounting import IndividualRenyiFilter, RoundCostTable, calibrate_sgbdt
+from .block_sums import BlockSums
 from .encoding import RecordEncoder
-from .forest import Forest, complete_depth, complete_tree_layout, route_block, route_complete
+from .forest import Forest, complete_tree_layout
 from .hist_splits import category_codes, grow_tree, histogram_sigma
-from .random_splits import random_complete_tree
+from .init_score import _sigmoid, dp_init_score, init_score_from_stats, noisy_label_stats
+from .random_splits import random_complete_tree, route_tree
 from .round_kernels import leaf_counts_sums, move_rows
 
 __all__ = ["SGBDTConfig", "SGBDTEngine", "dp_init_score", "noisy_label_stats",
@@ -62,7 +64,6 @@ INIT_TARGET = 1000
 #: Laplace noise of the released count then has a standard deviation of at most 28% of it;
 #: 10 beat 0, 20 and 40 on the Abalone stream, docs/sgbdt.md)
 INIT_NOISE = 10.0
-_ROOT = np.zeros(1, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -120,60 +121,6 @@ class SGBDTConfig:
         return self.split_share * (1.0 - self.r1) if self.split_levels > 0 else 0.0
 
 
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    """``0.5 * (1 + tanh(0.5 * z))`` as a new array, its steps done in place (the same bits
-    without an array-sized temporary per step: a round's gradients of a 100,000-record pool
-    2.3-3.2 -> 1.6-2.3 ms)."""
-    s = np.multiply(z, 0.5)
-    if type(s) is not np.ndarray:   # a 0-d input gives a scalar
-        return 0.5 * (1.0 + np.tanh(s))
-    np.tanh(s, out=s)
-    s += 1.0
-    s *= 0.5
-    return s
-
-
-def noisy_label_stats(y: np.ndarray, *, loss: str, epsilon: float, label_clip: float,
-                      rng: np.random.Generator) -> tuple[float, float]:
-    """The released half of DPInitScore (Alg. 6): the clipped label sum and the record count,
-    each with Laplace noise at ``epsilon / 2`` (pure epsilon-DP together; |D| is not public in
-    a stream). Labels are class indices (0/1) for the logistic loss, scaled values otherwise."""
-    labels, sens = (np.clip(y, -label_clip, label_clip), label_clip) if loss == "squared" \
-        else (y, 1.0)
-    half = epsilon / 2.0
-    s = LaplaceMechanism(epsilon=half, sensitivity=sens, rng=rng).release(float(labels.sum()))
-    n = LaplaceMechanism(epsilon=half, sensitivity=1.0, rng=rng).release(float(len(y)))
-    return s, n
-
-
-def init_score_from_stats(label_sum: float, count: float, *, loss: str,
-                          label_clip: float) -> float:
-    """The initial raw score from (noisy) label statistics: their clamped ratio, as log-odds
-    for the logistic loss (post-processing)."""
-    m = label_clip
-    mean = label_sum / max(count, 1.0)
-    if loss == "squared":
-        return float(np.clip(mean, -m, m))
-    p = float(np.clip(mean, _sigmoid(np.array(-m)), _sigmoid(np.array(m))))
-    return math.log(p / (1.0 - p))
-
-
-def dp_init_score(y: np.ndarray, *, loss: str, epsilon: float, label_clip: float,
-                  rng: np.random.Generator) -> float:
-    """DPInitScore (Kirschte et al., 2023, Alg. 6) as used by S-GBDT and the enhanced DPBoost:
-    epsilon-DP.
-
-    >>> import numpy as np
-    >>> y = np.r_[np.zeros(7000), np.ones(3000)]
-    >>> s = dp_init_score(y, loss="logistic", epsilon=1.0, label_clip=3.0,
-    ...                   rng=np.random.default_rng(0))
-    >>> round(float(1 / (1 + np.exp(-s))), 2)
-    0.3
-    """
-    s, n = noisy_label_stats(y, loss=loss, epsilon=epsilon, label_clip=label_clip, rng=rng)
-    return init_score_from_stats(s, n, loss=loss, label_clip=label_clip)
-
-
 class SGBDTEngine:
     """Pool, filter, forest and rounds. Built lazily by the estimators; pickles as a whole."""
 
@@ -223,15 +170,10 @@ class SGBDTEngine:
         self.records_evicted = 0
         self.trees_retired = 0
         self.split_memory: dict = {}   # decayed sum of released root histograms
-        # block retirement (module docstring): tree number s (in order of addition) belongs
-        # to block s // retire_block, kept in slot (s // retire_block) % n_slots of ``_parts``
-        # (one row per pool row, column-major, the capacity of ``_X``; None after a restore
-        # until it is summed again: derived data, never saved)
-        self.retire_block = int(c.retire_block) if c.max_trees is not None else 1
-        self.n_slots = (c.max_trees // self.retire_block + 2) if self.retire_block > 1 else 0
-        self.tree_serial = 0   # trees added so far
-        self._parts: np.ndarray | None = (np.zeros((0, self.n_slots), order="F")
-                                          if self.retire_block > 1 else None)
+        # block retirement (module docstring): the pool's per-block sums of tree values
+        self.blocks = (BlockSums(block=c.retire_block, max_trees=c.max_trees)
+                       if c.max_trees is not None and c.retire_block > 1 else None)
+        self.tree_serial = 0   # trees added so far (a tree's block is its serial // block)
 
     # ------------------------------------------------------------------ scores
     @property
@@ -246,38 +188,44 @@ class SGBDTEngine:
     def raw_scores_parts(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """:meth:`raw_scores` (bit for bit) and, with block retirement, each row's per-block
         sums for :meth:`add` (``None`` without)."""
-        if self.retire_block <= 1:
+        if self.blocks is None:
             return self.raw_scores(X), None
-        total, parts = self.forest.predict_sum_parts(X, self._slots(), self.n_slots)
+        b = self.blocks
+        total, parts = self.forest.predict_sum_parts(X, self._slots(), b.n_slots)
         return self.base_score + total, parts
 
     def raw_score_parts_one(self, row: np.ndarray) -> tuple[float, np.ndarray | None]:
         """:meth:`raw_scores_parts` of one encoded row (1-d)."""
-        if self.retire_block <= 1:
+        if self.blocks is None:
             return self.base_score + self.forest.predict_sum_one(row), None
-        total, parts = self.forest.predict_sum_parts_one(row, self._slots(), self.n_slots)
+        total, parts = self.forest.predict_sum_parts_one(row, self._slots(),
+                                                         self.blocks.n_slots)
         return self.base_score + total, parts
 
-    def _slots(self) -> np.ndarray:
-        """The ``_parts`` slot of each live tree, oldest first."""
-        first = self.tree_serial - len(self.forest)
-        return ((first + np.arange(len(self.forest))) // self.retire_block) % self.n_slots
+    @property
+    def retire_block(self) -> int:
+        """Trees retire in blocks of this many (1: one at a time)."""
+        return 1 if self.blocks is None else self.blocks.block
 
-    def _ensure_parts(self) -> None:
-        """Sum the pool's per-block parts again after a restore (the same bits as the sums
-        kept along the way: each slot adds its trees' values in their order from 0.0)."""
-        if self.retire_block > 1 and self._parts is None:
-            parts = np.zeros((self._X.shape[0], self.n_slots), order="F")
-            parts[:self._n] = self.forest.predict_sum_parts(self.X, self._slots(),
-                                                            self.n_slots)[1]
-            self._parts = parts
+    def _slots(self) -> np.ndarray:
+        """The block-sum slot of each live tree, oldest first."""
+        return self.blocks.slots(first=self.tree_serial - len(self.forest),
+                                 n_trees=len(self.forest))
+
+    def _ensure_blocks(self) -> None:
+        """The pool's block sums, summed again after a restore."""
+        if self.blocks is not None and not self.blocks.ready:
+            self.blocks.ensure(self.forest, self.X, n=self._n, capacity=self._X.shape[0],
+                               first=self.tree_serial - len(self.forest))
 
     @property
     def parts(self) -> np.ndarray | None:
         """Each pool record's sum of each live block's tree values (a view, one column per
         slot; ``None`` without block retirement)."""
-        self._ensure_parts()
-        return None if self._parts is None else self._parts[:self._n]
+        if self.blocks is None:
+            return None
+        self._ensure_blocks()
+        return self.blocks.view(self._n)
 
     # -------------------------------------------------------------------- pool
     def __len__(self) -> int:
@@ -294,8 +242,7 @@ class SGBDTEngine:
         # columns) and without spare capacity: checkpoints stay small and fast
         state["_X"] = self.encoder.compact(self._X[:self._n])
         state["_last_round"] = None   # a diagnostic of the round just run: not worth a pool's
-        state["_parts"] = None        # size in every checkpoint; the block sums are summed
-        return state                  # again on restore (_ensure_parts)
+        return state                  # size in every checkpoint
 
     @property
     def last_round(self) -> dict[str, np.ndarray]:
@@ -316,7 +263,7 @@ class SGBDTEngine:
                               ("generation", 0), ("records_dropped", 0),
                               ("generation_start", 0), ("split_memory", {}),
                               # checkpoints from before block retirement: one tree at a time
-                              ("retire_block", 1), ("n_slots", 0), ("_parts", None),
+                              ("blocks", None),
                               ("tree_serial", len(state["forest"]) + state["trees_retired"]),
                               # checkpoints from before the initial score was charged in
                               # the filter: their bound is rho_max, the release paid apart
@@ -337,8 +284,8 @@ class SGBDTEngine:
         if X.shape[0] == 0:
             return
         n, m = self._n, X.shape[0]
-        if self.retire_block > 1:
-            self._ensure_parts()
+        if self.blocks is not None:
+            self._ensure_blocks()
             if parts is None:
                 total, parts = self.raw_scores_parts(X)
                 raw = total if raw is None else raw
@@ -347,13 +294,9 @@ class SGBDTEngine:
                              order="F")
             grown[:n] = self._X[:n]
             self._X = grown
-            if self._parts is not None:
-                grown = np.zeros((self._X.shape[0], self.n_slots), order="F")
-                grown[:n] = self._parts[:n]
-                self._parts = grown
         self._X[n:n + m] = X
-        if self._parts is not None:
-            self._parts[n:n + m] = parts
+        if self.blocks is not None:
+            self.blocks.append(n, parts, self._X.shape[0])
         self._n = n + m
         self.y = np.concatenate((self.y, y))
         self.score = np.concatenate((self.score, self.raw_scores(X) if raw is None else raw))
@@ -392,14 +335,11 @@ class SGBDTEngine:
         movers = np.flatnonzero(keep[k:n]) + k
         move_rows(self._X, holes, movers)   # self._X[holes] = self._X[movers]
         self._X[k:n] = 0.0   # removed records leave memory, not just the index range
-        if self._parts is not None:
-            move_rows(self._parts, holes, movers)
-            self._parts[k:n] = 0.0
         self._n = k
         if k < self._X.shape[0] // 4 and self._X.shape[0] > 1024:
             self._X = self._X[:max(2 * k, 1024)].copy(order="F")
-            if self._parts is not None:
-                self._parts = self._parts[:self._X.shape[0]].copy(order="F")
+        if self.blocks is not None and self.blocks.ready:
+            self.blocks.compact(holes, movers, k, n, self._X.shape[0])
         for name in ("y", "score", "ids", "codes"):
             values = getattr(self, name)
             values[holes] = values[movers]
@@ -474,8 +414,8 @@ class SGBDTEngine:
         retired = len(self.forest)
         self.forest.drop_oldest(retired)
         self.trees_retired += retired
-        if self._parts is not None:
-            self._parts[:] = 0.0   # no live tree: every block sum is empty
+        if self.blocks is not None and self.blocks.ready:
+            self.blocks.clear()   # no live tree: every block sum is empty
         old = self.ids < keep_from
         dropped = int(old.sum())
         if dropped:
@@ -548,7 +488,7 @@ class SGBDTEngine:
         ``prep`` while the pool is unchanged)."""
         key = (id(tree), self.records_added, self._n, self.rounds)
         if prep.get("nodes_key") != key:
-            prep["nodes_key"], prep["nodes"] = key, route(tree, self.X)
+            prep["nodes_key"], prep["nodes"] = key, route_tree(tree, self.X)
         return prep["nodes"]
 
     def leaves_of(self, tree) -> np.ndarray:
@@ -581,17 +521,16 @@ class SGBDTEngine:
         c = self.config
         if c.max_trees is None or len(self.forest) < c.max_trees:
             return
-        if self.retire_block <= 1:
+        if self.blocks is None:
             self.forest.add_tree_values(self.score, 0, self.forest.apply(0, self.X), -1.0)
             self.forest.drop_oldest(1)
             self.trees_retired += 1
             return
-        self._ensure_parts()
-        b, first = self.retire_block, self.tree_serial - len(self.forest)
-        k = min(len(self.forest), b - first % b)   # the live trees of the oldest block
-        slot = (first // b) % self.n_slots
-        self.score -= self._parts[:self._n, slot]
-        self._parts[:, slot] = 0.0
+        self._ensure_blocks()
+        k, slot = self.blocks.oldest_block(first=self.tree_serial - len(self.forest),
+                                           n_trees=len(self.forest))
+        self.score -= self.blocks.column(slot, self._n)
+        self.blocks.clear(slot)
         self.forest.drop_oldest(k)
         self.trees_retired += k
 
@@ -624,7 +563,7 @@ class SGBDTEngine:
         pool's scores, and let records that cannot afford another round go."""
         c = self.config
         if value is not None:
-            self._ensure_parts()
+            self._ensure_blocks()
             t = self.forest.add_tree(feature=tree.feature, threshold=tree.threshold,
                                      left=tree.left, value=np.zeros(tree.feature.size))
             self.forest.set_values(t, self.leaves_of(tree), value)
@@ -634,9 +573,9 @@ class SGBDTEngine:
             # the pool's routing through this tree, done once (the same bits as adding
             # predict_tree's values)
             self.forest.add_tree_values(self.score, t, nodes)
-            if self._parts is not None:   # and to the block sums of the tree's slot
-                slot = (self.tree_serial // self.retire_block) % self.n_slots
-                self.forest.add_tree_values(self._parts[:self._n, slot], t, nodes)
+            if self.blocks is not None:   # and to the block sums of the tree's slot
+                slot = self.blocks.slot_of(self.tree_serial)
+                self.forest.add_tree_values(self.blocks.column(slot, self._n), t, nodes)
             self.tree_serial += 1
         n_done = 0
         if prep is not None:
@@ -659,21 +598,3 @@ class SGBDTEngine:
         sampled_n = int(prep["sampled"].sum()) if prep is not None else 0
         return {"round": self.rounds, "active": active, "sampled": sampled_n,
                 "exhausted": n_done}
-
-
-def route(tree, X: np.ndarray) -> np.ndarray:
-    """The node (heap index) each row of ``X`` reaches in a standalone tree (``feature``,
-    ``threshold``, ``left`` arrays; leaves loop on themselves)."""
-    depth = int(np.log2(tree.feature.size + 1)) - 1
-    if route_complete is not None and complete_depth(tree.left) == depth:
-        return route_complete(np.asarray(X, dtype=np.float64), 0, tree.feature, tree.threshold,
-                              depth)
-    if route_block is not None:
-        return route_block(np.asarray(X, dtype=np.float64), _ROOT, tree.feature,
-                           tree.threshold, tree.left, depth)[:, 0]
-    node = np.zeros(X.shape[0], dtype=np.int64)
-    rows = np.arange(X.shape[0])
-    for _ in range(depth):
-        go_left = X[rows, tree.feature[node]] <= tree.threshold[node]
-        node = np.where(go_left, tree.left[node], tree.left[node] + 1)
-    return node

@@ -48,11 +48,11 @@ def _check_invariants(model) -> None:
     assert e.config.max_trees - b + 1 <= len(f) <= e.config.max_trees
     assert e.trees_retired + len(f) == e.tree_serial
     # the kept block sums are the live trees summed again, bit for bit (what a restore does)
-    again = f.predict_sum_parts(e.X, e._slots(), e.n_slots)[1]
+    again = f.predict_sum_parts(e.X, e._slots(), e.blocks.n_slots)[1]
     assert np.array_equal(e.parts, again)
     # and every slot that holds no live tree is empty
     live = set(e._slots().tolist())
-    for slot in range(e.n_slots):
+    for slot in range(e.blocks.n_slots):
         if slot not in live:
             assert not e.parts[:, slot].any()
     # the pool's scores are the initial score plus the live trees (summed in another order)
@@ -107,9 +107,9 @@ def test_learn_one_and_learn_stream_agree_bit_for_bit(params):
     assert np.array_equal(a.engine.parts, b.engine.parts)
     _check_invariants(a)
     tree, arrays = encode(b)                          # a checkpoint holds no block sums
-    assert "_parts" not in json.dumps(tree) or b.engine.__getstate__()["_parts"] is None
+    assert b.engine.blocks.__getstate__()["_rows"] is None
     c = decode(json.loads(json.dumps(tree)), arrays)
-    assert c.engine._parts is None
+    assert not c.engine.blocks.ready
     more_X, more_y = _stationary(2000, seed=7)
     for xi, yi in zip(more_X, more_y, strict=True):
         a.learn_one(xi, yi)
@@ -150,7 +150,7 @@ def test_a_pickled_model_sums_its_blocks_again_and_goes_on_the_same():
     a = _model(retire_block=4)
     a.learn_stream(X[:2000], y[:2000])
     c = pickle.loads(pickle.dumps(a))
-    assert c.engine._parts is None and c._buffer_parts == [None] * len(c._buffer_y)
+    assert not c.engine.blocks.ready and c._buffer_parts == [None] * len(c._buffer_y)
     a.learn_stream(X[2000:], y[2000:])
     c.learn_stream(X[2000:], y[2000:])
     _same(a, c)
@@ -175,7 +175,7 @@ def test_checkpoints_from_before_block_retirement_retire_one_tree_at_a_time():
     state = m.__getstate__()
     state.pop("retire_block")
     engine_state = state["_engine"].__getstate__()
-    for name in ("retire_block", "n_slots", "_parts", "tree_serial"):
+    for name in ("blocks", "tree_serial"):
         engine_state.pop(name)
     engine = object.__new__(type(state["_engine"]))
     engine.__setstate__(engine_state)
