@@ -202,10 +202,8 @@ class SGBDTEngine:
                                                          self.blocks.n_slots)
         return self.base_score + total, parts
 
-    @property
-    def retire_block(self) -> int:
-        """Trees retire in blocks of this many (1: one at a time)."""
-        return 1 if self.blocks is None else self.blocks.block
+    retire_block = property(lambda self: 1 if self.blocks is None else self.blocks.block,
+                            doc="Trees retire in blocks of this many (1: one at a time).")
 
     def _slots(self) -> np.ndarray:
         """The block-sum slot of each live tree, oldest first."""
@@ -289,9 +287,10 @@ class SGBDTEngine:
             if parts is None:
                 total, parts = self.raw_scores_parts(X)
                 raw = total if raw is None else raw
-        if n + m > self._X.shape[0]:   # grow geometrically: amortised O(1) per record
-            grown = np.zeros((max(2 * self._X.shape[0], n + m, 1024), self._X.shape[1]),
-                             order="F")
+        if n + m > self._X.shape[0]:   # grow geometrically (amortised O(1) a record), past
+            # the age cut by one flush at most: evict_oldest keeps no more (_keep)
+            cap = min(max(2 * self._X.shape[0], 1024), self.__dict__.get("_keep", 1 << 62) + 4096)
+            grown = np.zeros((max(cap, n + m), self._X.shape[1]), order="F")
             grown[:n] = self._X[:n]
             self._X = grown
         self._X[n:n + m] = X
@@ -316,6 +315,7 @@ class SGBDTEngine:
         that no per-record cost pays for. The pool still never holds more than ``keep``
         records: only ``keep`` arrivals are younger than the cut.
         """
+        self._keep = int(keep)   # the pool's capacity need not grow past it (add)
         if self.records_added <= keep:
             return 0   # no record is that old yet (arrival numbers start at 0)
         old = self.ids < self.records_added - keep
