@@ -400,6 +400,7 @@ class _SGBDTBase(base.Estimator):
             "round_interval": self._round_interval(),
             "trees": len(e.forest),
             "trees_retired": e.trees_retired,
+            "retire_block": e.retire_block,   # trees retire this many at a time (post-processing)
             "records_seen": self.records_seen,
             "records_learned": e.records_added,
             "records_pending": len(self._buffer_y),

@@ -71,7 +71,8 @@ def test_whole_blocks_retire_and_the_pool_follows_the_live_forest():
     assert e.trees_retired % 6 == 0                      # whole blocks only
     assert min(sizes[20:]) >= 24 - 6 + 1 and max(sizes) == 24
     _check_invariants(m)
-    assert m.privacy_report()["trees_retired"] == e.trees_retired
+    report = m.privacy_report()
+    assert report["trees_retired"] == e.trees_retired and report["retire_block"] == 6
 
 
 def test_one_tree_at_a_time_is_the_retirement_of_before():
