@@ -169,3 +169,15 @@ def test_every_module_defers_annotations():
     for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
             assert "from __future__ import annotations" in path.read_text(), path
+
+
+def test_the_device_scripts_are_valid_shell():
+    """``benchmarks/device_wheels.sh`` and ``benchmarks/device_scale_out.sh`` run only before
+    and on a lent device machine; here they must at least parse."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    for name in ("device_wheels.sh", "device_scale_out.sh"):
+        script = root / "benchmarks" / name
+        out = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert out.returncode == 0, (name, out.stderr)
