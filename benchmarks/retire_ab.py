@@ -51,8 +51,8 @@ def main() -> None:
                 r.process_many(batch(start))
         spent = [0.0] * len(runners)
         for start in range(warm, warm + n, BATCH):
-            for j in range(len(runners)):
-                j = (j + start // BATCH) % len(runners)   # each takes the first turn in turn
+            for turn in range(len(runners)):   # each takes the first turn in turn
+                j = (turn + start // BATCH) % len(runners)
                 records = batch(start)
                 t0 = time.perf_counter()
                 runners[j].process_many(records)

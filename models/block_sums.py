@@ -1,7 +1,8 @@
 """Per-record sums of blocks of trees, so that S-GBDT retires a block of trees without routing
 its pool through them (docs/sgbdt.md, "Trees retire in blocks").
 
-Trees are numbered in the order they are added (their *serial*); tree ``s`` belongs to block
+Trees are numbered in the order they are added (their *serial*: the oldest live tree's is the
+number of trees retired); tree ``s`` belongs to block
 ``s // block``, kept in slot ``(s // block) % n_slots``. For every pool record, slot ``j`` holds
 the sum of the values the record reaches in the live trees of that slot's block, added in tree
 order from 0.0: the arrival scoring gives the sums over the trees that exist when the record

@@ -171,9 +171,10 @@ class SGBDTEngine:
         self.trees_retired = 0
         self.split_memory: dict = {}   # decayed sum of released root histograms
         # block retirement (module docstring): the pool's per-block sums of tree values
+        # (tree s of all added is in block s // block; the live ones are s >= trees_retired)
         self.blocks = (BlockSums(block=c.retire_block, max_trees=c.max_trees)
                        if c.max_trees is not None and c.retire_block > 1 else None)
-        self.tree_serial = 0   # trees added so far (a tree's block is its serial // block)
+        self._keep: int | None = None   # the last age cut (evict_oldest): the pool's limit
 
     # ------------------------------------------------------------------ scores
     @property
@@ -190,8 +191,7 @@ class SGBDTEngine:
         sums for :meth:`add` (``None`` without)."""
         if self.blocks is None:
             return self.raw_scores(X), None
-        b = self.blocks
-        total, parts = self.forest.predict_sum_parts(X, self._slots(), b.n_slots)
+        total, parts = self.forest.predict_sum_parts(X, self._slots(), self.blocks.n_slots)
         return self.base_score + total, parts
 
     def raw_score_parts_one(self, row: np.ndarray) -> tuple[float, np.ndarray | None]:
@@ -202,19 +202,20 @@ class SGBDTEngine:
                                                          self.blocks.n_slots)
         return self.base_score + total, parts
 
-    retire_block = property(lambda self: 1 if self.blocks is None else self.blocks.block,
-                            doc="Trees retire in blocks of this many (1: one at a time).")
+    @property
+    def retire_block(self) -> int:
+        """Trees retire in blocks of this many (1: one at a time)."""
+        return 1 if self.blocks is None else self.blocks.block
 
     def _slots(self) -> np.ndarray:
         """The block-sum slot of each live tree, oldest first."""
-        return self.blocks.slots(first=self.tree_serial - len(self.forest),
-                                 n_trees=len(self.forest))
+        return self.blocks.slots(first=self.trees_retired, n_trees=len(self.forest))
 
     def _ensure_blocks(self) -> None:
         """The pool's block sums, summed again after a restore."""
         if self.blocks is not None and not self.blocks.ready:
             self.blocks.ensure(self.forest, self.X, n=self._n, capacity=self._X.shape[0],
-                               first=self.tree_serial - len(self.forest))
+                               first=self.trees_retired)
 
     @property
     def parts(self) -> np.ndarray | None:
@@ -261,8 +262,7 @@ class SGBDTEngine:
                               ("generation", 0), ("records_dropped", 0),
                               ("generation_start", 0), ("split_memory", {}),
                               # checkpoints from before block retirement: one tree at a time
-                              ("blocks", None),
-                              ("tree_serial", len(state["forest"]) + state["trees_retired"]),
+                              ("blocks", None), ("_keep", None),
                               # checkpoints from before the initial score was charged in
                               # the filter: their bound is rho_max, the release paid apart
                               ("init_in_filter", False)):
@@ -288,8 +288,10 @@ class SGBDTEngine:
                 total, parts = self.raw_scores_parts(X)
                 raw = total if raw is None else raw
         if n + m > self._X.shape[0]:   # grow geometrically (amortised O(1) a record), past
-            # the age cut by one flush at most: evict_oldest keeps no more (_keep)
-            cap = min(max(2 * self._X.shape[0], 1024), self.__dict__.get("_keep", 1 << 62) + 4096)
+            # the age cut by one flush at most: evict_oldest keeps no more
+            cap = max(2 * self._X.shape[0], 1024)
+            if self._keep is not None:
+                cap = min(cap, self._keep + 4096)
             grown = np.zeros((max(cap, n + m), self._X.shape[1]), order="F")
             grown[:n] = self._X[:n]
             self._X = grown
@@ -527,8 +529,7 @@ class SGBDTEngine:
             self.trees_retired += 1
             return
         self._ensure_blocks()
-        k, slot = self.blocks.oldest_block(first=self.tree_serial - len(self.forest),
-                                           n_trees=len(self.forest))
+        k, slot = self.blocks.oldest_block(first=self.trees_retired, n_trees=len(self.forest))
         self.score -= self.blocks.column(slot, self._n)
         self.blocks.clear(slot)
         self.forest.drop_oldest(k)
@@ -574,9 +575,8 @@ class SGBDTEngine:
             # predict_tree's values)
             self.forest.add_tree_values(self.score, t, nodes)
             if self.blocks is not None:   # and to the block sums of the tree's slot
-                slot = self.blocks.slot_of(self.tree_serial)
+                slot = self.blocks.slot_of(self.trees_retired + t)   # t: its place, live
                 self.forest.add_tree_values(self.blocks.column(slot, self._n), t, nodes)
-            self.tree_serial += 1
         n_done = 0
         if prep is not None:
             cont, sampled = prep["cont"], prep["sampled"]
