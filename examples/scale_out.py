@@ -55,7 +55,11 @@ window) and prints one JSON line:
   share of the partitions, so the union closes windows when one process would) or ``whole``
   (``--whole-windows``: every member trains full-size windows); ``relevance``: ``by
   partition`` (each member releases the attribute relevance of the attributes its partitions
-  own) or ``every attribute`` (with ``--whole-windows``: no member knows its partitions).
+  own) or ``every attribute`` (with ``--whole-windows``: no member knows its partitions);
+  ``attribute_owners``: which partition owns which attribute (``floor(j*P/F)``; runs before
+  2026-11-27's ownership change lack the field and had ``p mod F``).
+
+Progress (each phase of each k, with its time) goes to stderr.
 
 Run: python examples/scale_out.py [--records N] [--members 1,2,3] [--stream adult|agrawal]
 [--pace MSGS_PER_S] [--producers P] [--partitions N] [--stamp-rate R] [--no-warm-up]
@@ -66,6 +70,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
 import os
 import signal
@@ -84,6 +89,16 @@ if TYPE_CHECKING:
 
 PARTITIONS = 6
 PARAMS = ["--set", "n_trees=5"]
+
+
+#: the driver's first read of the predictions topic ends after this many seconds without a new
+#: prediction (then a fresh read looks for any it skipped: ``reread``); until 2026-11-28 it
+#: waited 240 s, longer than a device run's time limit left for its last k
+READ_IDLE_S = 60
+
+#: which partition owns which attribute's relevance (:func:`~dpstream.models.relevance.
+#: owned_attributes`); lines from before 2026-11-27's change (``p mod F``) lack the field
+ATTRIBUTE_OWNERS = "floor(j*P/F)"
 
 
 def members_assigned(logs: list[Path]) -> bool:
@@ -295,6 +310,13 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
                  "DPSTREAM_HOLD_WINDOWS": "true" if hold else "false",
                  "DPSTREAM_AWAIT_WINDOWS": "true" if wait else "false",
                  "DPSTREAM_WARM_UP": "true" if warm_up else "false"}))
+    start = time.monotonic()
+
+    def say(what: str) -> None:   # progress on stderr: where a long run spends its time
+        print(f"[k={k}{' whole' if whole else ''} +{time.monotonic() - start:.1f} s] {what}",
+              file=sys.stderr, flush=True)
+
+    say(f"{k} member(s) starting")
     try:
         deadline = time.monotonic() + 120
         while not members_assigned(logs):
@@ -310,8 +332,10 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
         producer = threading.Thread(target=lambda: produced.append(produce(
             broker, records, values, pace, producers, partitions, stamp)))
         producer.start()
-        got = read_predictions(broker, preds, len(values), timeout=240)
+        say(f"group formed; producing {len(values):,} records and reading predictions")
+        got = read_predictions(broker, preds, len(values), timeout=READ_IDLE_S)
         producer.join()
+        say(f"{len(got):,} predictions read")
         if not produced:
             raise SystemExit(f"k={k}: the producer failed (its traceback is above)")
         # (main threads read after the processes at the start, before them at the end: their
@@ -324,6 +348,7 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
         for p in procs:
             p.send_signal(signal.SIGTERM)
         codes = [p.wait(120) for p in procs]
+        say(f"members stopped (exit codes {codes})")
     reread = 0
     if len(got) < len(values):   # a fresh reader tells a missed read from a lost message
         again = read_predictions(broker, preds, len(values), timeout=30)
@@ -359,6 +384,7 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             else:
                 ens.adopt(key, state)
         answers.append(list(ens.predict_many(probe)))
+    say("probe predicted by every member's ensemble")
     return {"members": k, "member_windows": "whole" if whole else "share",
             "relevance": ("every attribute" if whole else "before trees" if hold
                           else "at the close"),
@@ -384,7 +410,8 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             "stamp_rate": stamp_rate, "reread": reread,
             "stamps_as_set": _stamps_as_set(broker, records, stamp),
             "produced_msgs_per_s": round(len(values) / max(produced[0], 1e-9)),
-            "model_fetch_wait_ms": FETCH_WAIT_MS, "warm_up": warm_up}
+            "model_fetch_wait_ms": FETCH_WAIT_MS, "warm_up": warm_up,
+            "attribute_owners": ATTRIBUTE_OWNERS}
 
 
 def main() -> None:
@@ -427,6 +454,9 @@ def main() -> None:
     parser.add_argument("--whole-windows", action="store_true",
                         help="also run k > 1 with --whole-windows (full-size windows in "
                              "every member: the policy before member shares)")
+    parser.add_argument("--workdir", metavar="DIR",
+                        help="keep the members' logs and checkpoints in DIR (kept afterwards; "
+                             "default: a temporary folder, removed)")
     args = parser.parse_args()
     from dpstream.connectors.local_broker import LocalBroker
     from dpstream.stream import load_adult
@@ -444,7 +474,12 @@ def main() -> None:
         probe = [x for x, _ in synth.Agrawal(classification_function=2, seed=1).take(1000)]
     n = min(args.records, len(X))
     values = [json.dumps({"id": i, "x": X[i], "y": y[i]}).encode() for i in range(n)]
-    with tempfile.TemporaryDirectory() as tmp:
+    if args.workdir:   # (a member would resume from a checkpoint left there)
+        Path(args.workdir).mkdir(parents=True, exist_ok=True)
+        if any(Path(args.workdir).iterdir()):
+            parser.error(f"--workdir {args.workdir} is not empty")
+    with (contextlib.nullcontext(args.workdir) if args.workdir
+          else tempfile.TemporaryDirectory()) as tmp:
         schema.dump(Path(tmp) / "schema.json")
         for k in (int(v) for v in args.members.split(",")):
             for whole in ((False, True) if args.whole_windows and k > 1 else (False,)):

@@ -94,7 +94,9 @@ def test_the_second_half_of_the_stream_is_compared_where_it_was_measured():
     # runs without the field are from before the members' warm-up
     ("warm_up", True, "members warmed up before joining"),
     # runs without the field ran every k on one broker
-    ("fresh_broker", True, "a fresh broker for each k")])
+    ("fresh_broker", True, "a fresh broker for each k"),
+    # runs without the field had partition p own attribute p mod F
+    ("attribute_owners", "floor(j*P/F)", "owned by partition floor(j*P/F)")])
 def test_runs_of_another_setup_have_their_own_table(field, value, marker):
     rows = [_row(1, 1000, 0.90), _row(2, 1500, 0.88),
             {**_row(1, 1000, 0.91), field: value}, {**_row(2, 1600, 0.93), field: value}]

@@ -38,6 +38,11 @@ __all__ = ["scale_out_section", "load_scale_runs", "cpu_lines"]
 #: :data:`~dpstream.connectors.model_topic.FETCH_WAIT_MS`
 KAFKA_FETCH_WAIT_MS = 500
 
+#: which partition owned which attribute's relevance before 2026-11-27's change (runs without
+#: ``attribute_owners``); since then ``floor(j*P/F)``
+#: (:func:`~dpstream.models.relevance.owned_attributes`)
+OLD_OWNERS = "p mod F"
+
 #: the members' policies, in the order of the tables: windows sized by share with relevance
 #: split by partition, released before the trees grow, with members that wait for the others'
 #: windows in a backlog or without (the default), or with the trees at
@@ -138,7 +143,8 @@ def _plot_scale(points: list[tuple], path: Path) -> None:
     against one member's (``k`` and the issue's ``0.8 k`` as lines) and its accuracy against
     one member's (the 1 pp band), whole stream (filled) and second half (hollow).
 
-    ``points``: ``(cores, stream, setup, k, ratio, diff_pp, half_diff_pp or None)``.
+    ``points``: ``(cores, stream, setup, k, ratio, diff_pp, half_diff_pp or None)``; a setup
+    ends with its attribute owners (runs since the ownership change drawn thick).
     """
     import matplotlib
     matplotlib.use("Agg")
@@ -159,8 +165,9 @@ def _plot_scale(points: list[tuple], path: Path) -> None:
     for cores, stream, setup, k, ratio, diff, half in points:
         series[(cores, stream, setup)].append((k, ratio, diff, half))
     labelled: set = set()
-    for n, ((cores, stream, _setup), pts) in enumerate(sorted(series.items())):
+    for n, ((cores, stream, setup), pts) in enumerate(sorted(series.items())):
         pts.sort()
+        width = 0.8 if setup[-1] == OLD_OWNERS else 2.2   # runs since the ownership change
         color = palette.get(cores, "tab:purple")
         marker = markers.get(stream, "^")
         label = f"{stream}, {cores} cores"
@@ -169,9 +176,9 @@ def _plot_scale(points: list[tuple], path: Path) -> None:
         dx = (n % 5 - 2) * 0.03   # setups of one machine side by side, not on top
         ks_ = [k + dx for k, *_ in pts]
         left.plot(ks_, [r for _, r, _, _ in pts], color=color, marker=marker, ms=4,
-                  linewidth=0.8, alpha=0.8, label=label if first else None)
+                  linewidth=width, alpha=0.8, label=label if first else None)
         right.plot(ks_, [d for _, _, d, _ in pts], color=color, marker=marker, ms=4,
-                   linewidth=0.8, alpha=0.8, label=label if first else None)
+                   linewidth=width, alpha=0.8, label=label if first else None)
         halves = [(k, h) for k, (_, _, _, h) in zip(ks_, pts, strict=True) if h is not None]
         if halves:
             right.plot([k for k, _ in halves], [h for _, h in halves], linestyle="none",
@@ -231,9 +238,12 @@ def scale_out_section(rows: list[dict], img_dir: str | Path | None = None,
                 # (runs from before the members' warm-up have no warm_up and had none)
                 bool(r.get("warm_up", False)),
                 # (runs from before a broker per k ran every k on one broker)
-                bool(r.get("fresh_broker", False)))].append(r)
+                bool(r.get("fresh_broker", False)),
+                # (runs from before the ownership change lack the field, p mod F; first)
+                (r.get("attribute_owners", OLD_OWNERS) != OLD_OWNERS,
+                 r.get("attribute_owners", OLD_OWNERS)))].append(r)
     for (ncores, stream, records, policy, pace, parts, producers, stamp, neg_wait, warm,
-         fresh), runs in sorted(groups.items()):
+         fresh, (_, owners)), runs in sorted(groups.items()):
         fetch_wait = -neg_wait
         if out[-1] != "":
             out.append("")
@@ -257,7 +267,9 @@ def scale_out_section(rows: list[dict], img_dir: str | Path | None = None,
             f", the model topic read with {fetch_wait} ms fetch waits"
             if fetch_wait != KAFKA_FETCH_WAIT_MS else "") + (
             ", members warmed up before joining (`DPSTREAM_WARM_UP`)" if warm else "") + (
-            ", a fresh broker for each k" if fresh else "")
+            ", a fresh broker for each k" if fresh else "") + (
+            f", attribute j's relevance owned by partition {owners}"
+            if owners != OLD_OWNERS else "")
         out += [f"### {stream}, {records:,} records, {setup}: {title}{when}", "",
                 "| members k | runs | msgs/s, mean (min–max) | × one member | accuracy, mean "
                 "(min–max) | vs one member | same_model | trained |"
@@ -278,7 +290,7 @@ def scale_out_section(rows: list[dict], img_dir: str | Path | None = None,
             if policy == 0 and not pace and base_rate and base_acc is not None:
                 half_mean = _second_half(rs)
                 points.append((ncores, stream, (records, parts, producers, stamp, fetch_wait,
-                                                warm, fresh), k,
+                                                warm, fresh, owners), k,
                                statistics.mean(rate) / base_rate,
                                100 * (statistics.mean(acc) - base_acc),
                                None if half_mean is None or base_half is None
@@ -296,12 +308,11 @@ def scale_out_section(rows: list[dict], img_dir: str | Path | None = None,
                           "machine and stream](" + img_prefix + "scale_out.png)", "",
                           "Each line is one setup of the default policy (the first table of "
                           "each stream and machine below, and its variants of timestamps, "
-                          "fetch waits, warm-up and brokers), whatever its date: runs from "
-                          "before a fix stay in the plot as in the tables. Every run here "
-                          "predates the change of which partition owns which attribute "
-                          "(2026-11-27; the runs since are in the benchmark notes, \"Which "
-                          "partition owns which attribute\"). Paced runs are left out, as "
-                          "their producer sets the rate.", ""]
+                          "fetch waits, warm-up, brokers and attribute owners), whatever its "
+                          "date: runs from before a fix stay in the plot as in the tables. "
+                          "Runs from before the change of which partition owns which "
+                          "attribute (2026-11-27) are drawn thin; those since, thick. Paced "
+                          "runs are left out, as their producer sets the rate.", ""]
     cpu = cpu_lines([r for r in rows if not r.get("pace")])
     if cpu:
         out += ["", "### Where the CPU goes", "",
