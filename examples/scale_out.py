@@ -63,6 +63,7 @@ Progress (each phase of each k, with its time) goes to stderr.
 
 Run: python examples/scale_out.py [--records N] [--members 1,2,3] [--stream adult|agrawal]
 [--pace MSGS_PER_S] [--producers P] [--partitions N] [--stamp-rate R] [--no-warm-up]
+[--workdir DIR]
 (needs the test extra: pip install 'dpstream[test]')
 """
 

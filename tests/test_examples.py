@@ -22,15 +22,24 @@ ARGS = {"scale_out.py": ["--producers", "2", "--stamp-rate", "5000"]}
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
-def test_example_runs(script):
-    out = subprocess.run([sys.executable, str(script), *ARGS.get(script.name, [])],
+def test_example_runs(script, tmp_path):
+    work = tmp_path / "work"   # scale_out.py keeps its members' logs there
+    extra = ["--workdir", str(work)] if script.name == "scale_out.py" else []
+    out = subprocess.run([sys.executable, str(script), *ARGS.get(script.name, []), *extra],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()
     if script.name == "scale_out.py":   # one line per k: every record trained once, one model
         lines = [json.loads(line) for line in out.stdout.splitlines()]
         assert [r["members"] for r in lines] == [1, 2, 3]
+        # each member's own log kept, and each phase of each k reported on stderr
+        assert sorted(p.name for p in work.glob("*.log")) == [
+            "k1-m0.log", "k2-m0.log", "k2-m1.log", "k3-m0.log", "k3-m1.log", "k3-m2.log"]
+        assert "partitions assigned" in (work / "k3-m2.log").read_text()
+        for k in (1, 2, 3):
+            assert f"[k={k} " in out.stderr and "probe predicted" in out.stderr, out.stderr
         for r in lines:
+            assert r["attribute_owners"] == "floor(j*P/F)", r
             assert r["trained"] == r["records"] and r["same_model"], r
             assert r["producers"] == 2 and r["produced_msgs_per_s"] > 0, r
             assert r["stamp_rate"] == 5000 and r["stamps_as_set"] is True, r
@@ -44,3 +53,14 @@ def test_example_runs(script):
             assert all(0 <= a < b and 0 <= g <= b - a for (a, b), g
                        in zip(tl["span_s"], tl["max_gap_s"], strict=True)), r
             assert min(a for a, _ in tl["span_s"]) == 0, r
+
+
+def test_scale_out_refuses_a_workdir_in_use(tmp_path):
+    """A member would resume from a checkpoint left in the folder: scale_out.py stops first."""
+    (tmp_path / "k1-m0").mkdir()
+    script = next(p for p in EXAMPLES if p.name == "scale_out.py")
+    out = subprocess.run([sys.executable, str(script), "--records",
+                          "100", "--workdir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "is not empty" in out.stderr, out.stderr
+    assert not out.stdout.strip()
