@@ -18,7 +18,8 @@ turn's CPU time (``time.process_time``; one thread does all the work) is the mem
 Prints one JSON line per k: ``us_per_record`` (the members' CPU per record of the stream),
 and its parts per record: ``checkpoint`` (the runner's checkpoints), ``predict`` (the
 ensemble's ``predict_many``), ``learn`` (the model's ``learn_stream``), ``grow`` (held
-windows grown), ``adopt`` (the model topic's messages decoded and adopted), ``publish``
+windows grown), ``adopt`` (the model topic's messages decoded and adopted; ``adopted``
+counts what was adopted), ``publish``
 (windows exported and encoded) — so the parts that grow with k show; and
 ``checkpoint_ms_at_end``: the wall time of one checkpoint of member 0 at the end (best of
 five), with ``ids_at_end`` ids remembered and ``open_window_rows_at_end`` rows buffered.
@@ -96,13 +97,18 @@ def run(k: int, values: list[bytes], partitions: int, hold_predictions: bool,
     spent: dict[str, float] = defaultdict(float)
     originals = {}
 
+    adopted = [0]   # windows and releases adopted (what _adopt returns), all members
+
     def timed(name, fn):
         def wrapper(*a, **kw):
             t = time.process_time()
             try:
-                return fn(*a, **kw)
+                got = fn(*a, **kw)
             finally:
                 spent[name] += time.process_time() - t
+            if name == "adopt":
+                adopted[0] += got
+            return got
         return wrapper
 
     for name, cls, attr in PARTS:
@@ -162,6 +168,7 @@ def run(k: int, values: list[bytes], partitions: int, hold_predictions: bool,
            "windows_closed": [int(m.runner.model.windows_closed) for m in members],
            # per member: the members whose windows are in the union it predicts with
            "union_members": [len(m.ensemble.members()) for m in members],
+           "adopted": adopted[0],
            "checkpoints": [int(m.runner.counters.get("checkpoints", 0)) for m in members],
            "learned": sum(m.runner.counters["learned"] for m in members),
            "checkpoint_ms_at_end": round(end_ms, 1),
