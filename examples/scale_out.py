@@ -97,6 +97,11 @@ PARAMS = ["--set", "n_trees=5"]
 #: waited 240 s, longer than a device run's time limit left for its last k
 READ_IDLE_S = 60
 
+#: how long the members may take, together, to exit after SIGTERM (each finishes its batch,
+#: grows a held window, checkpoints and leaves the group: about 2 s on this project's 2-core
+#: machine); until 2026-11-28 each had 120 s in turn
+STOP_S = 60
+
 #: which partition owns which attribute's relevance (:func:`~dpstream.models.relevance.
 #: owned_attributes`); lines from before 2026-11-27's change (``p mod F``) lack the field
 ATTRIBUTE_OWNERS = "floor(j*P/F)"
@@ -263,6 +268,24 @@ def cpu_seconds(pid: int | str | None = None, main_thread: bool = False) -> floa
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def stop_members(procs: list, limit_s: float = STOP_S) -> list:
+    """SIGTERM to every member, then their exit codes; one still running ``limit_s`` seconds
+    after the signal (all members together) is killed and reported as ``"killed"`` (its log
+    then says how far it got), instead of holding the run for minutes."""
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + limit_s
+    codes: list = []
+    for p in procs:
+        try:
+            codes.append(p.wait(max(0.1, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            codes.append("killed")
+    return codes
+
+
 def read_predictions(broker: LocalBroker, topic: str, n: int, timeout: float) -> dict:
     """id -> (prediction, timestamp in s, partition) of the first prediction of each record."""
     from kafka import KafkaConsumer
@@ -346,9 +369,7 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
         cpu = [cpu_seconds(pid) - c for pid, c in zip(pids, cpu0, strict=True)]
         wall = time.monotonic() - t0
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        codes = [p.wait(120) for p in procs]
+        codes = stop_members(procs)
         say(f"members stopped (exit codes {codes})")
     reread = 0
     if len(got) < len(values):   # a fresh reader tells a missed read from a lost message

@@ -64,3 +64,24 @@ def test_scale_out_refuses_a_workdir_in_use(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "is not empty" in out.stderr, out.stderr
     assert not out.stdout.strip()
+
+
+def test_scale_out_kills_a_member_that_does_not_exit():
+    """A member still running after the stop's time limit is killed and reported, so one
+    stuck process cannot hold a run (each had 120 s in turn before)."""
+    import importlib.util
+    import time
+
+    spec = importlib.util.spec_from_file_location(
+        "scale_out_example", next(p for p in EXAMPLES if p.name == "scale_out.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ready = "import signal, sys, time; {}; print('up', flush=True); time.sleep(60)"
+    procs = [subprocess.Popen([sys.executable, "-c", ready.format(setup)], stdout=subprocess.PIPE)
+             for setup in ("pass", "signal.signal(signal.SIGTERM, signal.SIG_IGN)")]
+    for p in procs:   # both running (the second ignoring SIGTERM) before the stop
+        assert p.stdout.readline().strip() == b"up"
+    t = time.monotonic()
+    codes = module.stop_members(procs, limit_s=1.0)
+    assert codes == [-15, "killed"] and time.monotonic() - t < 10
+    assert all(p.poll() is not None for p in procs)
