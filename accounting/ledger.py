@@ -83,6 +83,11 @@ class BudgetLedger:
         """The epsilon of everything released so far: sequential + max partition."""
         return float(self._sequential + self._parallel_max())
 
+    @property
+    def open_partitions(self) -> list[str]:
+        """Names of the partitions charged and not closed (:meth:`close`)."""
+        return list(self._partitions)
+
     def partition_spent(self, partition: str) -> float:
         return float(self._partitions.get(str(partition), Fraction(0)))
 
@@ -124,7 +129,19 @@ class BudgetLedger:
             self.charge(float(a), partition=p, label=label)
 
     def close(self, partition: str) -> None:
-        """Forget a finished partition's name but keep its spend in the maximum (bounded memory)."""
+        """Forget a finished partition's name but keep its spend in the maximum (bounded memory).
+
+        The caller must never charge that name again: a closed name charged anew starts from
+        zero (a stream's windows are numbered, and a number is never reused).
+
+        Examples
+        --------
+        >>> ledger = BudgetLedger(total_epsilon=1.0)
+        >>> ledger.charge(0.5, partition="window-0"); ledger.charge(0.3, partition="window-1")
+        >>> ledger.close("window-0")
+        >>> ledger.open_partitions, ledger.spent, ledger.report()["closed_partitions"]
+        (['window-1'], 0.5, 1)
+        """
         spend = self._partitions.pop(str(partition), None)
         if spend is not None:
             self._closed_max = max(self._closed_max, spend)
