@@ -45,6 +45,10 @@ __all__ = ["DPDriftSignal"]
 
 DETECTORS = ("adwin", "page-hinkley")
 
+#: how many released rates (and reported changes) a signal keeps for reports; the counts
+#: (``releases``, ``changes``) are complete
+HISTORY = 1000
+
 
 class DPDriftSignal:
     """Noisy prequential error rates over disjoint windows, and a change detector on them.
@@ -87,8 +91,8 @@ class DPDriftSignal:
         self._count = 0
         self.releases = 0          # windows released so far
         self.changes = 0           # changes reported so far
-        self.history: list[float] = []   # the released noisy rates (public)
-        self.change_at: list[int] = []   # release index of each reported change
+        self.history: list[float] = []   # the last HISTORY released noisy rates (public)
+        self.change_at: list[int] = []   # release index of each reported change (last HISTORY)
         self._since_restart = 0
         self.detector = self._new_detector()
 
@@ -155,12 +159,16 @@ class DPDriftSignal:
         self._sum, self._count = 0.0, 0
         rate = min(max(noisy / self.window, 0.0), 1.0)   # post-processing
         self.history.append(rate)
+        if len(self.history) > HISTORY:   # bounded: a signal may run for months
+            del self.history[:len(self.history) - HISTORY]
         self.releases += 1
         self._since_restart += 1
         self.detector.update(rate)
         if self.detector.drift_detected and self._since_restart >= self.min_windows:
             self.changes += 1
             self.change_at.append(self.releases)
+            if len(self.change_at) > HISTORY:
+                del self.change_at[:len(self.change_at) - HISTORY]
             self.restart()
             return True
         return False
