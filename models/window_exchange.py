@@ -248,6 +248,7 @@ class WindowEnsemble:
         self.now: float | None = None           # stream time of the newest record learned
         self._start: float | None = None        # ... and of the first
         self._until: dict[int, float] = {}      # own window index -> stream time it closed
+        self._closes = 0                         # ... how many were stamped
         self.reach: dict[int, float] = {}       # partition -> newest time others released to
         self.trees_reach: dict[int, float] = {}  # ... and newest time their windows reach
 
@@ -294,14 +295,14 @@ class WindowEnsemble:
                     out[self._own[index]]["relevance_key"] = key
         for state in out.values():
             if state is not None:
-                state["until"] = self._until.setdefault(state["index"], self.now)
+                state["until"] = self._stamp(state["index"])
                 state["partitions"] = parts
         held = m.held
         seq = m.__dict__.get("windows_held", 0)
         key = relevance_key(self.member, seq)
         if held is not None and key not in self._announced:
             self._announced[key] = held["index"]
-            self._until.setdefault(held["index"], self.now)
+            self._stamp(held["index"])
             extra[key] = {"format": RELEVANCE_FORMAT, "member": self.member, "seq": seq,
                           "key": key, "index": held["index"], "config": self.config,
                           "generation": held["generation"], "relevance": held["relevance"],
@@ -320,7 +321,7 @@ class WindowEnsemble:
         held = self.model.held
         if held is None:
             return True
-        self._until.setdefault(held["index"], self.now)   # (not announced yet)
+        self._stamp(held["index"])   # (not announced yet)
         return self._past_middle(held["index"], self.reach)
 
     def _past_middle(self, index: int, reach: dict[int, float]) -> bool:
@@ -336,11 +337,25 @@ class WindowEnsemble:
         mid = until if prev is None else (prev + until) / 2.0
         return all(reach.get(p, float("-inf")) >= mid for p in set(range(total)) - set(parts))
 
+    def _stamp(self, index: int) -> float | None:
+        """The stream time own window ``index`` closed at: stamped the first time it is
+        asked for (the newest record learned by then). Stamps of windows older than the
+        oldest kept one's predecessor are dropped (a member runs for months)."""
+        if index in self._until:
+            return self._until[index]
+        until = self._until[index] = self.now
+        self._closes += 1
+        m = self.model
+        oldest = min(m.windows_closed - len(m._windows), index) - 1
+        for old in [i for i in self._until if i < oldest]:
+            del self._until[old]
+        return until
+
     @property
     def closes(self) -> int:
-        """This member's windows whose close it has stamped with a stream time (published
-        or held)."""
-        return len(self._until)
+        """How many of its windows' closes this member has stamped with a stream time
+        (published or held)."""
+        return self._closes
 
     def windows_ready(self) -> bool:
         """Whether, for every partition of the topic this member does not hold, another

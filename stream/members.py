@@ -135,6 +135,7 @@ class WindowMember:
         # partition -> offset below which records are in a published held-window release
         self.spent: dict[str, int] = {}
         self.own_released: set[int] = set()      # seqs of own releases read on the topic
+        #                                          (the current hold's and newer)
         self._held_since: tuple[int, float] | None = None   # (seq, monotonic time)
         #: the records behind the ends of this member's partitions (``None``: not known);
         #: the service sets it to its consumer's lag
@@ -228,7 +229,7 @@ class WindowMember:
                     for p, off in (state.get("spent") or {}).items():
                         self.spent[p] = max(self.spent.get(p, 0), int(off))
                     if key.partition("/")[0] == self.member:
-                        self.own_released.add(int(state["seq"]))
+                        self._note_released(int(state["seq"]))
                     continue
                 if state is not None:
                     for p, off in state.get("positions", {}).items():
@@ -236,6 +237,16 @@ class WindowMember:
             if changed:
                 self._note_union()
         return changed
+
+    def _note_released(self, seq: int) -> None:
+        """One of this member's own held-window releases, read back on the topic. Only the
+        current hold's counts (:meth:`start` asks whether its release was published), so
+        the set keeps none older than it: a member runs for months."""
+        current = self.runner.model.__dict__.get("windows_held", 0)
+        if seq >= current:
+            self.own_released.add(seq)
+        if len(self.own_released) > 64:
+            self.own_released = {s for s in self.own_released if s >= current}
 
     def _note_union(self) -> None:
         """Keep a summary of the union this member predicts with on its model, so that its
