@@ -44,6 +44,7 @@ from dpstream.stream.distributed import (
     keygen,
 )
 from dpstream.stream.distributed.__main__ import main as distributed_main
+from dpstream.stream.distributed.party import KEEP_ROUNDS
 from dpstream.stream.distributed.secure_aggregation import (
     FRACTION_BITS,
     KeyPair,
@@ -435,6 +436,11 @@ def test_three_parties_sum_exactly_and_agree_while_an_intruder_replays_and_forge
         assert rep["records_learned"] == 5000 and rep["epsilon"] <= 1.0
         assert rep["rounds_contributed"] == 40 and rep["init_contributed"]
         assert rep["scope"].startswith("this party's records")
+        # 41 rounds, and the party keeps the last KEEP_ROUNDS of them (a job runs for months)
+        dist = out[p]["dist"]
+        assert dist.state.floor == 41 - KEEP_ROUNDS
+        assert sorted(dist.state.rounds) == list(range(41 - KEEP_ROUNDS, 41))
+        assert min(t for _, t in dist.posted) >= dist.state.floor
 
 
 def test_fewer_than_t_survivors_abandon_the_round_and_say_why(broker):

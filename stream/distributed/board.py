@@ -54,6 +54,16 @@ The protocol's membership decision from a log (no broker needed; see
 >>> r = state.rounds[1]
 >>> r.members, r.status
 (['a', 'b'], 'sealed')
+
+A party forgets the rounds it applied (:meth:`BoardState.prune`); their late messages are
+skipped, as a resolved round ignores them:
+
+>>> state.prune(2), sorted(state.rounds), state.floor
+(1, [], 2)
+>>> state.apply({"session": "job-1", "type": "join", "round": 1, "party": "c", "nonce": "04",
+...              **offer})
+>>> sorted(state.rounds), state.skipped
+([], 1)
 """
 
 from __future__ import annotations
@@ -163,8 +173,11 @@ class BoardState:
     kind), next to the signature layer's :attr:`~.signed_board.SignedBoard.rejected`.
     """
 
-    def __init__(self, session: str, roster: Roster):
+    def __init__(self, session: str, roster: Roster, floor: int = 0):
         self.session, self.roster = session, roster
+        #: rounds below it are forgotten (:meth:`prune`): their messages are skipped
+        self.floor = max(0, int(floor))
+        self.skipped = 0
         self.threshold = roster.threshold
         self.indices = {p: roster.index(p) for p in roster.names}
         self.config: dict | None = None
@@ -172,6 +185,17 @@ class BoardState:
         self.live: set[str] = set()
         self.rounds: dict[int, BoardRound] = {}
         self.ignored: Counter[str] = Counter({"late": 0, "invalid": 0})
+
+    def prune(self, below: int) -> int:
+        """Forget every round numbered below ``below`` and skip their messages from now on
+        (a party calls it with rounds it applied: they are resolved, and their messages
+        could only be late); returns how many were forgotten. A job runs for many
+        thousands of rounds: each keeps its members' masked vectors and shares."""
+        self.floor = max(self.floor, int(below))
+        old = [t for t in self.rounds if t < self.floor]
+        for t in old:
+            del self.rounds[t]
+        return len(old)
 
     def round(self, t: int) -> BoardRound:
         if t not in self.rounds:
@@ -201,6 +225,10 @@ class BoardState:
             return
         t = msg.get("round")
         if not isinstance(t, int) or t < 0:
+            return
+        if t < self.floor:   # a round this party applied long ago (prune)
+            self.live.add(party)
+            self.skipped += 1
             return
         r = self.round(t)
         self.live.add(party)

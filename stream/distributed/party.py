@@ -41,6 +41,13 @@ __all__ = ["DistributedParty", "RoundTimeout", "share_aad"]
 
 log = logging.getLogger("dpstream.distributed")
 
+#: rounds a party keeps in memory behind the last one it applied; older ones are forgotten
+#: (:meth:`~.board.BoardState.prune`): a job runs for many thousands of rounds
+KEEP_ROUNDS = 16
+
+#: per-round timings kept (:attr:`DistributedParty.timings`: the last 1,000 to 2,000)
+TIMINGS_KEPT = 1000
+
 
 class RoundTimeout(RuntimeError):
     """The board did not resolve a round in time (the broker is unreachable)."""
@@ -105,7 +112,6 @@ class DistributedParty:
         self.before_post = before_post
         self.lock = lock if lock is not None else contextlib.nullcontext()
         self.stop = stop or threading.Event()
-        self.state = BoardState(session, roster)
         proto = getattr(party, "protocol", None)
         if proto is None or "enc_private" not in proto:   # travels in the party's checkpoint
             proto = {"applied": (proto or {}).get("applied", -1), "post": None}
@@ -115,6 +121,8 @@ class DistributedParty:
         proto.setdefault("revealed", {})   # round -> {member: "b" | "s"} (never both)
         self.proto = proto
         self.enc = KeyPair.from_private(proto["enc_private"])
+        # rounds this party applied before (its checkpoint) are not rebuilt from the board
+        self.state = BoardState(session, roster, floor=proto["applied"] + 1 - KEEP_ROUNDS)
         self.posted: set[tuple[str, int]] = set()
         self.timings: list[dict] = []
         self.last_total: np.ndarray | None = None
@@ -234,6 +242,8 @@ class DistributedParty:
                   "survivors": list(r.survivors), "reason": r.reason,
                   "seconds": total, "compute_s": compute, "coordination_s": total - compute}
         self.timings.append(timing)
+        if len(self.timings) > 2 * TIMINGS_KEPT:
+            del self.timings[:-TIMINGS_KEPT]
         return {**timing, **out}
 
     def _step(self, r: BoardRound, now: float) -> None:
@@ -351,6 +361,9 @@ class DistributedParty:
             for old in [k for k in store if k <= r.number]:
                 del store[old]
         self.last_total, self.last_words = total, r.words
+        if self.state.prune(r.number + 1 - KEEP_ROUNDS):
+            floor = self.state.floor
+            self.posted = {(kind, t) for kind, t in self.posted if t >= floor}
         log.info("round %d %s (members %s%s)", r.number, r.status, ",".join(r.members),
                  f"; {r.reason}" if r.reason else "")
         return out
