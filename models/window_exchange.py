@@ -22,7 +22,9 @@ labeled records. A member that reads ``1 / k`` of the stream trains windows and 
 ``1 / k`` the size (:meth:`~dpstream.models.window_forest.WindowForestBase.set_share`), and its
 windows count as ``1 / k`` of a whole one: ``k`` such members keep ``k * max_windows``
 windows, as many records and trees as one process keeps. A member's own retired windows (its
-``max_windows`` or a drift generation) leave the union through a tombstone. Members that hold
+``max_windows`` or a drift generation) leave the union through a tombstone, and so, published
+by another member, do the windows of a member that has left the group once newer windows push
+them out of the vote (:meth:`WindowEnsemble.departed_updates`). Members that hold
 the same windows predict bit for bit the same: the sum over windows runs in one canonical
 order.
 
@@ -264,13 +266,48 @@ class WindowEnsemble:
             out[self._own.pop(index)] = None
         for index in range(first, m.windows_closed):
             if index not in self._own:
-                state = export_window(m, index, member=self.member)
+                win = m._windows[index - first]
+                state = export_window(m, index, member=self.member, published=win.published)
+                win.published = state["published"]   # (checkpointed before it is published)
                 self._own[index] = state["key"]
                 out[state["key"]] = state
         extra = self._relevance_updates(out)
         for key, state in out.items():
             self._apply(key, state)
         out.update(extra)
+        return out
+
+    def departed_updates(self) -> dict[str, None]:
+        """Tombstones for the windows of every other member that has left: each partition
+        its newest window was trained on has since been trained on by another member (a
+        newer window lists it), and none of its windows votes (newer windows pushed them all
+        out, as one process retires a window that falls out of its ``max_windows``).
+        Without them a departed member's windows would stay in the union for good and vote
+        again once the union shrinks: after a drift, when the members retire their old
+        concept's windows, they would outvote the new concept's. A member that stalls keeps
+        its partitions, so its windows stay. Applied here too; a connector publishes them,
+        and every member applies them in the topic's order (a member ignores tombstones of
+        its own windows: it retires them itself)."""
+        newest: dict[str, dict] = {}
+        for state in self.windows.values():
+            m = state["member"]
+            if m not in newest or state["published"] > newest[m]["published"]:
+                newest[m] = state
+        voting = {s["member"] for s in self.kept()}
+        gone = set()
+        for m, last in newest.items():
+            parts = last.get("partitions")
+            if m == self.member or m in voting or not parts:
+                continue
+            taken = {int(p) for s in self.windows.values()
+                     if s["member"] != m and s["published"] > last["published"]
+                     for p in (s.get("partitions") or ())}
+            if {int(p) for p in parts} <= taken:
+                gone.add(m)
+        out: dict[str, None] = {key: None for key, s in self.windows.items()
+                                if s["member"] in gone}
+        for key in out:
+            self._apply(key, None)
         return out
 
     def observe(self, t: float, first: float | None = None) -> None:

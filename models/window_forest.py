@@ -76,6 +76,9 @@ class _Window:
     generation: int = 0          # the drift generation the window closed in
     # the attribute-relevance histograms this window released (noisy), for other members
     relevance: list | None = None
+    # when a member first published it (Unix time; the union's order): a re-export after a
+    # restart keeps it, so an old window never comes back as the newest
+    published: float | None = None
 
 
 class WindowForestBase(MemberShare, RelevanceEvidence, HeldWindow, base.Classifier):

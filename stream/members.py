@@ -276,6 +276,7 @@ class WindowMember:
             n = len(model._buffer_y) + model.held_records   # records in no finished window
             del self.pending[:max(0, len(self.pending) - n)]   # in place: the model holds it
             updates = self.ensemble.local_updates()
+            updates.update(self.ensemble.departed_updates())   # (a member that left)
             if not updates:
                 return 0
             self._note_union()

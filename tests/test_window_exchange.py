@@ -194,3 +194,91 @@ def test_members_draw_attributes_from_the_whole_groups_relevance_evidence(name, 
     for j, c in enumerate(a._relevance.counts):
         np.testing.assert_allclose(
             c, own[a][j] + sum(np.asarray(s["relevance"][j]) for s in kept_b))
+
+
+def _step(models, ensembles, rows, live, departed=True):
+    """The live members learn their partitions' records of ``rows`` (partition = row number
+    mod 3) and exchange updates — with the tombstones of departed members (``departed``)."""
+    X, y = rows
+    for m in live:
+        parts = models[m].partitions[0]
+        idx = [i for i in range(len(X)) if i % 3 in parts]
+        models[m].learn_stream([X[i] for i in idx], [y[i] for i in idx])
+    updates = [{**ensembles[m].local_updates(),
+                **(ensembles[m].departed_updates() if departed else {})} for m in live]
+    for m in live:
+        for ups in updates:
+            for key, state in ups.items():
+                ensembles[m].adopt(key, state)
+
+
+@pytest.mark.parametrize("departed", [True, False])
+def test_a_member_that_left_is_retired_and_does_not_vote_after_a_drift(departed):
+    """Three members on three partitions; m2 leaves and its partition goes to m0. Once newer
+    windows push m2's out of the vote, the others retire them (tombstones), so after both
+    live members retire their old concept (a drift generation) only the new concept votes —
+    as in one process. Without the tombstones m2's old windows vote again (control)."""
+    from river.datasets import synth
+
+    from dpstream.stream.bench.drift_streams import AGRAWAL_SCHEMA
+
+    rows = list(synth.Agrawal(classification_function=1, seed=3).take(27_000))
+    X, y = [x for x, _ in rows], [v for _, v in rows]
+    models = [MedianForestClassifier(schema=AGRAWAL_SCHEMA, epsilon=1.0, n_trees=4,
+                                     window_size=1200, warmup=None, max_windows=3,
+                                     drift=False, seed=20 + m) for m in range(3)]
+    for m, model in enumerate(models):
+        model.set_share(1 / 3, [m], 3)
+    ens = [WindowEnsemble(model, f"m{m}") for m, model in enumerate(models)]
+    for i in range(0, 12_000, 300):
+        _step(models, ens, (X[i:i + 300], y[i:i + 300]), (0, 1, 2), departed)
+    assert {s["member"] for s in ens[0].kept()} == {"m0", "m1", "m2"}
+    models[0].set_share(2 / 3, [0, 2], 3)          # m2 left; its partition is m0's now
+    for i in range(12_000, 13_200, 300):
+        _step(models, ens, (X[i:i + 300], y[i:i + 300]), (0, 1), departed)
+    # m2's windows still vote: it is not retired before newer windows push them all out
+    assert "m2" in {s["member"] for s in ens[0].kept()}
+    assert any(k.startswith("m2/") for k in ens[1].windows)
+    for i in range(13_200, 21_000, 300):
+        _step(models, ens, (X[i:i + 300], y[i:i + 300]), (0, 1), departed)
+    assert "m2" not in {s["member"] for s in ens[0].kept()}
+    for m in (0, 1):
+        models[m]._new_generation()   # a drift: the old concept's windows retire
+    for i in range(21_000, 22_500, 300):
+        _step(models, ens, (X[i:i + 300], y[i:i + 300]), (0, 1), departed)
+    voting = [ens[0].kept(), ens[1].kept()]
+    assert [(s["member"], s["index"]) for s in voting[0]] == \
+        [(s["member"], s["index"]) for s in voting[1]]
+    assert 1 in {s["generation"] for s in voting[0]}
+    if departed:
+        assert not any(k.startswith("m2/") for e in ens[:2] for k in e.windows)
+        assert "m2" not in {s["member"] for s in voting[0]}
+    else:   # the control: the departed member's old-concept windows vote again
+        assert "m2" in {s["member"] for s in voting[0]}
+
+
+def test_a_stalled_member_keeps_its_windows_and_a_reexport_keeps_its_time():
+    """A member that publishes nothing for a long time but keeps its partition is not
+    retired by the others (its windows fill what the two others' cannot); a member that
+    exports its windows again (after a restart) gives them the time they were first
+    published, so an old window never comes back newest."""
+    from river.datasets import synth
+
+    from dpstream.stream.bench.drift_streams import AGRAWAL_SCHEMA
+
+    rows = list(synth.Agrawal(classification_function=2, seed=4).take(15_000))
+    X, y = [x for x, _ in rows], [v for _, v in rows]
+    models = [MedianForestClassifier(schema=AGRAWAL_SCHEMA, epsilon=1.0, n_trees=4,
+                                     window_size=1200, warmup=None, max_windows=3,
+                                     drift=False, seed=30 + m) for m in range(3)]
+    for m, model in enumerate(models):
+        model.set_share(1 / 3, [m], 3)
+    ens = [WindowEnsemble(model, f"m{m}") for m, model in enumerate(models)]
+    for i in range(0, 3_000, 300):
+        _step(models, ens, (X[i:i + 300], y[i:i + 300]), (0, 1, 2))
+    first = {k: s["published"] for k, s in ens[2].windows.items() if k.startswith("m2/")}
+    for i in range(3_000, 15_000, 300):   # m2 stalls; its partition stays its own
+        _step(models, ens, (X[i:i + 300], y[i:i + 300]), (0, 1))
+    assert set(first) <= set(ens[0].windows) and set(first) <= set(ens[1].windows)
+    again = WindowEnsemble(models[2], "m2").local_updates()   # m2 restarted
+    assert {k: s["published"] for k, s in again.items()} == first
