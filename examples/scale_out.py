@@ -59,11 +59,14 @@ window) and prints one JSON line:
   ``attribute_owners``: which partition owns which attribute (``floor(j*P/F)``; runs before
   2026-11-27's ownership change lack the field and had ``p mod F``).
 
-Progress (each phase of each k, with its time) goes to stderr.
+Progress (each phase of each k, with its time) goes to stderr. With ``--repeat N`` every k runs
+N times, alternating, each line carries ``repeat``, and stderr ends with each k's rate ratio and
+accuracy difference to the same repeat's one member, as mean ± standard error
+(:func:`summarise`).
 
 Run: python examples/scale_out.py [--records N] [--members 1,2,3] [--stream adult|agrawal]
 [--pace MSGS_PER_S] [--producers P] [--partitions N] [--stamp-rate R] [--no-warm-up]
-[--workdir DIR]
+[--repeat N] [--workdir DIR]
 (needs the test extra: pip install 'dpstream[test]')
 """
 
@@ -75,6 +78,7 @@ import contextlib
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -309,12 +313,12 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
         probe: list[dict], whole: bool = False, pace: float | None = None,
         hold: bool = True, wait: bool = False, producers: int = 1,
         partitions: int = PARTITIONS, stamp_rate: float | None = None,
-        warm_up: bool = True) -> dict:
+        warm_up: bool = True, repeat: int = 0) -> dict:
     from dpstream.connectors import CheckpointStore
     from dpstream.connectors.model_topic import FETCH_WAIT_MS, ModelTopic
     from dpstream.models.window_exchange import WindowEnsemble
 
-    tag = f"{k}-whole" if whole else str(k)
+    tag = (f"{k}-whole" if whole else str(k)) + (f"-r{repeat}" if repeat else "")
     records, preds, models = f"records-{tag}", f"predictions-{tag}", f"models-{tag}"
     params = PARAMS + (["--whole-windows"] if whole else [])
     broker.create_topic(records, partitions=partitions)
@@ -436,6 +440,42 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             "attribute_owners": ATTRIBUTE_OWNERS}
 
 
+def summarise(lines: list[dict]) -> list[str]:
+    """Each k against one member over repeated runs (``--repeat``): the rate's ratio and the
+    accuracy's difference (whole stream and second half) to the k = 1 run of the same
+    repeat, as mean ± standard error over the repeats. One member's runs alone scatter by
+    several points, so a single run cannot say whether k members are within 1 pp.
+
+    >>> rows = [{"members": k, "repeat": r, "msgs_per_s": 1000 * k ** 0.5,
+    ...          "accuracy": 0.9 - 0.01 * (k - 1) + 0.02 * r,
+    ...          "accuracy_second_half": 0.95 + 0.02 * r} for r in range(3) for k in (1, 2)]
+    >>> for part in summarise(rows)[0].split("; "):
+    ...     print(part)
+    k = 2 over 3 repeats: 1.41 ± 0.00 x one member's rate
+    accuracy -1.00 ± 0.00 pp, second half +0.00 ± 0.00 pp
+    """
+    base = {r["repeat"]: r for r in lines if r["members"] == 1}
+    out = []
+    for k in sorted({r["members"] for r in lines} - {1}):
+        runs = [r for r in lines if r["members"] == k and r["repeat"] in base]
+        if not runs:
+            continue
+
+        def stat(values: list[float], scale: float = 1.0, signed: bool = False) -> str:
+            mean = sum(values) / len(values)
+            se = (statistics.stdev(values) / len(values) ** 0.5) if len(values) > 1 else 0.0
+            return f"{mean * scale:{'+' if signed else ''}.2f} ± {se * scale:.2f}"
+
+        ratio = [r["msgs_per_s"] / base[r["repeat"]]["msgs_per_s"] for r in runs]
+        whole = [r["accuracy"] - base[r["repeat"]]["accuracy"] for r in runs]
+        half = [r["accuracy_second_half"] - base[r["repeat"]]["accuracy_second_half"]
+                for r in runs]
+        out.append(f"k = {k} over {len(runs)} repeats: {stat(ratio)} x one member's rate; "
+                   f"accuracy {stat(whole, 100, True)} pp, second half "
+                   f"{stat(half, 100, True)} pp")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=6000,
@@ -476,6 +516,10 @@ def main() -> None:
     parser.add_argument("--whole-windows", action="store_true",
                         help="also run k > 1 with --whole-windows (full-size windows in "
                              "every member: the policy before member shares)")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="run every k N times, alternating (1, 2, 3, 1, 2, 3, ...), and "
+                             "print on stderr each k's rate ratio and accuracy difference to "
+                             "the k = 1 run of the same repeat, as mean ± standard error")
     parser.add_argument("--workdir", metavar="DIR",
                         help="keep the members' logs and checkpoints in DIR (kept afterwards; "
                              "default: a temporary folder, removed)")
@@ -500,25 +544,36 @@ def main() -> None:
         Path(args.workdir).mkdir(parents=True, exist_ok=True)
         if any(Path(args.workdir).iterdir()):
             parser.error(f"--workdir {args.workdir} is not empty")
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    done: list[dict] = []
     with (contextlib.nullcontext(args.workdir) if args.workdir
           else tempfile.TemporaryDirectory()) as tmp:
         schema.dump(Path(tmp) / "schema.json")
-        for k in (int(v) for v in args.members.split(",")):
-            for whole in ((False, True) if args.whole_windows and k > 1 else (False,)):
-                # a fresh broker for each run: tansu slows as it holds the earlier runs'
-                # topics (its CPU at k = 4 doubled when k = 1, 2, 3 ran on it first)
-                with LocalBroker() as broker:
-                    line = run(broker, Path(tmp), k, values, y[:n], probe, whole=whole,
-                               pace=args.pace, hold=not args.no_hold,
-                               wait=args.await_windows, producers=args.producers,
-                               partitions=args.partitions, stamp_rate=args.stamp_rate,
-                               warm_up=not args.no_warm_up)
-                line["fresh_broker"] = True
-                print(json.dumps(line), flush=True)
-                if args.save:
-                    with open(args.save, "a") as fh:
-                        fh.write(json.dumps({**line, "stream": args.stream,
-                                             "date": time.strftime("%Y-%m-%d")}) + "\n")
+        for rep in range(args.repeat):
+            for k in (int(v) for v in args.members.split(",")):
+                for whole in ((False, True) if args.whole_windows and k > 1 else (False,)):
+                    # a fresh broker for each run: tansu slows as it holds the earlier runs'
+                    # topics (its CPU at k = 4 doubled when k = 1, 2, 3 ran on it first)
+                    with LocalBroker() as broker:
+                        line = run(broker, Path(tmp), k, values, y[:n], probe, whole=whole,
+                                   pace=args.pace, hold=not args.no_hold,
+                                   wait=args.await_windows, producers=args.producers,
+                                   partitions=args.partitions, stamp_rate=args.stamp_rate,
+                                   warm_up=not args.no_warm_up, repeat=rep)
+                    line["fresh_broker"] = True
+                    if args.repeat > 1:
+                        line["repeat"] = rep
+                    print(json.dumps(line), flush=True)
+                    if not whole:
+                        done.append(line)
+                    if args.save:
+                        with open(args.save, "a") as fh:
+                            fh.write(json.dumps({**line, "stream": args.stream,
+                                                 "date": time.strftime("%Y-%m-%d")}) + "\n")
+    if args.repeat > 1:
+        for text in summarise(done):
+            print(text, file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

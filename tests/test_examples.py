@@ -85,3 +85,27 @@ def test_scale_out_kills_a_member_that_does_not_exit():
     codes = module.stop_members(procs, limit_s=1.0)
     assert codes == [-15, "killed"] and time.monotonic() - t < 10
     assert all(p.poll() is not None for p in procs)
+
+
+def test_scale_out_repeats_alternate_and_summarise(tmp_path):
+    """--repeat 2: each k runs twice, alternating, in folders of their own (a member must not
+    resume from the previous repeat's checkpoint), and stderr ends with the paired summary."""
+    import doctest
+    import importlib.util
+
+    script = next(p for p in EXAMPLES if p.name == "scale_out.py")
+    spec = importlib.util.spec_from_file_location("scale_out_repeat", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert doctest.testmod(module).failed == 0   # the summary's own example
+    work = tmp_path / "work"
+    out = subprocess.run([sys.executable, str(script), "--records", "800", "--members", "1,2",
+                          "--repeat", "2", "--workdir", str(work)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [(r["members"], r["repeat"]) for r in lines] == [(1, 0), (2, 0), (1, 1), (2, 1)]
+    assert all(r["trained"] == r["records"] == 800 and r["same_model"] for r in lines)
+    assert sorted(p.name for p in work.glob("*.log")) == [
+        "k1-m0.log", "k1-r1-m0.log", "k2-m0.log", "k2-m1.log", "k2-r1-m0.log", "k2-r1-m1.log"]
+    assert "k = 2 over 2 repeats:" in out.stderr.splitlines()[-1], out.stderr
