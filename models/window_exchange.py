@@ -278,32 +278,22 @@ class WindowEnsemble:
         return out
 
     def departed_updates(self) -> dict[str, None]:
-        """Tombstones for the windows of every other member that has left: each partition
-        its newest window was trained on has since been trained on by another member (a
-        newer window lists it), and none of its windows votes (newer windows pushed them all
-        out, as one process retires a window that falls out of its ``max_windows``).
-        Without them a departed member's windows would stay in the union for good and vote
-        again once the union shrinks: after a drift, when the members retire their old
-        concept's windows, they would outvote the new concept's. A member that stalls keeps
-        its partitions, so its windows stay. Applied here too; a connector publishes them,
-        and every member applies them in the topic's order (a member ignores tombstones of
-        its own windows: it retires them itself)."""
+        """Tombstones for the windows of every other member that left: newer windows of
+        others list every partition its newest window did, and none of its windows votes
+        (as one process retires a window that falls out of its ``max_windows``). Kept, they
+        would vote again once the union shrinks (after a drift, outvoting the new concept).
+        A stalled member keeps its partitions and its windows. Applied here too; every
+        member applies them in the topic's order (its own it ignores: it retires them)."""
         newest: dict[str, dict] = {}
-        for state in self.windows.values():
-            m = state["member"]
-            if m not in newest or state["published"] > newest[m]["published"]:
-                newest[m] = state
+        for state in sorted(self.windows.values(), key=lambda s: s["published"]):
+            newest[state["member"]] = state
         voting = {s["member"] for s in self.kept()}
-        gone = set()
-        for m, last in newest.items():
-            parts = last.get("partitions")
-            if m == self.member or m in voting or not parts:
-                continue
-            taken = {int(p) for s in self.windows.values()
-                     if s["member"] != m and s["published"] > last["published"]
-                     for p in (s.get("partitions") or ())}
-            if {int(p) for p in parts} <= taken:
-                gone.add(m)
+        gone = {m for m, last in newest.items()
+                if m != self.member and m not in voting and last.get("partitions")
+                and {int(p) for p in last["partitions"]} <= {
+                    int(p) for s in self.windows.values()
+                    if s["member"] != m and s["published"] > last["published"]
+                    for p in (s.get("partitions") or ())}}
         out: dict[str, None] = {key: None for key, s in self.windows.items()
                                 if s["member"] in gone}
         for key in out:

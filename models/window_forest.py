@@ -58,14 +58,6 @@ __all__ = ["WindowForestBase", "WindowTree", "UNLABELED", "ATTRIBUTE_RULES", "le
 # UNLABELED (from window_stream): the label code of an unlabeled record inside a window buffer
 
 
-def _window_of(partition: str) -> int | None:
-    """The window number of a ledger partition named ``window-N/PART`` (else ``None``)."""
-    head, sep, _ = partition.partition("/")
-    if not sep or not head.startswith("window-") or not head[7:].isdigit():
-        return None
-    return int(head[7:])
-
-
 @dataclass
 class _Window:
     trees: list[WindowTree]
@@ -393,17 +385,14 @@ class WindowForestBase(MemberShare, RelevanceEvidence, HeldWindow, base.Classifi
         self._close_retired_partitions()
 
     def _close_retired_partitions(self) -> None:
-        """Close the ledger partitions of the windows that no longer vote: the ledger keeps
-        their spend in its maximum (the guarantee is unchanged) and forgets their names, so
-        a stream that runs for months keeps a bounded ledger and checkpoint (one partition a
-        tree and window otherwise). Window numbers are never reused, so no closed partition
-        is charged again; a held window's is open (its number is not yet closed)."""
+        """Close the ledger partitions (``window-N/PART``) of windows that no longer vote:
+        their spend stays in the ledger's maximum (the same guarantee), their names go (a
+        stream runs for months). Window numbers are never reused; a held window's is open."""
         first = self.windows_closed - len(self._windows)
-        ledger = self._ledger
-        for name in ledger.open_partitions:
-            index = _window_of(name)
-            if index is not None and index < first:
-                ledger.close(name)
+        for name in self._ledger.open_partitions:
+            head = name.partition("/")[0]
+            if head.startswith("window-") and head[7:].isdigit() and int(head[7:]) < first:
+                self._ledger.close(name)
 
     def _window_charges(self) -> list[tuple[str, float, str]]:
         """``(partition, epsilon, label)`` charged when a window with labels closes.
