@@ -196,6 +196,22 @@ def test_members_draw_attributes_from_the_whole_groups_relevance_evidence(name, 
             c, own[a][j] + sum(np.asarray(s["relevance"][j]) for s in kept_b))
 
 
+def _three_members(function, seed, n, first_seed):
+    """Agrawal records and three median-forest members, each on one of three partitions."""
+    from river.datasets import synth
+
+    from dpstream.stream.bench.drift_streams import AGRAWAL_SCHEMA
+
+    rows = list(synth.Agrawal(classification_function=function, seed=seed).take(n))
+    models = [MedianForestClassifier(schema=AGRAWAL_SCHEMA, epsilon=1.0, n_trees=4,
+                                     window_size=1200, warmup=None, max_windows=3,
+                                     drift=False, seed=first_seed + m) for m in range(3)]
+    for m, model in enumerate(models):
+        model.set_share(1 / 3, [m], 3)
+    return ([x for x, _ in rows], [v for _, v in rows], models,
+            [WindowEnsemble(model, f"m{m}") for m, model in enumerate(models)])
+
+
 def _step(models, ensembles, rows, live, departed=True):
     """The live members learn their partitions' records of ``rows`` (partition = row number
     mod 3) and exchange updates — with the tombstones of departed members (``departed``)."""
@@ -218,18 +234,7 @@ def test_a_member_that_left_is_retired_and_does_not_vote_after_a_drift(departed)
     windows push m2's out of the vote, the others retire them (tombstones), so after both
     live members retire their old concept (a drift generation) only the new concept votes —
     as in one process. Without the tombstones m2's old windows vote again (control)."""
-    from river.datasets import synth
-
-    from dpstream.stream.bench.drift_streams import AGRAWAL_SCHEMA
-
-    rows = list(synth.Agrawal(classification_function=1, seed=3).take(27_000))
-    X, y = [x for x, _ in rows], [v for _, v in rows]
-    models = [MedianForestClassifier(schema=AGRAWAL_SCHEMA, epsilon=1.0, n_trees=4,
-                                     window_size=1200, warmup=None, max_windows=3,
-                                     drift=False, seed=20 + m) for m in range(3)]
-    for m, model in enumerate(models):
-        model.set_share(1 / 3, [m], 3)
-    ens = [WindowEnsemble(model, f"m{m}") for m, model in enumerate(models)]
+    X, y, models, ens = _three_members(function=1, seed=3, n=27_000, first_seed=20)
     for i in range(0, 12_000, 300):
         _step(models, ens, (X[i:i + 300], y[i:i + 300]), (0, 1, 2), departed)
     assert {s["member"] for s in ens[0].kept()} == {"m0", "m1", "m2"}
@@ -262,18 +267,7 @@ def test_a_stalled_member_keeps_its_windows_and_a_reexport_keeps_its_time():
     retired by the others (its windows fill what the two others' cannot); a member that
     exports its windows again (after a restart) gives them the time they were first
     published, so an old window never comes back newest."""
-    from river.datasets import synth
-
-    from dpstream.stream.bench.drift_streams import AGRAWAL_SCHEMA
-
-    rows = list(synth.Agrawal(classification_function=2, seed=4).take(15_000))
-    X, y = [x for x, _ in rows], [v for _, v in rows]
-    models = [MedianForestClassifier(schema=AGRAWAL_SCHEMA, epsilon=1.0, n_trees=4,
-                                     window_size=1200, warmup=None, max_windows=3,
-                                     drift=False, seed=30 + m) for m in range(3)]
-    for m, model in enumerate(models):
-        model.set_share(1 / 3, [m], 3)
-    ens = [WindowEnsemble(model, f"m{m}") for m, model in enumerate(models)]
+    X, y, models, ens = _three_members(function=2, seed=4, n=15_000, first_seed=30)
     for i in range(0, 3_000, 300):
         _step(models, ens, (X[i:i + 300], y[i:i + 300]), (0, 1, 2))
     first = {k: s["published"] for k, s in ens[2].windows.items() if k.startswith("m2/")}
