@@ -259,7 +259,8 @@ class WindowMember:
             "records_in_windows": sum(int(s["records"]) for s in windows),
             "epsilon": max([float(s["epsilon"]) for s in windows], default=0.0),
             "holds": dict(self.runner.model.__dict__.get("hold_stats", {})),
-            "awaits": {k: round(v, 2) for k, v in self.await_stats.items()}}
+            "awaits": {k: round(v, 2) for k, v in self.await_stats.items()},
+            "members_retired": list(self.runner.model.__dict__.get("members_retired", []))}
 
     def handoff_positions(self) -> dict[str, int]:
         """Per partition, the offset after the last record inside a finished window."""
@@ -276,7 +277,15 @@ class WindowMember:
             n = len(model._buffer_y) + model.held_records   # records in no finished window
             del self.pending[:max(0, len(self.pending) - n)]   # in place: the model holds it
             updates = self.ensemble.local_updates()
-            updates.update(self.ensemble.departed_updates())   # (a member that left)
+            departed = self.ensemble.departed_updates()   # (a member that left)
+            if departed:
+                gone = sorted({key.partition("/")[0] for key in departed})
+                log.info("member %s: retiring %d windows of %s, which left the group",
+                         self.member, len(departed), ", ".join(gone))
+                retired = self.runner.model.__dict__.setdefault("members_retired", [])
+                retired.extend(m for m in gone if m not in retired)
+                del retired[:-100]   # (the newest hundred)
+            updates.update(departed)
             if not updates:
                 return 0
             self._note_union()

@@ -565,6 +565,9 @@ def status_command(checkpoint_dir: str, *, as_json: bool = False) -> int:
     if a.get("waits"):
         print(f"  draining a backlog, waited {a['waits']} times ({a['waited_s']:.4g} s in all, "
               f"{a.get('timeouts', 0)} at the limit) for the other members' windows")
+    if (u or {}).get("members_retired"):
+        print(f"  members that left the group, their windows retired: "
+              f"{', '.join(u['members_retired'])}")
     return 0
 
 
