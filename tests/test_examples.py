@@ -109,3 +109,35 @@ def test_scale_out_repeats_alternate_and_summarise(tmp_path):
     assert sorted(p.name for p in work.glob("*.log")) == [
         "k1-m0.log", "k1-r1-m0.log", "k2-m0.log", "k2-m1.log", "k2-r1-m0.log", "k2-r1-m1.log"]
     assert "k = 2 over 2 repeats:" in out.stderr.splitlines()[-1], out.stderr
+
+
+def test_scale_out_reads_predictions_and_gives_up_when_they_stop():
+    """The driver's read takes every prediction on the topic, reads it afresh once it goes
+    quiet (a skipped run of messages costs seconds, not the whole idle limit), and gives up
+    after the idle limit when fewer than expected are there."""
+    import importlib.util
+    import time
+
+    from kafka import KafkaProducer
+
+    from dpstream.connectors.local_broker import LocalBroker
+
+    spec = importlib.util.spec_from_file_location(
+        "scale_out_read", next(p for p in EXAMPLES if p.name == "scale_out.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.RECHECK_S = 1.0
+    with LocalBroker() as broker:
+        broker.create_topic("preds")
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+        for i in range(50):
+            producer.send("preds", json.dumps({"id": i, "prediction": i % 2,
+                                               "partition": "t:0"}).encode())
+        producer.flush()
+        producer.close()
+        t = time.monotonic()
+        got, fresh = module.read_all_predictions(broker, "preds", 50, timeout=30)
+        assert len(got) == 50 and fresh == 0 and time.monotonic() - t < 20
+        t = time.monotonic()
+        got, fresh = module.read_all_predictions(broker, "preds", 60, timeout=4)
+        assert len(got) == 50 and fresh == 0 and 4 <= time.monotonic() - t < 30
