@@ -57,7 +57,7 @@ def main() -> None:
         second = _offsets(broker.bootstrap)
 
     def gaps(offs: list[int]) -> int:
-        return sum(1 for a, b in zip(offs, offs[1:]) if b != a + 1)
+        return sum(1 for a, b in zip(offs, offs[1:], strict=False) if b != a + 1)
 
     print(json.dumps({"expected": args.producers * args.messages, "read_while_written":
                       len(first), "gaps_while_written": gaps(first), "read_afterwards":
