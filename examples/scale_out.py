@@ -315,16 +315,25 @@ def _read(broker: LocalBroker, topic: str, n: int, timeout: float,
     from kafka import KafkaConsumer
 
     def consumer(wait: float) -> KafkaConsumer:
-        return KafkaConsumer(topic, bootstrap_servers=broker.bootstrap,
-                             auto_offset_reset="earliest", enable_auto_commit=False,
-                             consumer_timeout_ms=int(wait * 1000))
+        c = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap,
+                          auto_offset_reset="earliest", enable_auto_commit=False)
+        c.idle_s = wait
+        return c
 
     def drain(c: KafkaConsumer, out: dict) -> None:
-        for m in c:
-            p = json.loads(m.value)
-            out.setdefault(p["id"], (p["prediction"], m.timestamp / 1000.0, p["partition"]))
-            if len(out) >= n:
-                return
+        """Until ``n`` ids or ``c.idle_s`` without a message, through ``poll`` as the
+        service reads (until 2026-11-28 through kafka-python's iterator, a path users have
+        reported skipping messages with: kafka-python-ng issue 101)."""
+        quiet_until = time.monotonic() + c.idle_s
+        while time.monotonic() < quiet_until:
+            for messages in c.poll(timeout_ms=200, max_records=10_000).values():
+                quiet_until = time.monotonic() + c.idle_s
+                for m in messages:
+                    p = json.loads(m.value)
+                    out.setdefault(p["id"], (p["prediction"], m.timestamp / 1000.0,
+                                             p["partition"]))
+                    if len(out) >= n:
+                        return
 
     out: dict = {}
     fresh = 0
