@@ -54,6 +54,12 @@ whose backlog is :data:`BACKLOG_MIN` records or more waits after each of its clo
 have arrived (:meth:`WindowMember.await_windows`), at most :data:`WINDOWS_MAX_S`: predictions as
 good as one process's while the group catches up, at a cost in its rate (docs/service.md).
 
+**A member that leaves for good.** Once the other members' newer windows list all of its
+partitions and none of its windows votes, the next member to publish retires its windows
+with tombstones (:meth:`~dpstream.models.window_exchange.WindowEnsemble.departed_updates`),
+as one process retires a window that falls out of its ``max_windows``; kept, they would vote
+again after a drift.
+
 The runner's record-id memory is per member: a duplicate across partitions of different
 members is not caught (ids are caught within a member, as before).
 """

@@ -361,9 +361,9 @@ class DistributedParty:
             for old in [k for k in store if k <= r.number]:
                 del store[old]
         self.last_total, self.last_words = total, r.words
-        if self.state.prune(r.number + 1 - KEEP_ROUNDS):
-            floor = self.state.floor
-            self.posted = {(kind, t) for kind, t in self.posted if t >= floor}
+        self.state.prune(r.number + 1 - KEEP_ROUNDS)
+        floor = self.state.floor
+        self.posted = {(kind, t) for kind, t in self.posted if t >= floor}
         log.info("round %d %s (members %s%s)", r.number, r.status, ",".join(r.members),
                  f"; {r.reason}" if r.reason else "")
         return out
