@@ -134,3 +134,19 @@ def test_the_figure_plots_the_default_policy_without_paced_runs(tmp_path, monkey
     assert "scale_out.png" not in "\n".join(
         scale_out_section([{**_row(1, 600, 0.9, pace=600), **default}], tmp_path))
     assert not (tmp_path / "scale_out.png").exists()
+
+
+def test_differences_to_one_member_carry_their_standard_error():
+    """With two runs or more on both sides the gap reads mean ± standard error (of two
+    independent means); with one run on either side, the mean alone."""
+    rows = [{"stream": "agrawal", "records": 100, "members": k, "msgs_per_s": 1000 * k,
+             "accuracy": a, "accuracy_second_half": a + 0.05, "same_model": True,
+             "trained": 100, "cores": 2, "member_windows": "share",
+             "relevance": "before trees"}
+            for k, a in ((1, 0.80), (1, 0.84), (2, 0.82), (2, 0.84), (3, 0.83))]
+    lines = scale_out_section(rows)
+    two = next(line for line in lines if line.startswith("| 2 | 2 |"))
+    three = next(line for line in lines if line.startswith("| 3 | 1 |"))
+    # means 0.83 and 0.82; variances 0.0002 and 0.0008 over two runs each: se = 2.2 pp
+    assert two.count("+1.0 ± 2.2 pp") == 2, two      # whole stream and second half
+    assert "+1.0 pp" in three and "±" not in three, three

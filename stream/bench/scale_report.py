@@ -82,16 +82,29 @@ def _second_half(runs: list[dict] | None) -> float | None:
     return statistics.mean(got) if got else None
 
 
-def _half_cells(runs: list[dict], base: float | None, k: int) -> str:
+def _gap(values: list[float], base: list[float] | None, k: int) -> str:
+    """The difference of ``values``' mean to one member's (``base``) in points, with its
+    standard error (of two independent means) when both sides have two runs or more: one
+    member's runs alone scatter by several points."""
+    if not base or k == 1:
+        return "—"
+    diff = 100 * (statistics.mean(values) - statistics.mean(base))
+    text = f"{diff + 0.0:+.1f}" if round(diff, 1) else "+0.0"   # (no "−0.0")
+    if len(values) > 1 and len(base) > 1:
+        se = 100 * (statistics.variance(values) / len(values)
+                    + statistics.variance(base) / len(base)) ** 0.5
+        text += f" ± {se:.1f}"
+    return (text + " pp").replace("-", "−")
+
+
+def _half_cells(runs: list[dict], base: list[dict] | None, k: int) -> str:
     """The second-half accuracy cell (with its number of runs) and its difference to one
-    member's, over the runs that measured it."""
-    mean = _second_half(runs)
-    if mean is None:
+    member's (``base``: its runs), over the runs that measured it."""
+    got = [r["accuracy_second_half"] for r in runs if "accuracy_second_half" in r]
+    if not got:
         return "— | —"
-    n = sum("accuracy_second_half" in r for r in runs)
-    diff = ("—" if base is None or k == 1 else
-            f"{100 * (mean - base):+.1f} pp".replace("-", "−"))
-    return f"{mean:.4f} ({n}) | {diff}"
+    ref = [r["accuracy_second_half"] for r in base or [] if "accuracy_second_half" in r]
+    return f"{statistics.mean(got):.4f} ({len(got)}) | {_gap(got, ref, k)}"
 
 
 def cpu_lines(rows: list[dict]) -> list[str]:
@@ -219,7 +232,9 @@ def scale_out_section(rows: list[dict], img_dir: str | Path | None = None,
            "more members add contention, not speed. Without `--pace` the producer runs "
            "ahead and the members drain a backlog, each at its own speed, so they drift "
            "apart in the stream; with `--pace` they keep up with the topic, as a service "
-           "does. Analysis: "
+           "does. A difference to one member is given ± its standard error (of two "
+           "independent means) where both have two runs or more: one member's runs alone "
+           "scatter by several points. Analysis: "
            "[benchmark notes](benchmark_notes.md), \"Scale-out\".", ""]
     head = len(out)   # the figure goes here, once the tables have given its points
     points: list[tuple] = []
@@ -284,8 +299,7 @@ def scale_out_section(rows: list[dict], img_dir: str | Path | None = None,
             acc = [r["accuracy"] for r in rs]
             # (paced: the producer sets the rate, so the ratio says nothing about the members)
             ratio = f"{statistics.mean(rate) / base_rate:.2f}" if base_rate and not pace else "—"
-            diff = ("—" if base_acc is None or k == 1 else
-                    f"{100 * (statistics.mean(acc) - base_acc):+.1f} pp".replace("-", "−"))
+            diff = _gap(acc, [r["accuracy"] for r in one] if one else None, k)
             trained = sorted({r["trained"] for r in rs})
             if policy == 0 and not pace and base_rate and base_acc is not None:
                 half_mean = _second_half(rs)
@@ -301,7 +315,7 @@ def scale_out_section(rows: list[dict], img_dir: str | Path | None = None,
                        f"{sum(bool(r['same_model']) for r in rs)} of {len(rs)} | "
                        f"{', '.join(f'{t:,}' for t in trained)} |"
                        + (f" {_spread(rs)} |" if spread else "")
-                       + (f" {_half_cells(rs, base_half, k)} |" if half else ""))
+                       + (f" {_half_cells(rs, one, k)} |" if half else ""))
     if img_dir is not None and points:
         _plot_scale(points, Path(img_dir) / "scale_out.png")
         out[head:head] = ["![members of one group: rate and accuracy against one member, per "
