@@ -2,7 +2,8 @@
 
 Usage: python benchmarks/members_sim.py [--stream adult|agrawal] [--records N] [--members 1,2,3]
 [--seeds N] [--first-seed S] [--partitions P] [--assignment range|roundrobin] [--workers W]
-[--whole-windows] [--delay N] [--relevance-delay N] [--hold] [--lag N] [--json]
+[--whole-windows] [--delay N] [--relevance-delay N] [--hold] [--lag N] [--lag-after N]
+[--json]
 
 The broker runs of ``examples/scale_out.py`` draw their noise from OS entropy, and one member's
 accuracy alone scatters by a point or more from run to run, so a gap of a fraction of a point
@@ -72,6 +73,9 @@ def main() -> None:
     parser.add_argument("--lag", type=int, default=0,
                         help="member m reads each of its records m * LAG steps late (members "
                              "apart in the stream, as draining a backlog)")
+    parser.add_argument("--lag-after", type=int, default=0, metavar="N",
+                        help="the members are in step until stream record N, then --lag "
+                             "apart (a group that waits for its members through the warm-up)")
     parser.add_argument("--first-seed", type=int, default=3, help="the first seed (default 3)")
     parser.add_argument("--partitions", type=int, default=6,
                         help="partitions of the topic (default 6)")
@@ -90,7 +94,7 @@ def main() -> None:
         kw = dict(k=k, whole=args.whole_windows, delay=args.delay,
                   relevance_delay=args.relevance_delay, hold=args.hold,
                   lags=tuple(m * args.lag for m in range(k)), partitions=args.partitions,
-                  assignment=args.assignment)
+                  assignment=args.assignment, lag_after=args.lag_after)
         runs = _runs(X, y, schema, seeds, kw, args.workers)
         acc = [float(h.mean()) for h in runs]
         slices = [round(statistics.mean(float(h[a:b].mean()) for h in runs), 4)

@@ -33,3 +33,22 @@ def test_parallel_workers_give_the_seeds_the_same_results():
             "--assignment", "roundrobin")
     (alone,), (parallel,) = _run(*args), _run(*args, "--workers", "2")
     assert alone["per_seed"] == parallel["per_seed"] and alone["assignment"] == "roundrobin"
+
+
+def test_members_in_step_until_lag_after():
+    """With --lag-after past the stream's end the members never drift apart: the same hits
+    as no lag; with it inside the stream, they drift apart there (other hits)."""
+    import numpy as np
+    from river.datasets import synth
+
+    from dpstream.stream.bench.member_sim import prequential
+    from dpstream.stream.bench.scenarios import AGRAWAL_SCHEMA
+
+    rows = list(synth.Agrawal(classification_function=2, seed=0).take(3000))
+    X, y = [x for x, _ in rows], [v for _, v in rows]
+    kw = dict(k=2, seed=3, partitions=4, hold=True, warmup=200)
+    in_step = prequential(X, y, AGRAWAL_SCHEMA, **kw)
+    never = prequential(X, y, AGRAWAL_SCHEMA, lags=(0, 500), lag_after=3000, **kw)
+    later = prequential(X, y, AGRAWAL_SCHEMA, lags=(0, 500), lag_after=1000, **kw)
+    assert np.array_equal(in_step, never)
+    assert np.array_equal(in_step[:1000], later[:1000]) and not np.array_equal(in_step, later)

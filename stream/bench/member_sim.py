@@ -36,7 +36,7 @@ __all__ = ["prequential"]
 def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool = False,
                 partitions: int = 6, delay: int = 0, relevance_delay: int | None = None,
                 hold: bool = False, lags: tuple[int, ...] | None = None,
-                assignment: str = "range", **params: Any) -> np.ndarray:
+                assignment: str = "range", lag_after: int = 0, **params: Any) -> np.ndarray:
     """Per record, whether its member predicted it right before learning it (median forests,
     epsilon 1, ``n_trees=5`` unless ``params`` say otherwise; member ``m``'s seed is
     ``100 * seed + m``). With ``delay``, the other members adopt a window ``delay`` records
@@ -49,7 +49,9 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
     :meth:`~dpstream.models.window_exchange.WindowEnsemble.hold_ready` (the record number is
     the stream time), at the latest at the member's next close. With ``lags``, member
     ``m`` reads stream record ``i`` at step ``i + lags[m]`` (members apart in the stream, as
-    when they drain a backlog at different speeds; delays count in steps). ``assignment``:
+    when they drain a backlog at different speeds; delays count in steps), from stream
+    record ``lag_after`` on (before it the members are in step: a group that waits for
+    its members through the warm-up). ``assignment``:
     how the group deals the partitions, ``"range"`` (contiguous blocks, as kafka-python's
     default assignor, and so ``dpstream serve``, deals them) or ``"roundrobin"`` (partition
     ``p`` to member ``p mod k``)."""
@@ -88,11 +90,14 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
     lag = tuple(lags) if lags is not None else (0,) * k
     if len(lag) != k:
         raise ValueError(f"lags: one per member ({k}), got {lag}")
-    order = sorted(range(len(y)), key=lambda i: (i + lag[owner[i % partitions]], i))
+    def shift(i: int) -> int:
+        return lag[owner[i % partitions]] if i >= lag_after else 0
+
+    order = sorted(range(len(y)), key=lambda i: (i + shift(i), i))
     for i in order:
         x, label = X[i], y[i]
         m = owner[i % partitions]
-        step = i + lag[m]
+        step = i + shift(i)
         adopted = False
         while arriving and arriving[0][0] <= step:
             _, src, key, state, part = arriving.popleft()
