@@ -150,3 +150,12 @@ def test_differences_to_one_member_carry_their_standard_error():
     # means 0.83 and 0.82; variances 0.0002 and 0.0008 over two runs each: se = 2.2 pp
     assert two.count("+1.0 ± 2.2 pp") == 2, two      # whole stream and second half
     assert "+1.0 pp" in three and "±" not in three, three
+
+
+def test_runs_that_waited_only_in_the_warm_up_have_their_own_table():
+    rows = [{"stream": "agrawal", "records": 100, "members": k, "msgs_per_s": 1000 * k,
+             "accuracy": 0.8, "same_model": True, "trained": 100, "cores": 2,
+             "member_windows": "share", "relevance": "before trees", "await_warm_up": w}
+            for k in (1, 2) for w in (False, True)]
+    titles = [line for line in scale_out_section(rows) if line.startswith("### ")]
+    assert len(titles) == 2 and any("`--await-warm-up`" in t for t in titles), titles

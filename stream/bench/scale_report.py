@@ -7,7 +7,8 @@ the records trained (and, where measured, how many records of the stream apart t
 are); each policy of the members, and each producer pace, in its own table
 (:data:`POLICIES`): windows sized by each member's share with the relevance split by
 partition and released before the trees grow (the default), the same with members that wait
-in a backlog for the others' windows after each close (``--await-windows``), with trees grown
+in a backlog for the others' windows after each close (``--await-windows``) or only after
+the warm-up windows' closes (``--await-warm-up``), with trees grown
 at the close, with relevance rows held (runs from before the split), and whole windows
 (``--whole-windows``, and every run from before shares).
 
@@ -48,12 +49,15 @@ OLD_OWNERS = "p mod F"
 #: windows in a backlog or without (the default), or with the trees at
 #: the close (with small and, before, large fetches), the same with relevance rows held for
 #: round(1 / share) windows (the first stop of member shares), and whole windows
-POLICIES = ("before trees", "awaited", "at the close", "by partition", "held", "whole")
+POLICIES = ("before trees", "awaited", "awaited in the warm-up", "at the close",
+            "by partition", "held", "whole")
 TITLES = ("windows and trees sized by each member's share of the partitions, attribute "
           "relevance split by partition and released before the trees grow (held windows; "
           "64 KB partition fetches: the default since 2026-11-26)",
           "the same, and a member draining a backlog waits after each close for the others' "
           "windows of the stretch (`--await-windows`, `DPSTREAM_AWAIT_WINDOWS=true`)",
+          "the same, and a member draining a backlog waits for the others' windows only after "
+          "the closes of warm-up windows (`--await-warm-up`, `DPSTREAM_AWAIT_WARM_UP=true`)",
           "windows and trees sized by each member's share, relevance split by partition, "
           "trees grown at the close (`DPSTREAM_HOLD_WINDOWS=false`; 64 KB partition fetches)",
           "windows and trees sized by each member's share of the partitions, attribute "
@@ -245,6 +249,8 @@ def scale_out_section(rows: list[dict], img_dir: str | Path | None = None,
         policy = "whole" if policy != "share" else r.get("relevance", "held")
         if policy == "before trees" and r.get("await_windows"):
             policy = "awaited"   # (runs from before the wait have no await_windows)
+        elif policy == "before trees" and r.get("await_warm_up"):
+            policy = "awaited in the warm-up"
         groups[(r.get("cores") or 0, r.get("stream", "adult"), r["records"],
                 POLICIES.index(policy), r.get("pace") or 0, r.get("partitions", 6),
                 r.get("producers", 1), r.get("stamp_rate") or 0,
