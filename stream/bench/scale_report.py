@@ -46,7 +46,8 @@ OLD_OWNERS = "p mod F"
 
 #: the members' policies, in the order of the tables: windows sized by share with relevance
 #: split by partition, released before the trees grow, with members that wait for the others'
-#: windows in a backlog or without (the default), or with the trees at
+#: windows in a backlog (after every close, or after the warm-up windows' only) or without
+#: (the default), or with the trees at
 #: the close (with small and, before, large fetches), the same with relevance rows held for
 #: round(1 / share) windows (the first stop of member shares), and whole windows
 POLICIES = ("before trees", "awaited", "awaited in the warm-up", "at the close",
