@@ -2,11 +2,13 @@
 broker (tansu): the release goes out first, the trees grow once the other member's release
 for the stretch arrived, and a member killed while holding a window never lets the relevance
 of its records be released twice; draining a backlog, a member can wait after each close for
-the other member's window of the stretch (``await_windows``)."""
+the other member's window of the stretch (``await_windows``, ``await_warm_up``). Also: the
+windows of a member that left the group for good are retired on the topic."""
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 
@@ -209,3 +211,66 @@ def test_a_member_can_wait_only_after_its_warm_up_windows(broker, tmp_path, reco
     assert not a.warming_up()                    # the third was full-size
     assert a.await_stats["waits"] == 2 and a.await_stats["timeouts"] == 2, a.await_stats
     _close(a)
+
+
+def _plain_member(broker, tmp_path, name, stop, partitions):
+    runner = Runner.create("median-forest", ADULT_SCHEMA, store=CheckpointStore(tmp_path / name),
+                           epsilon=1.0, params={"window_size": 300, "warmup": None,
+                                                "max_windows": 2, "n_trees": 3,
+                                                "drift": False})
+    topic = ModelTopic(broker.bootstrap, f"models-{tmp_path.name}", stop=stop)
+    assert topic.connect()
+    member = WindowMember(runner, topic, name, hold=False)
+    member.start()
+    for p in partitions:
+        member.position_of(f"t:{p}")
+    member.on_assigned(list(partitions), 2)
+    return member
+
+
+def test_the_windows_of_a_member_that_left_are_retired_on_the_topic(broker, tmp_path, records,
+                                                                    caplog, capsys):
+    """b leaves the group for good and a takes its partition: once a's windows push b's out
+    of the vote, a retires them with tombstones on the model topic, says so in its log and in
+    ``dpstream status``."""
+    from dpstream.stream.service import status_command
+
+    stop = threading.Event()
+    a, b = (_plain_member(broker, tmp_path, n, stop, [p]) for n, p in (("a", 0), ("b", 1)))
+    for lo in (0, 150):   # two windows each (150 records at a share of 1/2)
+        assert a.process_many(records[0][lo:lo + 150]) == 150
+        assert b.process_many(records[1][lo:lo + 150]) == 150
+    a.merge()
+    assert sorted(k.partition("/")[0] for k in a.ensemble.windows) == ["a", "a", "b", "b"]
+    # b leaves the group for good: the rebalance hands its partition to a
+    b.on_revoke()
+    b.runner.checkpoint()
+    b.runner.store.close()
+    b.topic.close()
+    a.on_revoke()
+    a.on_assigned([0, 1], 2)
+    for p in ("t:0", "t:1"):
+        a.position_of(p)
+    caplog.set_level(logging.INFO, logger="dpstream.members")
+    # one whole window (300 records of both partitions) still leaves b's windows voting
+    assert a.process_many(records[0][300:450] + records[1][300:450]) == 300
+    assert any(k.startswith("b/") for k in a.ensemble.windows)
+    assert "b" in {s["member"] for s in a.ensemble.kept()}
+    # a second pushes them out of the vote (max_windows = 2 whole windows): retired
+    assert a.process_many(records[0][450:600] + records[1][450:600]) == 300
+    assert not any(k.startswith("b/") for k in a.ensemble.windows)
+    assert "retiring 2 windows of b, which left the group" in caplog.text
+    reader = ModelTopic(broker.bootstrap, f"models-{tmp_path.name}", stop=stop)
+    assert reader.connect()
+    seen = reader.catch_up()   # the latest message per key: b's are tombstones
+    reader.close()
+    assert {k for k, v in seen.items() if k.startswith("b/window")} == {
+        "b/window-000000000000", "b/window-000000000001"}
+    assert all(v is None for k, v in seen.items() if k.startswith("b/window"))
+    assert a.runner.model.privacy_report()["epsilon"] <= 1.0
+    a.runner.checkpoint()
+    capsys.readouterr()
+    status_command(str(tmp_path / "a"))
+    assert "members that left the group, their windows retired: b" in capsys.readouterr().out
+    a.runner.store.close()
+    a.topic.close()
