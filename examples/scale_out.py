@@ -65,11 +65,13 @@ window) and prints one JSON line:
 Progress (each phase of each k, with its time) goes to stderr. With ``--repeat N`` every k runs
 N times, alternating, each line carries ``repeat``, and stderr ends with each k's rate ratio and
 accuracy difference to the same repeat's one member, as mean ± standard error
-(:func:`summarise`).
+(:func:`summarise`). Saved lines carry ``batch`` (``--batch``; default: this machine's host name
+and boot): the report compares runs with one member only within a batch, as another machine's
+members run at another speed.
 
 Run: python examples/scale_out.py [--records N] [--members 1,2,3] [--stream adult|agrawal]
 [--pace MSGS_PER_S] [--producers P] [--partitions N] [--stamp-rate R] [--no-warm-up]
-[--repeat N] [--workdir DIR]
+[--repeat N] [--workdir DIR] [--batch NAME]
 (needs the test extra: pip install 'dpstream[test]')
 """
 
@@ -81,6 +83,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -540,6 +543,20 @@ def summarise(lines: list[dict]) -> list[str]:
     return out
 
 
+def machine_batch() -> str:
+    """This machine's host name and the start of its boot id: lines with one batch ran on
+    one machine, whose speed is theirs alone (``--batch``'s default).
+
+    >>> machine_batch().count("/")
+    1
+    """
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:8]
+    except OSError:
+        boot = "?"
+    return f"{socket.gethostname()}/{boot}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=6000,
@@ -587,6 +604,10 @@ def main() -> None:
                         help="run every k N times, alternating (1, 2, 3, 1, 2, 3, ...), and "
                              "print on stderr each k's rate ratio and accuracy difference to "
                              "the k = 1 run of the same repeat, as mean ± standard error")
+    parser.add_argument("--batch", metavar="NAME", default=machine_batch(),
+                        help="saved lines carry this, and docs/benchmarks.md compares them with "
+                             "one member's runs of the same batch only (default: this "
+                             "machine's host name and boot, %(default)s)")
     parser.add_argument("--workdir", metavar="DIR",
                         help="keep the members' logs and checkpoints in DIR (kept afterwards; "
                              "default: a temporary folder, removed)")
@@ -638,7 +659,8 @@ def main() -> None:
                     if args.save:
                         with open(args.save, "a") as fh:
                             fh.write(json.dumps({**line, "stream": args.stream,
-                                                 "date": time.strftime("%Y-%m-%d")}) + "\n")
+                                                 "date": time.strftime("%Y-%m-%d"),
+                                                 "batch": args.batch}) + "\n")
     if args.repeat > 1:
         for text in summarise(done):
             print(text, file=sys.stderr, flush=True)

@@ -96,7 +96,10 @@ def test_the_second_half_of_the_stream_is_compared_where_it_was_measured():
     # runs without the field ran every k on one broker
     ("fresh_broker", True, "a fresh broker for each k"),
     # runs without the field had partition p own attribute p mod F
-    ("attribute_owners", "floor(j*P/F)", "owned by partition floor(j*P/F)")])
+    ("attribute_owners", "floor(j*P/F)", "owned by partition floor(j*P/F)"),
+    # another machine's runs: its one member runs at its own speed (runs without the field
+    # are pooled, as before it)
+    ("batch", "vm/1234abcd", "the runs of one machine (batch `vm/1234abcd`)")])
 def test_runs_of_another_setup_have_their_own_table(field, value, marker):
     rows = [_row(1, 1000, 0.90), _row(2, 1500, 0.88),
             {**_row(1, 1000, 0.91), field: value}, {**_row(2, 1600, 0.93), field: value}]

@@ -10,7 +10,8 @@ partition and released before the trees grow (the default), the same with member
 in a backlog for the others' windows after each close (``--await-windows``) or only after
 the warm-up windows' closes (``--await-warm-up``), with trees grown
 at the close, with relevance rows held (runs from before the split), and whole windows
-(``--whole-windows``, and every run from before shares).
+(``--whole-windows``, and every run from before shares). Runs that carry a ``batch`` (one
+machine's) are compared with one member's runs of their batch only.
 
 Examples
 --------
@@ -263,9 +264,12 @@ def scale_out_section(rows: list[dict], img_dir: str | Path | None = None,
                 bool(r.get("fresh_broker", False)),
                 # (runs from before the ownership change lack the field, p mod F; first)
                 (r.get("attribute_owners", OLD_OWNERS) != OLD_OWNERS,
-                 r.get("attribute_owners", OLD_OWNERS)))].append(r)
+                 r.get("attribute_owners", OLD_OWNERS)),
+                # (one machine's runs: another machine's members run at another speed; runs
+                # from before the field are pooled, as they always were)
+                r.get("batch") or "")].append(r)
     for (ncores, stream, records, policy, pace, parts, producers, stamp, neg_wait, warm,
-         fresh, (_, owners)), runs in sorted(groups.items()):
+         fresh, (_, owners), batch), runs in sorted(groups.items()):
         fetch_wait = -neg_wait
         if out[-1] != "":
             out.append("")
@@ -291,7 +295,8 @@ def scale_out_section(rows: list[dict], img_dir: str | Path | None = None,
             ", members warmed up before joining (`DPSTREAM_WARM_UP`)" if warm else "") + (
             ", a fresh broker for each k" if fresh else "") + (
             f", attribute j's relevance owned by partition {owners}"
-            if owners != OLD_OWNERS else "")
+            if owners != OLD_OWNERS else "") + (
+            f", the runs of one machine (batch `{batch}`)" if batch else "")
         out += [f"### {stream}, {records:,} records, {setup}: {title}{when}", "",
                 "| members k | runs | msgs/s, mean (min–max) | × one member | accuracy, mean "
                 "(min–max) | vs one member | same_model | trained |"
@@ -311,7 +316,7 @@ def scale_out_section(rows: list[dict], img_dir: str | Path | None = None,
             if policy == 0 and not pace and base_rate and base_acc is not None:
                 half_mean = _second_half(rs)
                 points.append((ncores, stream, (records, parts, producers, stamp, fetch_wait,
-                                                warm, fresh, owners), k,
+                                                warm, fresh, batch, owners), k,
                                statistics.mean(rate) / base_rate,
                                100 * (statistics.mean(acc) - base_acc),
                                None if half_mean is None or base_half is None
