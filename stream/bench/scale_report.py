@@ -240,7 +240,9 @@ def scale_out_section(rows: list[dict], img_dir: str | Path | None = None,
            "apart in the stream; with `--pace` they keep up with the topic, as a service "
            "does. A difference to one member is given ± its standard error (of two "
            "independent means) where both have two runs or more: one member's runs alone "
-           "scatter by several points. Analysis: "
+           "scatter by several points. Runs saved with a `batch` (one machine's, since "
+           "2026-11-28) are tabled apart from other machines' runs of the same setup: another "
+           "machine's one member runs at another speed. Analysis: "
            "[benchmark notes](benchmark_notes.md), \"Scale-out\".", ""]
     head = len(out)   # the figure goes here, once the tables have given its points
     points: list[tuple] = []
