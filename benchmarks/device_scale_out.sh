@@ -7,9 +7,7 @@
 #
 # Settings (environment): RECORDS (Agrawal, default 360000), MEMBERS (default 1,2,3,4),
 # REPEAT (default 1: each k once; N > 1 runs the Agrawal k's N times, alternating, and ends
-# agrawal.log with each k's paired mean ± standard error against one member), AWAIT_WARM_UP
-# (any value: the members wait for each other after their warm-up windows' closes,
-# --await-warm-up),
+# agrawal.log with each k's paired mean ± standard error against one member),
 # ADULT_RECORDS (default 48842; 0 skips Adult), AGRAWAL_S / ADULT_S (time limits in seconds,
 # default 330 / 150: the whole script ends inside one 10-minute device command), PY (default
 # python3), SKIP_WHEELS=1 (use the installed packages; for a trial run on this machine).
@@ -39,7 +37,7 @@ WORK=$(mktemp -d /tmp/scale_work.XXXXXX)
 timeout -s INT -k 20 "${AGRAWAL_S:-330}" "$PY" examples/scale_out.py --stream agrawal \
     --producers 6 --partitions 12 --stamp-rate 2000 --records "${RECORDS:-360000}" \
     --members "${MEMBERS:-1,2,3,4}" --repeat "${REPEAT:-1}" --save "$OUT/scale_out.jsonl" \
-    --workdir "$WORK/agrawal" ${AWAIT_WARM_UP:+--await-warm-up} \
+    --workdir "$WORK/agrawal" \
     2>&1 | tee "$OUT/agrawal.log"
 if [ "${ADULT_RECORDS:-48842}" != 0 ]; then
     timeout -s INT -k 20 "${ADULT_S:-150}" "$PY" examples/scale_out.py \

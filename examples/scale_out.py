@@ -51,9 +51,10 @@ window) and prints one JSON line:
   the field and had none); ``fresh_broker``: each k ran on a broker of its own (runs before
   2026-11-27's lack the field and ran every k on one broker, which slowed as it held the
   earlier runs' topics);
-* ``await_windows`` / ``await_warm_up``: whether members draining a backlog waited after each
-  close for the others' windows of the stretch (``--await-windows``), or only after the closes
-  of warm-up windows (``--await-warm-up``);
+* ``await_windows``: whether members draining a backlog waited after each close for the
+  others' windows of the stretch (``--await-windows``); lines of 2026-11-28 with
+  ``await_warm_up`` true waited only after the closes of warm-up windows, an option since
+  removed (worse on 2 and 16 cores: benchmark notes);
 * ``member_windows``: ``share`` (the default: each member's windows and trees are sized by its
   share of the partitions, so the union closes windows when one process would) or ``whole``
   (``--whole-windows``: every member trains full-size windows); ``relevance``: ``by
@@ -374,8 +375,7 @@ def _read(broker: LocalBroker, topic: str, n: int, timeout: float,
 
 def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: list,
         probe: list[dict], whole: bool = False, pace: float | None = None,
-        hold: bool = True, wait: bool = False, wait_warm_up: bool = False,
-        producers: int = 1,
+        hold: bool = True, wait: bool = False, producers: int = 1,
         partitions: int = PARTITIONS, stamp_rate: float | None = None,
         warm_up: bool = True, repeat: int = 0) -> dict:
     from dpstream.connectors import CheckpointStore
@@ -401,7 +401,6 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             env={**os.environ, "DPSTREAM_MEMBER_ID": f"m{m}",
                  "DPSTREAM_HOLD_WINDOWS": "true" if hold else "false",
                  "DPSTREAM_AWAIT_WINDOWS": "true" if wait else "false",
-                 "DPSTREAM_AWAIT_WARM_UP": "true" if wait_warm_up else "false",
                  "DPSTREAM_WARM_UP": "true" if warm_up else "false"}))
     start = time.monotonic()
 
@@ -481,7 +480,6 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
             "relevance": ("every attribute" if whole else "before trees" if hold
                           else "at the close"),
             "await_windows": wait,
-            "await_warm_up": wait_warm_up,
             "records": len(values),
             "msgs_per_s": round(len(values) / max(times[-1] - times[0], 1e-9)),
             "accuracy": round(correct / len(values), 4),
@@ -579,9 +577,6 @@ def main() -> None:
     parser.add_argument("--await-windows", action="store_true",
                         help="members draining a backlog wait after each close for the others' "
                              "windows of the stretch (DPSTREAM_AWAIT_WINDOWS=true)")
-    parser.add_argument("--await-warm-up", action="store_true",
-                        help="the same wait only after the closes of warm-up windows "
-                             "(DPSTREAM_AWAIT_WARM_UP=true)")
     parser.add_argument("--partitions", type=int, default=PARTITIONS, metavar="N",
                         help=f"partitions of the records topic (default {PARTITIONS}; a "
                              "multiple of every k gives each member an equal share)")
@@ -646,8 +641,7 @@ def main() -> None:
                     with LocalBroker() as broker:
                         line = run(broker, Path(tmp), k, values, y[:n], probe, whole=whole,
                                    pace=args.pace, hold=not args.no_hold,
-                                   wait=args.await_windows,
-                                   wait_warm_up=args.await_warm_up, producers=args.producers,
+                                   wait=args.await_windows, producers=args.producers,
                                    partitions=args.partitions, stamp_rate=args.stamp_rate,
                                    warm_up=not args.no_warm_up, repeat=rep)
                     line["fresh_broker"] = True

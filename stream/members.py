@@ -47,8 +47,7 @@ relevance is released twice. A restarted member drops its checkpoint's held wind
 if the release never reached the topic, it also leaves the member's evidence, since the
 records' next owner releases them.
 
-**Waiting for the others' windows** (``await_windows``, off by default; ``await_warm_up``:
-only after the warm-up windows' closes). Draining a backlog, a
+**Waiting for the others' windows** (``await_windows``, off by default). Draining a backlog, a
 member predicts with the union as it stands, and the other members' windows for the stretch it
 just closed arrive thousands of records of the stream later. With ``await_windows`` a member
 whose backlog is :data:`BACKLOG_MIN` records or more waits after each of its closes until they
@@ -122,13 +121,10 @@ class WindowMember:
         the same stretch (:meth:`await_windows`; it reads :attr:`backlog`, which the service
         sets): predictions as good as one process's while the group catches up, at a cost in
         its rate; ``False`` (the default): never wait.
-    await_warm_up
-        The same wait, only after the closes of warm-up windows (:meth:`warming_up`): the
-        members stay together while the model learns fastest, then run at their own speeds.
     """
 
     def __init__(self, runner: Runner, topic: ModelTopic, member: str, hold: bool = True,
-                 await_windows: bool = False, await_warm_up: bool = False):
+                 await_windows: bool = False):
         self.runner, self.topic, self.member = runner, topic, member
         self.hold = bool(hold)
         self.ensemble = WindowEnsemble(runner.model, member)
@@ -151,7 +147,6 @@ class WindowMember:
         #: the service sets it to its consumer's lag
         self.backlog: Callable[[], int | None] | None = None
         self.await_closes = bool(await_windows)
-        self.await_warm_up = bool(await_warm_up)
         self._awaited = 0   # own closes the member has waited after
         self.await_stats = {"waits": 0, "waited_s": 0.0, "timeouts": 0}
         runner.on_learned = self._learned
@@ -416,8 +411,7 @@ class WindowMember:
         (:meth:`~dpstream.models.window_exchange.WindowEnsemble.windows_ready`), at most
         :data:`WINDOWS_MAX_S`; returns the seconds waited."""
         closes = self.ensemble.closes
-        if closes == self._awaited or not (self.await_closes
-                                            or self.await_warm_up and self.warming_up()):
+        if not self.await_closes or closes == self._awaited:
             return 0.0
         self._awaited = closes
         backlog = None if self.backlog is None else self.backlog()
@@ -437,14 +431,6 @@ class WindowMember:
             with self.runner.lock:
                 self._note_union()   # (dpstream status shows the waits)
         return waited
-
-    def warming_up(self) -> bool:
-        """Whether this member's newest closed window was one of its generation's warm-up
-        windows (``warmup * 2**j`` records, below ``window_size``; a public count)."""
-        m = self.runner.model
-        if m.warmup is None or m.window_size is None or not m.generation_windows:
-            return False
-        return m.warmup * 2 ** min(m.generation_windows - 1, 40) < m.window_size
 
     def _learned(self, recs: list, rounded: bool) -> None:
         """The runner's ``on_learned``: the open (and held) window's records, the stream

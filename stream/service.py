@@ -99,9 +99,6 @@ class ServeSettings(BaseSettings):
                                 "backlog, wait after each close for the other members' windows "
                                 "of the same stretch (better predictions while the group "
                                 "catches up, at a cost in its rate)")
-    await_warm_up: bool = Field(False, description="with --model-topic: the wait of "
-                                "--await-windows only after the closes of warm-up windows "
-                                "(members together while the model learns fastest)")
     warm_up: bool = Field(True, description="before joining the group, run a throwaway copy "
                           "of the model on made-up records from the schema's public domains, "
                           "so that the first records of an assignment do not pay for loading "
@@ -325,8 +322,7 @@ def _start_member(settings: ServeSettings, runner: Runner, stop: threading.Event
     if not topic.connect():
         raise RuntimeError("stopped before the model topic was reachable")
     member = WindowMember(runner, topic, settings.member_id, hold=settings.hold_windows,
-                          await_windows=settings.await_windows,
-                          await_warm_up=settings.await_warm_up)
+                          await_windows=settings.await_windows)
     member.start()
     log.info("member %s: %d windows of members %s on model topic %s", settings.member_id,
              len(member.ensemble.windows), member.ensemble.members(), settings.model_topic)

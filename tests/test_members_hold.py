@@ -2,7 +2,7 @@
 broker (tansu): the release goes out first, the trees grow once the other member's release
 for the stretch arrived, and a member killed while holding a window never lets the relevance
 of its records be released twice; draining a backlog, a member can wait after each close for
-the other member's window of the stretch (``await_windows``, ``await_warm_up``). Also: the
+the other member's window of the stretch (``await_windows``). Also: the
 windows of a member that left the group for good are retired on the topic."""
 
 from __future__ import annotations
@@ -188,29 +188,6 @@ def test_a_member_waits_only_while_it_drains_and_at_most_the_limit(broker, tmp_p
     assert a.await_stats["timeouts"] >= 1 and 0.3 <= a.await_stats["waited_s"] < 5
     assert a.runner.model.__dict__["member_union"]["awaits"]["timeouts"] >= 1
     _close(a, b)
-
-
-def test_a_member_can_wait_only_after_its_warm_up_windows(broker, tmp_path, records,
-                                                          monkeypatch):
-    """``await_warm_up``: the wait after a close happens for the warm-up windows only (150
-    and 300 records of the stream, then windows of 600), while draining."""
-    monkeypatch.setattr(members_mod, "WINDOWS_MAX_S", 0.2)
-    stop = threading.Event()
-    runner = Runner.create("median-forest", ADULT_SCHEMA, store=CheckpointStore(tmp_path / "w"),
-                           epsilon=1.0, params={"window_size": 600, "warmup": 150,
-                                                "n_trees": 3, "drift": False})
-    topic = ModelTopic(broker.bootstrap, f"models-{tmp_path.name}", stop=stop)
-    assert topic.connect()
-    a = WindowMember(runner, topic, "w", hold=False, await_warm_up=True)
-    a.start()
-    a.position_of("t:0")
-    a.on_assigned([0], 2)   # another member holds t:1 and never trains: every wait times out
-    a.backlog = lambda: 5000
-    assert a.process_adopting(records[0][:600]) == 600
-    assert runner.model.windows_closed == 3      # 75, 150 and 300 of its own records
-    assert not a.warming_up()                    # the third was full-size
-    assert a.await_stats["waits"] == 2 and a.await_stats["timeouts"] == 2, a.await_stats
-    _close(a)
 
 
 def _plain_member(broker, tmp_path, name, stop, partitions):

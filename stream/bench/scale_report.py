@@ -8,7 +8,7 @@ are); each policy of the members, and each producer pace, in its own table
 (:data:`POLICIES`): windows sized by each member's share with the relevance split by
 partition and released before the trees grow (the default), the same with members that wait
 in a backlog for the others' windows after each close (``--await-windows``) or only after
-the warm-up windows' closes (``--await-warm-up``), with trees grown
+the warm-up windows' closes (``--await-warm-up``, an option since removed), with trees grown
 at the close, with relevance rows held (runs from before the split), and whole windows
 (``--whole-windows``, and every run from before shares). Runs that carry a ``batch`` (one
 machine's) are compared with one member's runs of their batch only.
@@ -59,7 +59,8 @@ TITLES = ("windows and trees sized by each member's share of the partitions, att
           "the same, and a member draining a backlog waits after each close for the others' "
           "windows of the stretch (`--await-windows`, `DPSTREAM_AWAIT_WINDOWS=true`)",
           "the same, and a member draining a backlog waits for the others' windows only after "
-          "the closes of warm-up windows (`--await-warm-up`, `DPSTREAM_AWAIT_WARM_UP=true`)",
+          "the closes of warm-up windows (`--await-warm-up`, `DPSTREAM_AWAIT_WARM_UP=true`; "
+          "removed on 2026-11-28: worse on 2 and 16 cores)",
           "windows and trees sized by each member's share, relevance split by partition, "
           "trees grown at the close (`DPSTREAM_HOLD_WINDOWS=false`; 64 KB partition fetches)",
           "windows and trees sized by each member's share of the partitions, attribute "
