@@ -67,6 +67,10 @@ from ._params import check_integer
 from .random_trees import (
     KeyedTree,
     LeafTable,
+    bucket_count,
+    bucket_index,
+    bucket_keys,
+    bucket_space,
     child_keys,
     kernel_salts,
     keyed_rank,
@@ -125,6 +129,12 @@ class GreedyForestClassifier(WindowForestBase):
         records (default 1,500: a window of ``n`` labeled records trains
         ``min(n_trees, n // 1500)`` trees, at least one; ``None``: always ``n_trees``, the
         paper's rule).
+    node_buckets
+        Buckets per training record of a tree, per level (a power of two,
+        :func:`~dpstream.models.random_trees.bucket_count`): every level releases its
+        attributes, and the leaves their labels, through pseudo-random buckets, all of them
+        released, so that neither the model nor a window on the model topic shows which
+        nodes hold records. Nodes that share a bucket pool their utilities and counts.
     seed
         Random seed (tests and benchmarks; leave ``None`` in production).
     """
@@ -134,8 +144,9 @@ class GreedyForestClassifier(WindowForestBase):
                  max_depth: int = 5, n_bins: int = 4, window_seconds: float | None = None,
                  warmup: int | None = 1000, drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, min_tree_records: int | None = 1500,
-                 seed: int | None = None):
+                 node_buckets: int = 4, seed: int | None = None):
         self.max_depth = max_depth
+        self.node_buckets = node_buckets
         self.n_bins = n_bins
         super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
                          window_seconds, warmup, drift, drift_share, drift_window,
@@ -153,6 +164,11 @@ class GreedyForestClassifier(WindowForestBase):
         super()._check_params()
         check_integer("max_depth", self.max_depth, 1)
         check_integer("n_bins", self.n_bins, 2)
+        check_integer("node_buckets", self.node_buckets, 1)
+
+    def __setstate__(self, state: dict) -> None:
+        state.setdefault("node_buckets", 4)   # a checkpoint from before buckets
+        super().__setstate__(state)
 
     @property
     def epsilon_split(self) -> float:
@@ -202,11 +218,16 @@ class GreedyForestClassifier(WindowForestBase):
         for t, part in zip(ids, self.deal(y.size), strict=True):
             tree_of[part] = t
         k, m, n = len(self._encoder.classes), self._fan.size, y.size
-        key = root_keys(self._secret, tree_of)
-        free = np.ones((n, m), dtype=bool)
+        roots = root_keys(self._secret, ids)
+        pos = tree_of - ids[0]
+        key = roots[pos]
         rows = np.arange(n)
+        # every level releases through all its buckets (random_trees.bucket_keys): nodes that
+        # share a bucket pool their utilities and split alike, and the published tables never
+        # tell which nodes hold records
+        buckets = bucket_count(-(-n // n_trees), self.node_buckets)
         node_keys, node_attr = [], []
-        for _ in range(self.levels):
+        for lev in range(self.levels):
             em = ExponentialMechanism(epsilon=self.epsilon_split, sensitivity=GINI_SENSITIVITY,
                                       monotonic=True, rng=self._rng)
             nodes, first, inv = np.unique(key, return_index=True, return_inverse=True)
@@ -216,29 +237,30 @@ class GreedyForestClassifier(WindowForestBase):
                 cell = (inv * fan + C[:, a]) * k + y
                 counts = np.bincount(cell, minlength=nodes.size * fan * k)
                 U[:, a] = gini_utilities(counts.reshape(nodes.size, fan, k))
-            # every node of a level holds disjoint records: one epsilon_split for the level
-            attr = em.select_rows(U, allowed=free[first])
-            node_keys.append(nodes)
+            # a bucket's utility is the sum of its nodes' (an attribute a path already used
+            # leaves a node whole: no gain); each record lies in one node, so in one bucket,
+            # and the level costs one epsilon_split however many buckets it has
+            U_b = np.zeros((n_trees * buckets, m))
+            np.add.at(U_b, pos[first] * buckets + bucket_index(nodes, buckets), U)
+            attr = em.select_rows(U_b)
+            node_keys.append(bucket_space(roots, buckets, lev))
             node_attr.append(attr)
-            a = attr[inv]
-            branch = C[rows, a]
-            free[rows, a] = False
-            key = child_keys(key, branch)
-        leaves, inv = np.unique(key, return_inverse=True)
-        counts = np.zeros((leaves.size, k))
-        np.add.at(counts, (inv, y), 1.0)
+            a = attr[pos * buckets + bucket_index(key, buckets)]
+            key = child_keys(key, C[rows, a])
+        counts = np.zeros((n_trees * buckets, k))
+        np.add.at(counts, (pos * buckets + bucket_index(key, buckets), y), 1.0)
         labels = ReportNoisyMax(epsilon=self.epsilon_leaf, sensitivity=1.0, monotonic=True,
                                 rng=self._rng).select_rows(counts)
         votes = np.zeros_like(counts)
-        votes[np.arange(leaves.size), labels] = 1.0
+        votes[np.arange(counts.shape[0]), labels] = 1.0
         splits = np.concatenate(node_attr) if node_attr else np.zeros(0)
         trees = [KeyedTree(int(t), self.levels) for t in ids]
         return trees, "greedy decision forest", {
-            "levels": self.levels,
+            "levels": self.levels, "buckets": buckets,
             "nodes": LeafTable.build(np.concatenate(node_keys) if node_keys
                                      else np.zeros(0, np.uint64),
                                      splits.astype(np.float64)[:, None]),
-            "leaves": LeafTable.build(leaves, votes)}
+            "leaves": LeafTable.build(bucket_space(roots, buckets, self.levels), votes)}
 
     # ------------------------------------------------------------- predicting
     def _kept(self) -> tuple[np.ndarray, LeafTable, LeafTable]:
@@ -250,7 +272,9 @@ class GreedyForestClassifier(WindowForestBase):
                 LeafTable.concat([w.extra["leaves"] for w in wins],
                                  len(self._encoder.classes)),
                 np.array([wt for w, wt in zip(self._windows, self.window_weights(), strict=False)
-                          for _ in w.trees], dtype=np.float64))
+                          for _ in w.trees], dtype=np.float64),
+                np.array([w.extra.get("buckets", 0) for w in self._windows for _ in w.trees],
+                         dtype=np.uint64))
         return self._serving[:3]
 
     def _tree_weights(self) -> np.ndarray:
@@ -275,20 +299,22 @@ class GreedyForestClassifier(WindowForestBase):
                 return tk.trie_scores(
                     tk._trie_greedy, C, plan[1], self._tree_weights(), k,
                     (self.levels, self._fan, nodes.keys, nodes.slots(), plan[2], leaves.keys,
-                     leaves.slots(), leaves.values, draw, out_salt), 0)
+                     leaves.slots(), leaves.values, draw, out_salt), 0,
+                    buckets=self._serving[4])
             return random_trees._wk.greedy_votes(
                 np.ascontiguousarray(C), plan[1], self.levels, nodes.keys, nodes.slots(),
                 plan[2], leaves.keys, leaves.slots(), leaves.values, draw, out_salt,
-                self._tree_weights())
+                self._tree_weights(), self._serving[4])
         step = max(1, 262_144 // ids.size)
         for s in range(0, C.shape[0], step):
             block = C[s:s + step]
             rows = np.repeat(np.arange(block.shape[0]), ids.size)
-            key = root_keys(self._secret, np.tile(ids, block.shape[0]))
+            key = root = root_keys(self._secret, np.tile(ids, block.shape[0]))
+            nb = np.tile(self._serving[4], block.shape[0])
             free = np.ones((rows.size, self._fan.size), dtype=bool)
             at = np.arange(rows.size)
-            for _ in range(self.levels):
-                idx, hit = nodes.find(key)
+            for lev in range(self.levels):
+                idx, hit = nodes.find(bucket_keys(root, key, nb, lev))
                 # a node no training record reached: uniform among the attributes left
                 rank, _ = keyed_rank(key, free.sum(axis=1))
                 keyed = nth_free(free, rank)
@@ -296,7 +322,7 @@ class GreedyForestClassifier(WindowForestBase):
                 branch = block[rows, a]
                 free[at, a] = False
                 key = child_keys(key, branch)
-            idx, hit = leaves.find(key)
+            idx, hit = leaves.find(bucket_keys(root, key, nb, self.levels))
             votes = uniform_label(key, k)
             votes[hit] = leaves.values[idx[hit]]
             out[s:s + step] = (votes.reshape(block.shape[0], ids.size, k)

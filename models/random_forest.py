@@ -73,7 +73,18 @@ from ..accounting import ReportNoisyMax
 from . import random_trees
 from ._params import check_integer, check_real
 from .private_range import private_ranges
-from .random_trees import ImplicitRandomTrees, KeyedTree, LeafTable, kernel_salts, uniform_label
+from .random_trees import (
+    ImplicitRandomTrees,
+    KeyedTree,
+    LeafTable,
+    bucket_count,
+    bucket_index,
+    bucket_keys,
+    bucket_space,
+    kernel_salts,
+    root_keys,
+    uniform_label,
+)
 from .relevance import slot_counts
 from .window_forest import UNLABELED, WindowForestBase, split_exact
 
@@ -173,6 +184,12 @@ class RandomDecisionForestClassifier(WindowForestBase):
         warm-up windows, the DP drift signal, and (``min_tree_records``) fewer trees of at
         least that many records in small windows (default 50: the 1k warm-up window trains
         20 trees of 50 records, not 100 of 10 — docs/random_forest.md).
+    leaf_buckets
+        Buckets per training record of a tree (rounded up to a power of two,
+        :func:`~dpstream.models.random_trees.bucket_count`): the leaves release their labels
+        through this many pseudo-random buckets, every bucket released, so that the model —
+        and a window on the model topic — never shows which leaves hold records. Two
+        occupied leaves share a bucket with probability at most ``1 / leaf_buckets``.
     seed
         Random seed (tests and benchmarks; leave ``None`` in production — whoever knows the
         seed can replay the noise).
@@ -185,8 +202,10 @@ class RandomDecisionForestClassifier(WindowForestBase):
                  drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, min_tree_records: int | None = 50,
                  attributes: str = "relevance", relevance_share: float = 0.2,
-                 relevance_floor: float = 0.1, seed: int | None = None):
+                 relevance_floor: float = 0.1, leaf_buckets: int = 4,
+                 seed: int | None = None):
         self.max_depth = max_depth
+        self.leaf_buckets = leaf_buckets
         self.relevance_floor = relevance_floor
         self.attributes = attributes
         self.relevance_share = relevance_share
@@ -209,6 +228,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
         check_integer("max_depth", self.max_depth, 0, none_ok=True)
         check_real("range_share", self.range_share, 0, 1, lo_open=False)
         check_integer("range_bins", self.range_bins, 1)
+        check_integer("leaf_buckets", self.leaf_buckets, 1)
 
     # ------------------------------------------------------------- accounting
     def ranged(self, n_labeled: int) -> bool:
@@ -286,22 +306,29 @@ class RandomDecisionForestClassifier(WindowForestBase):
             router = router.with_slots(slot_counts(self._relevance.weights(),
                                                    n_numeric=self._trees.s))
         keys = router.leaf_keys(router.view(V), tree_of, rows=np.arange(y.size))
-        reached, inv = np.unique(keys, return_inverse=True)
         k = len(self._encoder.classes)
-        counts = np.zeros((reached.size, k))
-        np.add.at(counts, (inv, y), 1.0)
-        # one report per reached leaf: leaves of a tree are disjoint, trees hold disjoint parts
+        # every leaf's label is released through its bucket: all buckets of every tree, so
+        # the published table never tells which leaves hold records (random_trees.bucket_keys)
+        buckets = bucket_count(-(-y.size // n_trees), self.leaf_buckets)
+        roots = root_keys(self._trees.secret, ids)
+        cell = (tree_of - ids[0]) * buckets + bucket_index(keys, buckets)
+        counts = np.zeros((n_trees * buckets, k))
+        np.add.at(counts, (cell, y), 1.0)
+        # one report per bucket: the buckets of a tree are disjoint, trees hold disjoint parts
         labels = release_leaf_labels(counts, eps_leaf, self._rng)
         votes = np.zeros_like(counts)
-        votes[np.arange(reached.size), labels] = 1.0
+        votes[np.arange(counts.shape[0]), labels] = 1.0
         trees = [KeyedTree(int(t), self.depth) for t in ids]
-        extra = {"depth": self.depth, "table": LeafTable.build(reached, votes),
+        extra = {"depth": self.depth, "buckets": buckets,
+                 "table": LeafTable.build(bucket_space(roots, buckets), votes),
                  "epsilon_leaves": eps_leaf, "epsilon_range": eps_range,
                  "epsilon_relevance": self._relevance_split()[1],
                  # read from the raw counts: NOT differentially private, kept out of the report
-                 "diagnostics": {"leaves_reached": int(reached.size),
+                 "diagnostics": {"leaves_reached": int(np.unique(keys).size),
+                                 "buckets_reached": int((counts.sum(axis=1) > 0).sum()),
                                  "labels_flipped_by_noise":
-                                     int((labels != counts.argmax(axis=1)).sum())}}
+                                     int((labels != counts.argmax(axis=1))[
+                                         counts.sum(axis=1) > 0].sum())}}
         if router is not self._trees:
             extra["router"] = router
         if ranged:
@@ -312,9 +339,9 @@ class RandomDecisionForestClassifier(WindowForestBase):
     # ------------------------------------------------------------- predicting
     def _kept(self) -> tuple[np.ndarray, LeafTable, list[tuple], np.ndarray]:
         """``(tree ids, merged leaf table, groups, vote weights)`` of the kept trees, cached in
-        ``_serving`` until a window closes or retires. A group is one window's ``(router,
-        positions in ids, root keys)``: its trees walk with its numeric domain. Each tree
-        votes with its window's :meth:`window_weights` entry."""
+        ``_serving`` (with each tree's buckets) until a window closes or retires. A group is
+        one window's ``(router, positions in ids, root keys)``: its trees walk with its
+        numeric domain. Each tree votes with its window's :meth:`window_weights` entry."""
         if self._serving is None:
             ids = np.array([tr.id for win in self._windows for tr in win.trees], dtype=np.int64)
             table = LeafTable.concat([w.extra["table"] for w in self._windows
@@ -331,8 +358,10 @@ class RandomDecisionForestClassifier(WindowForestBase):
                     groups[-1][1] = np.r_[groups[-1][1], at]
                 elif at.size:
                     groups.append([router, at])
+            buckets = np.array([win.extra.get("buckets", 0) for win in self._windows
+                                for _ in win.trees], dtype=np.uint64)
             self._serving = (ids, table, [(r, at, r.root_keys(ids[at])) for r, at in groups],
-                             weights)
+                             weights, buckets)
         return self._serving[:4]
 
     def _tree_weights(self) -> np.ndarray:
@@ -345,12 +374,14 @@ class RandomDecisionForestClassifier(WindowForestBase):
     def _votes(self, V: np.ndarray) -> np.ndarray:
         ids, table, groups, weights = self._kept()
         out = np.zeros((V.shape[0], len(self._encoder.classes)))
+        buckets = self._serving[4]
         for router, at, roots in groups:
-            out += self._group_votes(V, table, router, ids[at], roots, weights[at])
+            out += self._group_votes(V, table, router, ids[at], roots, weights[at], buckets[at])
         return out
 
     def _group_votes(self, V: np.ndarray, table: LeafTable, router: ImplicitRandomTrees,
-                     ids: np.ndarray, roots: np.ndarray, weights: np.ndarray) -> np.ndarray:
+                     ids: np.ndarray, roots: np.ndarray, weights: np.ndarray,
+                     buckets: np.ndarray) -> np.ndarray:
         """The weighted votes of trees that share one numeric domain (one window's)."""
         k = len(self._encoder.classes)
         V = router.view(V)
@@ -361,14 +392,14 @@ class RandomDecisionForestClassifier(WindowForestBase):
             return tk.trie_scores(
                 tk._trie_votes, V, roots, weights, k,
                 (self.depth, lo, hi, last, draw, _NTH, table.keys, table.slots(), table.values,
-                 kernel_salts(k)[1]), max(1, router.s))
+                 kernel_salts(k)[1]), max(1, router.s), buckets=buckets)
         if router.compiled:   # compiled: walk, look up and vote in one loop
             wk = random_trees._wk
             return wk.implicit_votes(
                 np.ascontiguousarray(V), roots, self.depth,
                 *router.kernel_args(), _NTH, table.keys, table.slots(), table.values,
-                kernel_salts(k)[1], weights)
-        keys = router.leaf_keys(V, ids)
+                kernel_salts(k)[1], weights, buckets)
+        keys = bucket_keys(roots[None, :], router.leaf_keys(V, ids), buckets[None, :])
         return (table.lookup(keys, self._empty) * weights[:, None]).sum(axis=1)
 
     def _scores(self, X: np.ndarray) -> np.ndarray:
@@ -391,7 +422,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
         numeric domain, last categorical codes and vote weights. ``None`` when a group cannot
         use the compiled walk or the routing row is not compiled."""
         ids, table, groups, weights = self._kept()
-        if len(self._serving) == 4:
+        if len(self._serving) == 5:
             trees, plan = self._trees, None
             runs = trees.group_runs() if trees.compiled else ()
             if runs and all(router.compiled for router, _, _ in groups):
@@ -410,17 +441,21 @@ class RandomDecisionForestClassifier(WindowForestBase):
                 draw, out_salt, _ = kernel_salts(len(self._encoder.classes))
                 w = np.concatenate([weights[at] for _, at, _ in groups]) if groups \
                     else np.zeros(0)
+                bk = np.concatenate([self._serving[4][at] for _, at, _ in groups]) if groups \
+                    else np.zeros(0, dtype=np.uint64)
                 plan = (trees._num_cols, *runs, bounds, *packed,
                         np.ascontiguousarray(w, dtype=np.float64), self.depth, draw, _NTH,
-                        table.keys, table.slots(), table.values, out_salt)
+                        table.keys, table.slots(), table.values, out_salt,
+                        np.ascontiguousarray(bk, dtype=np.uint64))
             self._serving = (*self._serving, plan)
-        return self._serving[4]
+        return self._serving[5]
 
     def __setstate__(self, state: dict) -> None:
         # a checkpoint from before private ranges: its windows split over the public domain
         state.setdefault("range_share", 0.0)
         state.setdefault("range_bins", 16)
         state.setdefault("_window_labeled", 0)
+        state.setdefault("leaf_buckets", 4)   # its windows without buckets keep leaf keys
         super().__setstate__(state)
 
     # ------------------------------------------------------------- report

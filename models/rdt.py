@@ -88,12 +88,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import math
+
 import numpy as np
 
 from . import random_trees
 from ._params import check_integer, check_real
 from .private_range import private_ranges
-from .random_trees import ImplicitRandomTrees, KeyedTree, LeafTable, kernel_salts, laplace_of
+from .random_trees import (
+    ImplicitRandomTrees,
+    KeyedTree,
+    LeafTable,
+    bucket_count,
+    bucket_index,
+    bucket_keys,
+    bucket_space,
+    kernel_salts,
+    laplace_of,
+    root_keys,
+)
 from .rdt_parts import CenterTable, rdt_height, release_counts, signal_height, split_epsilon
 from .relevance import slot_counts
 from .window_forest import UNLABELED, WindowForestBase, leaf_proba
@@ -124,6 +137,9 @@ class RDTTree(KeyedTree):
     #: the random trees of its window (their numeric split domain); ``None``: the model's
     #: trees over the public domain (windows trained before private ranges existed)
     router: Any = None
+    #: buckets its leaves release through (:func:`~.random_trees.bucket_keys`); 0: a tree
+    #: from before buckets, its table keyed by reached leaf and other leaves' noise keyed
+    buckets: int = 0
 
 
 class RDTClassifier(WindowForestBase):
@@ -181,6 +197,13 @@ class RDTClassifier(WindowForestBase):
         Share of the attribute draw kept uniform (``floor`` of
         :class:`~dpstream.models.relevance.AttributeRelevance`): every attribute keeps at
         least ``relevance_floor / F``.
+    leaf_buckets
+        Buckets per leaf a tree may hold records in (``min(n, 4 b^h)`` for ``n`` labeled
+        records, ``b`` the mean fan-out and ``h`` the height; rounded up to a power of two,
+        :func:`~dpstream.models.random_trees.bucket_count`): the leaves release their
+        counts through pseudo-random buckets, every bucket with its own Laplace noise, so
+        that neither the model nor a window on the model topic shows which leaves hold
+        records.
     seed
         Random seed (tests and benchmarks; leave ``None`` in production).
     """
@@ -198,8 +221,9 @@ class RDTClassifier(WindowForestBase):
                  drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, attributes: str = "relevance",
                  relevance_share: float = 0.35, relevance_floor: float = 0.3,
-                 seed: int | None = None):
+                 leaf_buckets: int = 4, seed: int | None = None):
         self.disjoint = disjoint
+        self.leaf_buckets = leaf_buckets
         self.attributes = attributes
         self.relevance_share = relevance_share
         self.relevance_floor = relevance_floor
@@ -237,6 +261,7 @@ class RDTClassifier(WindowForestBase):
             raise ValueError(f"height_rule must be one of {HEIGHT_RULES}, got "
                              f"{self.height_rule!r}")
         check_real("leaf_signal", self.leaf_signal, 0)
+        check_integer("leaf_buckets", self.leaf_buckets, 1)
         if self.combine not in COMBINE:
             raise ValueError(f"combine must be one of {COMBINE}, got {self.combine!r}")
 
@@ -360,14 +385,20 @@ class RDTClassifier(WindowForestBase):
         at = near >= 0
         np.add.at(centers.values, (near[at], yl[row_of[at]]), 1.0)
         centers.values = release_counts(centers.values, eps_tree, self._rng)
-        leaf_keys, inv = np.unique(keys[~at], return_inverse=True)
-        cell = np.zeros((leaf_keys.size, k))
-        np.add.at(cell, (inv, yl[row_of[~at]]), 1.0)
-        # a leaf's noise is a function of its key, so the leaves nobody reached carry the very
-        # same mechanism's output (laplace_of) without being stored
-        cells = LeafTable.build(leaf_keys, cell + laplace_of(leaf_keys, k, scale))
-        trees = [RDTTree(int(t), h, True, scale, router) for t in ids]
-        extra = {"height": h, "epsilon_per_tree": eps_tree, "epsilon_range": eps_range,
+        # every leaf releases its counts through its bucket, and every bucket of every tree
+        # is released with fresh Laplace noise: the published table never tells which leaves
+        # hold records, and no noise is a function of anything published
+        buckets = bucket_count(min(n, 4 * int(math.ceil(self._b ** h))), self.leaf_buckets)
+        roots = root_keys(self._trees.secret, ids)
+        pos = tree_of[~at] - ids[0]
+        cell = pos * buckets + bucket_index(keys[~at], buckets)
+        counts = np.zeros((p * buckets, k))
+        np.add.at(counts, (cell, yl[row_of[~at]]), 1.0)
+        cells = LeafTable.build(bucket_space(roots, buckets),
+                                release_counts(counts, eps_tree, self._rng))
+        trees = [RDTTree(int(t), h, True, scale, router, buckets) for t in ids]
+        extra = {"height": h, "buckets": buckets, "epsilon_per_tree": eps_tree,
+                 "epsilon_range": eps_range,
                  "public": int(P.shape[0]), "primary_trees": p, "secondary_trees": 0}
         extra["epsilon_relevance"] = self._relevance_split()[1]
         if eps_range:
@@ -405,10 +436,12 @@ class RDTClassifier(WindowForestBase):
             primary = np.array([tr.primary for tr in group])
             scale = np.array([tr.scale for tr in group])
             weights = np.array([weight.get(tr.id, 1.0) for tr in group])
+            buckets = np.array([tr.buckets for tr in group], dtype=np.uint64)
             step = max(1, 131_072 // ids.size)
             for s in range(0, V.shape[0], step):
                 out[s:s + step] += self._group_values(V[s:s + step], ids, depth, primary,
-                                                      scale, centers, cells, router, weights)
+                                                      scale, centers, cells, router, weights,
+                                                      buckets)
         return out
 
     def _tree_weights(self) -> dict[int, float]:
@@ -427,7 +460,7 @@ class RDTClassifier(WindowForestBase):
         return list(groups.values())
 
     def _group_values(self, V, ids, depth, primary, scale, centers, cells,
-                      router=None, weights=None) -> np.ndarray:
+                      router=None, weights=None, buckets=None) -> np.ndarray:
         """:meth:`_cell_values` of trees of one router and height (a block of rows), each
         tree's cells times its ``weights`` entry (default 1)."""
         k = len(self._encoder.classes)
@@ -441,8 +474,10 @@ class RDTClassifier(WindowForestBase):
         vals[at] = centers.values[near[at]]
         leaf = ~at & primary[col]
         if leaf.any():
-            idx, hit = cells.find(keys[leaf])
-            sub = laplace_of(keys[leaf], k, scale[col[leaf]])
+            nb = np.zeros(ids.size, np.uint64) if buckets is None else buckets
+            idx, hit = cells.find(bucket_keys(router.root_keys(ids)[col[leaf]], keys[leaf],
+                                              nb[col[leaf]]))
+            sub = laplace_of(keys[leaf], k, scale[col[leaf]])   # trees from before buckets
             sub[hit] = cells.values[idx[hit]]
             vals[leaf] = sub
         if self.combine == "average":
@@ -464,7 +499,7 @@ class RDTClassifier(WindowForestBase):
         """``(trees, centers, cells, plan)`` of the kept windows, cached in ``_serving`` until a
         window closes or retires; ``plan`` lists per ensemble (primary, then secondary) its
         trees of each router and height as ``(height, root keys, primary flags, Laplace
-        scales, router, vote weights)``."""
+        scales, router, vote weights, buckets)``."""
         if self._serving is None:
             k, width = len(self._encoder.classes), 1 + self._trees.s + self._trees.r
             wins = [w for w in self._windows if "cells" in w.extra]
@@ -476,7 +511,8 @@ class RDTClassifier(WindowForestBase):
                     plan.append([(depth, self._trees.root_keys([tr.id for tr in g]),
                                   np.array([tr.primary for tr in g]),
                                   np.array([tr.scale for tr in g], dtype=np.float64), router,
-                                  np.array([weight[tr.id] for tr in g], dtype=np.float64))
+                                  np.array([weight[tr.id] for tr in g], dtype=np.float64),
+                                  np.array([tr.buckets for tr in g], dtype=np.uint64))
                                  for router, depth, g in self._groups(group)])
             self._serving = (
                 trees,
@@ -504,14 +540,15 @@ class RDTClassifier(WindowForestBase):
         k = len(self._encoder.classes)
         V = np.ascontiguousarray(V, dtype=np.float64)
         out = np.zeros((V.shape[0], k))
-        for depth, roots, primary, scale, router, weights in group:
+        for depth, roots, primary, scale, router, weights, buckets in group:
             # a slot router's trees have no centers: the kernel reads its view for routing
             # only (a center's distance reads the row only when the leaf has centers)
             out += random_trees._tk.rows_in_threads(   # large batches: rows split in threads
                 random_trees._wk.implicit_cells, router.view(V), roots, depth,
                 *router.kernel_args(), _NTH, primary, scale, self.combine == "average",
                 centers.keys, centers.point, centers.values, centers.points, self._scale,
-                self._trees.s, cells.keys, cells.slots(), cells.values, kernel_salts(k)[2], weights)
+                self._trees.s, cells.keys, cells.slots(), cells.values, kernel_salts(k)[2],
+                buckets, weights)
         return out
 
     def _score_row(self, row: np.ndarray) -> np.ndarray:
@@ -544,11 +581,15 @@ class RDTClassifier(WindowForestBase):
                       kernel_salts(len(self._encoder.classes))[2])
             rows = [[(getattr(router, "_view", None),
                       (roots, depth, *router.kernel_args(), _NTH, primary, scale,
-                       self.combine == "average", *common, weights))
-                     for depth, roots, primary, scale, router, weights in group]
+                       self.combine == "average", *common, buckets, weights))
+                     for depth, roots, primary, scale, router, weights, buckets in group]
                     for group in plan]
             self._serving = (*self._serving, rows)
         return self._serving[4]
+
+    def __setstate__(self, state: dict) -> None:
+        state.setdefault("leaf_buckets", 4)   # a checkpoint from before buckets
+        super().__setstate__(state)
 
     # ------------------------------------------------------------- report
     def privacy_report(self) -> dict:

@@ -17,7 +17,20 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import njit
 
-from .window_kernels import _LOW32, _S32, _TWO_M32, _child, _label, _mix, _nth_bit, _probe, _rank
+from .window_kernels import (
+    _LOW32,
+    _S32,
+    _S40,
+    _TAG0,
+    _TWO_M32,
+    _bucket,
+    _child,
+    _label,
+    _mix,
+    _nth_bit,
+    _probe,
+    _rank,
+)
 
 __all__ = ["trie_scores"]
 
@@ -74,7 +87,7 @@ def _trie_sum(out, m, node, nslot, values, weight):   # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def _trie_votes(V, m, roots, t0, weights, depth, lo0, hi0, last, draw, nth, keys, slots,
+def _trie_votes(V, m, roots, t0, weights, buckets, depth, lo0, hi0, last, draw, nth, keys, slots,
                 values, out_salt, out, rec, npar, nkey, nslot, stamp, elo, ehi, emask, node,
                 parent, newc, newp, newb):   # pragma: no cover - compiled
     # implicit_votes for a batch (V: the routing matrix column-major, flat); returns the
@@ -118,7 +131,7 @@ def _trie_votes(V, m, roots, t0, weights, depth, lo0, hi0, last, draw, nth, keys
                     nfree += (mask >> q) & 1
                 avail = s + nfree
                 if lev == depth or avail == 0:   # a leaf (stays put if above the last level)
-                    idx = _probe(keys, slots, key)
+                    idx = _probe(keys, slots, _bucket(roots[t], key, buckets[t], _TAG0))
                     nslot[c] = idx if idx >= 0 else -1 - _label(key, out_salt, k)
                     rec[c] = c << 17
                     npar[c] = np.inf
@@ -168,7 +181,7 @@ def _nth_mask(mask, rank, a_count):   # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _trie_greedy(C, m, roots, t0, weights, levels, fan, nkeys, nslots, nattr, lkeys, lslots,
+def _trie_greedy(C, m, roots, t0, weights, buckets, levels, fan, nkeys, nslots, nattr, lkeys, lslots,
                  lvalues, draw, out_salt, out, rec, npar, nkey, nslot, stamp, emask, node,
                  parent, newc, newp, newb):   # pragma: no cover - compiled
     # greedy_votes for a batch (C: branch codes column-major, flat); same contract as
@@ -201,8 +214,9 @@ def _trie_greedy(C, m, roots, t0, weights, levels, fan, nkeys, nslots, nattr, lk
                 if lev > 0:
                     p = newp[j]
                     mask = emask[nslot[p]] & ~(np.int64(1) << ((rec[p] >> 1) & 0xFFFF))
+                tag = np.uint64(lev + 1) << _S40
                 if lev == levels:
-                    idx = _probe(lkeys, lslots, key)
+                    idx = _probe(lkeys, lslots, _bucket(roots[t], key, buckets[t], tag))
                     nslot[c] = idx if idx >= 0 else -1 - _label(key, out_salt, k)
                     continue
                 if cnt + maxfan > cap or ecnt >= ecap:
@@ -211,7 +225,7 @@ def _trie_greedy(C, m, roots, t0, weights, levels, fan, nkeys, nslots, nattr, lk
                 ecnt += 1
                 emask[e] = mask
                 nslot[c] = e
-                idx = _probe(nkeys, nslots, key)
+                idx = _probe(nkeys, nslots, _bucket(roots[t], key, buckets[t], tag))
                 if idx >= 0:
                     a = np.int64(nattr[idx])
                 else:   # reached by no training record: uniform among the attributes left
@@ -259,18 +273,23 @@ def rows_in_threads(kernel, V: np.ndarray, *args) -> np.ndarray:
 
 
 def trie_scores(kernel, X: np.ndarray, roots: np.ndarray, weights: np.ndarray, n_classes: int,
-                args: tuple, ranges: int, *, chunk: int = 32_768,
+                args: tuple, ranges: int, *, buckets: np.ndarray | None = None,
+                chunk: int = 32_768,
                 capacity: int | None = None, threads: int | None = None) -> np.ndarray:
     """Run a batch kernel (:func:`_trie_votes` or :func:`_trie_greedy`) over the rows of
     ``X`` in chunks, growing its node tables until every tree is done.
 
-    ``args`` are the kernel's arguments between ``weights`` and ``out``; ``ranges`` the width
+    ``args`` are the kernel's arguments between ``buckets`` (each tree's buckets per level,
+    :func:`~dpstream.models.random_trees.bucket_keys`; default 0: looked up by node key) and
+    ``out``; ``ranges`` the width
     of the path state (numeric attributes) a trie node keeps (0: the greedy kernel);
     ``capacity`` the first size of the node tables (tests: force them to grow); ``threads``
     the threads that share the trees (default :func:`threads_for`; the sum of the slices'
     scores is the same up to the order of floating-point additions)."""
     X = np.asarray(X)
     m = X.shape[0]
+    buckets = (np.zeros(roots.shape[0], dtype=np.uint64) if buckets is None
+               else np.ascontiguousarray(buckets, dtype=np.uint64))
     workers = (threads_for(m, roots.shape[0], TRIE_THREAD_ROWS) if threads is None
                else int(threads))
     if workers > 1:   # the kernels release the GIL: each thread takes a slice of the trees
@@ -278,13 +297,16 @@ def trie_scores(kernel, X: np.ndarray, roots: np.ndarray, weights: np.ndarray, n
         with ThreadPoolExecutor(workers) as pool:
             parts = list(pool.map(
                 lambda ab: _serial_scores(kernel, X, roots[ab[0]:ab[1]], weights[ab[0]:ab[1]],
-                                          n_classes, args, ranges, chunk, capacity),
+                                          buckets[ab[0]:ab[1]], n_classes, args, ranges,
+                                          chunk, capacity),
                 zip(cuts[:-1], cuts[1:], strict=False)))
         return np.sum(parts, axis=0)
-    return _serial_scores(kernel, X, roots, weights, n_classes, args, ranges, chunk, capacity)
+    return _serial_scores(kernel, X, roots, weights, buckets, n_classes, args, ranges, chunk,
+                          capacity)
 
 
-def _serial_scores(kernel, X, roots, weights, n_classes, args, ranges, chunk, capacity):
+def _serial_scores(kernel, X, roots, weights, buckets, n_classes, args, ranges, chunk,
+                   capacity):
     """:func:`trie_scores` in the calling thread."""
     m = X.shape[0]
     out = np.zeros((m, n_classes))
@@ -302,7 +324,7 @@ def _serial_scores(kernel, X, roots, weights, n_classes, args, ranges, chunk, ca
             if ranges:
                 tables += [np.empty((ecap, ranges)), np.empty((ecap, ranges))]
             tables.append(np.empty(ecap, dtype=np.int64))
-            t = kernel(flat, rows, roots, t, weights, *args, out[c0:c0 + chunk], *tables,
+            t = kernel(flat, rows, roots, t, weights, buckets, *args, out[c0:c0 + chunk], *tables,
                        *scratch)
             if t < roots.shape[0]:
                 cap, ecap = 2 * cap, 2 * ecap

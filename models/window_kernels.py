@@ -56,6 +56,10 @@ _ONE = np.uint64(1)
 _S11, _S27, _S30, _S31, _S32 = (np.uint64(v) for v in (11, 27, 30, 31, 32))
 _TWO_M32 = 2.0 ** -32
 _TWO_M53 = 2.0 ** -53
+# buckets (random_trees.bucket_keys): the salt, and the level tag's shift
+_BSALT = np.uint64(0x5851F42D4C957F2D)
+_S40 = np.uint64(40)
+_TAG0 = np.uint64(1) << _S40     # a random tree's leaves: level 0
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -87,6 +91,14 @@ def _uniform(key, salt):   # pragma: no cover - compiled
 def _label(key, salt, k):   # pragma: no cover - compiled
     # uniform_label: report-noisy-argmax's output on zero counts
     return min(np.int64(_uniform(key, salt) * k), k - 1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _bucket(root, key, buckets, tag):   # pragma: no cover - compiled
+    # random_trees.bucket_keys of one key: its released node (buckets 0: the key itself)
+    if buckets == 0:
+        return key
+    return _mix(root ^ (tag | (_mix(key ^ _BSALT) & (buckets - _ONE))))
 
 
 @njit(cache=True, nogil=True)
@@ -245,11 +257,12 @@ def _walk_lanes(v, roots, t0, nb, depth, lo0, hi0, lastp, draw, nth, lo, hi, mas
 
 @njit(cache=True, nogil=True)
 def implicit_votes(V, roots, depth, lo0, hi0, last, draw, nth, keys, slots, values,
-                   out_salt, weights):   # pragma: no cover - compiled
+                   out_salt, weights, buckets):   # pragma: no cover - compiled
     """Per row of ``V``, the sum over trees (root keys ``roots``) of the released row of the
-    leaf it reaches (``keys`` with their :func:`hash_slots`, ``values`` one row each), else a
-    uniformly random one-hot label drawn from the leaf's key (the random decision forest's
-    vote), each tree's times its ``weights`` entry."""
+    bucket of the leaf it reaches (``keys`` with their :func:`hash_slots`, ``values`` one row
+    each; tree ``t`` has ``buckets[t]`` buckets, 0: looked up by leaf key), else a uniformly
+    random one-hot label drawn from the leaf's key (the random decision forest's vote in a
+    window from before buckets), each tree's times its ``weights`` entry."""
     m, k, s = V.shape[0], values.shape[1], lo0.shape[0]
     out = np.zeros((m, k))
     lo, hi = np.empty((_LANES, max(1, s))), np.empty((_LANES, max(1, s)))
@@ -263,7 +276,8 @@ def implicit_votes(V, roots, depth, lo0, hi0, last, draw, nth, keys, slots, valu
             _walk_lanes(v, roots, t0, nb, depth, lo0, hi0, lastp, draw, nth, lo, hi, mask,
                         nfree, key)
             for b in range(nb):
-                idx = _probe(keys, slots, key[b])
+                idx = _probe(keys, slots, _bucket(roots[t0 + b], key[b], buckets[t0 + b],
+                                                  _TAG0))
                 wt = weights[t0 + b]
                 if idx >= 0:
                     for c in range(k):
@@ -276,12 +290,12 @@ def implicit_votes(V, roots, depth, lo0, hi0, last, draw, nth, keys, slots, valu
 @njit(cache=True, nogil=True)
 def implicit_votes_row(x, num_cols, group_start, group_size, bounds, roots, cols, lo0, hi0,
                        last, weights, depth, draw, nth, keys, slots, values,
-                       out_salt):   # pragma: no cover - compiled
+                       out_salt, buckets):   # pragma: no cover - compiled
     """One encoded (C-contiguous) row ``x``: its :func:`routing_rows` row, then per group
     ``g`` of trees :func:`implicit_votes` of that row's columns
     ``cols[bounds[g, 2]:bounds[g, 3]]`` through root keys ``roots`` and ``weights``
     (``[bounds[g, 0]:bounds[g, 1]]``), domains ``lo0`` / ``hi0`` (``[4:6]``) and ``last``
-    codes (``[6:8]``); the groups' sums added in turn to a zero row: the same values as one
+    codes (``[6:8]``) and ``buckets`` (as ``weights``); the groups' sums added in turn to a zero row: the same values as one
     such call per group, in one call."""
     k = values.shape[1]
     base = routing_rows(x.reshape((1, x.shape[0])), num_cols, group_start, group_size)[0]
@@ -293,7 +307,8 @@ def implicit_votes_row(x, num_cols, group_start, group_size, bounds, roots, cols
         for c in range(c1 - c0):
             v[0, c] = base[cols[c0 + c]]
         part = implicit_votes(v, roots[t0:t1], depth, lo0[s0:s1], hi0[s0:s1], last[r0:r1],
-                              draw, nth, keys, slots, values, out_salt, weights[t0:t1])
+                              draw, nth, keys, slots, values, out_salt, weights[t0:t1],
+                              buckets[t0:t1])
         for c in range(k):
             out[c] += part[0, c]
     return out
@@ -357,12 +372,13 @@ def _nearest(q, key, ckeys, cpoint, cpoints, dscale, n_numeric, buf):   # pragma
 @njit(cache=True, nogil=True)
 def implicit_cells(V, roots, depth, lo0, hi0, last, draw, nth, primary, scale, average,
                    ckeys, cpoint, cvalues, cpoints, dscale, n_numeric,
-                   lkeys, lslots, lvalues, lap_salts,
+                   lkeys, lslots, lvalues, lap_salts, buckets,
                    weights=None):   # pragma: no cover - compiled
     """RDT: per row of ``V``, the sum over trees of the cell each reaches — the nearest center
     of its leaf (``ckeys`` / ``cpoint`` / ``cvalues`` / ``cpoints``, distances scaled by
-    ``dscale``), else, for a ``primary`` tree, the leaf's released counts (``lkeys`` with their
-    :func:`hash_slots` ``lslots``, ``lvalues``) or its key-derived ``Laplace(scale)`` counts
+    ``dscale``), else, for a ``primary`` tree, the released counts of the leaf's bucket
+    (``lkeys`` with their :func:`hash_slots` ``lslots``, ``lvalues``; ``buckets[t]`` of tree
+    ``t``) or — a window from before buckets — its key-derived ``Laplace(scale)`` counts
     (salts ``lap_salts``), else nothing; with ``average`` each cell's counts are clipped at 0
     and normalised first. Tree ``t``'s cell counts ``weights[t]`` (default 1)."""
     m, k, s = V.shape[0], lvalues.shape[1], lo0.shape[0]
@@ -387,7 +403,7 @@ def implicit_cells(V, roots, depth, lo0, hi0, last, draw, nth, primary, scale, a
                     for c in range(k):
                         val[c] = cvalues[near, c]
                 elif primary[t]:
-                    idx = _probe(lkeys, lslots, key[b])
+                    idx = _probe(lkeys, lslots, _bucket(roots[t], key[b], buckets[t], _TAG0))
                     if idx >= 0:
                         for c in range(k):
                             val[c] = lvalues[idx, c]
@@ -415,13 +431,15 @@ def implicit_cells(V, roots, depth, lo0, hi0, last, draw, nth, primary, scale, a
 
 @njit(cache=True, nogil=True)
 def greedy_votes(C, roots, levels, nkeys, nslots, nattr, lkeys, lslots, lvalues, draw,
-                 out_salt, weights):   # pragma: no cover - compiled
+                 out_salt, weights, buckets):   # pragma: no cover - compiled
     """The greedy forest: per row of branch codes ``C``, the sum over trees of the released
     label of the leaf it reaches. A node splits on its released attribute (``nkeys`` with
     their :func:`hash_slots`, ``nattr``), or — reached by no training record — on a keyed
     uniform draw among the attributes left; a leaf no training record reached (``lkeys``,
     ``lslots``, ``lvalues``) votes a keyed uniform label. Tree ``t``'s vote counts
-    ``weights[t]``."""
+    ``weights[t]``; its nodes and leaves are looked up by their bucket of level (``buckets[t]``
+    per level; 0: by node key, a window from before buckets, whose tables hold reached nodes
+    only)."""
     m, a_count, k = C.shape[0], C.shape[1], lvalues.shape[1]
     out = np.zeros((m, k))
     free = np.empty(a_count, dtype=np.bool_)
@@ -431,8 +449,9 @@ def greedy_votes(C, roots, levels, nkeys, nslots, nattr, lkeys, lslots, lvalues,
             for a in range(a_count):
                 free[a] = True
             nfree = a_count
-            for _ in range(levels):
-                idx = _probe(nkeys, nslots, key)
+            for lev in range(levels):
+                idx = _probe(nkeys, nslots, _bucket(roots[t], key, buckets[t],
+                                                    np.uint64(lev + 1) << _S40))
                 if idx >= 0:
                     a = np.int64(nattr[idx])
                 else:
@@ -442,7 +461,8 @@ def greedy_votes(C, roots, levels, nkeys, nslots, nattr, lkeys, lslots, lvalues,
                     free[a] = False
                     nfree -= 1
                 key = _child(key, C[i, a])
-            idx = _probe(lkeys, lslots, key)
+            idx = _probe(lkeys, lslots, _bucket(roots[t], key, buckets[t],
+                                                np.uint64(levels + 1) << _S40))
             if idx >= 0:
                 for c in range(k):
                     out[i, c] += weights[t] * lvalues[idx, c]

@@ -99,8 +99,9 @@ def test_retired_windows_take_their_leaves_along():
     for xi, yi in zip(X[:1000], y[:1000], strict=True):
         model.learn_one(xi, yi)
     assert model.privacy_report()["trees"] == 10
-    # the stored leaves are those of the two kept windows only
-    assert len(model._kept()[1]) == sum(d["leaves_reached"] for d in model.diagnostics())
+    # the stored table is every bucket of the two kept windows' trees only: a public size
+    assert len(model._kept()[1]) == sum(len(w.trees) * w.extra["buckets"]
+                                        for w in model._windows)
     assert "leaves_reached" not in str(model.privacy_report())   # non-DP: not in the report
 
 
@@ -134,7 +135,10 @@ def test_training_releases_leaves_only_through_the_mechanism(monkeypatch):
     (counts, eps), = seen
     # 83 records per numeric attribute: too few for a private range, all 0.3 to the leaves
     assert eps == 0.3 and counts.sum() == 500        # every labeled record in one leaf count
-    assert model.diagnostics()[0]["leaves_reached"] == counts.shape[0]
+    # one released label per bucket of every tree, occupied or not: a public number
+    w = model._windows[0]
+    assert counts.shape[0] == len(w.trees) * w.extra["buckets"] == len(w.extra["table"])
+    assert model.diagnostics()[0]["buckets_reached"] == (counts.sum(axis=1) > 0).sum()
 
 
 def test_empty_leaves_vote_uniformly_at_random():

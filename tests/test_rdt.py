@@ -13,6 +13,7 @@ from river import checks
 from scipy import stats
 from stattest import halfline_events, privacy_loss_lower_bound
 
+from dpstream.models.random_trees import bucket_keys, laplace_of
 from dpstream.models import RDTClassifier
 from dpstream.models import rdt as rdt_module
 from dpstream.models.rdt import private_ranges, rdt_height, release_counts, signal_height
@@ -192,20 +193,33 @@ def test_double_epsilon_is_caught_by_the_same_test():
 
 def test_leaves_no_record_reached_release_laplace_noise_of_the_right_scale():
     X, y, _ = load_adult("train")
-    model = PaperRDT(schema=ADULT_SCHEMA, epsilon=0.5, window_size=20, n_trees=5,
+    model = PaperRDT(schema=ADULT_SCHEMA, epsilon=0.5, window_size=200, n_trees=5,
                           combine="sum", max_depth=6, range_share=0.0, seed=2)
-    model.learn_many(X[:20], y[:20])
+    model.learn_many(X[:200], y[:200])
     trees, centers, cells = model._kept()
-    V = model._trees.matrix(model._encoder.encode_many(X[1000:1400]))
-    out = np.concatenate([model._cell_values(V, [tr], centers, cells) for tr in trees])
-    stored = set(cells.keys.tolist())
-    keys = np.concatenate([model._trees.leaf_keys(V, [tr.id], depth=tr.depth)[:, 0]
-                           for tr in trees])
-    empty = ~np.isin(keys, list(stored))
-    assert empty.mean() > 0.4      # random trees on Adult are coarse: many leaves are shared
-    # scale p / epsilon = 10; both classes, independent
-    assert stats.kstest(out[empty].ravel(), "laplace", args=(0, 10.0)).pvalue > 1e-3
-    assert abs(np.corrcoef(out[empty].T)[0, 1]) < 0.1
+    # every bucket of every tree is in the table: its key set is public
+    assert len(cells) == 5 * trees[0].buckets
+    V = model._trees.matrix(model._encoder.encode_many(X[:200]))
+    trained = np.concatenate([
+        bucket_keys(model._trees.root_keys([tr.id]),
+                    model._trees.leaf_keys(V, [tr.id], depth=tr.depth)[:, 0], tr.buckets)
+        for tr in trees])
+    empty = ~np.isin(cells.keys, trained)
+    assert empty.mean() > 0.5
+    # what an empty bucket releases: Laplace noise of scale p / epsilon = 10, both classes,
+    # independent, drawn afresh (not a function of its public key)
+    noise = cells.values[empty]
+    assert stats.kstest(noise.ravel(), "laplace", args=(0, 10.0)).pvalue > 1e-3
+    assert abs(np.corrcoef(noise.T)[0, 1]) < 0.1
+    assert not np.allclose(noise, laplace_of(cells.keys[empty], 2, 10.0))
+    # a test record in an empty bucket reads exactly that release
+    Vt = model._trees.matrix(model._encoder.encode_many(X[1000:1400]))
+    out = model._cell_values(Vt, [trees[0]], centers, cells)
+    bk = bucket_keys(model._trees.root_keys([trees[0].id]),
+                     model._trees.leaf_keys(Vt, [trees[0].id], depth=trees[0].depth)[:, 0],
+                     trees[0].buckets)
+    idx, hit = cells.find(bk)
+    assert hit.all() and np.array_equal(out, cells.values[idx])
 
 
 def test_rdt_sharp_uses_public_features_for_centers_and_pseudo_labels_only(monkeypatch):

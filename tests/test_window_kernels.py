@@ -159,14 +159,14 @@ def test_batch_tries_equal_row_walks(monkeypatch, cls, module, params):
 
     def small(*args, **kwargs):   # the same trees in chunks of 700 rows, tables from 64 nodes
         calls.append(1)
-        return real(*args, chunk=700, capacity=64)
+        return real(*args, **kwargs, chunk=700, capacity=64)
 
     monkeypatch.setattr(trie_kernels, "trie_scores", small)
     assert np.array_equal(model._scores(Xe), batch) and calls
 
     def threaded(*args, **kwargs):   # the trees shared by three threads: the same sums
         calls.append(3)
-        return real(*args, threads=3)
+        return real(*args, **kwargs, threads=3)
 
     monkeypatch.setattr(trie_kernels, "trie_scores", threaded)
     np.testing.assert_allclose(model._scores(Xe), batch, rtol=1e-12, atol=0)
@@ -233,9 +233,9 @@ def test_window_weights_scale_each_windows_votes(monkeypatch, cls, module, param
     n = params["n_trees"]
     model._serving = None
     model._kept()
-    model._serving = model._serving[:3] + (np.r_[np.ones(n), np.zeros(n)],)
+    model._serving = model._serving[:3] + (np.r_[np.ones(n), np.zeros(n)],) + model._serving[4:5]
     first = model._scores(Xe)
-    model._serving = model._serving[:3] + (np.r_[np.zeros(n), np.ones(n)],)
+    model._serving = model._serving[:3] + (np.r_[np.zeros(n), np.ones(n)],) + model._serving[4:5]
     second = model._scores(Xe)
     assert np.allclose(first.sum(axis=1), n) and np.allclose(second.sum(axis=1), n)
     assert np.allclose(weighted, first + 0.1 * second)
