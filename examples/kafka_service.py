@@ -69,7 +69,7 @@ with LocalBroker() as broker, tempfile.TemporaryDirectory() as tmp:
     proc.wait(60)
     status = json.loads(subprocess.run(
         [sys.executable, "-m", "dpstream.stream.cli", "status", "--checkpoint-dir", str(ck),
-         "--json"], capture_output=True, text=True, check=True).stdout)
+         "--json", "--curator"], capture_output=True, text=True, check=True).stdout)
     print(f"after the restart: seen {status['records_seen']}, learned "
           f"{status['records_learned']}, dead letters {status['dead_letters']}, offsets "
           f"{status['offsets']}")

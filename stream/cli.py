@@ -23,6 +23,7 @@ from ..accounting import ACCOUNTANTS
 
 __all__ = ["main", "build_parser"]
 
+CURATOR_HELP = "also the curator-only counts: exact functions of private data, not DP"
 PRIVACY_HELP = """\
 Epsilon of T Poisson-subsampled Gaussian releases (DP-SGD, S-GBDT rounds, ...), or the inverse:
 the noise multiplier that achieves a target epsilon.
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=None,
                    help="seed for tests and benchmarks only (default: OS entropy)")
     r.add_argument("--json", action="store_true", help="print one JSON summary line")
+    r.add_argument("--curator", action="store_true", help="report.json: " + CURATOR_HELP)
     r.set_defaults(func=_cmd_run)
 
     b = sub.add_parser("bench", help="accuracy at given epsilons under the model's protocol",
@@ -143,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--metrics-port", type=int, metavar="PORT",
                     help="/metrics and /healthz port (default 9108; 0 = any free port)")
     sv.add_argument("--metrics-host", metavar="HOST", help="bind address (default 127.0.0.1)")
+    sv.add_argument("--curator-metrics", action="store_true", default=None, help=CURATOR_HELP)
     sv.add_argument("--checkpoint-interval", type=float, metavar="S",
                     help="seconds between checkpoints without a training round (default 5)")
     sv.add_argument("--session-timeout-ms", type=int, metavar="MS", help="default 6000")
@@ -193,11 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=_cmd_replay)
 
     st = sub.add_parser("status", help="counters and privacy report of a checkpoint",
-                        description="Read a checkpoint directory (no lock: works while "
-                                    "`dpstream serve` runs) and print its counters, source "
-                                    "positions and privacy report.")
+                        description="Print a checkpoint's public counters, offsets and privacy "
+                                    "report (no lock: works while `dpstream serve` runs).")
     st.add_argument("--checkpoint-dir", required=True, metavar="DIR")
     st.add_argument("--json", action="store_true", help="print one JSON object")
+    st.add_argument("--curator", action="store_true", help=CURATOR_HELP)
     st.set_defaults(func=_cmd_status)
 
     mg = sub.add_parser("migrate-checkpoint",
@@ -251,7 +254,6 @@ examples:
   DPSTREAM_CHECKPOINT_KEY=... dpstream migrate-checkpoint --checkpoint-dir ck --trust-unsigned
 """
 
-
 BENCH_HELP = """\
 Mean and standard deviation of a model's test metric under its paper's protocol: S-GBDT by
 repeated K-fold cross-validation (R^2 on abalone, error on adult; the -late datasets follow
@@ -266,7 +268,6 @@ examples:
       --privacy labels_only --transductive
   dpstream bench --model median-forest --dataset agrawal-drift --epsilon 2 --set max_windows=null
 """
-
 
 SUITE_HELP = """\
 Run the benchmark matrix — every dpstream model on its paper's datasets over an epsilon grid
@@ -290,8 +291,7 @@ def _floats(text: str) -> list[float]:
     try:
         values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected numbers like 0.15,0.54, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected numbers like 0.15,0.54, got {text!r}") from None
     if not values:
         raise argparse.ArgumentTypeError("give at least one epsilon")
     return values
@@ -347,7 +347,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .run import main_job  # matplotlib and the datasets load only when needed
 
     return main_job(epsilon=args.epsilon, delta=args.delta, out=args.out, seed=args.seed,
-                    as_json=args.json)
+                    as_json=args.json, curator=args.curator)
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -372,7 +372,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 def _cmd_status(args: argparse.Namespace) -> int:
     from .service import status_command
 
-    return status_command(args.checkpoint_dir, as_json=args.json)
+    return status_command(args.checkpoint_dir, as_json=args.json, curator=args.curator)
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:

@@ -1,15 +1,37 @@
-"""``/metrics`` (Prometheus text format) and ``/healthz`` for the running service.
+"""What the service publishes: ``/metrics`` (Prometheus text format), ``/healthz`` and the
+``dpstream status`` read-out, each either public or for the data curator only.
+
+Everything the service shows to other readers is either a differentially private release
+charged to the accountant or a function of public quantities only: arrival counts and source
+offsets, the schema, epsilon, the model's released trees and windows. :data:`PUBLIC_SERIES`
+lists the ``/metrics`` series that qualify and :data:`CURATOR_SERIES` those that are exact
+functions of private data (which records were valid, duplicated, clipped or learned, and
+S-GBDT's per-record Rényi spend) — exported only by a collector made with ``curator=True``
+(``dpstream serve --curator-metrics``). :func:`public_report` and :func:`public_summary` cut
+a privacy report and a ``dpstream status`` summary to their public keys. The lists are
+allow-lists: a series or key that is in neither is treated as curator-only.
 
 The collector reads the runner's counters at scrape time, so nothing has to be kept in sync:
-``dpstream_records_total{outcome=...}``, ``dpstream_epsilon`` (the guarantee) and
-``dpstream_record_budget_spent_fraction{stat=min|median|max}``, ``dpstream_trees``,
-``dpstream_consumer_lag``, ``dpstream_group_shared`` (1 while a service that must be its
-group's only member is paused), ``dpstream_union_*`` (a window-forest member: the union of
-every member's windows it predicts with) and ``dpstream_member_share`` (its share of the
-partitions), ``dpstream_last_checkpoint_age_seconds`` and, for
-a party of distributed S-GBDT, ``dpstream_board_messages_ignored_total{reason=...}``. ``/healthz``
-answers 200 while the main loop has turned within ``stale_after`` seconds, else 503 (a wedged
-consumer).
+``dpstream_records_total{outcome=...}``, ``dpstream_epsilon`` (the guarantee),
+``dpstream_trees``, ``dpstream_consumer_lag``, ``dpstream_group_shared`` (1 while a service
+that must be its group's only member is paused), ``dpstream_union_*`` (a window-forest member:
+the union of every member's windows it predicts with) and ``dpstream_member_share`` (its share
+of the partitions), ``dpstream_last_checkpoint_age_seconds`` and, for a party of distributed
+S-GBDT, ``dpstream_board_messages_ignored_total{reason=...}``; with ``curator=True`` also the
+curator-only series. ``/healthz`` answers 200 while the main loop has turned within
+``stale_after`` seconds, else 503 (a wedged consumer).
+
+Examples
+--------
+>>> is_public_series("dpstream_epsilon"), is_public_series("dpstream_clipped_values_total")
+(True, False)
+>>> is_public_series("dpstream_records_total", {"outcome": "seen"})
+True
+>>> is_public_series("dpstream_records_total", {"outcome": "dead_letters"})
+False
+>>> public_report({"epsilon": 1.0, "trees": 3, "spend_fraction": {"max": 0.37},
+...                "drift": {"releases": 2, "records_pending": 17}})
+{'epsilon': 1.0, 'trees': 3, 'drift': {'releases': 2}}
 """
 
 from __future__ import annotations
@@ -18,30 +40,148 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-__all__ = ["MetricsServer", "ServiceCollector"]
+__all__ = ["MetricsServer", "ServiceCollector", "PUBLIC_SERIES", "CURATOR_SERIES",
+           "CURATOR_REPORT_KEYS", "CURATOR_SUMMARY_KEYS", "CURATOR_WARNING", "is_public_series",
+           "public_report", "public_summary", "format_status"]
+
+#: ``/metrics`` series anyone may read, as exported (a sample name covers all its labels;
+#: ``name{label="value"}`` one series). Arrival counts and offsets (``seen``; the consumer's
+#: lag), which records carry a label (``unlabeled``: declared stream shape), the guarantee,
+#: the released model's size, closed windows, and the union of released windows (whose record
+#: counts are published on the model topic with each window and weigh its vote), protocol
+#: messages of distributed S-GBDT (not records) and checkpoint bookkeeping.
+PUBLIC_SERIES: frozenset[str] = frozenset({
+    'dpstream_records_total{outcome="seen"}',
+    'dpstream_records_total{outcome="unlabeled"}',
+    "dpstream_checkpoints_total",
+    "dpstream_epsilon",
+    "dpstream_epsilon_budget",
+    "dpstream_trees",
+    "dpstream_windows_closed_total",
+    "dpstream_consumer_lag",
+    "dpstream_union_epsilon",
+    "dpstream_union_windows",
+    "dpstream_union_members",
+    "dpstream_union_records",
+    "dpstream_member_share",
+    "dpstream_group_shared",
+    "dpstream_board_messages_ignored_total",
+    "dpstream_last_checkpoint_age_seconds",
+})
+
+#: ``/metrics`` series for the data curator only: exact functions of private data, not
+#: differentially private. Dead letters and duplicates depend on the records' content, and
+#: ``learned`` = seen - dead letters - duplicates - unlabeled reveals them; one out-of-domain
+#: value moves the clipped count; S-GBDT's per-record Rényi spend and the records still holding
+#: budget move with one record's gradient (a top-range label); the open window's record count
+#: counts valid records before any release.
+CURATOR_SERIES: frozenset[str] = frozenset({
+    'dpstream_records_total{outcome="learned"}',
+    'dpstream_records_total{outcome="dead_letters"}',
+    'dpstream_records_total{outcome="duplicates"}',
+    "dpstream_clipped_values_total",
+    "dpstream_record_budget_spent_fraction",
+    "dpstream_active_records",
+    "dpstream_window_pending_records",
+})
+
+#: Keys of a model's privacy report (at any depth: ``drift``, a member's ``local`` report)
+#: that are exact functions of private data: the model's counts of valid records it was given,
+#: learned, buffered, holding or out of budget, S-GBDT's per-record spend and the round
+#: interval it derives from the exact arrival count.
+CURATOR_REPORT_KEYS: frozenset[str] = frozenset({
+    "records_seen", "records_learned", "records_pending", "records_active",
+    "records_exhausted", "records_evicted", "records_dropped", "records_filtered",
+    "init_score_records", "spend_fraction", "spend_by_age", "round_interval",
+    "drift_forgotten_records",
+})
+
+#: Keys of a runner summary (:func:`dpstream.stream.runner.describe`) for the curator only:
+#: the outcome counters that depend on the records' content.
+CURATOR_SUMMARY_KEYS: frozenset[str] = frozenset({
+    "records_learned", "dead_letters", "duplicates", "clipped", "predictions",
+})
+
+#: The warning logged or printed wherever a curator-only read-out is turned on.
+CURATOR_WARNING = ("the curator-only read-outs (records learned, dead letters, duplicates, "
+                   "clipped values, per-record budget statistics) are exact functions of "
+                   "private data, not differentially private: do not expose them beyond the "
+                   "data curator")
+
+
+def is_public_series(name: str, labels: dict[str, str] | None = None) -> bool:
+    """Whether the exported sample ``name`` with ``labels`` is public (in
+    :data:`PUBLIC_SERIES` by name or by one of its labels, and in no curator entry)."""
+    keys = {name, *(f'{name}{{{k}="{v}"}}' for k, v in (labels or {}).items())}
+    return bool(keys & PUBLIC_SERIES) and not keys & CURATOR_SERIES
+
+
+def public_report(report: dict) -> dict:
+    """``report`` (a privacy report) without :data:`CURATOR_REPORT_KEYS`, at any depth."""
+    def cut(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: cut(v) for k, v in value.items() if k not in CURATOR_REPORT_KEYS}
+        if isinstance(value, list):
+            return [cut(v) for v in value]
+        return value
+    return cut(report)
+
+
+def public_summary(summary: dict) -> dict:
+    """A runner summary (``dpstream status``) without :data:`CURATOR_SUMMARY_KEYS`, its
+    privacy report (and a member's union) cut by :func:`public_report`."""
+    out = {k: v for k, v in summary.items() if k not in CURATOR_SUMMARY_KEYS}
+    for key in ("privacy", "union"):
+        if isinstance(out.get(key), dict):
+            out[key] = public_report(out[key])
+    return out
 
 
 class ServiceCollector:
-    """Prometheus collector over a runner (and, optionally, a lag function)."""
+    """Prometheus collector over a runner (and, optionally, a lag function).
+
+    Parameters
+    ----------
+    runner
+        The :class:`~dpstream.stream.runner.Runner` whose counters and model it reads.
+    lag, board, group_shared, ensemble
+        Optional read-outs: the consumer's lag, distributed S-GBDT's ignored board messages,
+        whether the group is shared, a member's union report.
+    curator
+        Export :data:`CURATOR_SERIES` too (exact functions of private data, for the data
+        curator only); by default only :data:`PUBLIC_SERIES` are exported, and a series in
+        neither list is dropped.
+    """
 
     def __init__(self, runner: Any, lag: Callable[[], int | None] | None = None,
                  board: Callable[[], dict[str, int]] | None = None,
                  group_shared: Callable[[], bool] | None = None,
-                 ensemble: Callable[[], dict] | None = None):
+                 ensemble: Callable[[], dict] | None = None, *, curator: bool = False):
         self.runner = runner
         self.lag = lag
         self.board = board
         self.group_shared = group_shared
         self.ensemble = ensemble
+        self.curator = curator
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
+        """The families to export: every one with ``curator``, else their public series."""
+        for family in self._families():
+            if not self.curator:
+                family.samples = [s for s in family.samples
+                                  if is_public_series(s.name, s.labels)]
+                if not family.samples:
+                    continue
+            yield family
+
+    def _families(self) -> Iterator[Metric]:
         r = self.runner
         # the model and the member's union change under the runner's lock in the main loop;
         # read them under it too (a scrape waits for the batch in hand), or a report can read
@@ -173,3 +313,51 @@ class MetricsServer:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def format_status(out: dict) -> str:
+    """The text ``dpstream status`` prints for ``out`` (a checkpoint's summary, public or
+    whole: a curator-only count is shown only where ``out`` holds it)."""
+    p = out["privacy"]
+    lines = [f"{out['model']} checkpoint in {out['checkpoint_dir']} "
+             f"({out['checkpoint_age_s']:.0f} s old; checked: {out['checkpoint_integrity']})"]
+    counts = [f"seen {out['records_seen']}"]
+    for key, name in (("records_learned", "learned"), ("dead_letters", "dead letters"),
+                      ("duplicates", "duplicates"), ("unlabeled", "unlabeled")):
+        if key in out:
+            counts.append(f"{name} {out[key]}")
+    lines += [f"  {', '.join(counts)}", f"  offsets {out['offsets']}"]
+    if "windows_closed" in p:
+        pending = (f", {p['records_pending']} records in the open window"
+                   if "records_pending" in p else "")
+        detail = (f"{p['windows_closed']} windows closed{pending}; protects "
+                  f"{p.get('protects', 'features and labels')}")
+    else:   # S-GBDT
+        detail = ", ".join([f"{p[k]} {name}" for k, name in (
+            ("rounds", "rounds"), ("records_active", "records hold budget")) if k in p])
+    lines.append(f"  guarantee: ({p['epsilon']:.4g}, {p['delta']:g})-DP per record; "
+                 f"{p['trees']} trees" + (f"; {detail}" if detail else ""))
+    u = out.get("union")
+    if u is not None:
+        lines.append(f"  member {u['member']} predicts with the union of members "
+                     f"{u['members']}: {u['windows_kept']} of {u['windows_known']} windows "
+                     f"vote, {u['records_in_windows']} records in windows, epsilon "
+                     f"{u['epsilon']:.4g} per record")
+    if "member_share" in p:
+        lines.append(f"  member share {p['member_share']:.4g} of the partitions: windows and "
+                     f"trees at that share of the model's sizes")
+    if p.get("records_held") or (u or {}).get("holds"):
+        h = (u or {}).get("holds") or {}
+        lines.append(f"  held window: {p.get('records_held', 0)} records, relevance released, "
+                     f"trees waiting for the other members' releases (grown so far: "
+                     f"{h.get('ready', 0)} when they arrived, {h.get('waited', 0)} after the "
+                     f"wait)")
+    a = (u or {}).get("awaits") or {}
+    if a.get("waits"):
+        lines.append(f"  draining a backlog, waited {a['waits']} times ({a['waited_s']:.4g} s "
+                     f"in all, {a.get('timeouts', 0)} at the limit) for the other members' "
+                     f"windows")
+    if (u or {}).get("members_retired"):
+        lines.append(f"  members that left the group, their windows retired: "
+                     f"{', '.join(u['members_retired'])}")
+    return "\n".join(lines)

@@ -5,6 +5,9 @@ learned; :class:`~dpstream.models.SGBDTClassifier` trains one tree per ``round_s
 under its individual Rényi filter. The job shows a progress bar, prints the final accuracy, the
 epsilon spent and the throughput, and writes ``report.json`` (the model's privacy report, the
 accuracy curve, timings) and ``report.png`` (accuracy over the stream) to a folder it names.
+The report's privacy section is public by default
+(:func:`~dpstream.stream.metrics.public_report`: no per-record budget statistics such as
+``spend_by_age``); ``curator=True`` (``--curator``) keeps the whole report, with a warning.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import numpy as np
 from ..accounting._validate import check_delta, check_epsilon
 from ..models import SGBDTClassifier
 from .datasets import load_adult
+from .metrics import CURATOR_WARNING, public_report
 
 __all__ = ["main_job"]
 
@@ -32,7 +36,10 @@ def _progress(disabled: bool):
 
 
 def main_job(*, epsilon: float = 0.5, delta: float = 5e-8, out: str | None = None,
-             seed: int | None = None, as_json: bool = False, round_size: int = 256) -> int:
+             seed: int | None = None, as_json: bool = False, round_size: int = 256,
+             curator: bool = False) -> int:
+    """Run the job; ``curator`` writes the whole privacy report (curator-only statistics
+    included) to ``report.json`` instead of its public part. Returns the exit status."""
     eps = check_epsilon(epsilon)
     d = check_delta(delta)
     say = (lambda *a, **k: None) if as_json else (lambda *a, **k: print(*a, **k))
@@ -89,7 +96,11 @@ def main_job(*, epsilon: float = 0.5, delta: float = 5e-8, out: str | None = Non
                        "records": n},
            "model": {"class": "SGBDTClassifier", "params": {
                k: v for k, v in model._get_params().items() if k != "schema"}},
-           "summary": summary, "privacy": report, "curve": curve}
+           "summary": summary, "privacy": report if curator else public_report(report),
+           "curve": curve}
+    if curator:
+        print(f"dpstream run: warning: --curator: report.json holds all: {CURATOR_WARNING}",
+              file=sys.stderr)
     (folder / "report.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
     _plot(folder / "report.png", curve, report, eps)
     say(f"report: {folder / 'report.json'} and {folder / 'report.png'}")

@@ -68,6 +68,9 @@ class ServeSettings(BaseSettings):
                               "bytes, or digits of an integer) is a dead letter")
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = Field(9108, description="0: any free port; unset: no server")
+    curator_metrics: bool = Field(False, description="also export the curator-only series on "
+                                  "/metrics (exact functions of private data, not DP: "
+                                  "stream.metrics.CURATOR_SERIES)")
     seed: int | None = None
     params: dict[str, Any] = Field(default_factory=dict, description="model parameters")
     checkpoint_interval: float = Field(5.0, gt=0)
@@ -158,7 +161,7 @@ def install_signal_handlers(stop: threading.Event) -> None:
 def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> int:
     """Consume ``settings.topic`` until stopped; returns the exit status."""
     from ..connectors.kafka import KafkaDeadLetterSink, KafkaSink, KafkaSource
-    from .metrics import MetricsServer, ServiceCollector
+    from .metrics import CURATOR_WARNING, MetricsServer, ServiceCollector
 
     stop = stop or threading.Event()
     schema = Schema.load(settings.schema_path)
@@ -216,8 +219,11 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                                  group_shared=None if member is not None
                                  else lambda: source.shared,
                                  ensemble=None if member is None
-                                 else member.ensemble.privacy_report),
+                                 else member.ensemble.privacy_report,
+                                 curator=settings.curator_metrics),
                 host=settings.metrics_host, port=settings.metrics_port)
+            if settings.curator_metrics:
+                log.warning("--curator-metrics on, /metrics exports all: %s", CURATOR_WARNING)
             log.info("metrics on http://%s:%d/metrics (health: /healthz)",
                      settings.metrics_host, metrics.port)
         if settings.warm_up and not stop.is_set():
@@ -506,6 +512,9 @@ def replay_command(source: str, *, as_json: bool = False, **kwargs: Any) -> int:
                 of = f"/{total}" if total else ""
                 print(f"  {done}{of} records", end="\r", file=sys.stderr, flush=True)
     res = replay(source, progress=progress, **kwargs)
+    # whole counts, curator-only ones included (stream.metrics.CURATOR_SUMMARY_KEYS): whoever
+    # replays a file or topic to its end is the curator of that data, and this summary goes
+    # to that operator's terminal only (unlike `serve`'s /metrics or `status`, which others read)
     if as_json:
         print(json.dumps(res))
     else:
@@ -522,52 +531,24 @@ def replay_command(source: str, *, as_json: bool = False, **kwargs: Any) -> int:
     return 1 if res["error"] else 0
 
 
-def status_command(checkpoint_dir: str, *, as_json: bool = False) -> int:
-    """``dpstream status``: a checkpoint's counters, positions and privacy report."""
+def status_command(checkpoint_dir: str, *, as_json: bool = False,
+                   curator: bool = False) -> int:
+    """``dpstream status``: a checkpoint's public counters, positions and privacy report;
+    ``curator`` adds the curator-only counts (:data:`~dpstream.stream.metrics.CURATOR_SUMMARY_KEYS`
+    and :data:`~dpstream.stream.metrics.CURATOR_REPORT_KEYS`) with a warning on stderr."""
+    from .metrics import CURATOR_WARNING, format_status, public_summary
+
     state, info = read_checkpoint(checkpoint_dir)   # checked, decoded safely, never unpickled
     if state is None:
         raise ValueError(f"no checkpoint in {checkpoint_dir}")
     out = {"checkpoint_dir": str(checkpoint_dir), **describe(state),
            "checkpoint_age_s": round(time.time() - state["written"], 3),
            "checkpoint_integrity": info["integrity"]}
-    if as_json:
-        print(json.dumps(out))
-        return 0
-    p = out["privacy"]
-    print(f"{out['model']} checkpoint in {out['checkpoint_dir']} "
-          f"({out['checkpoint_age_s']:.0f} s old; checked: {out['checkpoint_integrity']})")
-    print(f"  seen {out['records_seen']}, learned {out['records_learned']}, dead letters "
-          f"{out['dead_letters']}, duplicates {out['duplicates']}, unlabeled "
-          f"{out['unlabeled']}")
-    print(f"  offsets {out['offsets']}")
-    if "records_active" in p:
-        detail = f"{p['records_active']} records hold budget"
+    if curator:
+        print(f"dpstream status: warning: --curator: {CURATOR_WARNING}", file=sys.stderr)
     else:
-        detail = (f"{p['windows_closed']} windows closed, {p['records_pending']} records in "
-                  f"the open window; protects {p.get('protects', 'features and labels')}")
-    print(f"  guarantee: ({p['epsilon']:.4g}, {p['delta']:g})-DP per record; {p['trees']} "
-          f"trees; {detail}")
-    u = out.get("union")
-    if u is not None:
-        print(f"  member {u['member']} predicts with the union of members {u['members']}: "
-              f"{u['windows_kept']} of {u['windows_known']} windows vote, "
-              f"{u['records_in_windows']} records in windows, epsilon {u['epsilon']:.4g} "
-              f"per record")
-    if "member_share" in p:
-        print(f"  member share {p['member_share']:.4g} of the partitions: windows and trees "
-              f"at that share of the model's sizes")
-    if p.get("records_held") or (u or {}).get("holds"):
-        h = (u or {}).get("holds") or {}
-        print(f"  held window: {p.get('records_held', 0)} records, relevance released, trees "
-              f"waiting for the other members' releases (grown so far: {h.get('ready', 0)} "
-              f"when they arrived, {h.get('waited', 0)} after the wait)")
-    a = (u or {}).get("awaits") or {}
-    if a.get("waits"):
-        print(f"  draining a backlog, waited {a['waits']} times ({a['waited_s']:.4g} s in all, "
-              f"{a.get('timeouts', 0)} at the limit) for the other members' windows")
-    if (u or {}).get("members_retired"):
-        print(f"  members that left the group, their windows retired: "
-              f"{', '.join(u['members_retired'])}")
+        out = public_summary(out)
+    print(json.dumps(out) if as_json else format_status(out))
     return 0
 
 

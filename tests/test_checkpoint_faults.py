@@ -74,7 +74,8 @@ def test_a_read_only_directory_fails_at_start_and_keeps_the_checkpoint(tmp_path,
         _unlock_dir(ck)
     out = _cli(*run)
     assert out.returncode == 0 and json.loads(out.stdout)["records_this_run"] == 200
-    status = json.loads(_cli("status", "--checkpoint-dir", str(ck), "--json").stdout)
+    status = json.loads(_cli("status", "--checkpoint-dir", str(ck), "--json",
+                             "--curator").stdout)
     assert status["records_seen"] == status["records_learned"] == 400
 
 

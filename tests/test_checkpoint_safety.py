@@ -436,8 +436,8 @@ def test_a_pickled_v1_checkpoint_migrates_only_on_request(real_checkpoint, tmp_p
     assert json.loads(out.stdout)["converted"] == "dpstream-checkpoint/1 -> dpstream-checkpoint/2"
     assert (d / "checkpoint.pkl.migrated").exists() and not (d / "checkpoint.pkl").exists()
     before = json.loads(_cli("status", "--checkpoint-dir", str(real_checkpoint),
-                             "--json").stdout)
-    after = _cli("status", "--checkpoint-dir", str(d), "--json")
+                             "--json", "--curator").stdout)
+    after = _cli("status", "--checkpoint-dir", str(d), "--json", "--curator")
     assert after.returncode == 0, after.stderr
     after = json.loads(after.stdout)
     for k in ("records_learned", "offsets", "privacy"):

@@ -63,7 +63,8 @@ def test_run_writes_a_report(tmp_path):
     assert summary["report"].endswith("report.json")
     priv = report["privacy"]
     assert priv["epsilon"] <= 0.5 and priv["epsilon_budget"] == 0.5
-    assert priv["records_seen"] == 48842 and priv["rounds"] == 48842 // 256
+    assert report["dataset"]["records"] == 48842 and priv["rounds"] == 48842 // 256
+    assert "spend_by_age" not in priv and "records_seen" not in priv   # public by default
     assert report["summary"]["accuracy"] > 0.8        # majority class: 0.761
     assert report["curve"][-1]["records"] == 48842
     png = (tmp_path / "rep" / "report.png").read_bytes()

@@ -347,8 +347,8 @@ def test_a_crash_between_the_save_and_the_sends_resends_the_outbox(tmp_path):
 
 def test_status_command_reads_a_checkpoint(tmp_path):
     res = replay("abalone", epsilon=1.0, checkpoint_dir=str(tmp_path), seed=0)
-    out = subprocess.run([*DPSTREAM, "status", "--checkpoint-dir", str(tmp_path), "--json"],
-                         capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run([*DPSTREAM, "status", "--checkpoint-dir", str(tmp_path), "--json",
+                          "--curator"], capture_output=True, text=True, check=True, timeout=120)
     status = json.loads(out.stdout)
     assert status["records_learned"] == res["records_learned"] == 4177
     assert status["offsets"] == {"bundled:abalone": 4177}
@@ -374,13 +374,13 @@ def test_status_and_metrics_of_a_window_forest(tmp_path):
         runner.process(SourceRecord({"id": i, "x": X[i], "y": y[i] if i % 2 else None}, "f", i))
     runner.checkpoint()
     registry = CollectorRegistry()
-    registry.register(ServiceCollector(runner))
+    registry.register(ServiceCollector(runner, curator=True))   # curator: the pending records
     text = generate_latest(registry).decode()
     assert "dpstream_windows_closed_total 2.0" in text
     assert "dpstream_window_pending_records 50.0" in text
     assert "dpstream_trees 8.0" in text and "dpstream_epsilon 2.0" in text
     store.close()
-    out = subprocess.run([*DPSTREAM, "status", "--checkpoint-dir", str(tmp_path)],
+    out = subprocess.run([*DPSTREAM, "status", "--checkpoint-dir", str(tmp_path), "--curator"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "2 windows closed, 50 records in the open window" in out.stdout
@@ -433,7 +433,7 @@ def test_scrapes_during_training_read_a_consistent_model(tmp_path):
     runner = Runner.create("sgbdt", ADULT_SCHEMA, store=CheckpointStore(tmp_path), epsilon=1.0,
                            seed=0)
     registry = CollectorRegistry()
-    registry.register(ServiceCollector(runner))
+    registry.register(ServiceCollector(runner, curator=True))
     X, y, _ = load_adult("train")
     done, errors, scrapes = threading.Event(), [], []
 

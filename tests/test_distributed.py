@@ -718,7 +718,7 @@ def test_three_serve_processes_survive_a_party_killed_mid_round(broker, tmp_path
     # privacy reports per party, from each checkpoint (what `dpstream status` prints)
     reports = {}
     for n in NAMES:
-        out = subprocess.run([*DPSTREAM, "status", "--json", "--checkpoint-dir",
+        out = subprocess.run([*DPSTREAM, "status", "--json", "--curator", "--checkpoint-dir",
                               str(tmp_path / n)],
                              capture_output=True, text=True, check=True)
         reports[n] = json.loads(out.stdout)["privacy"]

@@ -232,7 +232,7 @@ def test_metrics_health_predictions_and_dead_letter_topic(broker, tmp_path):
     broker.produce("records", values)
     port = free_port()
     proc = _serve(broker, tmp_path, "--predictions-topic", "predictions",
-                  "--dead-letter-topic", "dlq", metrics_port=port)
+                  "--dead-letter-topic", "dlq", "--curator-metrics", metrics_port=port)
     try:
         _wait_for(lambda: (s := _status(tmp_path)) and s["seen"] >= 600, 90, "records",
                   proc, tmp_path)
@@ -256,7 +256,7 @@ def test_metrics_health_predictions_and_dead_letter_topic(broker, tmp_path):
     assert len(preds) == 600 - m
     assert {"id", "prediction"} <= set(json.loads(preds[0].value))
     out = subprocess.run([*DPSTREAM, "status", "--checkpoint-dir", str(tmp_path / "ck"),
-                          "--json"], capture_output=True, text=True, check=True)
+                          "--json", "--curator"], capture_output=True, text=True, check=True)
     status = json.loads(out.stdout)
     assert status["records_learned"] == 600 - m and status["dead_letters"] == m
     assert status["privacy"]["epsilon"] <= 1.0
