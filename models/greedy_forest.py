@@ -3,9 +3,10 @@
 A closed window's labeled records are dealt into ``n_trees`` (``τ``) disjoint parts; each part
 grows one greedy tree with the full ``epsilon`` (parallel composition, the paper's Theorem 1):
 
-* **Attributes.** Every schema attribute splits multiway and once per path (the paper's
-  ``A ← A − T.attr``): a categorical attribute into its declared values, a numeric one into
-  ``n_bins`` equal-width bins of its *public* domain (never quantiles of the data). Missing
+* **Attributes.** Every schema attribute splits multiway, usefully once per path (the paper's
+  ``A ← A − T.attr``; a bucket may pick one a path already used, which then splits nothing):
+  a categorical attribute into its declared values, a numeric one into ``n_bins`` equal-width
+  bins of its *public* domain (never quantiles of the data). Missing
   values take the last branch.
 * **Splits, level by level.** A tree has ``levels = min(max_depth − 1, attributes)`` levels of
   splits. At each level every node picks its attribute with the exponential mechanism, spending
@@ -27,11 +28,14 @@ grows one greedy tree with the full ``epsilon`` (parallel composition, the paper
   **not** used: it is not proven DP (Fletcher & Islam's addendum).
 * **Stopping.** The paper stops at ``|D| ≤ 10`` or a pure node: both read the data. Here every
   tree is **complete** — every node splits until ``levels`` — so the shape is public. A node no
-  training record reached selects its attribute uniformly among those left and its leaves a
-  uniformly random label: exactly what the exponential mechanism and report-noisy-argmax output
-  on zero counts. Such empty subtrees are not built; their choices are drawn from the node's
-  64-bit key (as in :mod:`~dpstream.models.random_trees`), so every node of the complete tree
-  has its own independent output while memory stays proportional to the records.
+  training record reached selects its attribute uniformly and its leaves a uniformly random
+  label: exactly what the exponential mechanism and report-noisy-argmax output on zero counts.
+* **Buckets.** Each level releases through a public number of buckets per tree
+  (``node_buckets`` per training record, :func:`~dpstream.models.random_trees.bucket_keys`):
+  a node's key maps pseudo-randomly to one, the nodes of a bucket pool their utilities (an
+  attribute a path already used leaves a node whole, so it gains nothing) and split alike, and
+  **every** bucket is released, so neither the model nor a window on the model topic tells
+  which nodes hold records. Each record lies in one bucket per level: the costs are as above.
 
 Prediction is the majority vote of the kept trees' leaf labels, each window's trees weighted by
 its labeled records (:meth:`~dpstream.models.window_forest.WindowForestBase.window_weights`;
@@ -68,6 +72,7 @@ from .random_trees import (
     KeyedTree,
     LeafTable,
     bucket_count,
+    bucket_counts,
     bucket_index,
     bucket_keys,
     bucket_space,
@@ -247,8 +252,7 @@ class GreedyForestClassifier(WindowForestBase):
             node_attr.append(attr)
             a = attr[pos * buckets + bucket_index(key, buckets)]
             key = child_keys(key, C[rows, a])
-        counts = np.zeros((n_trees * buckets, k))
-        np.add.at(counts, (pos * buckets + bucket_index(key, buckets), y), 1.0)
+        counts = bucket_counts(key, pos, y, n_trees, buckets, k)
         labels = ReportNoisyMax(epsilon=self.epsilon_leaf, sensitivity=1.0, monotonic=True,
                                 rng=self._rng).select_rows(counts)
         votes = np.zeros_like(counts)

@@ -17,8 +17,11 @@ count, report the argmax (:class:`~dpstream.accounting.ReportNoisyMax`; the pape
 addendum). Leaves of one tree hold disjoint records and trees hold disjoint parts, so the window
 — and, windows being disjoint, the stream — is ``epsilon``-DP. The original paper's exponential
 mechanism with smooth sensitivity ``e^{-j epsilon}`` is **not** offered: applying smooth
-sensitivity inside the exponential mechanism is not proven private (the addendum). A leaf no
-record reached reports a uniformly random label — what the mechanism gives on zero counts.
+sensitivity inside the exponential mechanism is not proven private (the addendum). The leaves
+report through public buckets (``leaf_buckets`` per record of a tree,
+:func:`~dpstream.models.random_trees.bucket_keys`), every bucket released: an empty one reports
+a uniformly random label — what the mechanism gives on zero counts — and the released table
+never tells which leaves hold records.
 Prediction is the majority vote of the kept trees, each window's trees weighted by its labeled
 records (:meth:`~dpstream.models.window_forest.WindowForestBase.window_weights`: the small
 warm-up windows do not outvote the full ones; ``predict_proba_one``: vote shares).
@@ -78,7 +81,7 @@ from .random_trees import (
     KeyedTree,
     LeafTable,
     bucket_count,
-    bucket_index,
+    bucket_counts,
     bucket_keys,
     bucket_space,
     kernel_salts,
@@ -202,7 +205,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
                  drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, min_tree_records: int | None = 50,
                  attributes: str = "relevance", relevance_share: float = 0.2,
-                 relevance_floor: float = 0.1, leaf_buckets: int = 4,
+                 relevance_floor: float = 0.1, leaf_buckets: int = 8,
                  seed: int | None = None):
         self.max_depth = max_depth
         self.leaf_buckets = leaf_buckets
@@ -311,9 +314,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
         # the published table never tells which leaves hold records (random_trees.bucket_keys)
         buckets = bucket_count(-(-y.size // n_trees), self.leaf_buckets)
         roots = root_keys(self._trees.secret, ids)
-        cell = (tree_of - ids[0]) * buckets + bucket_index(keys, buckets)
-        counts = np.zeros((n_trees * buckets, k))
-        np.add.at(counts, (cell, y), 1.0)
+        counts = bucket_counts(keys, tree_of - ids[0], y, n_trees, buckets, k)
         # one report per bucket: the buckets of a tree are disjoint, trees hold disjoint parts
         labels = release_leaf_labels(counts, eps_leaf, self._rng)
         votes = np.zeros_like(counts)
@@ -455,7 +456,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
         state.setdefault("range_share", 0.0)
         state.setdefault("range_bins", 16)
         state.setdefault("_window_labeled", 0)
-        state.setdefault("leaf_buckets", 4)   # its windows without buckets keep leaf keys
+        state.setdefault("leaf_buckets", 8)   # its windows without buckets keep leaf keys
         super().__setstate__(state)
 
     # ------------------------------------------------------------- report

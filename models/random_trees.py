@@ -17,16 +17,19 @@ its split is a pseudo-random function of its key (splitmix64). Routing a record 
 computing each split from the key and the interval the path has narrowed so far, and ends at
 the key of its leaf: ``depth`` rounds of array operations over all (record, tree) pairs at once.
 
-The trees are therefore fixed before any data arrives, exactly as the papers require. What a
-model stores is one output per leaf that a training record reached (:class:`LeafTable`, looked
-up by key); a leaf no training record reached outputs what its mechanism gives on zero counts,
-drawn from its key (for report-noisy-argmax a uniformly random label, what the mechanism gives
-on zero counts: :func:`uniform_label`). Every leaf of the complete tree thus has its
-own independent output, predictions are a pure function of the model, and memory is bounded by
-the training records, however long the stream being predicted. Which keys the table holds is
-internal state, like the raw records of an open window: the *predictions* are the DP release.
-Keys are secret-dependent: whoever knows the model's seed can replay its noise (as with any
-seeded mechanism in dpstream).
+The trees are therefore fixed before any data arrives, exactly as the papers require. The
+leaves release their outputs through **buckets** (:func:`bucket_keys`): each tree maps its leaf
+keys pseudo-randomly into a public number of buckets (:func:`bucket_count`, a few per training
+record) and releases an output for *every* bucket (:class:`LeafTable` over
+:func:`bucket_space`), its noise drawn from the model's private generator. A bucket holds the
+records of the leaves that map to it, so a mechanism on each bucket composes in parallel as one
+on each leaf would; the table's key set is a function of public tree ids, so neither the model
+nor a window published on the model topic tells which leaves hold records (issue 47: a table of
+the reached leaves did, and noise derived from a published key could be subtracted). Memory is
+bounded by the training records, however long the stream being predicted. Windows trained
+before buckets (``buckets`` 0) keep their tables of reached leaves; their other leaves output
+what the mechanism gives on zero counts, drawn from the key (:func:`uniform_label`,
+:func:`laplace_of`).
 
 Missing values (NaN) read as +inf: right at a numeric split, the last value's child at a
 categorical one — as everywhere in dpstream, missing goes right.
@@ -66,8 +69,8 @@ try:   # compiled walks (numba); the numpy walks below give the same keys withou
 except ImportError:   # pragma: no cover - numba is a dependency
     _wk = _tk = None
 
-__all__ = ["ImplicitRandomTrees", "KeyedTree", "LeafTable", "bucket_count", "bucket_index",
-           "bucket_keys",
+__all__ = ["ImplicitRandomTrees", "KeyedTree", "LeafTable", "bucket_count", "bucket_counts",
+           "bucket_index", "bucket_keys",
            "bucket_space", "child_keys", "keyed_rank", "kernel_salts", "laplace_of", "nth_free",
            "root_keys", "uniform_of", "uniform_label"]
 
@@ -180,6 +183,22 @@ def bucket_index(keys: np.ndarray, buckets: int) -> np.ndarray:
     """
     mask = _U64(int(buckets) - 1)
     return (_mix(np.asarray(keys, dtype=_U64) ^ BUCKET_SALT) & mask).astype(np.int64)
+
+
+def bucket_counts(keys: np.ndarray, tree: np.ndarray, labels: np.ndarray, n_trees: int,
+                  buckets: int, n_classes: int) -> np.ndarray:
+    """Class counts of every bucket of ``n_trees`` trees (rows in :func:`bucket_space`'s
+    order): record ``i`` reached node ``keys[i]`` of tree number ``tree[i]`` (0-based within the
+    release) with class ``labels[i]``.
+
+    >>> bucket_counts(np.array([3, 3, 9], dtype=np.uint64), np.array([0, 0, 1]),
+    ...               np.array([1, 0, 1]), 2, 64, 2).sum(axis=0).tolist()
+    [1.0, 2.0]
+    """
+    counts = np.zeros((int(n_trees) * int(buckets), int(n_classes)))
+    np.add.at(counts, (np.asarray(tree, dtype=np.int64) * int(buckets)
+                       + bucket_index(keys, buckets), np.asarray(labels, dtype=np.intp)), 1.0)
+    return counts
 
 
 def bucket_space(roots: np.ndarray, buckets: int, level: int = 0) -> np.ndarray:

@@ -51,9 +51,11 @@ window size and budget. On numeric streams the paper's ``floor(k / 2)`` (a diver
 for attributes used once per path, while numeric ones may be split again) leaves Agrawal's 9
 attributes 4 levels: the trees cannot cut ``age`` near its thresholds.
 
-Every leaf of the complete trees — also those no record reached — releases noisy counts: a leaf
-without stored counts outputs Laplace noise derived from its key (:func:`laplace_of`), so the
-complete release exists without materialising millions of empty leaves. Prediction: each tree
+Every leaf of the complete trees — also those no record reached — releases noisy counts through
+its bucket (:func:`~dpstream.models.random_trees.bucket_keys`): each tree has ``min(n, 4 b^h)``
+public buckets per ``leaf_buckets`` and every bucket gets fresh Laplace noise, so the complete
+release exists without materialising millions of empty leaves and without telling which leaves
+hold records. Prediction: each tree
 routes the record to a cell (the nearest center of its leaf, or the leaf); an ensemble's class
 distribution is the average of its trees' cell distributions (noisy counts clipped at 0 and
 normalised; ``combine="sum"`` sums the raw counts instead, the paper's Figure 4); the prediction
@@ -85,10 +87,9 @@ Examples
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
-
-import math
 
 import numpy as np
 
@@ -100,14 +101,21 @@ from .random_trees import (
     KeyedTree,
     LeafTable,
     bucket_count,
-    bucket_index,
+    bucket_counts,
     bucket_keys,
     bucket_space,
     kernel_salts,
     laplace_of,
     root_keys,
 )
-from .rdt_parts import CenterTable, rdt_height, release_counts, signal_height, split_epsilon
+from .rdt_parts import (
+    CenterTable,
+    pick_centers,
+    rdt_height,
+    release_counts,
+    signal_height,
+    split_epsilon,
+)
 from .relevance import slot_counts
 from .window_forest import UNLABELED, WindowForestBase, leaf_proba
 
@@ -137,8 +145,7 @@ class RDTTree(KeyedTree):
     #: the random trees of its window (their numeric split domain); ``None``: the model's
     #: trees over the public domain (windows trained before private ranges existed)
     router: Any = None
-    #: buckets its leaves release through (:func:`~.random_trees.bucket_keys`); 0: a tree
-    #: from before buckets, its table keyed by reached leaf and other leaves' noise keyed
+    #: buckets its leaves release through (:func:`~.random_trees.bucket_keys`; 0: none)
     buckets: int = 0
 
 
@@ -198,12 +205,9 @@ class RDTClassifier(WindowForestBase):
         :class:`~dpstream.models.relevance.AttributeRelevance`): every attribute keeps at
         least ``relevance_floor / F``.
     leaf_buckets
-        Buckets per leaf a tree may hold records in (``min(n, 4 b^h)`` for ``n`` labeled
-        records, ``b`` the mean fan-out and ``h`` the height; rounded up to a power of two,
-        :func:`~dpstream.models.random_trees.bucket_count`): the leaves release their
-        counts through pseudo-random buckets, every bucket with its own Laplace noise, so
-        that neither the model nor a window on the model topic shows which leaves hold
-        records.
+        Buckets (:func:`~dpstream.models.random_trees.bucket_count`) per leaf that may hold
+        records, ``min(n, 4 b^h)``: every bucket's counts are released, so that no release
+        shows which leaves hold records.
     seed
         Random seed (tests and benchmarks; leave ``None`` in production).
     """
@@ -319,30 +323,6 @@ class RDTClassifier(WindowForestBase):
                                                  self.range_bins, self._rng,
                                                  public=V[public, cols]))
 
-    def _pick_centers(self, P: np.ndarray, ids: np.ndarray, depth: int,
-                      router: ImplicitRandomTrees | None = None) -> tuple:
-        """Centers of trees ``ids`` from the public rows ``P``: ``ceil(n_cells |D| / N)`` per
-        leaf, drawn at random among its public records. Returns the table (counts zero) and
-        the leaf key of every (public row, tree) pair, tree-major."""
-        N = P.shape[0]
-        router = self._trees if router is None else router
-        keys = router.leaf_keys(router.view(P), ids, depth=depth).T.ravel()   # tree-major
-        rows = np.tile(np.arange(N), ids.size)
-        order = np.lexsort((self._rng.random(keys.size), keys))      # by leaf, random within
-        sk = keys[order]
-        first = np.r_[True, sk[1:] != sk[:-1]]
-        group = np.cumsum(first) - 1
-        starts = np.flatnonzero(first)
-        size = np.diff(np.r_[starts, sk.size])
-        need = np.ceil(self.n_cells * size / N).astype(np.int64)
-        rank = np.arange(sk.size) - starts[group]
-        chosen = order[rank < need[group]]                           # still sorted by leaf
-        uniq, point = np.unique(rows[chosen], return_inverse=True)
-        k = len(self._encoder.classes)
-        table = CenterTable(keys[chosen], point.astype(np.intp), np.zeros((chosen.size, k)),
-                            P[uniq, 1:])
-        return table, keys, rows
-
     def _nearest(self, table: CenterTable, keys: np.ndarray, V: np.ndarray,
                  rows: np.ndarray) -> np.ndarray:
         return table.nearest(keys, V[:, 1:], rows, self._scale, self._trees.s)
@@ -377,7 +357,7 @@ class RDTClassifier(WindowForestBase):
         scale = 1.0 / eps_tree
         # primary trees: private labels into the nearest center (or the leaf), Laplace noise
         if P.shape[0]:
-            centers, _, _ = self._pick_centers(P, ids, h, router)
+            centers, _, _ = pick_centers(P, ids, h, router, self.n_cells, k, self._rng)
         else:
             centers = CenterTable.empty(V.shape[1] - 1, k)
         keys = router.leaf_keys(router.view(Vl), tree_of, rows=row_of, depth=h)
@@ -389,18 +369,13 @@ class RDTClassifier(WindowForestBase):
         # is released with fresh Laplace noise: the published table never tells which leaves
         # hold records, and no noise is a function of anything published
         buckets = bucket_count(min(n, 4 * int(math.ceil(self._b ** h))), self.leaf_buckets)
-        roots = root_keys(self._trees.secret, ids)
-        pos = tree_of[~at] - ids[0]
-        cell = pos * buckets + bucket_index(keys[~at], buckets)
-        counts = np.zeros((p * buckets, k))
-        np.add.at(counts, (cell, yl[row_of[~at]]), 1.0)
-        cells = LeafTable.build(bucket_space(roots, buckets),
+        counts = bucket_counts(keys[~at], tree_of[~at] - ids[0], yl[row_of[~at]], p, buckets, k)
+        cells = LeafTable.build(bucket_space(root_keys(self._trees.secret, ids), buckets),
                                 release_counts(counts, eps_tree, self._rng))
         trees = [RDTTree(int(t), h, True, scale, router, buckets) for t in ids]
         extra = {"height": h, "buckets": buckets, "epsilon_per_tree": eps_tree,
-                 "epsilon_range": eps_range,
+                 "epsilon_range": eps_range, "epsilon_relevance": self._relevance_split()[1],
                  "public": int(P.shape[0]), "primary_trees": p, "secondary_trees": 0}
-        extra["epsilon_relevance"] = self._relevance_split()[1]
         if eps_range:
             lo, hi = domain
             extra["numeric_range"] = [[float(a), float(b)] for a, b in zip(lo, hi, strict=True)]
@@ -410,7 +385,7 @@ class RDTClassifier(WindowForestBase):
             # a secondary ensemble with those labels (no private record is read again)
             pseudo = np.argmax(self._ensemble_proba(P, trees, centers, cells), axis=1)
             ids2 = self._ids(self.secondary_trees)
-            second, keys2, rows2 = self._pick_centers(P, ids2, h, router)
+            second, keys2, rows2 = pick_centers(P, ids2, h, router, self.n_cells, k, self._rng)
             near2 = self._nearest(second, keys2, P, rows2)
             np.add.at(second.values, (near2, pseudo[rows2]), 1.0)
             tables.append(second)

@@ -1,7 +1,7 @@
 """The parts of :mod:`~dpstream.models.rdt` that hold no model state: the height rules
 (:func:`rdt_height`, :func:`signal_height`), the exact budget split (:func:`split_epsilon`),
 the leaves' Laplace release (:func:`release_counts`) and RDT#'s table of leaf centers
-(:class:`CenterTable`). :mod:`~dpstream.models.rdt` re-exports them.
+(:class:`CenterTable`, :func:`pick_centers`). :mod:`~dpstream.models.rdt` re-exports them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import numpy as np
 
 from ..accounting import LaplaceMechanism
 
-__all__ = ["CenterTable", "rdt_height", "release_counts", "signal_height", "split_epsilon"]
+__all__ = ["CenterTable", "pick_centers", "rdt_height", "release_counts", "signal_height",
+           "split_epsilon"]
 
 
 def rdt_height(k: int, b: float, n: int) -> int:
@@ -132,3 +133,28 @@ class CenterTable:
                 best[sel[better]] = idx[better]
                 best_d[sel[better]] = d[better]
         return out
+
+
+def pick_centers(P: np.ndarray, ids: np.ndarray, depth: int, router, n_cells: int,
+                 n_classes: int, rng: np.random.Generator) -> tuple:
+    """RDT#'s centers of trees ``ids`` (routed by ``router``, an
+    :class:`~dpstream.models.random_trees.ImplicitRandomTrees`) from the public routing rows
+    ``P``: ``ceil(n_cells |D| / N)`` per leaf, drawn at random among its public records.
+    Returns the table (counts zero) and the leaf key and row of every (public row, tree) pair,
+    tree-major."""
+    N = P.shape[0]
+    keys = router.leaf_keys(router.view(P), ids, depth=depth).T.ravel()   # tree-major
+    rows = np.tile(np.arange(N), ids.size)
+    order = np.lexsort((rng.random(keys.size), keys))      # by leaf, random within
+    sk = keys[order]
+    first = np.r_[True, sk[1:] != sk[:-1]]
+    group = np.cumsum(first) - 1
+    starts = np.flatnonzero(first)
+    size = np.diff(np.r_[starts, sk.size])
+    need = np.ceil(n_cells * size / N).astype(np.int64)
+    rank = np.arange(sk.size) - starts[group]
+    chosen = order[rank < need[group]]                           # still sorted by leaf
+    uniq, point = np.unique(rows[chosen], return_inverse=True)
+    table = CenterTable(keys[chosen], point.astype(np.intp), np.zeros((chosen.size, n_classes)),
+                        P[uniq, 1:])
+    return table, keys, rows

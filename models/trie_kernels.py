@@ -181,8 +181,8 @@ def _nth_mask(mask, rank, a_count):   # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _trie_greedy(C, m, roots, t0, weights, buckets, levels, fan, nkeys, nslots, nattr, lkeys, lslots,
-                 lvalues, draw, out_salt, out, rec, npar, nkey, nslot, stamp, emask, node,
+def _trie_greedy(C, m, roots, t0, weights, buckets, levels, fan, nkeys, nslots, nattr, lkeys,
+                 lslots, lvalues, draw, out_salt, out, rec, npar, nkey, nslot, stamp, emask, node,
                  parent, newc, newp, newb):   # pragma: no cover - compiled
     # greedy_votes for a batch (C: branch codes column-major, flat); same contract as
     # _trie_votes. A node reads column = its attribute; npar is +inf so every branch is the

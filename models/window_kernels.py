@@ -295,8 +295,8 @@ def implicit_votes_row(x, num_cols, group_start, group_size, bounds, roots, cols
     ``g`` of trees :func:`implicit_votes` of that row's columns
     ``cols[bounds[g, 2]:bounds[g, 3]]`` through root keys ``roots`` and ``weights``
     (``[bounds[g, 0]:bounds[g, 1]]``), domains ``lo0`` / ``hi0`` (``[4:6]``) and ``last``
-    codes (``[6:8]``) and ``buckets`` (as ``weights``); the groups' sums added in turn to a zero row: the same values as one
-    such call per group, in one call."""
+    codes (``[6:8]``) and ``buckets`` (as ``weights``); the groups' sums added in turn to a
+    zero row: the same values as one such call per group, in one call."""
     k = values.shape[1]
     base = routing_rows(x.reshape((1, x.shape[0])), num_cols, group_start, group_size)[0]
     out = np.zeros(k)

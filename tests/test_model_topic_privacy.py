@@ -28,8 +28,8 @@ from dpstream.models import (
     GreedyForestClassifier,
     RandomDecisionForestClassifier,
     RDTClassifier,
+    random_forest,
 )
-from dpstream.models import random_forest
 from dpstream.models.random_trees import bucket_keys, laplace_of, root_keys
 from dpstream.models.window_exchange import export_window
 from dpstream.stream import load_adult
