@@ -26,11 +26,12 @@ from stattest import outcome_events, privacy_loss_lower_bound
 from dpstream.connectors.model_topic import decode_message, encode_message
 from dpstream.models import (
     GreedyForestClassifier,
+    MedianForestClassifier,
     RandomDecisionForestClassifier,
     RDTClassifier,
     random_forest,
 )
-from dpstream.models.random_trees import bucket_keys, laplace_of, root_keys
+from dpstream.models.random_trees import LeafTable, bucket_keys, laplace_of, root_keys
 from dpstream.models.window_exchange import export_window
 from dpstream.stream import load_adult
 
@@ -68,26 +69,48 @@ def test_rdt_cells_cannot_be_denoised_with_the_public_keys():
     assert "noise" not in str(sorted(pub["routing"]))
 
 
+def _layout(obj, path: str = "", out: dict | None = None) -> dict:
+    """Every array's shape and every sequence's length in a published window, by path."""
+    out = {} if out is None else out
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            _layout(value, f"{path}/{key}", out)
+    elif isinstance(obj, list | tuple):
+        out[path + "#len"] = len(obj)
+        for i, value in enumerate(obj):
+            _layout(value, f"{path}[{i}]", out)
+    elif isinstance(obj, np.ndarray):
+        out[path] = obj.shape
+    elif hasattr(obj, "__dict__"):
+        _layout(vars(obj), f"{path}.{type(obj).__name__}", out)
+    return out
+
+
 @pytest.mark.parametrize("cls, params", [
-    (RandomDecisionForestClassifier, {"n_trees": 10, "min_tree_records": None}),
-    (RDTClassifier, {"n_trees": 5, "range_share": 0.0}),
+    # attributes="uniform": the relevance release's slots, a DP output, vary in number
+    (RandomDecisionForestClassifier, {"n_trees": 10, "min_tree_records": None,
+                                      "attributes": "uniform"}),
+    (RDTClassifier, {"n_trees": 5, "range_share": 0.0, "attributes": "uniform"}),
     (GreedyForestClassifier, {"n_trees": 3, "min_tree_records": None}),
-], ids=["random-forest", "rdt", "greedy-forest"])
+    (MedianForestClassifier, {"n_trees": 5}),
+], ids=["random-forest", "rdt", "greedy-forest", "median-forest"])
 def test_published_key_sets_do_not_depend_on_one_record(cls, params):
     """Attacks 2 and 3: with the model's randomness fixed, the stream with one more record
-    publishes tables with exactly the same keys and shapes (which nodes hold records is no
-    longer part of the release; only the DP values may differ)."""
+    publishes a window of exactly the same layout (every array's shape, every list's length)
+    and tables with exactly the same keys: which nodes hold records is no longer part of the
+    release, only the DP values may differ."""
     base = list(X[:600]), list(Y[:600])
     plus = base[0] + [OUTLIER], base[1] + [True]
     pubs = [_published(_fit(cls, xs, ys, epsilon=1.0, seed=3, **params)) for xs, ys in
             (base, plus)]
-    tables = [{k: v for k, v in p["extra"].items() if hasattr(v, "keys") and
-               hasattr(v, "values") and not isinstance(v, dict)} for p in pubs]
-    assert tables[0].keys() == tables[1].keys() and tables[0]
+    for p in pubs:
+        p.pop("published")
+    assert _layout(pubs[0]) == _layout(pubs[1])
+    tables = [{k: v for k, v in p["extra"].items() if isinstance(v, LeafTable)} for p in pubs]
+    assert tables[0].keys() == tables[1].keys()
+    assert tables[0] or cls is MedianForestClassifier
     for name in tables[0]:
-        a, b = tables[0][name], tables[1][name]
-        assert np.array_equal(a.keys, b.keys), name
-        assert a.values.shape == b.values.shape, name
+        assert np.array_equal(tables[0][name].keys, tables[1][name].keys), name
 
 
 def _outlier_votes(seed: int, with_outlier: bool) -> int:
