@@ -31,7 +31,8 @@ grows one greedy tree with the full ``epsilon`` (parallel composition, the paper
   training record reached selects its attribute uniformly and its leaves a uniformly random
   label: exactly what the exponential mechanism and report-noisy-argmax output on zero counts.
 * **Buckets.** Each level releases through a public number of buckets per tree
-  (``node_buckets`` per training record, :func:`~dpstream.models.random_trees.bucket_keys`):
+  (``node_buckets`` per node a level may hold, :func:`level_buckets`,
+  :func:`~dpstream.models.random_trees.bucket_keys`):
   a node's key maps pseudo-randomly to one, the nodes of a bucket pool their utilities (an
   attribute a path already used leaves a node whole, so it gains nothing) and split alike, and
   **every** bucket is released, so neither the model nor a window on the model topic tells
@@ -135,7 +136,7 @@ class GreedyForestClassifier(WindowForestBase):
         ``min(n_trees, n // 1500)`` trees, at least one; ``None``: always ``n_trees``, the
         paper's rule).
     node_buckets
-        Buckets per training record of a tree, per level (a power of two,
+        Buckets per node a level may hold (:meth:`level_buckets`, a power of two,
         :func:`~dpstream.models.random_trees.bucket_count`): every level releases its
         attributes, and the leaves their labels, through pseudo-random buckets, all of them
         released, so that neither the model nor a window on the model topic shows which
@@ -149,7 +150,7 @@ class GreedyForestClassifier(WindowForestBase):
                  max_depth: int = 5, n_bins: int = 4, window_seconds: float | None = None,
                  warmup: int | None = 1000, drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, min_tree_records: int | None = 1500,
-                 node_buckets: int = 4, seed: int | None = None):
+                 node_buckets: int = 8, seed: int | None = None):
         self.max_depth = max_depth
         self.node_buckets = node_buckets
         self.n_bins = n_bins
@@ -172,7 +173,7 @@ class GreedyForestClassifier(WindowForestBase):
         check_integer("node_buckets", self.node_buckets, 1)
 
     def __setstate__(self, state: dict) -> None:
-        state.setdefault("node_buckets", 4)   # a checkpoint from before buckets
+        state.setdefault("node_buckets", 8)   # a checkpoint from before buckets
         super().__setstate__(state)
 
     @property
@@ -184,6 +185,22 @@ class GreedyForestClassifier(WindowForestBase):
     def epsilon_leaf(self) -> float:
         """Budget of the leaf labels (all of it when a tree has no split)."""
         return self.epsilon_trees / 2 if self.levels else self.epsilon_trees
+
+    def level_buckets(self, n: int) -> list[int]:
+        """Buckets of each level (``levels`` node levels, then the leaves) of a tree of ``n``
+        records (public): ``node_buckets`` per node the level may hold, at most ``n`` and at
+        most the product of the largest fan-outs above it.
+
+        >>> GreedyForestClassifier(schema={"features": {"a": {"type": "numeric", "min": 0,
+        ...     "max": 1}, "b": {"type": "numeric", "min": 0, "max": 1}},
+        ...     "target": {"type": "binary", "values": [0, 1]}}).level_buckets(1500)
+        [64, 64, 128]
+        """
+        fans, width, out = sorted(self._fan.tolist(), reverse=True), 1, []
+        for lev in range(self.levels + 1):
+            out.append(bucket_count(min(int(n), width), self.node_buckets))
+            width *= fans[lev] if lev < len(fans) else 1
+        return out
 
     # ------------------------------------------------------------- encoding
     def codes(self, X: np.ndarray) -> np.ndarray:
@@ -230,7 +247,7 @@ class GreedyForestClassifier(WindowForestBase):
         # every level releases through all its buckets (random_trees.bucket_keys): nodes that
         # share a bucket pool their utilities and split alike, and the published tables never
         # tell which nodes hold records
-        buckets = bucket_count(-(-n // n_trees), self.node_buckets)
+        buckets = self.level_buckets(-(-n // n_trees))
         node_keys, node_attr = [], []
         for lev in range(self.levels):
             em = ExponentialMechanism(epsilon=self.epsilon_split, sensitivity=GINI_SENSITIVITY,
@@ -245,14 +262,15 @@ class GreedyForestClassifier(WindowForestBase):
             # a bucket's utility is the sum of its nodes' (an attribute a path already used
             # leaves a node whole: no gain); each record lies in one node, so in one bucket,
             # and the level costs one epsilon_split however many buckets it has
-            U_b = np.zeros((n_trees * buckets, m))
-            np.add.at(U_b, pos[first] * buckets + bucket_index(nodes, buckets), U)
+            nb = buckets[lev]
+            U_b = np.zeros((n_trees * nb, m))
+            np.add.at(U_b, pos[first] * nb + bucket_index(nodes, nb), U)
             attr = em.select_rows(U_b)
-            node_keys.append(bucket_space(roots, buckets, lev))
+            node_keys.append(bucket_space(roots, nb, lev))
             node_attr.append(attr)
-            a = attr[pos * buckets + bucket_index(key, buckets)]
+            a = attr[pos * nb + bucket_index(key, nb)]
             key = child_keys(key, C[rows, a])
-        counts = bucket_counts(key, pos, y, n_trees, buckets, k)
+        counts = bucket_counts(key, pos, y, n_trees, buckets[-1], k)
         labels = ReportNoisyMax(epsilon=self.epsilon_leaf, sensitivity=1.0, monotonic=True,
                                 rng=self._rng).select_rows(counts)
         votes = np.zeros_like(counts)
@@ -264,7 +282,7 @@ class GreedyForestClassifier(WindowForestBase):
             "nodes": LeafTable.build(np.concatenate(node_keys) if node_keys
                                      else np.zeros(0, np.uint64),
                                      splits.astype(np.float64)[:, None]),
-            "leaves": LeafTable.build(bucket_space(roots, buckets, self.levels), votes)}
+            "leaves": LeafTable.build(bucket_space(roots, buckets[-1], self.levels), votes)}
 
     # ------------------------------------------------------------- predicting
     def _kept(self) -> tuple[np.ndarray, LeafTable, LeafTable]:
@@ -277,8 +295,9 @@ class GreedyForestClassifier(WindowForestBase):
                                  len(self._encoder.classes)),
                 np.array([wt for w, wt in zip(self._windows, self.window_weights(), strict=False)
                           for _ in w.trees], dtype=np.float64),
-                np.array([w.extra.get("buckets", 0) for w in self._windows for _ in w.trees],
-                         dtype=np.uint64))
+                np.array([w.extra.get("buckets", [0] * (self.levels + 1))
+                          for w in self._windows for _ in w.trees],
+                         dtype=np.uint64).reshape(-1, self.levels + 1))
         return self._serving[:3]
 
     def _tree_weights(self) -> np.ndarray:
@@ -314,11 +333,11 @@ class GreedyForestClassifier(WindowForestBase):
             block = C[s:s + step]
             rows = np.repeat(np.arange(block.shape[0]), ids.size)
             key = root = root_keys(self._secret, np.tile(ids, block.shape[0]))
-            nb = np.tile(self._serving[4], block.shape[0])
+            nb = np.tile(self._serving[4], (block.shape[0], 1))
             free = np.ones((rows.size, self._fan.size), dtype=bool)
             at = np.arange(rows.size)
             for lev in range(self.levels):
-                idx, hit = nodes.find(bucket_keys(root, key, nb, lev))
+                idx, hit = nodes.find(bucket_keys(root, key, nb[:, lev], lev))
                 # a node no training record reached: uniform among the attributes left
                 rank, _ = keyed_rank(key, free.sum(axis=1))
                 keyed = nth_free(free, rank)
@@ -326,7 +345,7 @@ class GreedyForestClassifier(WindowForestBase):
                 branch = block[rows, a]
                 free[at, a] = False
                 key = child_keys(key, branch)
-            idx, hit = leaves.find(bucket_keys(root, key, nb, self.levels))
+            idx, hit = leaves.find(bucket_keys(root, key, nb[:, -1], self.levels))
             votes = uniform_label(key, k)
             votes[hit] = leaves.values[idx[hit]]
             out[s:s + step] = (votes.reshape(block.shape[0], ids.size, k)

@@ -216,7 +216,7 @@ def _trie_greedy(C, m, roots, t0, weights, buckets, levels, fan, nkeys, nslots, 
                     mask = emask[nslot[p]] & ~(np.int64(1) << ((rec[p] >> 1) & 0xFFFF))
                 tag = np.uint64(lev + 1) << _S40
                 if lev == levels:
-                    idx = _probe(lkeys, lslots, _bucket(roots[t], key, buckets[t], tag))
+                    idx = _probe(lkeys, lslots, _bucket(roots[t], key, buckets[t, lev], tag))
                     nslot[c] = idx if idx >= 0 else -1 - _label(key, out_salt, k)
                     continue
                 if cnt + maxfan > cap or ecnt >= ecap:
@@ -225,7 +225,7 @@ def _trie_greedy(C, m, roots, t0, weights, buckets, levels, fan, nkeys, nslots, 
                 ecnt += 1
                 emask[e] = mask
                 nslot[c] = e
-                idx = _probe(nkeys, nslots, _bucket(roots[t], key, buckets[t], tag))
+                idx = _probe(nkeys, nslots, _bucket(roots[t], key, buckets[t, lev], tag))
                 if idx >= 0:
                     a = np.int64(nattr[idx])
                 else:   # reached by no training record: uniform among the attributes left
@@ -279,7 +279,8 @@ def trie_scores(kernel, X: np.ndarray, roots: np.ndarray, weights: np.ndarray, n
     """Run a batch kernel (:func:`_trie_votes` or :func:`_trie_greedy`) over the rows of
     ``X`` in chunks, growing its node tables until every tree is done.
 
-    ``args`` are the kernel's arguments between ``buckets`` (each tree's buckets per level,
+    ``args`` are the kernel's arguments between ``buckets`` (each tree's buckets, one row per
+    tree: one value for a random tree's leaves, one per level for a greedy tree;
     :func:`~dpstream.models.random_trees.bucket_keys`; default 0: looked up by node key) and
     ``out``; ``ranges`` the width
     of the path state (numeric attributes) a trie node keeps (0: the greedy kernel);

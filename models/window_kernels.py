@@ -437,9 +437,9 @@ def greedy_votes(C, roots, levels, nkeys, nslots, nattr, lkeys, lslots, lvalues,
     their :func:`hash_slots`, ``nattr``), or — reached by no training record — on a keyed
     uniform draw among the attributes left; a leaf no training record reached (``lkeys``,
     ``lslots``, ``lvalues``) votes a keyed uniform label. Tree ``t``'s vote counts
-    ``weights[t]``; its nodes and leaves are looked up by their bucket of level (``buckets[t]``
-    per level; 0: by node key, a window from before buckets, whose tables hold reached nodes
-    only)."""
+    ``weights[t]``; its nodes and leaves are looked up by their bucket of level ``l``
+    (``buckets[t, l]`` of them, leaves at ``l = levels``; 0: by node key, a window from
+    before buckets, whose tables hold reached nodes only)."""
     m, a_count, k = C.shape[0], C.shape[1], lvalues.shape[1]
     out = np.zeros((m, k))
     free = np.empty(a_count, dtype=np.bool_)
@@ -450,7 +450,7 @@ def greedy_votes(C, roots, levels, nkeys, nslots, nattr, lkeys, lslots, lvalues,
                 free[a] = True
             nfree = a_count
             for lev in range(levels):
-                idx = _probe(nkeys, nslots, _bucket(roots[t], key, buckets[t],
+                idx = _probe(nkeys, nslots, _bucket(roots[t], key, buckets[t, lev],
                                                     np.uint64(lev + 1) << _S40))
                 if idx >= 0:
                     a = np.int64(nattr[idx])
@@ -461,7 +461,7 @@ def greedy_votes(C, roots, levels, nkeys, nslots, nattr, lkeys, lslots, lvalues,
                     free[a] = False
                     nfree -= 1
                 key = _child(key, C[i, a])
-            idx = _probe(lkeys, lslots, _bucket(roots[t], key, buckets[t],
+            idx = _probe(lkeys, lslots, _bucket(roots[t], key, buckets[t, levels],
                                                 np.uint64(levels + 1) << _S40))
             if idx >= 0:
                 for c in range(k):

@@ -92,17 +92,18 @@ def test_training_releases_only_through_the_two_mechanisms(monkeypatch):
     labels = [v if i % 3 else None for i, v in enumerate(y[:900])]
     model.learn_many(X[:900], labels)
     assert len(splits) == 3 and len(leaves) == 1          # 3 levels of splits, then leaves
-    buckets = model._windows[0].extra["buckets"]
-    for U, allowed, eps, sens, mono in splits:
+    buckets = model._windows[0].extra["buckets"]      # per level, then the leaves
+    assert buckets == model.level_buckets(200) and len(buckets) == 4
+    for (U, allowed, eps, sens, mono), nb in zip(splits, buckets, strict=False):
         assert eps == pytest.approx(0.1) and sens == 2.0 and mono
         # every bucket of every tree chooses among all 14 attributes (which ones a path used
         # depends on which nodes share the bucket: data); a used one leaves its nodes whole
-        assert allowed.item() is None and U.shape == (3 * buckets, 14)
+        assert allowed.item() is None and U.shape == (3 * nb, 14)
     counts, eps, sens = leaves[0]
     assert eps == 0.3 and sens == 1.0
     assert counts.sum() == 600              # each labeled record in exactly one leaf
     # the roots of the three trees hold every record of their level: one bucket each
-    assert (splits[0][0] != 0).any(axis=1).sum() <= 3 and counts.shape[0] == 3 * buckets
+    assert (splits[0][0] != 0).any(axis=1).sum() <= 3 and counts.shape[0] == 3 * buckets[-1]
     rep = model.privacy_report()
     assert rep["epsilon"] == 0.6 and rep["ledger_partitions"] == 3
     assert rep["epsilon_per_split_level"] == pytest.approx(0.1) and rep["epsilon_leaf"] == 0.3
@@ -135,7 +136,7 @@ def test_complete_trees_empty_nodes_vote_uniformly():
     _, nodes, leaves = model._kept()
     # memory follows the public bucket space (a few buckets per record), not the tree size
     buckets = model._windows[0].extra["buckets"]
-    assert len(leaves) == 100 * buckets and len(nodes) == 5 * 100 * buckets
+    assert len(leaves) == 100 * buckets[-1] and len(nodes) == 100 * sum(buckets[:-1])
 
 
 @pytest.mark.parametrize("kwargs, match", [
