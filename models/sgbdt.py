@@ -220,6 +220,15 @@ class _SGBDTBase(base.Estimator):
         predictions)."""
         return self._engine.rounds if self._engine is not None else 0
 
+    @property
+    def release_epoch(self) -> int:
+        """Noise-drawing releases so far: rounds (with their initial-score and split
+        releases) plus drift-signal windows (a generation switch follows one). The runner
+        checkpoints when it moves, before a prediction can depend on the new draw (a
+        restart would otherwise draw it again on other records: docs/reliability.md)."""
+        d = self._drift
+        return self.training_rounds + (0 if d is None else d.releases)
+
     def learn_one(self, x: Mapping, y: Any, **kwargs) -> None:
         """Add one record to the pool; a round runs every ``round_size`` records.
 

@@ -11,9 +11,12 @@ One :class:`Runner` owns a model and everything needed to resume it exactly:
 Its state changes one record at a time under ``lock``; :meth:`checkpoint` writes all of it in
 one atomic file (:class:`~dpstream.connectors.checkpoint.CheckpointStore`). When predictions
 are published the runner checkpoints right after every training round — before any prediction
-uses the new trees, so nothing derived from unsaved training ever leaves the process — and in
-any case every ``checkpoint_interval`` seconds. With ``hold_predictions`` it does not
-checkpoint after a round: predictions made with trees newer than the last checkpoint wait in an
+uses the new trees, so nothing derived from unsaved training ever leaves the process — and
+after every other release that drew noise (a model's ``release_epoch``: S-GBDT's drift-signal
+windows, one of which may start a new generation; a restart that replayed such a release over
+differently interleaved partitions would reuse its saved noise on another sum), and in any case
+every ``checkpoint_interval`` seconds. With ``hold_predictions`` it does not
+checkpoint after a release: predictions made after one newer than the last checkpoint wait in an
 *outbox* that is saved with the next checkpoint (periodic, or when :data:`HOLD_LIMIT`
 predictions wait) and sent right after it, so they still never leave before their trees are
 saved, and a crash between the save and the sends leaves them in the checkpoint, and the first
@@ -314,12 +317,13 @@ class Runner:
             if not self._accept(rec, record):
                 return
             model = self.model
-            rounds = model.training_rounds
+            rounds, epoch = model.training_rounds, _release_epoch(model)
             kwargs: dict[str, Any] = {"public": True} if record.public else {}
             if getattr(model, "window_seconds", None) is not None and "timestamp" in rec.meta:
                 kwargs["t"] = rec.meta["timestamp"]   # time windows follow the broker's clock
             model.learn_one(record.x, record.y, **kwargs)
-            self._learned([rec], model.training_rounds != rounds)
+            self._learned([rec], model.training_rounds != rounds,
+                          _release_epoch(model) != epoch)
 
     def process_many(self, recs: list[SourceRecord]) -> list[SourceRecord]:
         """Records in order, with the result of :meth:`process` on each; returns those the
@@ -368,10 +372,11 @@ class Runner:
                         self._send_prediction(rec, record, pred)
                 batch = [(rec, record) for rec, record, ok in admitted if ok]
                 if batch:
-                    rounds = model.training_rounds
+                    rounds, epoch = model.training_rounds, _release_epoch(model)
                     model.learn_stream([r.x for _, r in batch], [r.y for _, r in batch],
                                        public=[r.public for _, r in batch])
-                    self._learned([rec for rec, _ in batch], model.training_rounds != rounds)
+                    self._learned([rec for rec, _ in batch], model.training_rounds != rounds,
+                                  _release_epoch(model) != epoch)
                     learned.extend(rec for rec, _ in batch)
             return learned
 
@@ -395,17 +400,22 @@ class Runner:
         self.predictions.flush()
         self.outbox = []
 
-    def _learned(self, recs: list[SourceRecord], rounded: bool) -> None:
+    def _learned(self, recs: list[SourceRecord], rounded: bool,
+                 released: bool | None = None) -> None:
         """After the model learned ``recs``: count them, tell :attr:`on_learned`, then
-        checkpoint after a round (before any prediction can use the new trees) unless
-        ``on_learned`` just did. ``on_learned`` comes first: a window member notes the
-        records in its state there, and a checkpoint saved before that would not restart
-        consistently (and the member's publish checkpoints anyway: one save a round)."""
+        checkpoint after a release — a round, or any other noise the model drew
+        (``released``: its :func:`_release_epoch` moved; default ``rounded``) — before any
+        prediction can depend on it, unless ``on_learned`` just did. ``on_learned`` comes
+        first: a window member notes the records in its state there, and a checkpoint saved
+        before that would not restart consistently (and the member's publish checkpoints
+        anyway: one save a round)."""
         self.counters["learned"] += len(recs)
         saves = self.counters["checkpoints"]
         if self.on_learned is not None:
             self.on_learned(recs, rounded)
-        if rounded and self.counters["checkpoints"] == saves:   # the round is not saved yet
+        if released is None:
+            released = rounded
+        if released and self.counters["checkpoints"] == saves:   # not saved yet
             if self.checkpoint_every_round:
                 self.checkpoint()
             elif self.hold_predictions:
@@ -553,6 +563,13 @@ def streaming_gc(young: int = 50_000) -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*old)
+
+
+def _release_epoch(model: Any) -> int:
+    """The model's count of noise-drawing releases: its ``release_epoch`` (S-GBDT: rounds
+    plus drift-signal windows), else its ``training_rounds``."""
+    epoch = getattr(model, "release_epoch", None)
+    return model.training_rounds if epoch is None else epoch
 
 
 def _jsonable(value: Any) -> Any:
