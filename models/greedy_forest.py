@@ -32,7 +32,7 @@ grows one greedy tree with the full ``epsilon`` (parallel composition, the paper
   label: exactly what the exponential mechanism and report-noisy-argmax output on zero counts.
 * **Buckets.** Each level releases through a public number of buckets per tree
   (``node_buckets`` per node a level may hold, :func:`level_buckets`,
-  :func:`~dpstream.models.random_trees.bucket_keys`):
+  :func:`~dpstream.models.buckets.bucket_keys`):
   a node's key maps pseudo-randomly to one, the nodes of a bucket pool their utilities (an
   attribute a path already used leaves a node whole, so it gains nothing) and split alike, and
   **every** bucket is released, so neither the model nor a window on the model topic tells
@@ -69,14 +69,10 @@ import numpy as np
 from ..accounting import ExponentialMechanism, ReportNoisyMax
 from . import random_trees
 from ._params import check_integer
+from .buckets import BucketTable, bucket_count, bucket_counts, bucket_index, bucket_keys
 from .random_trees import (
     KeyedTree,
     LeafTable,
-    bucket_count,
-    bucket_counts,
-    bucket_index,
-    bucket_keys,
-    bucket_space,
     child_keys,
     kernel_salts,
     keyed_rank,
@@ -137,7 +133,7 @@ class GreedyForestClassifier(WindowForestBase):
         paper's rule).
     node_buckets
         Buckets per node a level may hold (:meth:`level_buckets`, a power of two,
-        :func:`~dpstream.models.random_trees.bucket_count`): every level releases its
+        :func:`~dpstream.models.buckets.bucket_count`): every level releases its
         attributes, and the leaves their labels, through pseudo-random buckets, all of them
         released, so that neither the model nor a window on the model topic shows which
         nodes hold records. Nodes that share a bucket pool their utilities and counts.
@@ -188,17 +184,20 @@ class GreedyForestClassifier(WindowForestBase):
 
     def level_buckets(self, n: int) -> list[int]:
         """Buckets of each level (``levels`` node levels, then the leaves) of a tree of ``n``
-        records (public): ``node_buckets`` per node the level may hold, at most ``n`` and at
-        most the product of the largest fan-outs above it.
+        records (public): :func:`~dpstream.models.buckets.bucket_count` of ``node_buckets``
+        per record, except where the level holds few nodes — at most ``W``, the product of
+        the largest fan-outs above it — and ``node_buckets · W²`` buckets keep its nodes apart
+        (two of ``W`` nodes share one with probability about ``1 / (2 node_buckets)``).
 
         >>> GreedyForestClassifier(schema={"features": {"a": {"type": "numeric", "min": 0,
         ...     "max": 1}, "b": {"type": "numeric", "min": 0, "max": 1}},
         ...     "target": {"type": "binary", "values": [0, 1]}}).level_buckets(1500)
-        [64, 64, 128]
+        [64, 1024, 16384]
         """
         fans, width, out = sorted(self._fan.tolist(), reverse=True), 1, []
         for lev in range(self.levels + 1):
-            out.append(bucket_count(min(int(n), width), self.node_buckets))
+            out.append(bucket_count(min(int(n), self.node_buckets * width * width),
+                                    self.node_buckets))
             width *= fans[lev] if lev < len(fans) else 1
         return out
 
@@ -244,11 +243,11 @@ class GreedyForestClassifier(WindowForestBase):
         pos = tree_of - ids[0]
         key = roots[pos]
         rows = np.arange(n)
-        # every level releases through all its buckets (random_trees.bucket_keys): nodes that
+        # every level releases through all its buckets (buckets.bucket_keys): nodes that
         # share a bucket pool their utilities and split alike, and the published tables never
         # tell which nodes hold records
         buckets = self.level_buckets(-(-n // n_trees))
-        node_keys, node_attr = [], []
+        node_attr = []
         for lev in range(self.levels):
             em = ExponentialMechanism(epsilon=self.epsilon_split, sensitivity=GINI_SENSITIVITY,
                                       monotonic=True, rng=self._rng)
@@ -266,7 +265,6 @@ class GreedyForestClassifier(WindowForestBase):
             U_b = np.zeros((n_trees * nb, m))
             np.add.at(U_b, pos[first] * nb + bucket_index(nodes, nb), U)
             attr = em.select_rows(U_b)
-            node_keys.append(bucket_space(roots, nb, lev))
             node_attr.append(attr)
             a = attr[pos * nb + bucket_index(key, nb)]
             key = child_keys(key, C[rows, a])
@@ -279,10 +277,9 @@ class GreedyForestClassifier(WindowForestBase):
         trees = [KeyedTree(int(t), self.levels) for t in ids]
         return trees, "greedy decision forest", {
             "levels": self.levels, "buckets": buckets,
-            "nodes": LeafTable.build(np.concatenate(node_keys) if node_keys
-                                     else np.zeros(0, np.uint64),
-                                     splits.astype(np.float64)[:, None]),
-            "leaves": LeafTable.build(bucket_space(roots, buckets[-1], self.levels), votes)}
+            "nodes": BucketTable(roots, [(b, lev) for lev, b in enumerate(buckets[:-1])],
+                                 splits.astype(np.float64)[:, None]),
+            "leaves": BucketTable(roots, [(buckets[-1], self.levels)], votes)}
 
     # ------------------------------------------------------------- predicting
     def _kept(self) -> tuple[np.ndarray, LeafTable, LeafTable]:

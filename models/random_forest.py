@@ -19,7 +19,7 @@ addendum). Leaves of one tree hold disjoint records and trees hold disjoint part
 mechanism with smooth sensitivity ``e^{-j epsilon}`` is **not** offered: applying smooth
 sensitivity inside the exponential mechanism is not proven private (the addendum). The leaves
 report through public buckets (``leaf_buckets`` per record of a tree,
-:func:`~dpstream.models.random_trees.bucket_keys`), every bucket released: an empty one reports
+:func:`~dpstream.models.buckets.bucket_keys`), every bucket released: an empty one reports
 a uniformly random label — what the mechanism gives on zero counts — and the released table
 never tells which leaves hold records.
 Prediction is the majority vote of the kept trees, each window's trees weighted by its labeled
@@ -75,15 +75,12 @@ import numpy as np
 from ..accounting import ReportNoisyMax
 from . import random_trees
 from ._params import check_integer, check_real
+from .buckets import BucketTable, bucket_count, bucket_counts, bucket_keys
 from .private_range import private_ranges
 from .random_trees import (
     ImplicitRandomTrees,
     KeyedTree,
     LeafTable,
-    bucket_count,
-    bucket_counts,
-    bucket_keys,
-    bucket_space,
     kernel_salts,
     root_keys,
     uniform_label,
@@ -189,7 +186,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
         20 trees of 50 records, not 100 of 10 — docs/random_forest.md).
     leaf_buckets
         Buckets per training record of a tree (rounded up to a power of two,
-        :func:`~dpstream.models.random_trees.bucket_count`): the leaves release their labels
+        :func:`~dpstream.models.buckets.bucket_count`): the leaves release their labels
         through this many pseudo-random buckets, every bucket released, so that the model —
         and a window on the model topic — never shows which leaves hold records. Two
         occupied leaves share a bucket with probability at most ``1 / leaf_buckets``.
@@ -311,7 +308,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
         keys = router.leaf_keys(router.view(V), tree_of, rows=np.arange(y.size))
         k = len(self._encoder.classes)
         # every leaf's label is released through its bucket: all buckets of every tree, so
-        # the published table never tells which leaves hold records (random_trees.bucket_keys)
+        # the published table never tells which leaves hold records (buckets.bucket_keys)
         buckets = bucket_count(-(-y.size // n_trees), self.leaf_buckets)
         roots = root_keys(self._trees.secret, ids)
         counts = bucket_counts(keys, tree_of - ids[0], y, n_trees, buckets, k)
@@ -321,7 +318,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
         votes[np.arange(counts.shape[0]), labels] = 1.0
         trees = [KeyedTree(int(t), self.depth) for t in ids]
         extra = {"depth": self.depth, "buckets": buckets,
-                 "table": LeafTable.build(bucket_space(roots, buckets), votes),
+                 "table": BucketTable(roots, [(buckets, 0)], votes),
                  "epsilon_leaves": eps_leaf, "epsilon_range": eps_range,
                  "epsilon_relevance": self._relevance_split()[1],
                  # read from the raw counts: NOT differentially private, kept out of the report

@@ -18,18 +18,14 @@ computing each split from the key and the interval the path has narrowed so far,
 the key of its leaf: ``depth`` rounds of array operations over all (record, tree) pairs at once.
 
 The trees are therefore fixed before any data arrives, exactly as the papers require. The
-leaves release their outputs through **buckets** (:func:`bucket_keys`): each tree maps its leaf
-keys pseudo-randomly into a public number of buckets (:func:`bucket_count`, a few per training
-record) and releases an output for *every* bucket (:class:`LeafTable` over
-:func:`bucket_space`), its noise drawn from the model's private generator. A bucket holds the
-records of the leaves that map to it, so a mechanism on each bucket composes in parallel as one
-on each leaf would; the table's key set is a function of public tree ids, so neither the model
-nor a window published on the model topic tells which leaves hold records (issue 47: a table of
-the reached leaves did, and noise derived from a published key could be subtracted). Memory is
-bounded by the training records, however long the stream being predicted. Windows trained
-before buckets (``buckets`` 0) keep their tables of reached leaves; their other leaves output
-what the mechanism gives on zero counts, drawn from the key (:func:`uniform_label`,
-:func:`laplace_of`).
+leaves release their outputs through **buckets** (:mod:`~dpstream.models.buckets`): each tree
+maps its leaf keys pseudo-randomly into a public number of buckets (a few per training record)
+and releases an output for *every* bucket, its noise drawn from the model's private generator,
+so neither the model nor a window published on the model topic tells which leaves hold records
+(issue 47). Memory is bounded by the training records, however long the stream being
+predicted. Windows trained before buckets keep their tables of reached leaves (a
+:class:`LeafTable` looked up by key); their other leaves output what the mechanism gives on
+zero counts, drawn from the key (:func:`uniform_label`, :func:`laplace_of`).
 
 Missing values (NaN) read as +inf: right at a numeric split, the last value's child at a
 categorical one — as everywhere in dpstream, missing goes right.
@@ -69,10 +65,8 @@ try:   # compiled walks (numba); the numpy walks below give the same keys withou
 except ImportError:   # pragma: no cover - numba is a dependency
     _wk = _tk = None
 
-__all__ = ["ImplicitRandomTrees", "KeyedTree", "LeafTable", "bucket_count", "bucket_counts",
-           "bucket_index", "bucket_keys",
-           "bucket_space", "child_keys", "keyed_rank", "kernel_salts", "laplace_of", "nth_free",
-           "root_keys", "uniform_of", "uniform_label"]
+__all__ = ["ImplicitRandomTrees", "KeyedTree", "LeafTable", "child_keys", "keyed_rank",
+           "kernel_salts", "laplace_of", "nth_free", "root_keys", "uniform_of", "uniform_label"]
 
 _U64 = np.uint64
 _GOLDEN = _U64(0x9E3779B97F4A7C15)
@@ -114,102 +108,6 @@ def keyed_rank(keys: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     z = _mix(keys ^ _DRAW)
     rank = ((z >> _U64(32)) * np.asarray(n).astype(_U64) >> _U64(32)).astype(np.intp)
     return rank, (z & _LOW32).astype(np.float64) * 2.0 ** -32
-
-
-#: the salt of a node key's bucket (:func:`bucket_keys`)
-BUCKET_SALT = _U64(0x5851F42D4C957F2D)
-#: bucket masks stay below 2**40: the bits above carry the level (:func:`bucket_tag`)
-_TAG_SHIFT = 40
-#: most buckets of one tree level (a public cap: memory and model-topic message size)
-MAX_BUCKETS = 2 ** 16
-
-
-def bucket_count(n: int, factor: int = 4) -> int:
-    """Buckets of one tree level for ``n`` training records (a public count): the smallest
-    power of two ``>= factor * n``, at least 64 and at most :data:`MAX_BUCKETS`.
-
-    At most ``n`` buckets hold a record, so two occupied nodes share one with probability
-    at most ``1 / factor`` per node.
-
-    >>> bucket_count(200), bucket_count(1), bucket_count(10**9)
-    (1024, 64, 65536)
-    """
-    want = max(64, int(factor) * max(1, int(n)))
-    return min(MAX_BUCKETS, 1 << (want - 1).bit_length())
-
-
-def bucket_tag(level: int) -> np.uint64:
-    """The bits that tell apart the buckets of tree level ``level`` (0: a random tree's
-    leaves; the greedy forest's node levels 0 .. levels - 1, then its leaves at ``levels``)."""
-    return _U64((int(level) + 1) << _TAG_SHIFT)
-
-
-def bucket_keys(roots: np.ndarray, keys: np.ndarray, buckets, level: int = 0) -> np.ndarray:
-    """The released node of each node key: one of ``buckets`` per tree (a public power of
-    two), chosen by a pseudo-random function of the key and named ``mix(root ^ tag | bucket)``
-    (mixed, so that the tables' open-addressing index spreads them).
-
-    A window forest releases its nodes' outputs over **every** bucket of every tree, so the
-    set of published keys is a function of public tree ids alone: which nodes hold records
-    is never part of a release. Each record lies in one node per tree level and so in one
-    bucket: the buckets of a level partition the records, and a mechanism run on each
-    bucket's counts composes in parallel exactly as one run on each node's would (nodes that
-    share a bucket pool their counts). ``buckets`` 0 keeps the key itself (windows trained
-    before buckets, whose tables are looked up by node key).
-
-    >>> roots = root_keys(1, [0, 1])
-    >>> b = bucket_keys(roots, np.array([5, 5], dtype=np.uint64), 64)
-    >>> bool(b[0] != b[1]), bool(np.isin(b, bucket_space(roots, 64)).all())
-    (True, True)
-    >>> bool((bucket_keys(roots, roots, 0) == roots).all())
-    True
-    """
-    keys = np.asarray(keys, dtype=_U64)
-    buckets = np.broadcast_to(np.asarray(buckets, dtype=_U64), keys.shape)
-    mask = np.where(buckets > 0, buckets - _U64(1), _U64(0))
-    out = _mix(np.asarray(roots, dtype=_U64)
-               ^ (bucket_tag(level) | (_mix(keys ^ BUCKET_SALT) & mask)))
-    return np.where(buckets > 0, out, keys)
-
-
-def bucket_index(keys: np.ndarray, buckets: int) -> np.ndarray:
-    """The bucket (``0 .. buckets - 1``) of each node key: its position in its tree's block
-    of :func:`bucket_space`, whose key :func:`bucket_keys` gives.
-
-    >>> roots = root_keys(1, [0])
-    >>> k = np.array([3, 4], dtype=np.uint64)
-    >>> bool((bucket_space(roots, 64)[bucket_index(k, 64)] == bucket_keys(roots, k, 64)).all())
-    True
-    """
-    mask = _U64(int(buckets) - 1)
-    return (_mix(np.asarray(keys, dtype=_U64) ^ BUCKET_SALT) & mask).astype(np.int64)
-
-
-def bucket_counts(keys: np.ndarray, tree: np.ndarray, labels: np.ndarray, n_trees: int,
-                  buckets: int, n_classes: int) -> np.ndarray:
-    """Class counts of every bucket of ``n_trees`` trees (rows in :func:`bucket_space`'s
-    order): record ``i`` reached node ``keys[i]`` of tree number ``tree[i]`` (0-based within the
-    release) with class ``labels[i]``.
-
-    >>> bucket_counts(np.array([3, 3, 9], dtype=np.uint64), np.array([0, 0, 1]),
-    ...               np.array([1, 0, 1]), 2, 64, 2).sum(axis=0).tolist()
-    [1.0, 2.0]
-    """
-    counts = np.zeros((int(n_trees) * int(buckets), int(n_classes)))
-    np.add.at(counts, (np.asarray(tree, dtype=np.int64) * int(buckets)
-                       + bucket_index(keys, buckets), np.asarray(labels, dtype=np.intp)), 1.0)
-    return counts
-
-
-def bucket_space(roots: np.ndarray, buckets: int, level: int = 0) -> np.ndarray:
-    """Every bucket key of trees ``roots`` (tree-major): the public key set of a release.
-
-    >>> bucket_space(root_keys(1, [0, 1]), 64).shape
-    (128,)
-    """
-    roots = np.asarray(roots, dtype=_U64)
-    span = bucket_tag(level) | np.arange(int(buckets), dtype=_U64)
-    return _mix(roots[:, None] ^ span[None, :]).ravel()
 
 
 def nth_free(free: np.ndarray, rank: np.ndarray) -> np.ndarray:
@@ -551,3 +449,4 @@ class LeafTable:
         if miss.any():
             out[miss] = empty(flat[miss])
         return out.reshape(*np.shape(keys), out.shape[1])
+

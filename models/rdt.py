@@ -52,7 +52,7 @@ for attributes used once per path, while numeric ones may be split again) leaves
 attributes 4 levels: the trees cannot cut ``age`` near its thresholds.
 
 Every leaf of the complete trees — also those no record reached — releases noisy counts through
-its bucket (:func:`~dpstream.models.random_trees.bucket_keys`): each tree has ``min(n, 4 b^h)``
+its bucket (:func:`~dpstream.models.buckets.bucket_keys`): each tree has ``min(n, 4 b^h)``
 public buckets per ``leaf_buckets`` and every bucket gets fresh Laplace noise, so the complete
 release exists without materialising millions of empty leaves and without telling which leaves
 hold records. Prediction: each tree
@@ -95,15 +95,12 @@ import numpy as np
 
 from . import random_trees
 from ._params import check_integer, check_real
+from .buckets import BucketTable, bucket_count, bucket_counts, bucket_keys
 from .private_range import private_ranges
 from .random_trees import (
     ImplicitRandomTrees,
     KeyedTree,
     LeafTable,
-    bucket_count,
-    bucket_counts,
-    bucket_keys,
-    bucket_space,
     kernel_salts,
     laplace_of,
     root_keys,
@@ -145,7 +142,7 @@ class RDTTree(KeyedTree):
     #: the random trees of its window (their numeric split domain); ``None``: the model's
     #: trees over the public domain (windows trained before private ranges existed)
     router: Any = None
-    #: buckets its leaves release through (:func:`~.random_trees.bucket_keys`; 0: none)
+    #: buckets its leaves release through (:func:`~.buckets.bucket_keys`; 0: none)
     buckets: int = 0
 
 
@@ -205,7 +202,7 @@ class RDTClassifier(WindowForestBase):
         :class:`~dpstream.models.relevance.AttributeRelevance`): every attribute keeps at
         least ``relevance_floor / F``.
     leaf_buckets
-        Buckets (:func:`~dpstream.models.random_trees.bucket_count`) per leaf that may hold
+        Buckets (:func:`~dpstream.models.buckets.bucket_count`) per leaf that may hold
         records, ``min(n, 4 b^h)``: every bucket's counts are released, so that no release
         shows which leaves hold records.
     seed
@@ -370,8 +367,8 @@ class RDTClassifier(WindowForestBase):
         # hold records, and no noise is a function of anything published
         buckets = bucket_count(min(n, 4 * int(math.ceil(self._b ** h))), self.leaf_buckets)
         counts = bucket_counts(keys[~at], tree_of[~at] - ids[0], yl[row_of[~at]], p, buckets, k)
-        cells = LeafTable.build(bucket_space(root_keys(self._trees.secret, ids), buckets),
-                                release_counts(counts, eps_tree, self._rng))
+        cells = BucketTable(root_keys(self._trees.secret, ids), [(buckets, 0)],   # float32:
+                            release_counts(counts, eps_tree, self._rng).astype(np.float32))
         trees = [RDTTree(int(t), h, True, scale, router, buckets) for t in ids]
         extra = {"height": h, "buckets": buckets, "epsilon_per_tree": eps_tree,
                  "epsilon_range": eps_range, "epsilon_relevance": self._relevance_split()[1],

@@ -281,7 +281,7 @@ def trie_scores(kernel, X: np.ndarray, roots: np.ndarray, weights: np.ndarray, n
 
     ``args`` are the kernel's arguments between ``buckets`` (each tree's buckets, one row per
     tree: one value for a random tree's leaves, one per level for a greedy tree;
-    :func:`~dpstream.models.random_trees.bucket_keys`; default 0: looked up by node key) and
+    :func:`~dpstream.models.buckets.bucket_keys`; default 0: looked up by node key) and
     ``out``; ``ranges`` the width
     of the path state (numeric attributes) a trie node keeps (0: the greedy kernel);
     ``capacity`` the first size of the node tables (tests: force them to grow); ``threads``

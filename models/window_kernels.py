@@ -56,7 +56,7 @@ _ONE = np.uint64(1)
 _S11, _S27, _S30, _S31, _S32 = (np.uint64(v) for v in (11, 27, 30, 31, 32))
 _TWO_M32 = 2.0 ** -32
 _TWO_M53 = 2.0 ** -53
-# buckets (random_trees.bucket_keys): the salt, and the level tag's shift
+# buckets (buckets.bucket_keys): the salt, and the level tag's shift
 _BSALT = np.uint64(0x5851F42D4C957F2D)
 _S40 = np.uint64(40)
 _TAG0 = np.uint64(1) << _S40     # a random tree's leaves: level 0
@@ -95,7 +95,7 @@ def _label(key, salt, k):   # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True, inline="always")
 def _bucket(root, key, buckets, tag):   # pragma: no cover - compiled
-    # random_trees.bucket_keys of one key: its released node (buckets 0: the key itself)
+    # buckets.bucket_keys of one key: its released node (buckets 0: the key itself)
     if buckets == 0:
         return key
     return _mix(root ^ (tag | (_mix(key ^ _BSALT) & (buckets - _ONE))))

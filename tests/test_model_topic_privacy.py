@@ -31,7 +31,8 @@ from dpstream.models import (
     RDTClassifier,
     random_forest,
 )
-from dpstream.models.random_trees import LeafTable, bucket_keys, laplace_of, root_keys
+from dpstream.models.buckets import bucket_keys
+from dpstream.models.random_trees import LeafTable, laplace_of, root_keys
 from dpstream.models.window_exchange import export_window
 from dpstream.stream import load_adult
 

@@ -15,7 +15,8 @@ from stattest import halfline_events, privacy_loss_lower_bound
 
 from dpstream.models import RDTClassifier
 from dpstream.models import rdt as rdt_module
-from dpstream.models.random_trees import bucket_keys, laplace_of
+from dpstream.models.buckets import bucket_keys
+from dpstream.models.random_trees import laplace_of
 from dpstream.models.rdt import private_ranges, rdt_height, release_counts, signal_height
 from dpstream.stream import ADULT_SCHEMA, load_adult
 from dpstream.stream.bench import run_bench
