@@ -188,7 +188,10 @@ class ServiceCollector:
         # an S-GBDT pool mid-round or the union mid-merge and fail the scrape
         with getattr(r, "lock", None) or contextlib.nullcontext():
             counters = dict(r.counters)
-            report = r.model.privacy_report()
+            # public read-outs show the model as of the last checkpoint (a release not yet
+            # covered by one may be redrawn after a restart); the curator sees it live
+            saved = getattr(r, "saved_report", None)
+            report = r.model.privacy_report() if self.curator or saved is None else saved
             union = None if self.ensemble is None else self.ensemble()
         records = CounterMetricFamily("dpstream_records", "Records by outcome",
                                       labels=["outcome"])

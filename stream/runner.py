@@ -203,6 +203,10 @@ class Runner:
                  checkpoint_every_round: bool | None = None, max_id_bytes: int = MAX_ID_BYTES,
                  max_message_bytes: int = MAX_MESSAGE_BYTES, hold_predictions: bool = False):
         self.model = model
+        #: the model's privacy report as of the last checkpoint (or as given): what public
+        #: read-outs (``/metrics``) show, so no release a restart could redraw is visible
+        #: before a checkpoint covers it
+        self.saved_report: dict = model.privacy_report()
         self.model_name = model_name
         self.schema: Schema = model._encoder.schema
         self.validator = RecordValidator(self.schema, max_id_bytes=max_id_bytes,
@@ -296,9 +300,8 @@ class Runner:
         # predictions saved with their trees but maybe not sent before a crash: the next
         # checkpoint sends them again (a consumer drops repeats by key; maybe_checkpoint)
         runner.outbox = [(dict(msg), key) for msg, key in state.get("outbox", [])]
-        log.info("resumed from %s: %d records seen, %d learned, positions %s",
-                 store.directory, runner.counters["seen"], runner.counters["learned"],
-                 runner.positions)
+        log.info("resumed from %s: %d messages seen, positions %s",   # public counts only
+                 store.directory, runner.counters["seen"], runner.positions)
         return runner
 
     # ------------------------------------------------------------ records
@@ -497,6 +500,7 @@ class Runner:
                 self.counters["checkpoints"] -= 1
                 raise
             self.saved_positions = dict(self.positions)
+            self.saved_report = self.model.privacy_report()
             self._unsaved_round = False
             if self.outbox and self.predictions is not None:
                 self._release_outbox()

@@ -261,9 +261,8 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         if source.consumer is not None:
             source.commit(runner.saved_positions if member is None else member.committable())
         s = runner.summary()
-        log.info("stopped: %d seen, %d learned, %d dead letters, %d duplicates; checkpoint in %s",
-                 s["records_seen"], s["records_learned"], s["dead_letters"], s["duplicates"],
-                 settings.checkpoint_dir)
+        log.info("stopped: %d messages seen; checkpoint in %s", s["records_seen"],
+                 settings.checkpoint_dir)   # public counts only: `dpstream status --curator`
         return 0
     finally:
         if source is not None:

@@ -338,3 +338,26 @@ def test_serve_warns_once_and_exports_the_curator_series_only_when_asked(curator
     else:
         assert warnings == []
         assert all(_listed(s, PUBLIC_SERIES) for s in scraped), sorted(scraped)
+
+
+def _trees_series(collector: ServiceCollector) -> float:
+    registry = CollectorRegistry()
+    registry.register(collector)
+    text = generate_latest(registry).decode()
+    return float(re.search(r"^dpstream_trees (\S+)$", text, re.M).group(1))
+
+
+def test_public_metrics_show_the_model_as_of_the_last_checkpoint(tmp_path):
+    """Rounds trained since the last checkpoint (a restart could redraw them) stay out of
+    the public read-outs until a checkpoint covers them; the curator sees them live."""
+    X, y, _ = load_adult("train")
+    runner = Runner.create("sgbdt", ADULT_SCHEMA, store=CheckpointStore(tmp_path), epsilon=1.0,
+                           seed=0, params={"round_size": 50})
+    runner.process_many([SourceRecord({"id": i, "x": X[i], "y": y[i]}, "t:0", i)
+                         for i in range(400)])           # no predictions sink: no checkpoint
+    live = runner.model.privacy_report()["trees"]
+    assert live > 0 and runner.counters["checkpoints"] == 0
+    assert _trees_series(ServiceCollector(runner)) == 0
+    assert _trees_series(ServiceCollector(runner, curator=True)) == live
+    runner.checkpoint()
+    assert _trees_series(ServiceCollector(runner)) == live
