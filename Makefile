@@ -88,6 +88,9 @@ bench-extra: $(VENV)/.stamp-bench
 	$(BIN)/python benchmarks/drift_median_forest.py
 	$(BIN)/python benchmarks/ablation_median_forest.py
 	$(BIN)/python benchmarks/speed_window_forests.py
+	$(BIN)/python benchmarks/window_message_size.py
+	for m in random-forest rdt greedy-forest; do \
+		$(BIN)/python benchmarks/window_forest_streams.py $$m '{}' --seeds 0 1 2 || exit 1; done
 	for d in adult synth-a synth-b synth-c synth-d synth-e synth-f synth-g; do \
 		$(BIN)/dpstream bench --model random-forest --dataset $$d --epsilon 0.1,0.5,1 || exit 1; done
 	$(BIN)/python benchmarks/compare_diffprivlib.py

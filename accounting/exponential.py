@@ -98,9 +98,12 @@ class ExponentialMechanism:
         public candidate set; a row with no candidate gives ``-1``.
 
         >>> em = ExponentialMechanism(epsilon=50.0, sensitivity=1.0, rng=0)
-        >>> em.select_rows([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 9.0]],
+        >>> em.select_rows([[0.0, 1.0, 0.0], [9.0, 0.0, 1.0], [0.0, 0.0, 9.0]],
         ...                allowed=[[1, 1, 1], [0, 1, 1], [0, 0, 0]]).tolist()
-        [1, 1, -1]
+        [1, 2, -1]
+        >>> picks = em.select_rows(np.zeros((4000, 3)))     # all tie: uniform, one draw a row
+        >>> bool(np.bincount(picks).min() > 1200)
+        True
         """
         U = check_finite_array("utilities", utilities, ndim=2, allow_empty=True)
         ok = np.ones(U.shape, dtype=bool) if allowed is None else np.asarray(allowed, bool)
@@ -108,9 +111,29 @@ class ExponentialMechanism:
             raise ValueError(f"allowed has shape {ok.shape}, utilities {U.shape}")
         if U.size == 0:
             return np.full(U.shape[0], -1, dtype=np.int64)
-        lw = np.where(ok, self.factor * U, -np.inf)
-        pick = np.argmax(lw + self.rng.gumbel(size=U.shape), axis=1)
+        # a row whose allowed candidates all tie (an empty tree node, a pure one) is a uniform
+        # draw among them: exactly the mechanism's distribution there, one draw not one a
+        # candidate (a window forest releases every bucket of a level, most of them empty)
+        if allowed is None:
+            tie = (U == U[:, :1]).all(axis=1)
+        else:
+            tie = np.where(ok, U, np.inf).min(axis=1) == np.where(ok, U, -np.inf).max(axis=1)
+        pick = np.zeros(U.shape[0], dtype=np.int64)
+        if tie.any() and allowed is None:
+            pick[tie] = self.rng.integers(U.shape[1], size=int(tie.sum()))
+        elif tie.any():
+            pick[tie] = _uniform_rows(self.rng, ok[tie])
+        if not tie.all():
+            lw = np.where(ok[~tie], self.factor * U[~tie], -np.inf)
+            pick[~tie] = np.argmax(lw + self.rng.gumbel(size=lw.shape), axis=1)
         return np.where(ok.any(axis=1), pick, -1)
+
+
+def _uniform_rows(rng: np.random.Generator, ok: np.ndarray) -> np.ndarray:
+    """Per row, a uniformly random column among its ``True`` entries (each row has one)."""
+    rank = np.minimum((rng.random(ok.shape[0]) * ok.sum(axis=1)).astype(np.int64),
+                      ok.sum(axis=1) - 1)
+    return np.argmax(np.cumsum(ok, axis=1) > rank[:, None], axis=1)
 
 
 def _gumbel_argmax(rng: np.random.Generator, log_weights: np.ndarray, size: int | None):
@@ -194,7 +217,15 @@ class ReportNoisyMax:
         U = check_finite_array("utilities", utilities, ndim=2, allow_empty=True)
         if U.size == 0:
             return np.zeros(U.shape[0], dtype=np.int64)
-        return np.argmax(U + self.rng.exponential(self.scale, size=U.shape), axis=1)
+        tie = (U == U[:, :1]).all(axis=1)   # all counts equal (an empty leaf): uniform, exactly
+        out = np.zeros(U.shape[0], dtype=np.int64)
+        if tie.any():
+            out[tie] = self.rng.integers(U.shape[1], size=int(tie.sum()))
+        if not tie.all():
+            out[~tie] = np.argmax(U[~tie] + self.rng.exponential(self.scale,
+                                                                 size=(int((~tie).sum()),
+                                                                       U.shape[1])), axis=1)
+        return out
 
     def _permute_and_flip(self, u: np.ndarray, n: int) -> np.ndarray:
         # Visit candidates in a uniformly random order; accept candidate r with probability

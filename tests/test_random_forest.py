@@ -145,7 +145,7 @@ def test_empty_leaves_vote_uniformly_at_random():
     """A point far from every training record falls in empty leaves: coin-flip votes."""
     X, y, _ = load_adult("train")
     model = PaperForest(schema=ADULT_SCHEMA, window_size=400, n_trees=100,
-                                           seed=4, max_windows=None)
+                        min_tree_records=None, seed=4, max_windows=None)   # 100 trees of 4
     young = [(x, t) for x, t in zip(X, y, strict=True) if x["age"] < 25][:400]
     model.learn_many([x for x, _ in young], [t for _, t in young])
     far = dict(X[0], age=89, **{"capital-gain": 99000, "hours-per-week": 98})
