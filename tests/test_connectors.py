@@ -405,6 +405,7 @@ def test_metrics_of_a_member_show_the_union_it_predicts_with(tmp_path):
     X, y, _ = load_adult("train")
     for i in range(200):
         runner.process(SourceRecord({"id": i, "x": X[i], "y": y[i]}, "f", i))
+    runner.checkpoint()          # /metrics shows the model as of the last checkpoint
     for i in range(200, 500):
         other.learn_one(X[i], y[i])
     for key, state in theirs.local_updates().items():
