@@ -12,6 +12,8 @@ Usage::
 
     python benchmarks/sgbdt_checkpoint_cost.py --records 20000 --warm-up 110000
     python benchmarks/sgbdt_checkpoint_cost.py --records 20000 --warm-up 30000 --hold
+    python benchmarks/sgbdt_checkpoint_cost.py --model median-forest --records 100000 \
+        --warm-up 40000
 """
 
 from __future__ import annotations
@@ -39,10 +41,10 @@ class _Count:
         pass
 
 
-def measure(records: int, warm_up: int, hold: bool) -> dict:
+def measure(records: int, warm_up: int, hold: bool, model: str = "sgbdt") -> dict:
     X, y, schema = load_adult("all")
     with tempfile.TemporaryDirectory() as tmp:
-        runner = Runner.create("sgbdt", schema, store=CheckpointStore(Path(tmp)), epsilon=1.0,
+        runner = Runner.create(model, schema, store=CheckpointStore(Path(tmp)), epsilon=1.0,
                                seed=0, predictions=_Count(), hold_predictions=hold)
         spent = [0.0]
         save = runner.checkpoint
@@ -64,10 +66,12 @@ def measure(records: int, warm_up: int, hold: bool) -> dict:
             runner.process_many(batch)
             runner.maybe_checkpoint()
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-        return {"records": records, "warm_up": warm_up, "hold": hold,
+        held = sum(1 for _ in runner.outbox)
+        return {"model": model, "records": records, "warm_up": warm_up, "hold": hold,
                 "rows_per_s_wall": round(records / wall), "rows_per_s_cpu": round(records / cpu),
                 "checkpoints": runner.counters["checkpoints"] - saves0,
-                "checkpoint_cpu_s": round(spent[0], 2), "cpu_s": round(cpu, 2)}
+                "checkpoint_cpu_s": round(spent[0], 2), "cpu_s": round(cpu, 2),
+                "held_at_end": held}
 
 
 def main() -> None:
@@ -75,10 +79,11 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--warm-up", type=int, default=110_000)
     parser.add_argument("--hold", action="store_true", help="hold predictions instead")
+    parser.add_argument("--model", default="sgbdt", help="a service model name (default sgbdt)")
     args = parser.parse_args()
     if args.warm_up % 2000:
         parser.error("--warm-up must be a multiple of 2,000 (the batch size)")
-    print(json.dumps(measure(args.records, args.warm_up, args.hold)))
+    print(json.dumps(measure(args.records, args.warm_up, args.hold, args.model)))
 
 
 if __name__ == "__main__":

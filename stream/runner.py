@@ -12,10 +12,11 @@ Its state changes one record at a time under ``lock``; :meth:`checkpoint` writes
 one atomic file (:class:`~dpstream.connectors.checkpoint.CheckpointStore`). When predictions
 are published the runner checkpoints right after every training round — before any prediction
 uses the new trees, so nothing derived from unsaved training ever leaves the process — and
-after every other release that drew noise (a model's ``release_epoch``: S-GBDT's drift-signal
-windows, one of which may start a new generation; a restart that replayed such a release over
-differently interleaved partitions would reuse its saved noise on another sum), and in any case
-every ``checkpoint_interval`` seconds. With ``hold_predictions`` it does not
+in any case every ``checkpoint_interval`` seconds. After any other release that drew noise (a
+model's ``release_epoch``: S-GBDT's drift-signal windows, one of which may start a new
+generation; a restart that replayed such a release over differently interleaved partitions
+would reuse its saved noise on another sum) it holds the predictions, as below, until the next
+checkpoint (the next round's at the latest). With ``hold_predictions`` it does not
 checkpoint after a release: predictions made after one newer than the last checkpoint wait in an
 *outbox* that is saved with the next checkpoint (periodic, or when :data:`HOLD_LIMIT`
 predictions wait) and sent right after it, so they still never leave before their trees are
@@ -406,9 +407,10 @@ class Runner:
     def _learned(self, recs: list[SourceRecord], rounded: bool,
                  released: bool | None = None) -> None:
         """After the model learned ``recs``: count them, tell :attr:`on_learned`, then
-        checkpoint after a release — a round, or any other noise the model drew
-        (``released``: its :func:`_release_epoch` moved; default ``rounded``) — before any
-        prediction can depend on it, unless ``on_learned`` just did. ``on_learned`` comes
+        checkpoint after a round before any prediction can depend on it, unless
+        ``on_learned`` just did; after any other noise the model drew (``released``: its
+        :func:`_release_epoch` moved; default ``rounded``) hold the predictions until the
+        next checkpoint. ``on_learned`` comes
         first: a window member notes the records in its state there, and a checkpoint saved
         before that would not restart consistently (and the member's publish checkpoints
         anyway: one save a round)."""
@@ -419,11 +421,14 @@ class Runner:
         if released is None:
             released = rounded
         if released and self.counters["checkpoints"] == saves:   # not saved yet
-            if self.checkpoint_every_round:
+            if self.checkpoint_every_round and rounded:
                 self.checkpoint()
-            elif self.hold_predictions:
+            elif self.checkpoint_every_round or self.hold_predictions:
+                # held: a release between rounds (a drift-signal window) — its predictions
+                # wait for the next checkpoint, the next round's at the latest, instead of
+                # a checkpoint of their own
                 self._unsaved_round = True
-        if self.hold_predictions and len(self.outbox) >= HOLD_LIMIT:
+        if self.outbox and len(self.outbox) >= HOLD_LIMIT:
             self.checkpoint()   # bounds the outbox's memory and the checkpoint that saves it
 
     def _check(self, rec: SourceRecord) -> Any:
