@@ -146,7 +146,7 @@ class GreedyForestClassifier(WindowForestBase):
                  max_depth: int = 5, n_bins: int = 4, window_seconds: float | None = None,
                  warmup: int | None = 1000, drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, min_tree_records: int | None = 1500,
-                 node_buckets: int = 8, seed: int | None = None):
+                 node_buckets: int = 4, seed: int | None = None):
         self.max_depth = max_depth
         self.node_buckets = node_buckets
         self.n_bins = n_bins
@@ -169,7 +169,7 @@ class GreedyForestClassifier(WindowForestBase):
         check_integer("node_buckets", self.node_buckets, 1)
 
     def __setstate__(self, state: dict) -> None:
-        state.setdefault("node_buckets", 8)   # a checkpoint from before buckets
+        state.setdefault("node_buckets", 4)   # a checkpoint from before buckets
         super().__setstate__(state)
 
     @property
@@ -192,7 +192,7 @@ class GreedyForestClassifier(WindowForestBase):
         >>> GreedyForestClassifier(schema={"features": {"a": {"type": "numeric", "min": 0,
         ...     "max": 1}, "b": {"type": "numeric", "min": 0, "max": 1}},
         ...     "target": {"type": "binary", "values": [0, 1]}}).level_buckets(1500)
-        [64, 1024, 16384]
+        [64, 256, 4096]
         """
         fans, width, out = sorted(self._fan.tolist(), reverse=True), 1, []
         for lev in range(self.levels + 1):
