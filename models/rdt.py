@@ -367,8 +367,9 @@ class RDTClassifier(WindowForestBase):
         # hold records, and no noise is a function of anything published
         buckets = bucket_count(min(n, 4 * int(math.ceil(self._b ** h))), self.leaf_buckets)
         counts = bucket_counts(keys[~at], tree_of[~at] - ids[0], yl[row_of[~at]], p, buckets, k)
-        cells = BucketTable(root_keys(self._trees.secret, ids), [(buckets, 0)],   # float32:
-                            release_counts(counts, eps_tree, self._rng).astype(np.float32))
+        released = release_counts(counts, eps_tree, self._rng)
+        cells = BucketTable(root_keys(self._trees.secret, ids), [(buckets, 0)],
+                            released.astype(np.float32))   # rounded: half the stored size
         trees = [RDTTree(int(t), h, True, scale, router, buckets) for t in ids]
         extra = {"height": h, "buckets": buckets, "epsilon_per_tree": eps_tree,
                  "epsilon_range": eps_range, "epsilon_relevance": self._relevance_split()[1],

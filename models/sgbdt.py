@@ -223,8 +223,8 @@ class _SGBDTBase(base.Estimator):
     @property
     def release_epoch(self) -> int:
         """Noise-drawing releases so far: rounds (with their initial-score and split
-        releases) plus drift-signal windows (a generation switch follows one). The runner
-        checkpoints when it moves, before a prediction can depend on the new draw (a
+        releases) plus drift-signal windows (a generation switch follows one). When it moves,
+        the runner lets no prediction leave until a checkpoint covers the new draw (a
         restart would otherwise draw it again on other records: docs/reliability.md)."""
         d = self._drift
         return self.training_rounds + (0 if d is None else d.releases)

@@ -8,8 +8,10 @@ lists the ``/metrics`` series that qualify and :data:`CURATOR_SERIES` those that
 functions of private data (which records were valid, duplicated, clipped or learned, and
 S-GBDT's per-record Rényi spend) — exported only by a collector made with ``curator=True``
 (``dpstream serve --curator-metrics``). :func:`public_report` and :func:`public_summary` cut
-a privacy report and a ``dpstream status`` summary to their public keys. The lists are
-allow-lists: a series or key that is in neither is treated as curator-only.
+a privacy report and a ``dpstream status`` summary to their public keys. For ``/metrics``
+:data:`PUBLIC_SERIES` is an allow-list: a series in neither list is not exported. For reports
+and summaries the curator keys are a deny-list; ``tests/test_release_surfaces.py`` checks
+that neighbouring streams leave every remaining key with the same value.
 
 The collector reads the runner's counters at scrape time, so nothing has to be kept in sync:
 ``dpstream_records_total{outcome=...}``, ``dpstream_epsilon`` (the guarantee),

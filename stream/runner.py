@@ -404,22 +404,18 @@ class Runner:
         self.predictions.flush()
         self.outbox = []
 
-    def _learned(self, recs: list[SourceRecord], rounded: bool,
-                 released: bool | None = None) -> None:
+    def _learned(self, recs: list[SourceRecord], rounded: bool, released: bool) -> None:
         """After the model learned ``recs``: count them, tell :attr:`on_learned`, then
         checkpoint after a round before any prediction can depend on it, unless
         ``on_learned`` just did; after any other noise the model drew (``released``: its
-        :func:`_release_epoch` moved; default ``rounded``) hold the predictions until the
-        next checkpoint. ``on_learned`` comes
-        first: a window member notes the records in its state there, and a checkpoint saved
-        before that would not restart consistently (and the member's publish checkpoints
-        anyway: one save a round)."""
+        :func:`_release_epoch` moved) hold the predictions until the next checkpoint.
+        ``on_learned`` comes first: a window member notes the records in its state there, and
+        a checkpoint saved before that would not restart consistently (and the member's
+        publish checkpoints anyway: one save a round)."""
         self.counters["learned"] += len(recs)
         saves = self.counters["checkpoints"]
         if self.on_learned is not None:
             self.on_learned(recs, rounded)
-        if released is None:
-            released = rounded
         if released and self.counters["checkpoints"] == saves:   # not saved yet
             if self.checkpoint_every_round and rounded:
                 self.checkpoint()
@@ -428,7 +424,7 @@ class Runner:
                 # wait for the next checkpoint, the next round's at the latest, instead of
                 # a checkpoint of their own
                 self._unsaved_round = True
-        if self.outbox and len(self.outbox) >= HOLD_LIMIT:
+        if len(self.outbox) >= HOLD_LIMIT:
             self.checkpoint()   # bounds the outbox's memory and the checkpoint that saves it
 
     def _check(self, rec: SourceRecord) -> Any:

@@ -261,3 +261,21 @@ def test_rdt_rows_split_among_threads_score_bit_for_bit(monkeypatch):
     monkeypatch.setattr(trie_kernels, "threads_for", three)
     assert np.array_equal(model._scores(Xe), one) and used
     assert one.sum() > 0
+
+
+def test_the_kernels_bucket_keys_as_the_numpy_twin():
+    """window_kernels._bucket (compiled) and buckets.bucket_keys share their salt and level
+    tags: every bucket key the kernels look up is one the tables hold."""
+    from dpstream.models import buckets, window_kernels
+    from dpstream.models.random_trees import root_keys
+
+    assert window_kernels._BSALT == buckets.BUCKET_SALT
+    roots = root_keys(3, np.arange(4))
+    keys = np.arange(1000, 1004, dtype=np.uint64)
+    for level, tag in ((0, window_kernels._TAG0), (2, np.uint64(3) << window_kernels._S40)):
+        assert tag == buckets.bucket_tag(level)
+        got = [window_kernels._bucket(r, k, np.uint64(64), tag) for r, k in zip(roots, keys,
+                                                                                strict=True)]
+        assert np.array_equal(got, buckets.bucket_keys(roots, keys, 64, level))
+    assert window_kernels._bucket(roots[0], keys[0], np.uint64(0), window_kernels._TAG0) \
+        == keys[0]
