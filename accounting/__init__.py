@@ -7,6 +7,7 @@ This package imports nothing else of dpstream (the data flow is connectors -> st
 from __future__ import annotations
 
 from . import rdp
+from ._validate import check_delta, check_epsilon
 from .accountant import (
     ACCOUNTANTS,
     Calibration,
@@ -50,6 +51,8 @@ __all__ = [
     "RoundCostTable",
     "SGBDTCalibration",
     "calibrate_noise_multiplier",
+    "check_delta",
+    "check_epsilon",
     "calibrate_sgbdt",
     "default_orders",
     "gaussian_delta",

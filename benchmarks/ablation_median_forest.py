@@ -19,7 +19,7 @@ import json
 import numpy as np
 
 from dpstream.models import MedianForestClassifier
-from dpstream.models.window_forest import leaf_proba
+from dpstream.models.windows.window_forest import leaf_proba
 from dpstream.stream.bench import HOLDOUT_DATASETS, run_bench, score_model
 
 

@@ -30,7 +30,7 @@ def _party(name: str, shard: list[int], epsilon: float, seed: int, bootstrap: st
            topic: str, k: int, aggregation: str, keys: str, queue) -> None:
     from dpstream.connectors.bulletin import KafkaBoard
     from dpstream.models import SGBDTClassifier
-    from dpstream.models.sgbdt_party import SGBDTParty
+    from dpstream.models.boosting.sgbdt_party import SGBDTParty
     from dpstream.stream import load_adult
     from dpstream.stream.distributed import DistributedParty, Roster, SigningKey
 

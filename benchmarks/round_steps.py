@@ -26,7 +26,7 @@ import numpy as np
 from _timing import best_of, emit  # a sibling: benchmarks/ is on sys.path
 
 from dpstream.models import SGBDTClassifier
-from dpstream.models.round_kernels import leaf_counts_sums
+from dpstream.models.boosting.round_kernels import leaf_counts_sums
 from dpstream.stream import load_adult
 
 

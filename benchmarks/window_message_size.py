@@ -1,8 +1,9 @@
 """Size of one window on the model topic, per window forest (docs/benchmark_notes.md, "Buckets").
 
 Trains each window forest on one 20,000-record Adult window (epsilon = 1, defaults, seed 0),
-exports it as a group member publishes it (:func:`~dpstream.models.window_exchange.export_window`,
-the model topic's codec) and prints one JSON line per model: its size and encoding time.
+exports it as a group member publishes it
+(:func:`~dpstream.models.windows.window_exchange.export_window`, the model topic's codec) and
+prints one JSON line per model: its size and encoding time.
 
 Usage::
 
@@ -21,7 +22,7 @@ from dpstream.models import (
     RandomDecisionForestClassifier,
     RDTClassifier,
 )
-from dpstream.models.window_exchange import export_window
+from dpstream.models.windows.window_exchange import export_window
 from dpstream.stream import load_adult
 
 

@@ -1,4 +1,4 @@
-"""Converting a trusted directory's old checkpoint (pickled, format ``/1``) to format ``/2``.
+"""Converting a trusted directory's old checkpoint to what this version writes.
 
 Versions before the safe format wrote ``DIR/checkpoint.pkl``: a header line (format, CRC-32,
 length) and a pickle. Unpickling runs whatever code the file names, so the service never reads
@@ -8,6 +8,13 @@ such a file; this module is the one place that may, and only when asked explicit
 writes the state as ``checkpoint.dpck`` (signed when a key is configured) and renames the old
 file to ``checkpoint.pkl.migrated``. It also signs a trusted unsigned ``/2`` checkpoint once a key
 is configured (``trust_unsigned=True``): that one is decoded safely, never unpickled.
+
+Class names move when modules do (issue 48 grouped ``dpstream.models`` into sub-packages). Every
+reader maps an older module to its new place (:data:`~dpstream.connectors.safe_state.
+MOVED_MODULES`): a pickled checkpoint while it is unpickled here, a ``/2`` one or a model-topic
+message while it is decoded. Run on a ``/2`` checkpoint that still names old modules, this
+rewrites it with the current names (decoded safely; nothing else changes), so later versions
+need not keep the map for it.
 
 Examples
 --------
@@ -31,6 +38,7 @@ dpstream.connectors.checkpoint.CheckpointError: refusing to unpickle ...
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pickle
@@ -47,6 +55,7 @@ from .checkpoint import (
     CheckpointStore,
     read_checkpoint,
 )
+from .safe_state import MOVED_MODULES
 
 __all__ = ["migrate_checkpoint"]
 
@@ -54,7 +63,8 @@ __all__ = ["migrate_checkpoint"]
 def migrate_checkpoint(directory: str | os.PathLike, *, trust_pickle: bool = False,
                        trust_unsigned: bool = False,
                        key: bytes | str | None = None) -> dict[str, Any]:
-    """Convert ``directory``'s pickled checkpoint to format ``/2`` (or sign an unsigned one).
+    """Convert ``directory``'s pickled checkpoint to format ``/2``, sign an unsigned one, or
+    rewrite one that names the modules of an older layout.
 
     Parameters
     ----------
@@ -90,8 +100,13 @@ def migrate_checkpoint(directory: str | os.PathLike, *, trust_pickle: bool = Fal
                 store.save(state)
                 return {"directory": str(directory), "converted": "signed",
                         "path": str(store.path)}
-            raise CheckpointError(f"no pickled checkpoint ({V1_FILENAME}) in {directory}; "
-                                  f"nothing to migrate")
+            if (directory / FILENAME).exists() and _names_moved_modules(directory / FILENAME):
+                state, _ = read_checkpoint(directory, key=store.key)
+                store.save(state)
+                return {"directory": str(directory), "converted": "module names -> current",
+                        "path": str(store.path)}
+            raise CheckpointError(f"no pickled checkpoint ({V1_FILENAME}) in {directory} and "
+                                  f"no older module names in {FILENAME}: nothing to migrate")
         if not trust_pickle:
             raise CheckpointError(f"refusing to unpickle {old} without --trust-pickle: "
                                   f"unpickling runs code named by the file; convert only a "
@@ -106,7 +121,7 @@ def migrate_checkpoint(directory: str | os.PathLike, *, trust_pickle: bool = Fal
             raise CheckpointError(f"{old} is not a {V1_FORMAT} checkpoint")
         if len(payload) != header.get("bytes") or zlib.crc32(payload) != header.get("crc32"):
             raise CheckpointError(f"{old} is corrupt (checksum mismatch); not converted")
-        state = pickle.loads(payload)   # the one unpickling, asked for by --trust-pickle
+        state = _MovedUnpickler(io.BytesIO(payload)).load()   # the one unpickling, asked for
         if not isinstance(state, dict):
             raise CheckpointError(f"{old} does not hold a checkpoint state")
         store.save(state)
@@ -114,3 +129,17 @@ def migrate_checkpoint(directory: str | os.PathLike, *, trust_pickle: bool = Fal
         os.replace(old, backup)
         return {"directory": str(directory), "converted": f"{V1_FORMAT} -> {FORMAT}",
                 "path": str(store.path), "backup": str(backup)}
+
+
+class _MovedUnpickler(pickle.Unpickler):
+    """An unpickler that finds a class of an older module layout where it lives now."""
+
+    def find_class(self, module: str, name: str) -> object:
+        return super().find_class(MOVED_MODULES.get(module, module), name)
+
+
+def _names_moved_modules(path: Path) -> bool:
+    """Whether a ``/2`` checkpoint's manifest names a class by a module that moved (a byte
+    search for ``"MODULE:`` in the file; a class name is always written so)."""
+    data = path.read_bytes()
+    return any(f'"{old}:'.encode() in data for old in MOVED_MODULES)

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["encode", "decode", "StateError", "ALLOWED_PREFIXES", "ALLOWED_CLASSES",
-           "array_from_bytes", "array_meta"]
+           "MOVED_MODULES", "current_class_name", "array_from_bytes", "array_meta"]
 
 #: modules whose classes may be rebuilt from a checkpoint
 ALLOWED_PREFIXES: tuple[str, ...] = ("dpstream.models.", "dpstream.accounting.")
@@ -64,6 +64,29 @@ ALLOWED_CLASSES: frozenset[str] = frozenset({
     "river.drift.page_hinkley:PageHinkley",
     "river.stats.mean:Mean",
 })
+#: where the modules of older versions live now (issue 48 grouped models/ into a core and one
+#: sub-package per algorithm family): a checkpoint or model-topic message written before the
+#: move names its classes by the old modules, and decoding reads them through this map. Merged
+#: modules map to the module that absorbed them; their classes kept their names.
+MOVED_MODULES: dict[str, str] = {
+    f"dpstream.models.{old}": f"dpstream.models.{new}" for old, new in {
+        "_params": "params", "routing": "forest_kernels",
+        "sgbdt": "boosting.sgbdt", "sgbdt_doc": "boosting.sgbdt",
+        "sgbdt_engine": "boosting.sgbdt_engine", "sgbdt_stream": "boosting.sgbdt_stream",
+        "sgbdt_party": "boosting.sgbdt_party", "dpboost": "boosting.dpboost",
+        "hist_splits": "boosting.hist_splits", "random_splits": "boosting.random_splits",
+        "split_draw": "boosting.draw_kernels", "round_kernels": "boosting.round_kernels",
+        "block_sums": "boosting.block_sums", "init_score": "boosting.scores",
+        "raw_score": "boosting.scores",
+        "window_forest": "windows.window_forest", "window_share": "windows.window_forest",
+        "window_hold": "windows.window_forest", "window_stream": "windows.window_stream",
+        "window_trees": "windows.window_trees", "window_exchange": "windows.window_exchange",
+        "relevance": "windows.relevance", "private_range": "windows.private_range",
+        "random_trees": "windows.random_trees", "buckets": "windows.buckets",
+        "median_forest": "windows.median_forest", "random_forest": "windows.random_forest",
+        "rdt": "windows.rdt", "rdt_parts": "windows.rdt", "greedy_forest": "windows.greedy_forest",
+        "window_kernels": "windows.window_kernels", "trie_kernels": "windows.trie_kernels",
+    }.items()}
 #: attributes a class's state loses in a checkpoint, and how they are rebuilt on load
 #: (river's Page-Hinkley test keeps its test as a bound method chosen by ``mode``)
 _DERIVED: dict[str, tuple[str, ...]] = {"river.drift.page_hinkley:PageHinkley": ("_test_drift",)}
@@ -554,10 +577,25 @@ def _allowed(name: str) -> bool:
     return name in ALLOWED_CLASSES or module.startswith(ALLOWED_PREFIXES)
 
 
+def current_class_name(name: str) -> str:
+    """``module:qualname`` as this version names it: a module of an older version is read
+    through :data:`MOVED_MODULES`.
+
+    >>> current_class_name("dpstream.models.sgbdt:SGBDTClassifier")
+    'dpstream.models.boosting.sgbdt:SGBDTClassifier'
+    >>> current_class_name("dpstream.models.forest:Forest")
+    'dpstream.models.forest:Forest'
+    """
+    module, sep, qualname = name.partition(":")
+    return f"{MOVED_MODULES.get(module, module)}{sep}{qualname}"
+
+
 def _resolve(name: Any) -> type:
-    """The allow-listed class called ``name`` (``module:qualname``), or :class:`StateError`."""
+    """The allow-listed class called ``name`` (``module:qualname``, an older version's module
+    read through :data:`MOVED_MODULES`), or :class:`StateError`."""
     if not isinstance(name, str) or not _allowed(name):
         raise StateError(f"class {name!r} is not allowed in a checkpoint")
+    name = current_class_name(name)
     module, _, qualname = name.partition(":")
     try:
         obj: Any = importlib.import_module(module)

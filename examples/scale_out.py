@@ -117,7 +117,7 @@ RECHECK_S = 5.0
 #: machine); until 2026-11-28 each had 120 s in turn
 STOP_S = 60
 
-#: which partition owns which attribute's relevance (:func:`~dpstream.models.relevance.
+#: which partition owns which attribute's relevance (:func:`~dpstream.models.windows.relevance.
 #: owned_attributes`); lines from before 2026-11-27's change (``p mod F``) lack the field
 ATTRIBUTE_OWNERS = "floor(j*P/F)"
 
@@ -380,7 +380,7 @@ def run(broker: LocalBroker, tmp: Path, k: int, values: list[bytes], labels: lis
         warm_up: bool = True, repeat: int = 0) -> dict:
     from dpstream.connectors import CheckpointStore
     from dpstream.connectors.model_topic import FETCH_WAIT_MS, ModelTopic
-    from dpstream.models.window_exchange import WindowEnsemble
+    from dpstream.models.windows.window_exchange import WindowEnsemble
 
     tag = (f"{k}-whole" if whole else str(k)) + (f"-r{repeat}" if repeat else "")
     records, preds, models = f"records-{tag}", f"predictions-{tag}", f"models-{tag}"

@@ -3,19 +3,34 @@
 Each estimator is a river estimator (``learn_one`` / ``predict_one`` / ``learn_many`` /
 ``predict_many`` / ``privacy_report``). Models import from :mod:`dpstream.accounting` only,
 never from the stream or connector layers.
+
+The core, shared by every family:
+
+=====================  ==============================================================
+``schema``             the public schema: feature domains and the label's classes or range
+``encoding``           records -> float rows, validated against the schema
+``forest``             the shared array forest (feature, threshold, left, value)
+``forest_kernels``     its compiled routing and score updates (numba)
+``drift``              the DP drift signal
+``params``             hyper-parameter checks
+=====================  ==============================================================
+
+and one sub-package per algorithm family: :mod:`~dpstream.models.boosting` (S-GBDT, DPBoost)
+and :mod:`~dpstream.models.windows` (the window forests: median, random, RDT, greedy).
 """
 
 from __future__ import annotations
 
-from .dpboost import DPBoostClassifier, DPBoostRegressor
+from .boosting import DPBoostClassifier, DPBoostRegressor, SGBDTClassifier, SGBDTRegressor
 from .encoding import InvalidRecordError, RecordEncoder
 from .forest import Forest
-from .greedy_forest import GreedyForestClassifier
-from .median_forest import MedianForestClassifier
-from .random_forest import RandomDecisionForestClassifier
-from .rdt import RDTClassifier
 from .schema import Schema
-from .sgbdt import SGBDTClassifier, SGBDTRegressor
+from .windows import (
+    GreedyForestClassifier,
+    MedianForestClassifier,
+    RandomDecisionForestClassifier,
+    RDTClassifier,
+)
 
 __all__ = ["DPBoostClassifier", "DPBoostRegressor", "Forest", "GreedyForestClassifier",
            "InvalidRecordError", "MedianForestClassifier", "RDTClassifier",

@@ -28,7 +28,8 @@ from __future__ import annotations
 import numpy as np
 
 try:   # compiled routing (numba); the numpy routing below gives the same results without it
-    from .routing import (
+    from .forest_kernels import (
+        add_node_values,
         route_block,
         route_complete,
         sum_block,
@@ -38,8 +39,7 @@ try:   # compiled routing (numba); the numpy routing below gives the same result
     )
 except ImportError:   # pragma: no cover - numba is a dependency
     route_block = route_complete = sum_block = sum_block_parts = sum_one = None
-    sum_one_parts = None
-from .round_kernels import add_node_values
+    sum_one_parts = add_node_values = None
 
 __all__ = ["Forest", "complete_tree_layout", "complete_depth"]
 
@@ -109,7 +109,7 @@ class Forest:
         self.left = np.zeros(cap, dtype=np.int32)
         self.value = np.zeros(cap)
         # per tree: its depth when it is a complete heap-layout tree, else -1 (the kernels
-        # walk complete trees without reading ``left``; see :mod:`~dpstream.models.routing`)
+        # walk complete trees without reading ``left``; see :mod:`~dpstream.models.forest_kernels`)
         self.depths = np.full(8, -1, dtype=np.int64)
 
     def __getstate__(self) -> dict:
@@ -233,8 +233,11 @@ class Forest:
         temporary; ``sign=-1.0`` takes a retired tree's values away. The same bits as
         ``score += predict_tree(tree, X)`` (or ``-=``)."""
         base = self._base(tree)
-        add_node_values(score, self.value[base:base + self.max_nodes],
-                        np.asarray(nodes, dtype=np.int64), float(sign))
+        values, nodes = self.value[base:base + self.max_nodes], np.asarray(nodes, dtype=np.int64)
+        if add_node_values is None:   # pragma: no cover - numba is a dependency
+            score += float(sign) * values[nodes]
+        else:
+            add_node_values(score, values, nodes, float(sign))
 
     def predict_tree(self, tree: int, X: np.ndarray) -> np.ndarray:
         """Value of the node each row reaches in one tree."""

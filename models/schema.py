@@ -63,7 +63,7 @@ from pydantic import (
 )
 
 __all__ = ["NumericFeature", "CategoricalFeature", "Target", "Schema", "SchemaError",
-           "coerce_schema"]
+           "coerce_schema", "river_check_schema"]
 
 Scalar = bool | int | float | str
 #: a feature name: a string or an integer (river's synthetic streams key features by integers)
@@ -262,3 +262,29 @@ def _other_spelling(name: str | int) -> str | int | None:
     if name.isdigit() and str(int(name)) == name:
         return int(name)
     return None
+
+
+def river_check_schema(task: str) -> dict:
+    """The public schema of the dataset river's estimator checks feed a ``task``: ``"binary"``
+    (Phishing: nine features in [0, 1]) or ``"regression"`` (TrumpApproval: poll shares in
+    percent). Every estimator's ``_unit_test_params`` declares it, as a user would.
+
+    >>> sorted(river_check_schema("regression")["target"].items())
+    [('max', 100), ('min', 0), ('type', 'numeric')]
+    >>> len(river_check_schema("binary")["features"])
+    9
+    """
+    if task == "regression":
+        pct = {"type": "numeric", "min": 0, "max": 100}
+        return {"features": {"ordinal_date": {"type": "numeric", "min": 736000, "max": 738000},
+                             "gallup": pct, "ipsos": pct, "morning_consult": pct,
+                             "rasmussen": pct, "you_gov": pct},
+                "target": {"type": "numeric", "min": 0, "max": 100}}
+    if task == "binary":
+        unit = {"type": "numeric", "min": 0, "max": 1}
+        names = ["empty_server_form_handler", "popup_window", "https",
+                 "request_from_other_domain", "anchor_from_other_domain", "is_popular",
+                 "long_url", "age_of_domain", "ip_in_url"]
+        return {"features": {n: unit for n in names},
+                "target": {"type": "binary", "values": [False, True]}}
+    raise ValueError(f"task must be 'binary' or 'regression', got {task!r}")

@@ -246,8 +246,8 @@ Checkpoints are written in format dpstream-checkpoint/2 (JSON and raw arrays, ch
 with DPSTREAM_CHECKPOINT_KEY set, HMAC-signed; loading never runs code). Older versions wrote
 DIR/checkpoint.pkl, a pickle, which serve, replay and status refuse to load. This command
 converts one, once, for a directory you trust: it unpickles it (running any code the file
-names), writes DIR/checkpoint.dpck and renames the old file to checkpoint.pkl.migrated. No
-service may be running on DIR (its lock is taken).
+names), writes DIR/checkpoint.dpck and renames the old file to checkpoint.pkl.migrated. It
+also rewrites a checkpoint.dpck naming an older layout's modules. DIR's lock is taken.
 
 examples:
   dpstream migrate-checkpoint --checkpoint-dir /var/lib/dpstream/census --trust-pickle

@@ -2,7 +2,7 @@
 
 Each member trains windows on the records of the partitions it owns, publishes every finished
 window to the model topic (:class:`~dpstream.connectors.model_topic.ModelTopic`) and predicts
-with the windows of all members (:class:`~dpstream.models.window_exchange.WindowEnsemble`).
+with the windows of all members (:class:`~dpstream.models.windows.window_exchange.WindowEnsemble`).
 
 **Exactly once across rebalances.** The source of truth for where a partition's next owner
 starts is the model topic, not a member's own checkpoint: every published window carries the
@@ -26,16 +26,16 @@ a finished window of this member (records still in its open window are excluded)
    last handoff positions, so the partitions' next owners read and train them. If the killed
    member restarts from its checkpoint it first discards that open window untrained and
    rewinds each partition to the first of its records (the checkpoint keeps their positions)
-   (:func:`~dpstream.models.window_exchange.discard_open_window`), so they are not trained
+   (:func:`~dpstream.models.windows.window_exchange.discard_open_window`), so they are not trained
    twice. Their prequential losses may have fed the dead member's drift signal; it forgets
    them with the window (a release that detected a change would have closed and published
    the window), so the new owner's drift read is their only one.
 
 **Relevance before trees.** While other members train, a member holds each closed window
-(:mod:`~dpstream.models.window_hold`): the window's relevance release is checkpointed and
-published at the close (a ``dpstream-relevance/1`` message), and its trees grow once the other
-members' releases for the same stretch of the stream have arrived
-(:meth:`~dpstream.models.window_exchange.WindowEnsemble.hold_ready`, on the records' Kafka
+(:mod:`~dpstream.models.windows.window_forest`, held windows): the window's relevance release is
+checkpointed and published at the close (a ``dpstream-relevance/1`` message), and its trees grow
+once the other members' releases for the same stretch of the stream have arrived
+(:meth:`~dpstream.models.windows.window_exchange.WindowEnsemble.hold_ready`, on the records' Kafka
 timestamps), at the latest after :data:`HOLD_MAX_S`, at the next close, at a drift detection
 or before a revoke. The held window's records stay below the handoff positions' reach (they are
 in no finished window), so a member killed ``-9`` while holding one hands its records to the
@@ -56,7 +56,7 @@ good as one process's while the group catches up, at a cost in its rate (docs/se
 
 **A member that leaves for good.** Once the other members' newer windows list all of its
 partitions and none of its windows votes, the next member to publish retires its windows
-with tombstones (:meth:`~dpstream.models.window_exchange.WindowEnsemble.departed_updates`),
+with tombstones (:meth:`~dpstream.models.windows.window_exchange.WindowEnsemble.departed_updates`),
 as one process retires a window that falls out of its ``max_windows``; kept, they would vote
 again after a drift.
 
@@ -73,7 +73,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..connectors.model_topic import ModelTopic
-from ..models.window_exchange import WindowEnsemble, close_open_window, discard_open_window
+from ..models.windows.window_exchange import WindowEnsemble, close_open_window, discard_open_window
 from .runner import Runner
 
 __all__ = ["WindowMember"]
@@ -408,7 +408,7 @@ class WindowMember:
     def await_windows(self) -> float:
         """While this member drains a backlog: after each of its closes, wait until the
         other members' windows for the same stretch of the stream have arrived
-        (:meth:`~dpstream.models.window_exchange.WindowEnsemble.windows_ready`), at most
+        (:meth:`~dpstream.models.windows.window_exchange.WindowEnsemble.windows_ready`), at most
         :data:`WINDOWS_MAX_S`; returns the seconds waited."""
         closes = self.ensemble.closes
         if not self.await_closes or closes == self._awaited:
@@ -484,7 +484,7 @@ class WindowMember:
         """After an assignment: this member reads ``partitions`` of the topic's ``total``,
         so its windows and trees take that share of the model's sizes and it releases the
         attribute relevance of the attributes those partitions own
-        (:meth:`~dpstream.models.window_forest.WindowForestBase.set_share`). The open window
+        (:meth:`~dpstream.models.windows.window_forest.WindowForestBase.set_share`). The open window
         was closed at the revoke before, so the new sizes start with a new window."""
         partitions = sorted(int(p) for p in partitions)
         share = max(1, min(len(partitions), total)) / max(total, 1)
@@ -494,7 +494,8 @@ class WindowMember:
                 log.info("member %s: partitions %s of %d; windows and trees at %.4g of the "
                          "model's sizes", self.member, partitions, total, share)
             model.set_share(share, partitions, total)
-            # others train too: hold closed windows for their relevance (window_hold)
+            # others train too: hold closed windows for their relevance (window_forest's
+            # held windows)
             model.hold = self.hold and len(partitions) < total
 
     def on_revoke(self) -> None:

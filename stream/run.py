@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..accounting._validate import check_delta, check_epsilon
+from ..accounting import check_delta, check_epsilon
 from ..models import SGBDTClassifier
 from .datasets import load_adult
 from .metrics import CURATOR_WARNING, public_report

@@ -72,7 +72,7 @@ from ..models import (
     SGBDTClassifier,
     SGBDTRegressor,
 )
-from ..models.sgbdt_party import SGBDTParty
+from ..models.boosting.sgbdt_party import SGBDTParty
 from .messages import (
     MAX_ID_BYTES,
     MAX_MESSAGE_BYTES,
@@ -254,7 +254,7 @@ class Runner:
         """A runner that resumes ``store``'s checkpoint if there is one, else starts fresh.
 
         ``party`` (an aggregation, ``"sums"`` or ``"values"``) makes the model a party of
-        distributed S-GBDT (:class:`~dpstream.models.sgbdt_party.SGBDTParty`).
+        distributed S-GBDT (:class:`~dpstream.models.boosting.sgbdt_party.SGBDTParty`).
 
         A checkpoint made for another model, schema or epsilon is an error (resuming it
         under different settings would silently change the guarantee).

@@ -553,8 +553,9 @@ def status_command(checkpoint_dir: str, *, as_json: bool = False,
 
 def migrate_checkpoint_command(checkpoint_dir: str, *, trust_pickle: bool = False,
                                trust_unsigned: bool = False, as_json: bool = False) -> int:
-    """``dpstream migrate-checkpoint``: convert a trusted pickled checkpoint to format ``/2``
-    (or sign a trusted unsigned one), see :mod:`dpstream.connectors.legacy_checkpoint`."""
+    """``dpstream migrate-checkpoint``: convert a trusted pickled checkpoint to format ``/2``,
+    sign a trusted unsigned one, or rewrite one that names the modules of an older layout; see
+    :mod:`dpstream.connectors.legacy_checkpoint`."""
     from ..connectors.legacy_checkpoint import migrate_checkpoint
 
     res = migrate_checkpoint(checkpoint_dir, trust_pickle=trust_pickle,
@@ -563,6 +564,8 @@ def migrate_checkpoint_command(checkpoint_dir: str, *, trust_pickle: bool = Fals
         print(json.dumps(res))
     elif res["converted"] == "signed":
         print(f"signed {res['path']}")
+    elif "backup" not in res:
+        print(f"rewrote {res['path']}: {res['converted']}")
     else:
         print(f"converted {res['converted']}: {res['path']} (old file kept as {res['backup']})")
     return 0

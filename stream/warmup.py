@@ -87,8 +87,8 @@ def warm_up(model_name: str, schema: Schema, *, epsilon: float, params: dict | N
     returns ``{"records", "windows", "rounds", "seconds"}``. With ``member``, predict with a
     window ensemble and encode an exported window as the model topic does."""
     from ..connectors.model_topic import encode_message
-    from ..models.window_exchange import WindowEnsemble
-    from ..models.window_forest import WindowForestBase
+    from ..models.windows.window_exchange import WindowEnsemble
+    from ..models.windows.window_forest import WindowForestBase
 
     start = time.perf_counter()
     X, y = public_records(schema, records)

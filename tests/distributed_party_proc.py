@@ -25,7 +25,7 @@ import numpy as np
 
 from dpstream.connectors.bulletin import KafkaBoard
 from dpstream.models import SGBDTClassifier
-from dpstream.models.sgbdt_party import SGBDTParty
+from dpstream.models.boosting.sgbdt_party import SGBDTParty
 from dpstream.stream import load_adult
 from dpstream.stream.distributed import DistributedParty, Roster, SigningKey
 from dpstream.stream.distributed.secure_aggregation import encode

@@ -17,8 +17,8 @@ from dpstream.connectors import CheckpointStore
 from dpstream.connectors.model_topic import ModelTopic
 from dpstream.models import MedianForestClassifier, RDTClassifier
 from dpstream.models import drift as drift_module
-from dpstream.models.window_exchange import WindowEnsemble
-from dpstream.models.window_forest import WindowForestBase
+from dpstream.models.windows.window_exchange import WindowEnsemble
+from dpstream.models.windows.window_forest import WindowForestBase
 from dpstream.stream.members import WindowMember
 from dpstream.stream.runner import Runner
 

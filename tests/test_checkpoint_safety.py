@@ -36,7 +36,7 @@ from dpstream.connectors import CheckpointError, CheckpointStore, SourceRecord, 
 from dpstream.connectors.checkpoint import FILENAME
 from dpstream.connectors.safe_state import StateError, decode, encode
 from dpstream.models import DPBoostClassifier, DPBoostRegressor, SGBDTClassifier
-from dpstream.models.sgbdt_party import SGBDTParty
+from dpstream.models.boosting.sgbdt_party import SGBDTParty
 from dpstream.stream import ABALONE_SCHEMA, ADULT_SCHEMA, load_abalone
 from dpstream.stream.runner import SERVICE_MODELS, Runner, build_model
 

@@ -393,7 +393,7 @@ def test_metrics_of_a_member_show_the_union_it_predicts_with(tmp_path):
     from prometheus_client import CollectorRegistry, generate_latest
 
     from dpstream.models import MedianForestClassifier
-    from dpstream.models.window_exchange import WindowEnsemble
+    from dpstream.models.windows.window_exchange import WindowEnsemble
     from dpstream.stream.metrics import ServiceCollector
 
     store = CheckpointStore(tmp_path)

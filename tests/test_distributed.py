@@ -33,7 +33,7 @@ from dpstream.connectors import CheckpointStore
 from dpstream.connectors.bulletin import KafkaBoard
 from dpstream.connectors.local_broker import LocalBroker
 from dpstream.models import SGBDTClassifier
-from dpstream.models.sgbdt_party import SGBDTParty
+from dpstream.models.boosting.sgbdt_party import SGBDTParty
 from dpstream.stream import ADULT_SCHEMA, load_adult
 from dpstream.stream.distributed import (
     BoardState,

@@ -11,7 +11,7 @@ from stattest import halfline_events, privacy_loss_lower_bound
 
 from dpstream.accounting import BudgetExceededError
 from dpstream.models import DPBoostClassifier, DPBoostRegressor, SGBDTClassifier
-from dpstream.models.dpboost import gain_sensitivity, leaf_sensitivity, split_gain
+from dpstream.models.boosting.dpboost import gain_sensitivity, leaf_sensitivity, split_gain
 from dpstream.stream import load_abalone, load_adult
 
 
@@ -152,7 +152,7 @@ def test_l2_per_epsilon_scales_lambda_and_the_leaf_noise():
     X, y, _ = load_abalone()
     m = DPBoostRegressor(schema=schema, epsilon=0.1, l2_per_epsilon=60.0, seed=0)
     seen = []
-    import dpstream.models.dpboost as mod
+    import dpstream.models.boosting.dpboost as mod
     real = mod.LaplaceMechanism
 
     def spy(**kw):

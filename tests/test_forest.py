@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpstream.models import Forest, InvalidRecordError, RecordEncoder
+from dpstream.models.boosting.random_splits import feature_order, random_complete_tree
 from dpstream.models.forest import complete_tree_layout
-from dpstream.models.random_splits import feature_order, random_complete_tree
 from dpstream.stream import ADULT_SCHEMA, load_adult
 
 
@@ -228,7 +228,7 @@ def test_split_features_are_drawn_with_the_declared_weights():
 
 
 def _python_tree(enc, depth, rng, numeric_weight=1.0, only_feature=None):
-    from dpstream.models.random_splits import _draw_python
+    from dpstream.models.boosting.random_splits import _draw_python
 
     n_nodes, internal, _ = complete_tree_layout(depth)
     feature, threshold = np.zeros(n_nodes, dtype=np.int32), np.full(n_nodes, np.inf)
@@ -258,7 +258,7 @@ def test_compiled_tree_draw_replays_the_python_draw(depth, weight, only, small, 
 
 
 def test_compiled_weight_sum_is_pythons_sum():
-    from dpstream.models.split_draw import PY_SUM_COMPENSATED, py_sum
+    from dpstream.models.boosting.draw_kernels import PY_SUM_COMPENSATED, py_sum
 
     rng = np.random.default_rng(0)
     for _ in range(2000):

@@ -14,7 +14,7 @@ from stattest import outcome_events, privacy_loss_lower_bound
 
 from dpstream.accounting import ExponentialMechanism, ReportNoisyMax
 from dpstream.models import GreedyForestClassifier
-from dpstream.models.greedy_forest import GINI_SENSITIVITY, gini_utilities
+from dpstream.models.windows.greedy_forest import GINI_SENSITIVITY, gini_utilities
 from dpstream.stream import ADULT_SCHEMA, load_adult
 from dpstream.stream.bench import run_bench
 

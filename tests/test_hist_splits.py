@@ -1,5 +1,5 @@
-"""Split selection from noisy gradient histograms (models/hist_splits.py) and its use in the
-S-GBDT engine. The mechanism's privacy is tested end to end in test_statistical_privacy.py."""
+"""Split selection from noisy gradient histograms (models/boosting/hist_splits.py) and its use in
+the S-GBDT engine. The mechanism's privacy is tested end to end in test_statistical_privacy.py."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from dpstream.models import SGBDTClassifier, SGBDTRegressor
+from dpstream.models.boosting.hist_splits import _Cells, category_codes, grow_tree, histogram_sigma
+from dpstream.models.boosting.random_splits import random_complete_tree
 from dpstream.models.encoding import RecordEncoder
-from dpstream.models.hist_splits import _Cells, category_codes, grow_tree, histogram_sigma
-from dpstream.models.random_splits import random_complete_tree
 
 SCHEMA = {"features": {"a": {"type": "numeric", "min": 0, "max": 10},
                        "b": {"type": "numeric", "min": -1, "max": 1},
@@ -180,7 +180,7 @@ def test_the_first_initial_score_release_waits_for_enough_arrivals():
 
 
 def test_compiled_histograms_equal_the_numpy_reference():
-    from dpstream.models import hist_splits as hs
+    from dpstream.models.boosting import hist_splits as hs
     enc = RecordEncoder(SCHEMA)
     rows = _rows(400, seed=7) + [{"a": None, "b": 0.5, "c": None}]
     X = np.asfortranarray(enc.encode_many(rows))
@@ -211,7 +211,7 @@ def test_privacy_report_shows_spend_by_age():
 
 
 def test_without_numba_the_same_root_is_chosen(monkeypatch):
-    from dpstream.models import hist_splits as hs
+    from dpstream.models.boosting import hist_splits as hs
     enc = RecordEncoder(SCHEMA)
     X = enc.encode_many(_rows(1500, seed=4))
     a_col = enc.numeric_columns()[0][0]

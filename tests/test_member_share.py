@@ -19,7 +19,7 @@ from dpstream.models import (
     RandomDecisionForestClassifier,
     RDTClassifier,
 )
-from dpstream.models.window_exchange import (
+from dpstream.models.windows.window_exchange import (
     WindowEnsemble,
     _newest,
     export_window,

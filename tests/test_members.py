@@ -25,7 +25,7 @@ from dpstream.connectors.model_topic import (
     decode_message,
 )
 from dpstream.models import MedianForestClassifier
-from dpstream.models.window_exchange import WindowEnsemble, window_key
+from dpstream.models.windows.window_exchange import WindowEnsemble, window_key
 from dpstream.stream import ADULT_SCHEMA, load_adult
 from dpstream.stream.service import status_command
 

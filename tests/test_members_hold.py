@@ -17,7 +17,7 @@ import pytest
 from dpstream.connectors import CheckpointStore, SourceRecord
 from dpstream.connectors.local_broker import LocalBroker
 from dpstream.connectors.model_topic import ModelTopic
-from dpstream.models.window_exchange import relevance_key
+from dpstream.models.windows.window_exchange import relevance_key
 from dpstream.stream import ADULT_SCHEMA, load_adult
 from dpstream.stream import members as members_mod
 from dpstream.stream.members import WindowMember

@@ -1,7 +1,7 @@
 """What a window forest publishes on the model topic is a DP release and nothing more (issue 47).
 
 Each test reads a window the way another group member (or anyone who can read the topic)
-does: :func:`~dpstream.models.window_exchange.export_window`, encoded and decoded by the
+does: :func:`~dpstream.models.windows.window_exchange.export_window`, encoded and decoded by the
 model topic's codec. The attacks of the issue's review are run against it and must fail:
 
 1. RDT: subtracting the key-derived noise ``laplace_of(keys, k, 1 / epsilon_per_tree)`` from
@@ -31,9 +31,9 @@ from dpstream.models import (
     RDTClassifier,
     random_forest,
 )
-from dpstream.models.buckets import bucket_keys
-from dpstream.models.random_trees import LeafTable, laplace_of, root_keys
-from dpstream.models.window_exchange import export_window
+from dpstream.models.windows.buckets import bucket_keys
+from dpstream.models.windows.random_trees import LeafTable, laplace_of, root_keys
+from dpstream.models.windows.window_exchange import export_window
 from dpstream.stream import load_adult
 
 X, Y, SCHEMA = load_adult("train")

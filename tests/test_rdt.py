@@ -14,10 +14,10 @@ from scipy import stats
 from stattest import halfline_events, privacy_loss_lower_bound
 
 from dpstream.models import RDTClassifier
-from dpstream.models import rdt as rdt_module
-from dpstream.models.buckets import bucket_keys
-from dpstream.models.random_trees import laplace_of
-from dpstream.models.rdt import private_ranges, rdt_height, release_counts, signal_height
+from dpstream.models.windows import rdt as rdt_module
+from dpstream.models.windows.buckets import bucket_keys
+from dpstream.models.windows.random_trees import laplace_of
+from dpstream.models.windows.rdt import private_ranges, rdt_height, release_counts, signal_height
 from dpstream.stream import ADULT_SCHEMA, load_adult
 from dpstream.stream.bench import run_bench
 from dpstream.stream.bench.scenarios import load_synthetic

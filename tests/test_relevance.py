@@ -1,5 +1,5 @@
 """Split-attribute probabilities from a DP attribute-relevance release
-(models/relevance.py) and the median forest's use of them."""
+(models/windows/relevance.py) and the median forest's use of them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from river.datasets import synth
 
 from dpstream.models import MedianForestClassifier
-from dpstream.models.relevance import AttributeRelevance
+from dpstream.models.windows.relevance import AttributeRelevance
 from dpstream.stream.bench.scenarios import AGRAWAL_SCHEMA as AGRAWAL
 
 
@@ -135,8 +135,8 @@ def test_relevance_beats_uniform_attributes_on_agrawal_streams():
 
 def test_slots_draw_attributes_in_proportion_and_route_like_the_repeated_attribute():
     from dpstream.models.encoding import RecordEncoder
-    from dpstream.models.random_trees import ImplicitRandomTrees
-    from dpstream.models.relevance import slot_counts
+    from dpstream.models.windows.random_trees import ImplicitRandomTrees
+    from dpstream.models.windows.relevance import slot_counts
 
     enc = RecordEncoder({"features": {"a": {"type": "numeric", "min": 0, "max": 1},
                                       "b": {"type": "numeric", "min": 0, "max": 1},

@@ -10,8 +10,8 @@ import pytest
 
 from dpstream.connectors import CheckpointStore
 from dpstream.models import MedianForestClassifier, RDTClassifier
-from dpstream.models.relevance import AttributeRelevance, owned_attributes
-from dpstream.models.window_exchange import WindowEnsemble
+from dpstream.models.windows.relevance import AttributeRelevance, owned_attributes
+from dpstream.models.windows.window_exchange import WindowEnsemble
 from dpstream.stream import ADULT_SCHEMA, load_adult
 from dpstream.stream.bench.member_sim import prequential
 

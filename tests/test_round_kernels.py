@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpstream.models.round_kernels import add_node_values, leaf_counts_sums
+from dpstream.models.boosting.round_kernels import leaf_counts_sums
+from dpstream.models.forest_kernels import add_node_values
 
 
 def _floats(rng, n):
@@ -87,7 +88,7 @@ def test_a_forest_adds_or_takes_away_one_trees_values_as_predict_tree_does(sign)
 def test_move_rows_is_numpys_row_assignment(order):
     """``move_rows`` fills the holes with the movers' rows, every column, as
     ``X[holes] = X[movers]`` does (the S-GBDT pool's eviction and its block sums)."""
-    from dpstream.models.round_kernels import move_rows
+    from dpstream.models.boosting.round_kernels import move_rows
 
     rng = np.random.default_rng(5)
     X = np.asarray(rng.normal(size=(500, 13)), order=order)

@@ -364,8 +364,8 @@ def test_max_trees_retires_the_oldest_tree_and_keeps_scores_consistent():
 
 
 def test_forest_drop_oldest_keeps_the_rest():
+    from dpstream.models.boosting.random_splits import random_complete_tree
     from dpstream.models.forest import complete_tree_layout
-    from dpstream.models.random_splits import random_complete_tree
     enc = RecordEncoder(SCHEMA)
     rng = np.random.default_rng(0)
     forest = Forest(max_nodes=complete_tree_layout(3)[0], max_depth=3)

@@ -1,5 +1,5 @@
 """S-GBDT on a stream: the round schedule (``round_size``, ``pool_rounds``) and stream batches
-(models/sgbdt_stream.py) learned with exactly the result of one record at a time."""
+(models/boosting/sgbdt_stream.py) learned with exactly the result of one record at a time."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def test_learning_a_predicted_batch_reuses_its_scores_bit_for_bit(subset, cut, m
     learning the same records without predicting them ends (rounds, a drift detection, pool,
     spend, forest). ``cut``: batches end where a round can happen, as the runner cuts them;
     without, rounds run inside a batch and its later records must be scored afresh."""
-    from dpstream.models import sgbdt_stream
+    from dpstream.models.boosting import sgbdt_stream
     X, y = _drifting(9_000, 3000)
     a = SGBDTClassifier(schema=AGRAWAL, seed=5, drift_window=300, pool_rounds=20)
     b = SGBDTClassifier(schema=AGRAWAL, seed=5, drift_window=300, pool_rounds=20)
@@ -202,7 +202,7 @@ def test_a_record_changed_after_its_prediction_is_encoded_and_scored_again():
     b.learn_stream([dict(x) for x in batch], y[1500:1510])
     _same(a, b)
     # and a batch that is not the predicted one (other dicts, equal values) is not reused
-    from dpstream.models.sgbdt_stream import reuse
+    from dpstream.models.boosting.sgbdt_stream import reuse
     a.predict_many(batch)
     assert reuse(a, [dict(x) for x in batch]) is None
     a.predict_many(batch)

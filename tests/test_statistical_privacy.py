@@ -246,7 +246,7 @@ def _split_round_llr(n: int, *, broken: bool, monkeypatch) -> tuple[np.ndarray, 
     import dataclasses
 
     from dpstream.models import SGBDTRegressor, hist_splits
-    from dpstream.models.hist_splits import _Cells, histogram_sigma
+    from dpstream.models.boosting.hist_splits import _Cells, histogram_sigma
 
     schema = {"features": {f"x{i}": {"type": "numeric", "min": 0, "max": 1} for i in range(4)},
               "target": {"type": "numeric", "min": -1, "max": 1}}
@@ -260,7 +260,7 @@ def _split_round_llr(n: int, *, broken: bool, monkeypatch) -> tuple[np.ndarray, 
                   min_leaf_records=0.0, drift=False, init_share=0.0, seed=0)
     if broken:   # the per-feature factor forgotten: sqrt(L F) = 2 times too little noise
         real = hist_splits.histogram_sigma
-        monkeypatch.setattr("dpstream.models.sgbdt_engine.histogram_sigma",
+        monkeypatch.setattr("dpstream.models.boosting.sgbdt_engine.histogram_sigma",
                             lambda s, *, levels, n_features, split_share:
                             real(s, levels=levels, n_features=1, split_share=split_share))
     engines = []
@@ -339,7 +339,7 @@ def _relevance_sums(n_records: int, runs: int, seed: int, owned=None) -> np.ndar
     AttributeRelevance.release: the sum of cell (0, class 0) over the two attributes' noisy
     histograms. Each record lands in exactly one attribute's histogram, so the sum counts the
     records once: one more record moves it by 1."""
-    from dpstream.models.relevance import AttributeRelevance
+    from dpstream.models.windows.relevance import AttributeRelevance
     rng = np.random.default_rng(seed)
     X, y = np.zeros((n_records, 2)), np.zeros(n_records, dtype=np.int64)
     out = np.empty(runs)
@@ -358,7 +358,7 @@ def test_attribute_relevance_release_is_epsilon_dp(broken, owned, monkeypatch):
     negative control puts every record in every attribute's histogram with the same noise:
     the sum then moves by 2 and the loss reaches about 2 epsilon."""
     if broken:
-        from dpstream.models import relevance
+        from dpstream.models.windows import relevance
         monkeypatch.setattr(relevance, "_deal", lambda n, k, rng: [np.arange(n)] * k)
     runs = 60_000
     a, b = (_relevance_sums(n, runs, seed=s, owned=owned) for n, s in ((20, 1), (21, 2)))

@@ -15,7 +15,7 @@ from dpstream.models import (
     RandomDecisionForestClassifier,
     RDTClassifier,
 )
-from dpstream.models.window_exchange import WindowEnsemble, export_window, window_key
+from dpstream.models.windows.window_exchange import WindowEnsemble, export_window, window_key
 from dpstream.stream import ADULT_SCHEMA, load_adult
 
 FORESTS = {

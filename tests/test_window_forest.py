@@ -19,7 +19,7 @@ from dpstream.models import (
     RandomDecisionForestClassifier,
     RDTClassifier,
 )
-from dpstream.models.median_forest import grow_median_tree
+from dpstream.models.windows.median_forest import grow_median_tree
 from dpstream.stream import ADULT_SCHEMA, load_adult
 from dpstream.stream.service import replay
 

@@ -11,7 +11,7 @@ import pytest
 
 from dpstream.connectors.safe_state import decode, encode
 from dpstream.models import MedianForestClassifier, RandomDecisionForestClassifier, RDTClassifier
-from dpstream.models.window_exchange import (
+from dpstream.models.windows.window_exchange import (
     RELEVANCE_FORMAT,
     WindowEnsemble,
     close_open_window,

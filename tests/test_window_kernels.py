@@ -1,4 +1,4 @@
-"""The window forests' compiled kernels (models/window_kernels.py) against their numpy
+"""The window forests' compiled kernels (models/windows/window_kernels.py) against their numpy
 references: the same leaf keys, the same trained tables and the same scores, bit for bit, with
 missing values, categorical and numeric attributes, public records (RDT#'s centers) and a
 schema without categorical attributes."""
@@ -266,8 +266,8 @@ def test_rdt_rows_split_among_threads_score_bit_for_bit(monkeypatch):
 def test_the_kernels_bucket_keys_as_the_numpy_twin():
     """window_kernels._bucket (compiled) and buckets.bucket_keys share their salt and level
     tags: every bucket key the kernels look up is one the tables hold."""
-    from dpstream.models import buckets, window_kernels
-    from dpstream.models.random_trees import root_keys
+    from dpstream.models.windows import buckets, window_kernels
+    from dpstream.models.windows.random_trees import root_keys
 
     assert window_kernels._BSALT == buckets.BUCKET_SALT
     roots = root_keys(3, np.arange(4))

@@ -1,4 +1,4 @@
-"""The window policy every window forest shares (models/window_forest.py): warm-up windows,
+"""The window policy every window forest shares (models/windows/window_forest.py): warm-up windows,
 the DP drift signal and the retirement of the old concept's windows."""
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def test_discarded_records_leave_no_trace_in_the_drift_signal():
     """A member restarting after a crash discards its open window; whatever that window's
     records told the drift signal is forgotten, so what the member releases later is the same
     whichever records the window held (their next owner's drift read is their only one)."""
-    from dpstream.models.window_exchange import discard_open_window
+    from dpstream.models.windows.window_exchange import discard_open_window
 
     rows = list(synth.Agrawal(classification_function=1, seed=4).take(3000))
     base = MedianForestClassifier(schema=AGRAWAL, epsilon=10.0, window_size=20000,

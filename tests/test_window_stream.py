@@ -1,4 +1,4 @@
-"""Stream batches (models/window_stream.py, Runner.process_many): many records learned with
+"""Stream batches (models/windows/window_stream.py, Runner.process_many): many records learned with
 exactly the result of one record at a time, for every window forest and through the runner."""
 
 from __future__ import annotations

@@ -5,11 +5,11 @@ members in contiguous blocks, as Kafka's range assignor (kafka-python's default)
 (or partition ``p`` to member ``p mod k``: ``assignment="roundrobin"``); each member is a
 median forest with its share of the partitions set as a Kafka assignment sets it, with the
 attributes whose relevance its partitions own
-(:meth:`~dpstream.models.window_forest.WindowForestBase.set_share`; not with ``whole=True``),
-predicting with a :class:`~dpstream.models.window_exchange.WindowEnsemble` of every member's
-windows, each window adopted by the others as soon as it closes (the service's members do the
-same through the model topic, with its delay). Used by ``benchmarks/members_sim.py`` and the
-accuracy test of member shares.
+(:meth:`~dpstream.models.windows.window_forest.WindowForestBase.set_share`; not with
+``whole=True``), predicting with a :class:`~dpstream.models.windows.window_exchange.WindowEnsemble`
+of every member's windows, each window adopted by the others as soon as it closes (the service's
+members do the same through the model topic, with its delay). Used by ``benchmarks/members_sim.py``
+and the accuracy test of member shares.
 
 Examples
 --------
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ...models import MedianForestClassifier
-from ...models.window_exchange import WindowEnsemble
+from ...models.windows.window_exchange import WindowEnsemble
 
 __all__ = ["prequential"]
 
@@ -44,9 +44,9 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
     unevenly). With ``relevance_delay`` as well, a window's trees join the others' unions
     after ``delay`` records and its released relevance histograms their evidence after
     ``relevance_delay``: which of the two matters when it comes late. With ``hold``, each
-    member holds its closed windows (:mod:`~dpstream.models.window_hold`): their releases go
-    out at the close, their trees grow once
-    :meth:`~dpstream.models.window_exchange.WindowEnsemble.hold_ready` (the record number is
+    member holds its closed windows (:mod:`~dpstream.models.windows.window_forest`, held windows):
+    their releases go out at the close, their trees grow once
+    :meth:`~dpstream.models.windows.window_exchange.WindowEnsemble.hold_ready` (the record number is
     the stream time), at the latest at the member's next close. With ``lags``, member
     ``m`` reads stream record ``i`` at step ``i + lags[m]`` (members apart in the stream, as
     when they drain a backlog at different speeds; delays count in steps), from stream

@@ -78,7 +78,7 @@ from ...models import (
     SGBDTClassifier,
     SGBDTRegressor,
 )
-from ...models.window_forest import WindowForestBase
+from ...models.windows.window_forest import WindowForestBase
 from ..datasets import load_abalone, load_adult
 from .scenarios import (
     SYNTH_TABLE,

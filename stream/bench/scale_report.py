@@ -42,7 +42,7 @@ KAFKA_FETCH_WAIT_MS = 500
 
 #: which partition owned which attribute's relevance before 2026-11-27's change (runs without
 #: ``attribute_owners``); since then ``floor(j*P/F)``
-#: (:func:`~dpstream.models.relevance.owned_attributes`)
+#: (:func:`~dpstream.models.windows.relevance.owned_attributes`)
 OLD_OWNERS = "p mod F"
 
 #: the members' policies, in the order of the tables: windows sized by share with relevance

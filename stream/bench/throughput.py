@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ...models.window_forest import WindowForestBase
+from ...models.windows.window_forest import WindowForestBase
 from ..datasets import load_abalone, load_adult
 from .protocols import BENCH_MODELS, PUBLIC_UNLABELED
 from .scenarios import load_agrawal_drift

@@ -1,7 +1,7 @@
 """Distributed S-GBDT: several parties train one model over a Kafka bulletin board.
 
-The party's local model (:class:`~dpstream.models.sgbdt_party.SGBDTParty`) is a model and lives
-in :mod:`dpstream.models`; this package holds what sits above it: the board protocol
+The party's local model (:class:`~dpstream.models.boosting.sgbdt_party.SGBDTParty`) is a model and
+lives in :mod:`dpstream.models`; this package holds what sits above it: the board protocol
 (:mod:`.board`, a deterministic reading of the log), the party process (:mod:`.party`), the
 signed message envelope (:mod:`.signed_board`) with its roster of keys (:mod:`.roster`), and
 secure aggregation with drop-out recovery (:mod:`.secure_aggregation`, :mod:`.shamir`). The

@@ -3,7 +3,7 @@
 Distributed S-GBDT (Kirschte et al., Algorithm 9) runs over a Kafka topic used as a bulletin board.
 
 ``k`` parties each hold their own private records (an
-:class:`~dpstream.models.sgbdt_party.SGBDTParty`) and share one one-partition board topic
+:class:`~dpstream.models.boosting.sgbdt_party.SGBDTParty`) and share one one-partition board topic
 (:class:`~dpstream.connectors.bulletin.KafkaBoard`). Every message is signed by a roster party
 and checked before it gets here (:mod:`.signed_board`). Everything the parties agree on is a
 deterministic function of the accepted log (:class:`BoardState`), so every party — and a party

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ...models.sgbdt_party import SGBDTParty
+from ...models.boosting.sgbdt_party import SGBDTParty
 from . import shamir
 from .board import BoardRound, BoardState
 from .roster import Roster, SigningKey, check_party_name
@@ -63,7 +63,7 @@ def share_aad(session: str, round_number: int, sender: str, recipient: str) -> b
 
 
 class DistributedParty:
-    """Runs the board protocol for one :class:`~dpstream.models.sgbdt_party.SGBDTParty`.
+    """Runs the board protocol for one :class:`~dpstream.models.boosting.sgbdt_party.SGBDTParty`.
 
     Parameters
     ----------

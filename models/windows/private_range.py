@@ -8,9 +8,9 @@ wherever that domain is much wider than the data — Fletcher & Islam's SynthF (
 99% of the values within ±3.8) leaves most records in one leaf of most trees, and accuracy flat
 in epsilon. :func:`private_ranges` is the sound middle: a share of a window's budget buys an
 epsilon-DP range per numeric attribute, and the window's trees
-(:class:`~dpstream.models.random_trees.ImplicitRandomTrees` with ``domain=``) draw their numeric
-split points inside it. The random decision forest and RDT use it
-(:mod:`~dpstream.models.random_forest`, :mod:`~dpstream.models.rdt`).
+(:class:`~dpstream.models.windows.random_trees.ImplicitRandomTrees` with ``domain=``) draw their
+numeric split points inside it. The random decision forest and RDT use it
+(:mod:`~dpstream.models.windows.random_forest`, :mod:`~dpstream.models.windows.rdt`).
 
 Examples
 --------
@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from ..accounting import LaplaceMechanism
+from ...accounting import LaplaceMechanism
 
 __all__ = ["private_ranges"]
 

@@ -19,8 +19,8 @@ encodes it with the data-only, allow-listed encoder of the safe checkpoints
 process: the newest ``max_windows`` windows of the union (ordered by the time each was
 published, ties by member and index) vote, each window with weight proportional to its
 labeled records. A member that reads ``1 / k`` of the stream trains windows and trees of
-``1 / k`` the size (:meth:`~dpstream.models.window_forest.WindowForestBase.set_share`), and its
-windows count as ``1 / k`` of a whole one: ``k`` such members keep ``k * max_windows``
+``1 / k`` the size (:meth:`~dpstream.models.windows.window_forest.WindowForestBase.set_share`), and
+its windows count as ``1 / k`` of a whole one: ``k`` such members keep ``k * max_windows``
 windows, as many records and trees as one process keeps. A member's own retired windows (its
 ``max_windows`` or a drift generation) leave the union through a tombstone, and so, published
 by another member, do the windows of a member that has left the group once newer windows push
@@ -72,7 +72,7 @@ __all__ = ["WindowEnsemble", "export_window", "window_config", "window_key", "wi
 #: the format tag of an exported window
 WINDOW_FORMAT = "dpstream-window/1"
 #: the format tag of a held window's relevance release, published before its trees grow
-#: (:mod:`~dpstream.models.window_hold`)
+#: (:mod:`~dpstream.models.windows.window_forest`, held windows)
 RELEVANCE_FORMAT = "dpstream-relevance/1"
 #: model attributes the trees of a window route with (data-independent: secrets of random
 #: trees drawn before any record was read, and the public domain)
@@ -175,7 +175,7 @@ def close_open_window(model: WindowForestBase) -> bool:
     if not model._buffer_y:
         return model.grow_held()
     model._close_window()
-    model.grow_held()      # a member hands off grown windows only (window_hold)
+    model.grow_held()      # a member hands off grown windows only (held windows: window_forest)
     return True
 
 
@@ -198,7 +198,7 @@ def discard_open_window(model: WindowForestBase) -> int:
 
 def window_share(state: dict) -> Any:
     """The share of the stream the member that trained a window read when it trained it
-    (:meth:`~dpstream.models.window_forest.WindowForestBase.set_share`; 1.0 for a single
+    (:meth:`~dpstream.models.windows.window_forest.WindowForestBase.set_share`; 1.0 for a single
     process and for windows published before shares)."""
     extra = state.get("extra")
     share = extra.get("share", 1.0) if isinstance(extra, dict) else 1.0
@@ -245,7 +245,7 @@ class WindowEnsemble:
         self.windows: dict[str, dict] = {}      # key -> exported state (every member's)
         self._own: dict[int, str] = {}          # own index -> key, as published
         self._kept: list[tuple[dict, Any, float]] | None = None   # (state, view, weight)
-        # a held window's release (window_hold): own announced key -> window index
+        # a held window's release (held windows: window_forest): own announced key -> window index
         self._announced: dict[str, int] = {}
         self.now: float | None = None           # stream time of the newest record learned
         self._start: float | None = None        # ... and of the first

@@ -1,14 +1,14 @@
 """Fletcher and Islam's differentially private random decision forest (Fletcher & Islam, 2017) on
 windows.
 
-Each tree is a random decision tree drawn without data (:mod:`~dpstream.models.random_trees`: a
-uniformly random attribute per node; a numeric one splits uniformly inside the node's current
-interval, a categorical one into all its values, once per path). Depth follows the
-paper's Theorem 2: with ``s`` numeric attributes, the expected number of them left untested on
-a path of ``t`` tests is ``s((s-1)/s)^t``; Table 4 of the paper lists, for every dataset, one
-more than the smallest ``t`` that brings it below ``s/2`` (``s = 5`` -> 5, 10 -> 8, 15 -> 12,
-20 -> 15; Equation 16 read literally gives one less on every row — we follow the depths the
-paper's experiments used), plus ``r/2`` for ``r`` categorical attributes (Adult: 6 + 8 -> 9).
+Each tree is a random decision tree drawn without data
+(:mod:`~dpstream.models.windows.random_trees`: a uniformly random attribute per node; a numeric one
+splits uniformly inside the node's current interval, a categorical one into all its values, once per
+path). Depth follows the paper's Theorem 2: with ``s`` numeric attributes, the expected number of
+them left untested on a path of ``t`` tests is ``s((s-1)/s)^t``; Table 4 of the paper lists, for
+every dataset, one more than the smallest ``t`` that brings it below ``s/2`` (``s = 5`` -> 5, 10 ->
+8, 15 -> 12, 20 -> 15; Equation 16 read literally gives one less on every row — we follow the depths
+the paper's experiments used), plus ``r/2`` for ``r`` categorical attributes (Adult: 6 + 8 -> 9).
 
 A closed window's labeled records are dealt into ``n_trees`` disjoint parts; tree ``i``'s leaves
 each report their majority label from part ``i`` by **report-one-sided-noisy-argmax** with
@@ -19,11 +19,11 @@ addendum). Leaves of one tree hold disjoint records and trees hold disjoint part
 mechanism with smooth sensitivity ``e^{-j epsilon}`` is **not** offered: applying smooth
 sensitivity inside the exponential mechanism is not proven private (the addendum). The leaves
 report through public buckets (``leaf_buckets`` per record of a tree,
-:func:`~dpstream.models.buckets.bucket_keys`), every bucket released: an empty one reports
+:func:`~dpstream.models.windows.buckets.bucket_keys`), every bucket released: an empty one reports
 a uniformly random label — what the mechanism gives on zero counts — and the released table
 never tells which leaves hold records.
 Prediction is the majority vote of the kept trees, each window's trees weighted by its labeled
-records (:meth:`~dpstream.models.window_forest.WindowForestBase.window_weights`: the small
+records (:meth:`~dpstream.models.windows.window_forest.WindowForestBase.window_weights`: the small
 warm-up windows do not outvote the full ones; ``predict_proba_one``: vote shares).
 
 **Where the numeric split points fall (a departure that fixes a leak).** Alg. 2 draws a split
@@ -34,13 +34,13 @@ wherever the domain is wider than the data: on SynthF (domain ±11.5, 99% of the
 ±3.8) most records of most trees shared one leaf, and the forest scored 79-80% at every epsilon
 from 0.1 to 5 against the paper's "over 85%" at epsilon 1 (its Fig. 9). Each window therefore
 spends ``range_share`` (5%) of its budget on an ``epsilon``-DP range per numeric attribute
-(:func:`~dpstream.models.private_range.private_ranges`, shared with RDT: the window's labeled
-records dealt one attribute each, a Laplace histogram of ``range_bins`` bins of the public
+(:func:`~dpstream.models.windows.private_range.private_ranges`, shared with RDT: the window's
+labeled records dealt one attribute each, a Laplace histogram of ``range_bins`` bins of the public
 domain, the span of the bins that clearly hold records) and its trees — the same keyed trees —
 split inside it; the leaves get the other 95%. A record is in one attribute's part of the range
 and one leaf of one tree: sequential composition, ``epsilon_range + epsilon_leaves =
-epsilon_trees`` exactly (:func:`~dpstream.models.window_forest.split_exact`), charged once per
-(window, tree). A window too small for the range to find the data (each attribute's part
+epsilon_trees`` exactly (:func:`~dpstream.models.windows.window_forest.split_exact`), charged once
+per (window, tree). A window too small for the range to find the data (each attribute's part
 under eight times the noisy count a bin needs: :meth:`RandomDecisionForestClassifier.ranged`,
 a function of public counts) spends nothing on it and keeps the public domain.
 ``range_share=0`` restores split points over the whole public domain.
@@ -72,9 +72,10 @@ from typing import Any
 
 import numpy as np
 
-from ..accounting import ReportNoisyMax
+from ...accounting import ReportNoisyMax
+from ..params import check_integer, check_real
+from ..schema import river_check_schema
 from . import random_trees
-from ._params import check_integer, check_real
 from .buckets import BucketTable, bucket_count, bucket_counts, bucket_keys
 from .private_range import private_ranges
 from .random_trees import (
@@ -92,7 +93,7 @@ __all__ = ["RandomDecisionForestClassifier", "release_leaf_labels", "theorem2_de
 
 _NTH = random_trees._wk.nth_table() if random_trees._wk is not None else None
 #: rows from which a batch is scored tree by tree through a trie of the nodes it reaches
-#: (:func:`~dpstream.models.trie_kernels.trie_scores`); fewer walk each row alone
+#: (:func:`~dpstream.models.windows.trie_kernels.trie_scores`); fewer walk each row alone
 _BATCH = 256
 
 #: the name checkpoints written before trees were shared with the other keyed forests use
@@ -157,8 +158,8 @@ class RandomDecisionForestClassifier(WindowForestBase):
         Overrides the Theorem-2 depth.
     range_share
         Share of a window's budget spent on the private range of the numeric attributes
-        (:func:`~dpstream.models.private_range.private_ranges`); the window's trees draw their
-        numeric split points inside it. ``0``: split points over the public domain, no budget
+        (:func:`~dpstream.models.windows.private_range.private_ranges`); the window's trees draw
+        their numeric split points inside it. ``0``: split points over the public domain, no budget
         spent on it.
     range_bins
         Equal-width bins of a numeric attribute's public domain that the private range is
@@ -166,27 +167,27 @@ class RandomDecisionForestClassifier(WindowForestBase):
     attributes
         ``"relevance"`` (default): the window's trees draw split attributes with
         probabilities from a DP attribute-relevance release
-        (:class:`~dpstream.models.relevance.AttributeRelevance`, ``relevance_share`` of the
+        (:class:`~dpstream.models.windows.relevance.AttributeRelevance`, ``relevance_share`` of the
         budget; through attribute slots, :meth:`ImplicitRandomTrees.with_slots`);
         ``"uniform"``: the paper's uniform draw.
     relevance_share
         Share of each labeled record's tree budget spent on the relevance release.
     relevance_floor
         Share of the attribute draw kept uniform (``floor`` of
-        :class:`~dpstream.models.relevance.AttributeRelevance`): every attribute keeps at
+        :class:`~dpstream.models.windows.relevance.AttributeRelevance`): every attribute keeps at
         least ``relevance_floor / F`` (0.1 here, 0.3 in the median forest and RDT: a random
         tree's only data-driven choice is its attributes, and with 0.3 the attributes that
         carry the class were drawn too rarely — docs/random_forest.md).
     window_seconds
         Close a window once a record arrives this long after its first one.
     warmup, drift, drift_share, drift_window, min_tree_records
-        The window policy of :class:`~dpstream.models.window_forest.WindowForestBase`:
+        The window policy of :class:`~dpstream.models.windows.window_forest.WindowForestBase`:
         warm-up windows, the DP drift signal, and (``min_tree_records``) fewer trees of at
         least that many records in small windows (default 50: the 1k warm-up window trains
         20 trees of 50 records, not 100 of 10 — docs/random_forest.md).
     leaf_buckets
         Buckets per training record of a tree (rounded up to a power of two,
-        :func:`~dpstream.models.buckets.bucket_count`): the leaves release their labels
+        :func:`~dpstream.models.windows.buckets.bucket_count`): the leaves release their labels
         through this many pseudo-random buckets, every bucket released, so that the model —
         and a window on the model topic — never shows which leaves hold records. Two
         occupied leaves share a bucket with probability at most ``1 / leaf_buckets``.
@@ -277,8 +278,9 @@ class RandomDecisionForestClassifier(WindowForestBase):
     def _window_router(self, V: np.ndarray, epsilon: float) -> ImplicitRandomTrees:
         """The window's random trees: the model's (same secret: the same attributes and
         uniform draws) with their numeric split points drawn inside an ``epsilon``-DP range
-        of the window's labeled records (:func:`~dpstream.models.private_range.private_ranges`)
-        instead of the schema's whole public domain; the model's own trees if ``epsilon`` is 0.
+        of the window's labeled records
+        (:func:`~dpstream.models.windows.private_range.private_ranges`) instead of the schema's
+        whole public domain; the model's own trees if ``epsilon`` is 0.
         """
         trees = self._trees
         if epsilon <= 0:
@@ -405,7 +407,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
 
     def _score_row(self, row: np.ndarray) -> np.ndarray:
         """:meth:`_scores` of one encoded row, the same values bit for bit: one compiled call
-        (:func:`~dpstream.models.window_kernels.implicit_votes_row`: the routing row, then
+        (:func:`~dpstream.models.windows.window_kernels.implicit_votes_row`: the routing row, then
         every group's trees) with the arguments :meth:`_row_plan` prepared."""
         plan = self._row_plan()
         if plan is None:
@@ -414,7 +416,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
             np.ascontiguousarray(row, dtype=np.float64), *plan)
 
     def _row_plan(self) -> tuple | None:
-        """The arguments of :func:`~dpstream.models.window_kernels.implicit_votes_row` after
+        """The arguments of :func:`~dpstream.models.windows.window_kernels.implicit_votes_row` after
         the row, cached with ``_serving``: the routing row's layout, then per group of
         :meth:`_kept` (its bounds in the packed arrays) the root keys, routing columns,
         numeric domain, last categorical codes and vote weights. ``None`` when a group cannot
@@ -487,6 +489,5 @@ class RandomDecisionForestClassifier(WindowForestBase):
 
     @classmethod
     def _unit_test_params(cls):
-        from .sgbdt import SGBDTClassifier
-        yield {"schema": SGBDTClassifier._test_schema(), "window_size": 100, "n_trees": 10,
+        yield {"schema": river_check_schema("binary"), "window_size": 100, "n_trees": 10,
                "seed": 1}

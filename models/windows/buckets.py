@@ -1,8 +1,8 @@
 """Buckets: how the keyed window forests release every node of a level without telling which
 ones hold records (issue 47).
 
-A keyed tree (:mod:`~dpstream.models.random_trees`, the greedy forest) has far more nodes than
-records, so a model stores outputs only where it must. Published as a table of the nodes that
+A keyed tree (:mod:`~dpstream.models.windows.random_trees`, the greedy forest) has far more nodes
+than records, so a model stores outputs only where it must. Published as a table of the nodes that
 records reached, the table's key set would tell which regions hold records. Instead each tree
 level maps its node keys through a pseudo-random function into a public number of buckets
 (:func:`bucket_count`) and releases an output for **every** bucket (:class:`BucketTable` over
@@ -10,7 +10,7 @@ level maps its node keys through a pseudo-random function into a public number o
 partition the records, so a mechanism on each bucket's pooled counts composes in parallel
 exactly as one on each node's would. The table's key set is a function of public tree ids.
 The compiled walks compute a bucket key exactly as :func:`bucket_keys`
-(:func:`~dpstream.models.window_kernels._bucket`).
+(:func:`~dpstream.models.windows.window_kernels._bucket`).
 
 Examples
 --------

@@ -1,10 +1,11 @@
 """Stream batches for window forests: many records learned exactly as one at a time.
 
-:meth:`WindowForestBase.learn_many <dpstream.models.window_forest.WindowForestBase.learn_many>`
-is *batch mode* (the batch is one window). A stream service that reads records in batches
-(a Kafka poll returns hundreds) needs the opposite: the records learned as if
-``learn_one`` had seen them one by one — the same window boundaries, the same drift releases
-and the same random draws — only faster. :func:`learn_stream` does that:
+:meth:`WindowForestBase.learn_many
+<dpstream.models.windows.window_forest.WindowForestBase.learn_many>` is *batch mode* (the batch is
+one window). A stream service that reads records in batches (a Kafka poll returns hundreds) needs
+the opposite: the records learned as if ``learn_one`` had seen them one by one — the same window
+boundaries, the same drift releases and the same random draws — only faster.
+:func:`learn_stream` does that:
 
 * the batch is encoded in one vectorised call (a bad record raises before anything is
   learned);

@@ -2,7 +2,7 @@
 counts (:class:`WindowTree`), packing them into one :class:`~dpstream.models.forest.Forest`
 (:func:`pack_trees`), leaf counts as class distributions (:func:`leaf_proba`), and the exact
 split of a budget in a ledger's decimals (:func:`split_exact`).
-:mod:`~dpstream.models.window_forest` re-exports all four.
+:mod:`~dpstream.models.windows.window_forest` re-exports all four.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .forest import Forest
+from ..forest import Forest
 
 __all__ = ["WindowTree", "leaf_proba", "pack_trees", "split_exact"]
 

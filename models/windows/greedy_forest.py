@@ -32,14 +32,14 @@ grows one greedy tree with the full ``epsilon`` (parallel composition, the paper
   label: exactly what the exponential mechanism and report-noisy-argmax output on zero counts.
 * **Buckets.** Each level releases through a public number of buckets per tree
   (``node_buckets`` per node a level may hold, :func:`level_buckets`,
-  :func:`~dpstream.models.buckets.bucket_keys`):
+  :func:`~dpstream.models.windows.buckets.bucket_keys`):
   a node's key maps pseudo-randomly to one, the nodes of a bucket pool their utilities (an
   attribute a path already used leaves a node whole, so it gains nothing) and split alike, and
   **every** bucket is released, so neither the model nor a window on the model topic tells
   which nodes hold records. Each record lies in one bucket per level: the costs are as above.
 
 Prediction is the majority vote of the kept trees' leaf labels, each window's trees weighted by
-its labeled records (:meth:`~dpstream.models.window_forest.WindowForestBase.window_weights`;
+its labeled records (:meth:`~dpstream.models.windows.window_forest.WindowForestBase.window_weights`;
 ``predict_proba_one``: vote shares). Unlabeled records are counted and not used;
 ``public=True`` records are protected like the rest.
 
@@ -66,9 +66,10 @@ from typing import Any
 
 import numpy as np
 
-from ..accounting import ExponentialMechanism, ReportNoisyMax
+from ...accounting import ExponentialMechanism, ReportNoisyMax
+from ..params import check_integer
+from ..schema import river_check_schema
 from . import random_trees
-from ._params import check_integer
 from .buckets import BucketTable, bucket_count, bucket_counts, bucket_index, bucket_keys
 from .random_trees import (
     KeyedTree,
@@ -85,7 +86,7 @@ from .window_forest import UNLABELED, WindowForestBase
 __all__ = ["GreedyForestClassifier", "gini_utilities", "GINI_SENSITIVITY"]
 
 #: rows from which a batch is scored tree by tree through a trie of the nodes it reaches
-#: (:func:`~dpstream.models.trie_kernels.trie_scores`); fewer walk each row alone
+#: (:func:`~dpstream.models.windows.trie_kernels.trie_scores`); fewer walk each row alone
 _BATCH = 256
 
 #: sensitivity of the count-weighted Gini utility (Friedman and Schuster 2010; derived above)
@@ -126,14 +127,14 @@ class GreedyForestClassifier(WindowForestBase):
     window_seconds
         Close a window once a record arrives this long after its first one.
     warmup, drift, drift_share, drift_window, min_tree_records
-        The window policy of :class:`~dpstream.models.window_forest.WindowForestBase`:
+        The window policy of :class:`~dpstream.models.windows.window_forest.WindowForestBase`:
         warm-up windows, the DP drift signal, and trees of at least ``min_tree_records``
         records (default 1,500: a window of ``n`` labeled records trains
         ``min(n_trees, n // 1500)`` trees, at least one; ``None``: always ``n_trees``, the
         paper's rule).
     node_buckets
         Buckets per node a level may hold (:meth:`level_buckets`, a power of two,
-        :func:`~dpstream.models.buckets.bucket_count`): every level releases its
+        :func:`~dpstream.models.windows.buckets.bucket_count`): every level releases its
         attributes, and the leaves their labels, through pseudo-random buckets, all of them
         released, so that neither the model nor a window on the model topic shows which
         nodes hold records. Nodes that share a bucket pool their utilities and counts.
@@ -184,7 +185,7 @@ class GreedyForestClassifier(WindowForestBase):
 
     def level_buckets(self, n: int) -> list[int]:
         """Buckets of each level (``levels`` node levels, then the leaves) of a tree of ``n``
-        records (public): :func:`~dpstream.models.buckets.bucket_count` of ``node_buckets``
+        records (public): :func:`~dpstream.models.windows.buckets.bucket_count` of ``node_buckets``
         per record, except where the level holds few nodes — at most ``W``, the product of
         the largest fan-outs above it — and ``node_buckets · W²`` buckets keep its nodes apart
         (two of ``W`` nodes share one with probability about ``1 / (2 node_buckets)``).
@@ -388,6 +389,5 @@ class GreedyForestClassifier(WindowForestBase):
 
     @classmethod
     def _unit_test_params(cls):
-        from .sgbdt import SGBDTClassifier
-        yield {"schema": SGBDTClassifier._test_schema(), "window_size": 100, "n_trees": 5,
+        yield {"schema": river_check_schema("binary"), "window_size": 100, "n_trees": 5,
                "seed": 1}

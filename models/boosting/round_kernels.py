@@ -8,10 +8,6 @@ read the pool's nodes once and write in place.
 Examples
 --------
 >>> import numpy as np
->>> score = np.array([1.0, 2.0, 3.0])
->>> add_node_values(score, np.array([0.5, -0.25, 0.125]), np.array([2, 0, 1]), 1.0)
->>> score
-array([1.125, 2.5  , 2.75 ])
 >>> counts, sums = leaf_counts_sums(np.array([3, 4, 3, 5]), 3, np.array([True, True, False,
 ...                                 True]), np.array([0.5, 0.25, 8.0, -1.0]), 3)
 >>> counts, sums
@@ -27,17 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["add_node_values", "leaf_counts_sums", "move_rows"]
-
-
-@njit(cache=True, nogil=True)
-def add_node_values(score, value, nodes, sign):   # pragma: no cover - compiled
-    """``score += sign * value[nodes]`` in place, ``sign`` being 1.0 or -1.0: a round's new
-    tree (``+``) or the retired oldest tree (``-``), without the gathered temporary. (For
-    ``sign = -1.0`` each step is ``score - v``, as ``score -= value[nodes]``: negating a
-    float is exact.)"""
-    for i in range(score.size):
-        score[i] += sign * value[nodes[i]]
+__all__ = ["leaf_counts_sums", "move_rows"]
 
 
 @njit(cache=True, nogil=True)

@@ -45,12 +45,12 @@ from typing import Any
 import numpy as np
 from river import base
 
-from ..accounting import BudgetLedger, GridlessExponentialMechanism, LaplaceMechanism
-from ._params import check_integer, check_real
-from .encoding import RecordEncoder
-from .forest import Forest, complete_tree_layout
-from .raw_score import RawScoreBinaryClassifier, RawScoreRegressor, own_args
-from .sgbdt_engine import _sigmoid, dp_init_score
+from ...accounting import BudgetLedger, GridlessExponentialMechanism, LaplaceMechanism
+from ..encoding import RecordEncoder
+from ..forest import Forest, complete_tree_layout
+from ..params import check_integer, check_real
+from ..schema import river_check_schema
+from .scores import RawScoreBinaryClassifier, RawScoreRegressor, dp_init_score, own_args, sigmoid
 
 __all__ = ["DPBoostRegressor", "DPBoostClassifier", "split_gain", "gain_sensitivity",
            "leaf_sensitivity"]
@@ -253,7 +253,7 @@ class _DPBoostBase(base.Estimator):
         self._train_window(X, y)
 
     def _gradients(self, score: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return score - y if self._loss == "squared" else _sigmoid(score) - y
+        return score - y if self._loss == "squared" else sigmoid(score) - y
 
     def _train_window(self, X: np.ndarray, y: np.ndarray) -> None:
         if y.size == 0:
@@ -448,8 +448,7 @@ class DPBoostRegressor(RawScoreRegressor, _DPBoostBase, base.Regressor):
 
     @classmethod
     def _unit_test_params(cls):
-        from .sgbdt import SGBDTRegressor
-        yield {"schema": SGBDTRegressor._test_schema(), "window_size": 50, "depth": 2,
+        yield {"schema": river_check_schema("regression"), "window_size": 50, "depth": 2,
                "trees_per_ensemble": 3}
 
 
@@ -489,6 +488,5 @@ class DPBoostClassifier(RawScoreBinaryClassifier, _DPBoostBase, base.Classifier)
 
     @classmethod
     def _unit_test_params(cls):
-        from .sgbdt import SGBDTClassifier
-        yield {"schema": SGBDTClassifier._test_schema(), "window_size": 50, "depth": 2,
+        yield {"schema": river_check_schema("binary"), "window_size": 50, "depth": 2,
                "trees_per_ensemble": 3}

@@ -29,11 +29,11 @@ from weakref import WeakKeyDictionary
 
 import numpy as np
 
-from .encoding import RecordEncoder
-from .forest import complete_depth, complete_tree_layout, route_block, route_complete
+from ..encoding import RecordEncoder
+from ..forest import complete_depth, complete_tree_layout, route_block, route_complete
 
 try:   # compiled draw (numba); _draw_python below gives the same trees without it
-    from .split_draw import PY_SUM_COMPENSATED, draw_splits
+    from .draw_kernels import PY_SUM_COMPENSATED, draw_splits
 except ImportError:   # pragma: no cover - numba is a dependency
     PY_SUM_COMPENSATED, draw_splits = False, None
 

@@ -13,7 +13,7 @@ released outputs and public structure only; nothing here draws noise, so privacy
 (``tests/test_window_kernels.py`` checks each kernel against its numpy reference).
 
 * :func:`implicit_keys` — the leaf key of (row, tree) pairs of
-  :class:`~dpstream.models.random_trees.ImplicitRandomTrees`;
+  :class:`~dpstream.models.windows.random_trees.ImplicitRandomTrees`;
 * :func:`implicit_votes` — the random decision forest's summed leaf votes
   (:func:`implicit_votes_row`: one encoded record through every window's trees in one call);
 * :func:`implicit_cells` — RDT's summed cell values (nearest center, else the leaf's released or
@@ -24,7 +24,7 @@ released outputs and public structure only; nothing here draws noise, so privacy
   :class:`~dpstream.models.forest.Forest`) and their per-node class-distribution table;
 * :func:`routing_rows` and :func:`bin_codes` — the per-record encodings the walks read;
 * batch scoring of the random and greedy forests through per-tree tries lives in
-  :mod:`~dpstream.models.trie_kernels` (the same sums as the per-row walks, 2-3x fewer
+  :mod:`~dpstream.models.windows.trie_kernels` (the same sums as the per-row walks, 2-3x fewer
   cycles per row on Adult).
 
 Examples
@@ -46,7 +46,8 @@ from numba import njit
 __all__ = ["bin_codes", "greedy_votes", "implicit_cells", "implicit_keys", "implicit_votes",
            "implicit_votes_row", "packed_scores", "routing_rows"]
 
-# splitmix64 (as models/random_trees.py): every constant a uint64 so numba keeps integer maths
+# splitmix64 (as models/windows/random_trees.py): every constant a uint64 so numba keeps
+# integer maths
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -181,7 +182,7 @@ def _walk(v, key, depth, lo0, hi0, last, draw, lo, hi, free):   # pragma: no cov
 @njit(cache=True, nogil=True)
 def implicit_keys(V, roots, rows, depth, lo0, hi0, last, draw):   # pragma: no cover
     """Leaf key of each (root key ``roots[p]``, row ``V[rows[p]]``) pair after ``depth`` levels
-    (:meth:`~dpstream.models.random_trees.ImplicitRandomTrees.leaf_keys`)."""
+    (:meth:`~dpstream.models.windows.random_trees.ImplicitRandomTrees.leaf_keys`)."""
     n = roots.shape[0]
     out = np.empty(n, dtype=np.uint64)
     lo, hi = np.empty(lo0.shape[0]), np.empty(lo0.shape[0])
@@ -495,7 +496,7 @@ def packed_scores(X, n_trees, stride, feature, threshold, left, depth,
 
 @njit(cache=True, nogil=True)
 def routing_rows(X, num_cols, group_start, group_size):   # pragma: no cover - compiled
-    """:meth:`~dpstream.models.random_trees.ImplicitRandomTrees.matrix`: column 0 zero, the
+    """:meth:`~dpstream.models.windows.random_trees.ImplicitRandomTrees.matrix`: column 0 zero, the
     numeric columns, then each categorical group's code (first smallest column; NaN if the
     value is missing)."""
     m, s, r = X.shape[0], num_cols.shape[0], group_start.shape[0]

@@ -1,9 +1,9 @@
 """Batch scoring of the keyed random and greedy forests through per-tree tries (numba).
 
 A batch of rows meets each tree's shallow nodes over and over: the per-pair walks of
-:mod:`~dpstream.models.window_kernels` recompute their keys and splits (two splitmix64 rounds a
-level) for every row. These kernels walk one tree at a time over all the rows, level by level,
-and materialise every node the batch reaches once; the arithmetic of each node is exactly the
+:mod:`~dpstream.models.windows.window_kernels` recompute their keys and splits (two splitmix64
+rounds a level) for every row. These kernels walk one tree at a time over all the rows, level by
+level, and materialise every node the batch reaches once; the arithmetic of each node is exactly the
 per-pair walk's, and every row sums the trees in the same order, so the scores are bit for bit
 the same (``tests/test_window_kernels.py::test_batch_tries_equal_row_walks``).
 The forests reach it as ``random_trees._tk`` (``None`` without numba).
@@ -281,7 +281,7 @@ def trie_scores(kernel, X: np.ndarray, roots: np.ndarray, weights: np.ndarray, n
 
     ``args`` are the kernel's arguments between ``buckets`` (each tree's buckets, one row per
     tree: one value for a random tree's leaves, one per level for a greedy tree;
-    :func:`~dpstream.models.buckets.bucket_keys`; default 0: looked up by node key) and
+    :func:`~dpstream.models.windows.buckets.bucket_keys`; default 0: looked up by node key) and
     ``out``; ``ranges`` the width
     of the path state (numeric attributes) a trie node keeps (0: the greedy kernel);
     ``capacity`` the first size of the node tables (tests: force them to grow); ``threads``

@@ -53,8 +53,8 @@ from typing import Any
 import numpy as np
 
 from .random_splits import RandomTree, random_complete_tree
+from .scores import init_score_from_stats, noisy_label_stats
 from .sgbdt import _SGBDTBase
-from .sgbdt_engine import init_score_from_stats, noisy_label_stats
 
 __all__ = ["SGBDTParty", "AGGREGATIONS"]
 

@@ -28,6 +28,48 @@ leaves no longer outvote the rest. All kept trees live in one
 of array operations, with a table of counts indexed by the node each row reaches.
 
 Subclasses implement :meth:`WindowForestBase._train_window`.
+
+**A member's share.** A consumer-group member (:mod:`dpstream.stream.members`) reads a share of
+the stream (:meth:`WindowForestBase.set_share`): its window sizes and tree counts scale with it.
+
+**Held windows.** A member releases the relevance histograms of the attributes its partitions
+own, and the other members release the others'
+(:func:`~dpstream.models.windows.relevance.owned_attributes`). Trees grown at the very moment a
+window closes draw split attributes from the group's evidence *as far as it has arrived* — and the
+other members' releases for the same stretch of the stream arrive later, the later the further
+the members are apart. Measured in process (``benchmarks/members_sim.py``, river's Agrawal,
+three members): relevance evidence 1,500 records of the stream late costs 3 pp of accuracy,
+trees that late 0.7 pp. So a member *holds* each closed window (``model.hold = True``):
+
+1. at the close the window's relevance release is drawn and charged, with the window's
+   ledger partitions, and the member publishes it at once;
+2. the trees grow (:meth:`WindowForestBase.grow_held`) when the member decides that the other
+   members' releases for the same stretch have arrived, and at the latest when the next window
+   closes, when the drift signal fires, or when the member hands its partitions off.
+
+At most one window is held. Its index is the next one (``windows_closed``); it is not in the
+ensemble until it grows. Privacy is unchanged: the release and the trees read the same records
+with the same epsilons as a window trained at its close; only the order of the mechanisms
+differs, and the attribute probabilities the trees draw with are post-processing of the
+released evidence, now including more of it.
+
+Examples
+--------
+>>> from dpstream.models import MedianForestClassifier
+>>> schema = {"features": {"a": {"type": "numeric", "min": 0, "max": 1}},
+...           "target": {"type": "binary", "values": [False, True]}}
+>>> model = MedianForestClassifier(schema=schema, n_trees=2, window_size=100, warmup=None,
+...                                drift=False, seed=0)
+>>> model.hold = True
+>>> for i in range(100):
+...     model.learn_one({"a": (i % 10) / 10}, i % 10 >= 5)
+>>> model.held["index"], model.windows_closed, model._relevance.releases
+(0, 0, 1)
+>>> model.grow_held(), model.windows_closed, model.held
+(True, 1, None)
+>>> model.set_share(0.5)
+>>> model.share, model._tree_cap()
+(0.5, 1)
 """
 
 from __future__ import annotations
@@ -41,13 +83,12 @@ from typing import Any
 import numpy as np
 from river import base
 
-from ..accounting import BudgetLedger
-from ._params import check_integer, check_real
-from .drift import DPDriftSignal
-from .encoding import RecordEncoder
-from .forest import Forest
-from .window_hold import HeldWindow
-from .window_share import ATTRIBUTE_RULES, MemberShare, RelevanceEvidence
+from ...accounting import BudgetLedger
+from ..drift import DPDriftSignal
+from ..encoding import RecordEncoder
+from ..forest import Forest
+from ..params import check_integer, check_real
+from .relevance import AttributeRelevance, owned_attributes
 from .window_stream import UNLABELED, learn_stream, rows_from_state, rows_state
 from .window_trees import WindowTree, leaf_proba, pack_trees, split_exact
 
@@ -56,6 +97,9 @@ __all__ = ["WindowForestBase", "WindowTree", "UNLABELED", "ATTRIBUTE_RULES", "le
 
 
 # UNLABELED (from window_stream): the label code of an unlabeled record inside a window buffer
+
+#: how a forest's nodes draw split attributes: from a DP relevance release, or uniformly
+ATTRIBUTE_RULES = ("relevance", "uniform")
 
 
 @dataclass
@@ -73,7 +117,7 @@ class _Window:
     published: float | None = None
 
 
-class WindowForestBase(MemberShare, RelevanceEvidence, HeldWindow, base.Classifier):
+class WindowForestBase(base.Classifier):
     """Classifier over tumbling windows; subclasses turn one closed window into trees.
 
     The window policy, shared by every subclass:
@@ -273,7 +317,7 @@ class WindowForestBase(MemberShare, RelevanceEvidence, HeldWindow, base.Classifi
     def learn_stream(self, X: Any, y: Any, *, public: Any = None, t: Any = None) -> None:
         """Many stream records, learned exactly as :meth:`learn_one` one at a time would
         learn them (same windows, drift releases and draws), with encoding and prequential
-        scoring vectorised (:func:`~dpstream.models.window_stream.learn_stream`). ``public``
+        scoring vectorised (:func:`~dpstream.models.windows.window_stream.learn_stream`). ``public``
         and ``t``: one value per record, or ``None``. Unlike a loop of ``learn_one``, a bad
         record raises before any record of the batch is learned."""
         learn_stream(self, X, y, public, t)
@@ -321,7 +365,7 @@ class WindowForestBase(MemberShare, RelevanceEvidence, HeldWindow, base.Classifi
         self._buffer_X, self._buffer_y, self._buffer_public = [], [], []
         self._window_start = None
         fed, self._buffer_fed = self._buffer_fed, False
-        self.grow_held()   # at most one window is held (window_hold)
+        self.grow_held()   # at most one window is held (held windows: window_forest)
         self._training_epsilon = self._epsilon_rest() if fed else float(self.epsilon)
         try:
             if self._holds(y):
@@ -345,8 +389,8 @@ class WindowForestBase(MemberShare, RelevanceEvidence, HeldWindow, base.Classifi
 
     def _train_closed(self, X: np.ndarray, y: np.ndarray, public: np.ndarray,
                       fed: bool, held: dict | None = None) -> None:
-        """Train a closed window; a ``held`` one (:mod:`~dpstream.models.window_hold`) was
-        charged and released its relevance when it closed."""
+        """Train a closed window; a ``held`` one (:mod:`~dpstream.models.windows.window_forest`,
+        held windows) was charged and released its relevance when it closed."""
         if (y != UNLABELED).any():
             self._window_trees = self.trees_for(int((y != UNLABELED).sum()))
             if held is None:
@@ -591,3 +635,226 @@ class WindowForestBase(MemberShare, RelevanceEvidence, HeldWindow, base.Classifi
             "public_seen": self.public_seen,
             "ledger_partitions": self.ledger_partitions,
         }
+
+
+    # --------------------------------------------------- a member's share of the stream
+    #: a member's share scales its windows and their trees (:meth:`set_share`): the forests
+    #: that deal each window's records into trees of its own. RDT fills the same fixed random
+    #: trees in every window, and smaller windows of it measured no better (benchmark notes)
+    share_scales = True
+
+    @property
+    def share(self) -> float:
+        """This process's share of the stream (1: all of it, or a model whose windows it
+        does not scale); see :meth:`set_share`."""
+        return self.__dict__.get("_share", 1.0) if self.share_scales else 1.0
+
+    @property
+    def partitions(self) -> tuple[list[int] | None, int | None]:
+        """``(partitions, total)`` of the member's last assignment (:meth:`set_share`);
+        ``(None, None)`` for one process."""
+        held = self.__dict__.get("_partitions")
+        return (None, None) if held is None else (list(held[0]), held[1])
+
+    def set_share(self, share: float, partitions: list[int] | None = None,
+                  total: int | None = None) -> None:
+        """Train as one of several members that each read ``share`` of the stream.
+
+        A consumer-group member that owns ``p`` of a topic's ``P`` partitions reads about
+        ``p / P`` of the records (a public fraction: the group's assignment, not the
+        records, decides it). With ``share = p / P`` its windows close at ``share`` times
+        the window size (warm-up included) and train ``share`` times the trees (rounded,
+        at least one), so every tree still holds about ``window_size / n_trees`` records
+        and the members' windows together close when one process's window would: the
+        union of every member's windows (:class:`~dpstream.models.windows.window_exchange.
+        WindowEnsemble`, which counts each window as its share of a whole one) is then the
+        single-process ensemble, not ``1 / share`` times as many records waiting in open
+        windows. Privacy is unchanged: window sizes and tree counts are functions of public
+        counts, and every record is still in one window and one tree's part. Takes effect
+        for the open window (a member sets it on an assignment, when its open window was
+        just closed); ``1`` restores the single-process policy exactly. A model whose
+        windows it does not scale (``share_scales`` false: RDT) keeps whole windows, and
+        its windows count as whole ones in the union.
+
+        With ``partitions`` (the ids of the ``total`` partitions the member holds), the
+        member releases the attribute-relevance histograms of the attributes those
+        partitions own (:func:`~dpstream.models.windows.relevance.owned_attributes`), so the group
+        releases each attribute about once per window, as one process does; without them,
+        every attribute (one process).
+
+        >>> from dpstream.models import MedianForestClassifier
+        >>> schema = {"features": {"a": {"type": "numeric", "min": 0, "max": 1}},
+        ...           "target": {"type": "binary", "values": [False, True]}}
+        >>> model = MedianForestClassifier(schema=schema, n_trees=5, window_size=10_000)
+        >>> model.set_share(1 / 3)
+        >>> model.current_window_size, model.trees_for(3_333)
+        (333, 2)
+        """
+        self._share = check_real("share", share, 0, 1, hi_open=False)
+        if (partitions is None) != (total is None):
+            raise ValueError("partitions and total come together (a member's assignment)")
+        self._partitions = None if partitions is None else (sorted(map(int, partitions)),
+                                                            int(total))
+        rel = getattr(self, "_relevance", None)
+        if rel is not None:
+            rel.set_owned(None if partitions is None
+                          else owned_attributes(partitions, int(total), rel.n_attributes))
+
+    def _scaled(self, n: int) -> int:
+        """``n`` times the share, rounded half up, at least 1."""
+        return max(1, math.floor(n * self.share + 0.5))
+
+    def _tree_cap(self) -> int:
+        """The most trees a window trains: ``n_trees`` times the share."""
+        return self._scaled(self.n_trees)
+
+    # ------------------------------------------------ attribute-relevance evidence
+    def _setup_relevance(self) -> None:
+        """Check ``attributes`` / ``relevance_share`` (set by a subclass that offers them)
+        and create the accumulated relevance evidence
+        (:class:`~dpstream.models.windows.relevance.AttributeRelevance`)."""
+        if self.attributes not in ATTRIBUTE_RULES:
+            raise ValueError(f"attributes must be one of {ATTRIBUTE_RULES}, "
+                             f"got {self.attributes!r}")
+        check_real("relevance_share", self.relevance_share, 0, 1)
+        floor = getattr(self, "relevance_floor", 0.3)
+        check_real("relevance_floor", floor, 0, 1, lo_open=False)
+        enc = self._encoder
+        self._relevance = AttributeRelevance(enc.numeric_columns(), enc.categorical_columns(),
+                                             len(enc.classes), floor=floor) \
+            if self.attributes == "relevance" else None
+
+    def _release_relevance(self, X: np.ndarray, y: np.ndarray, epsilon: float) -> None:
+        """Release the relevance histograms of a closed window's labeled rows ``X``, ``y``
+        (``epsilon`` per record, charged with the window): of every attribute in one
+        process, of the attributes its partitions own in a group member (:meth:`set_share`).
+
+        Rows that a checkpoint from before attribute ownership still holds (such members
+        held their windows' rows for ``round(1 / share)`` windows) are released with this
+        window's, in the same release: every record is still in exactly one release, and a
+        joint release uses the smallest epsilon its rows were charged."""
+        if self.__dict__.get("_prereleased"):   # a held window: released when it closed
+            return
+        if self.__dict__.pop("relevance_spent", False):
+            # a group member marked the window: some of its records are in a release a
+            # crashed member published (stream.members); none of them is released again
+            return
+        pending = self.__dict__.pop("_relevance_pending", None)
+        if pending:
+            X = np.concatenate([*(p[0] for p in pending), X])
+            y = np.concatenate([*(p[1] for p in pending), y])
+            epsilon = min(epsilon, *(p[2] for p in pending))
+        self._relevance.release(X, y, epsilon=epsilon, rng=self._rng)
+
+    def _relevance_split(self) -> tuple[float, float]:
+        """``(rest, relevance)``: ``epsilon_trees`` less the attribute-relevance release's
+        share (0 without relevance), split exactly in the ledger's decimals."""
+        if getattr(self, "_relevance", None) is None:
+            return self.epsilon_trees, 0.0
+        return split_exact(self.epsilon_trees, self.relevance_share)
+
+    def _attributes_report(self) -> dict:
+        """How split attributes are drawn; with relevance, the current probabilities
+        (post-processing of the released histograms)."""
+        rel = getattr(self, "_relevance", None)
+        if rel is None:
+            return {"rule": "uniform", "guarantee": "the paper's rule: no data read"}
+        enc = self._encoder
+        names = [*enc._numeric, *enc._categorical]
+        report = {"rule": "relevance", "share": float(self.relevance_share),
+                  "epsilon": self._relevance_split()[1], "releases": rel.releases,
+                  "names": names, "weights": [round(float(w), 4) for w in rel.weights()],
+                  "guarantee": "each labeled record enters one attribute's (bin, class) "
+                               "histogram once, Laplace noise of scale 1/epsilon per cell "
+                               "(sensitivity 1); the probabilities are post-processing"}
+        if rel.owned is not None:   # a group member: the attributes its partitions own
+            report["owned"] = [names[j] for j in rel.owned]
+        return report
+
+    # ----------------------------------------- the held window (module docstring)
+    #: hold each closed window (a group member sets this; checkpointed with the model)
+    hold: bool = False
+
+    def _holds(self, y: np.ndarray) -> bool:
+        """Whether a window closing with labels ``y`` is held rather than trained now."""
+        return (bool(self.hold) and getattr(self, "_relevance", None) is not None
+                and bool((y != UNLABELED).any()))
+
+    @property
+    def held(self) -> dict | None:
+        """The held window's public metadata (``index``, ``records``, ``labeled``,
+        ``generation``, ``relevance``: its released histograms or ``None``), or ``None``."""
+        h = self.__dict__.get("_held")
+        if h is None:
+            return None
+        return {"index": h["index"], "records": int(h["y"].size),
+                "labeled": int((h["y"] != UNLABELED).sum()), "generation": h["generation"],
+                "relevance": h["relevance"]}
+
+    @property
+    def held_records(self) -> int:
+        """Records in the held window (0: none held)."""
+        h = self.__dict__.get("_held")
+        return 0 if h is None else int(h["y"].size)
+
+    def _hold_window(self, X: np.ndarray, y: np.ndarray, public: np.ndarray,
+                     fed: bool) -> None:
+        """Charge the window, release its relevance (unless a member marked the window's
+        records as released already: ``relevance_spent``) and hold it."""
+        self._window_trees = self.trees_for(int((y != UNLABELED).sum()))
+        self._charge_closed(fed)
+        rel = self._relevance
+        releases = rel.releases
+        lab = y != UNLABELED
+        self._release_relevance(X[lab], y[lab], self._relevance_split()[1])
+        released = rel.last_release if rel.releases != releases else None
+        self._held = {"X": X, "y": y, "public": public, "fed": bool(fed),
+                      "epsilon": float(self.epsilon_trees), "relevance": released,
+                      "index": int(self.windows_closed), "generation": int(self.generation)}
+        self.generation_windows += 1   # the warm-up's next size
+        self.windows_held = self.__dict__.get("windows_held", 0) + 1
+        self._serving = None
+
+    def grow_held(self) -> bool:
+        """Grow the held window's trees now, with the evidence that has arrived; returns
+        whether a window was held. Its relevance is not released again."""
+        h = self.__dict__.pop("_held", None)
+        if h is None:
+            return False
+        self._training_epsilon = h["epsilon"]
+        try:
+            self._train_closed(h["X"], h["y"], h["public"], h["fed"], held=h)
+        finally:
+            self._training_epsilon = None
+        return True
+
+    def drop_held(self, published: bool) -> int:
+        """Forget the held window untrained (a member restarting after a crash: another
+        member may train its records); returns its records. Unless its release was
+        ``published``, the release leaves this member's evidence too (the records' next
+        owner releases their relevance; a release nobody saw must not count twice). The
+        charge stays in the ledger (an upper bound). Counters go back as for the open window
+        (:func:`~dpstream.models.windows.window_exchange.discard_open_window`)."""
+        h = self.__dict__.pop("_held", None)
+        if h is None:
+            return 0
+        if not published and h["relevance"] is not None:
+            self._relevance.merge(h["relevance"], sign=-1.0)
+            self._relevance.releases -= 1
+        self._unsee(h["y"], h["public"], h["fed"])
+        self.generation_windows = max(0, self.generation_windows - 1)
+        return int(h["y"].size)
+
+    def _unsee(self, y: Any, public: Any, fed: bool) -> None:
+        """Take records dropped untrained (labels ``y``, flags ``public``) back out of the
+        counters; if their losses ``fed`` the drift signal, it forgets its past (their next
+        owner's drift read is their only one) and ``records_discarded_fed`` counts them."""
+        y = np.asarray(y, dtype=np.int64)
+        self.records_seen -= int(y.size)
+        self.unlabeled_seen -= int((y == UNLABELED).sum())
+        self.public_seen -= int(np.asarray(public, dtype=bool).sum())
+        if fed:
+            self.records_discarded_fed = (self.__dict__.get("records_discarded_fed", 0)
+                                          + int((y != UNLABELED).sum()))
+            if self._drift is not None:
+                self._drift.forget()

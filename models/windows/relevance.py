@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..accounting import LaplaceMechanism
+from ...accounting import LaplaceMechanism
 
 __all__ = ["AttributeRelevance", "owned_attributes", "slot_counts"]
 
@@ -57,7 +57,7 @@ def slot_counts(weights: np.ndarray, per_attribute: int = 4, max_slots: int = 48
                 max_categorical: int = 8, n_numeric: int | None = None) -> np.ndarray:
     """Attribute probabilities as integer slot counts (each at least 1) for trees that draw
     attributes uniformly among slots
-    (:meth:`~dpstream.models.random_trees.ImplicitRandomTrees.with_slots`):
+    (:meth:`~dpstream.models.windows.random_trees.ImplicitRandomTrees.with_slots`):
     ``round(w_j * T)`` with ``T = min(per_attribute * F, max_slots)`` (a walk's cost grows
     with the slots); uniform weights give ``per_attribute`` each (fewer when capped). With
     ``n_numeric``, the categorical slots (the attributes after the first ``n_numeric``) are

@@ -18,8 +18,8 @@ computing each split from the key and the interval the path has narrowed so far,
 the key of its leaf: ``depth`` rounds of array operations over all (record, tree) pairs at once.
 
 The trees are therefore fixed before any data arrives, exactly as the papers require. The
-leaves release their outputs through **buckets** (:mod:`~dpstream.models.buckets`): each tree
-maps its leaf keys pseudo-randomly into a public number of buckets (a few per training record)
+leaves release their outputs through **buckets** (:mod:`~dpstream.models.windows.buckets`): each
+tree maps its leaf keys pseudo-randomly into a public number of buckets (a few per training record)
 and releases an output for *every* bucket, its noise drawn from the model's private generator,
 so neither the model nor a window published on the model topic tells which leaves hold records
 (issue 47). Memory is bounded by the training records, however long the stream being
@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .encoding import RecordEncoder
+from ..encoding import RecordEncoder
 
 try:   # compiled walks (numba); the numpy walks below give the same keys without it
     from . import trie_kernels as _tk
@@ -162,7 +162,8 @@ def laplace_of(keys: np.ndarray, n_classes: int, scale: np.ndarray | float) -> n
 
 def kernel_salts(n_classes: int) -> tuple[np.uint64, np.uint64, np.ndarray]:
     """The salts of :func:`keyed_rank`, :func:`uniform_label` and :func:`laplace_of`'s
-    ``n_classes`` draws, for the compiled kernels (:mod:`~dpstream.models.window_kernels`)."""
+    ``n_classes`` draws, for the compiled kernels
+    (:mod:`~dpstream.models.windows.window_kernels`)."""
     lap = _LAP_SALTS.get(n_classes)
     if lap is None:
         lap = _LAP_SALTS[n_classes] = np.array([_salted(_LAP + c) for c in range(n_classes)],
@@ -195,7 +196,7 @@ class ImplicitRandomTrees:
     domain
         ``(lo, hi)``: the interval of each numeric attribute (schema order) inside which the
         roots draw their split points; default the schema's public domain. Pass a DP release
-        (:func:`~dpstream.models.private_range.private_ranges`) to split where the data lie:
+        (:func:`~dpstream.models.windows.private_range.private_ranges`) to split where the data lie:
         the same secret with another domain gives the same attributes and uniform draws, the
         split points scaled into the new intervals.
 
@@ -290,7 +291,7 @@ class ImplicitRandomTrees:
 
     def kernel_args(self) -> tuple:
         """``(lo, hi, last, draw)``: what the compiled walks of
-        :mod:`~dpstream.models.window_kernels` read (public domains and the split salt)."""
+        :mod:`~dpstream.models.windows.window_kernels` read (public domains and the split salt)."""
         return self._lo, self._hi, self._last, _DRAW
 
     @property
@@ -426,7 +427,7 @@ class LeafTable:
 
     def slots(self) -> np.ndarray:
         """The compiled kernels' hash index over :attr:`keys`
-        (:func:`~dpstream.models.window_kernels.hash_slots`), built once."""
+        (:func:`~dpstream.models.windows.window_kernels.hash_slots`), built once."""
         if getattr(self, "_slots", None) is None:
             self._slots = _wk.hash_slots(self.keys)
         return self._slots

@@ -1,4 +1,5 @@
-"""Compiled routing over the shared array forest (numba), used by :class:`~.forest.Forest`.
+"""Compiled routing over the shared array forest (numba), used by :class:`~.forest.Forest`,
+and the in-place score update of a tree added to or retired from it (:func:`add_node_values`).
 
 A record goes left at node ``g`` iff ``x[feature[g]] <= threshold[g]``; a missing value (NaN)
 fails every comparison and goes right; a leaf is its own left child and stays put. These
@@ -46,6 +47,10 @@ Examples
 (2.0, [0.0, 2.0])
 >>> route_complete(X, 0, feature, threshold, 1).tolist()
 [1, 2, 2]
+>>> score = np.array([1.0, 2.0, 3.0])
+>>> add_node_values(score, np.array([0.5, -0.25, 0.125]), np.array([2, 0, 1]), 1.0)
+>>> score
+array([1.125, 2.5  , 2.75 ])
 """
 
 from __future__ import annotations
@@ -53,8 +58,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["route_block", "route_complete", "sum_block", "sum_block_parts", "sum_one",
-           "sum_one_parts"]
+__all__ = ["add_node_values", "route_block", "route_complete", "sum_block", "sum_block_parts",
+           "sum_one", "sum_one_parts"]
 
 
 #: trees walked side by side: independent walks overlap in the CPU instead of each waiting on
@@ -275,3 +280,13 @@ def sum_one_parts(row, n_trees, stride, depths, feature, threshold, left, value,
         s = _add_group_parts(s, parts, row, roots, slots, t0, nb, _group_depth(depths, t0, nb),
                              feature, threshold, left, value, depth, g)
     return s, parts
+
+
+@njit(cache=True, nogil=True)
+def add_node_values(score, value, nodes, sign):   # pragma: no cover - compiled
+    """``score += sign * value[nodes]`` in place, ``sign`` being 1.0 or -1.0: a round's new
+    tree (``+``) or the retired oldest tree (``-``), without the gathered temporary. (For
+    ``sign = -1.0`` each step is ``score - v``, as ``score -= value[nodes]``: negating a
+    float is exact.)"""
+    for i in range(score.size):
+        score[i] += sign * value[nodes[i]]

@@ -46,17 +46,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..accounting import IndividualRenyiFilter, RoundCostTable, calibrate_sgbdt
+from ...accounting import IndividualRenyiFilter, RoundCostTable, calibrate_sgbdt
+from ..encoding import RecordEncoder
+from ..forest import Forest, complete_tree_layout
 from .block_sums import BlockSums
-from .encoding import RecordEncoder
-from .forest import Forest, complete_tree_layout
 from .hist_splits import category_codes, grow_tree, histogram_sigma
-from .init_score import _sigmoid, dp_init_score, init_score_from_stats, noisy_label_stats
 from .random_splits import random_complete_tree, route_tree
 from .round_kernels import leaf_counts_sums, move_rows
+from .scores import init_score_from_stats, noisy_label_stats, sigmoid
 
-__all__ = ["SGBDTConfig", "SGBDTEngine", "dp_init_score", "noisy_label_stats",
-           "init_score_from_stats"]
+__all__ = ["SGBDTConfig", "SGBDTEngine"]
 
 #: the released record count after which the initial score stops being refined
 INIT_TARGET = 1000
@@ -436,7 +435,7 @@ class SGBDTEngine:
         """Each pool record's gradient, a new array (the caller may change it in place)."""
         if self.config.loss == "squared":
             return self.score - self.y
-        g = _sigmoid(self.score)
+        g = sigmoid(self.score)
         g -= self.y
         return g
 
@@ -453,7 +452,7 @@ class SGBDTEngine:
     def draw_tree(self, prep: dict):
         """This round's tree: the paper's random complete tree, or with ``split_levels`` its
         top levels chosen from noisy gradient histograms of the round's sampled records
-        (:mod:`~dpstream.models.hist_splits`; ``prep["split_share"]`` then tells
+        (:mod:`~dpstream.models.boosting.hist_splits`; ``prep["split_share"]`` then tells
         :meth:`noisy_leaf_stats` how much of the gradient noise budget is left for the
         leaves)."""
         c = self.config
@@ -500,7 +499,7 @@ class SGBDTEngine:
         depth = int(np.log2(tree.feature.size + 1)) - 1
         return complete_tree_layout(depth)[2]
 
-    # the steps of a round, shared with the distributed party (models/sgbdt_party.py)
+    # the steps of a round, shared with the distributed party (models/boosting/sgbdt_party.py)
     def begin_round(self) -> dict:
         """Clipped gradients, per-record costs, the individual filter's step (which charges
         the records that continue) and the Poisson subsample."""

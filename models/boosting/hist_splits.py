@@ -61,8 +61,8 @@ try:   # numba is a core dependency; the numpy path below is the fallback and th
 except ImportError:  # pragma: no cover - depends on the environment
     njit = None
 
-from .encoding import RecordEncoder
-from .forest import complete_tree_layout
+from ..encoding import RecordEncoder
+from ..forest import complete_tree_layout
 from .random_splits import RandomTree, pick_weighted
 
 __all__ = ["category_codes", "grow_tree", "histogram_sigma"]
@@ -166,7 +166,7 @@ if njit is not None:
                                 width, size):   # pragma: no cover - compiled
         # feature by feature: the pool is column-major, so each pass reads one column in
         # row order; categorical features read the compact codes, not their one-hot columns
-        # (indices unsigned, as in models/routing.py: no wrap-around check on each load)
+        # (indices unsigned, as in models/forest_kernels.py: no wrap-around check on each load)
         hist = np.zeros(width * size)
         n_num, n_cat, m = num_cols.shape[0], codes.shape[1], rows.shape[0]
         u = np.uint64
@@ -320,7 +320,7 @@ def grow_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.Generator,
     (computed when ``None``); ``sigma`` must come from
     :func:`histogram_sigma` for the round's accounting to hold. ``only_feature`` restricts
     every split to one feature (numeric ones first, then categorical, as in
-    :func:`~dpstream.models.random_splits.feature_order`).
+    :func:`~dpstream.models.boosting.random_splits.feature_order`).
     """
     n_nodes, internal, leaves = complete_tree_layout(depth)
     feature = np.zeros(n_nodes, dtype=np.int32)

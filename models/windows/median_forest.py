@@ -10,7 +10,7 @@ paper's count utility and split "== category". The split budget is spread over t
 geometrically, ``epsilon_i = C * epsilon_s * (3/2)**i``; nodes of one depth hold disjoint
 records, so they compose in parallel. Leaves release their class counts with Laplace noise; a
 prediction averages the leaves' (clipped, normalised) class distributions over every kept tree
-(see :mod:`~dpstream.models.window_forest` for why not the paper's raw sum).
+(see :mod:`~dpstream.models.windows.window_forest` for why not the paper's raw sum).
 
 Four algorithms, chosen by ``privacy`` / ``transductive`` and the window's labeled share:
 
@@ -85,8 +85,9 @@ from typing import Any
 
 import numpy as np
 
-from ..accounting import LaplaceMechanism, PrivateMedian
-from ._params import check_integer, check_real
+from ...accounting import LaplaceMechanism, PrivateMedian
+from ..params import check_integer, check_real
+from ..schema import river_check_schema
 from .window_forest import UNLABELED, WindowForestBase, WindowTree, pack_trees
 
 try:   # compiled scoring (numba); the base's numpy scoring gives the same sums without it
@@ -234,19 +235,19 @@ class MedianForestClassifier(WindowForestBase):
     window_seconds
         Also close a window when a record arrives this long after its first one.
     warmup, drift, drift_share, drift_window, min_tree_records
-        The window policy of :class:`~dpstream.models.window_forest.WindowForestBase`:
+        The window policy of :class:`~dpstream.models.windows.window_forest.WindowForestBase`:
         warm-up windows, the DP drift signal, and fewer, fuller trees in small windows.
     attributes
         How a node draws its split attribute: ``"uniform"`` (the paper) or ``"relevance"``
         (default): with probabilities from a DP attribute-relevance release
-        (:class:`~dpstream.models.relevance.AttributeRelevance`) accumulated over the
+        (:class:`~dpstream.models.windows.relevance.AttributeRelevance`) accumulated over the
         windows of the current concept.
     relevance_share
         With ``attributes="relevance"``: the share of each labeled record's tree budget
         spent on the relevance release.
     relevance_floor
         Share of the attribute draw kept uniform (``floor`` of
-        :class:`~dpstream.models.relevance.AttributeRelevance`): every attribute keeps at
+        :class:`~dpstream.models.windows.relevance.AttributeRelevance`): every attribute keeps at
         least ``relevance_floor / F``.
     seed
         ``None`` for OS entropy; an int for tests and benchmarks.
@@ -430,9 +431,8 @@ class MedianForestClassifier(WindowForestBase):
 
     @classmethod
     def _unit_test_params(cls):
-        from .sgbdt import SGBDTClassifier
-        yield {"schema": SGBDTClassifier._test_schema(), "window_size": 100, "n_trees": 5,
+        yield {"schema": river_check_schema("binary"), "window_size": 100, "n_trees": 5,
                "seed": 1}
-        yield {"schema": SGBDTClassifier._test_schema(), "window_size": 60, "n_trees": 3,
+        yield {"schema": river_check_schema("binary"), "window_size": 60, "n_trees": 3,
                "privacy": "labels_only", "transductive": True, "seed": 2}
 

@@ -1,0 +1,147 @@
+"""The scores of the gradient-boosting estimators: where a model starts and how a raw score
+becomes a prediction.
+
+**Initial score.** The DP initial score shared by S-GBDT and the enhanced DPBoost (Kirschte et
+al., 2023, Alg. 6: DPInitScore), and the logistic link both use.
+
+The released part is the clipped label sum and the record count, each with Laplace noise at
+``epsilon / 2`` (pure epsilon-DP together; |D| is not public in a stream); the score is their
+clamped ratio (post-processing), as log-odds for the logistic loss.
+
+**Raw score to prediction.** Prediction from a raw boosting score, shared by the
+gradient-boosting estimators. A subclass provides ``_raw_one(x) -> float`` and ``_raw_many(X) ->
+ndarray`` (the ensemble's raw score) and an ``_encoder``. Regression scores live on the labels
+scaled to [-1, 1] with the public target range; binary scores are log-odds of the schema's
+second class.
+
+Examples
+--------
+>>> import numpy as np
+>>> round(init_score_from_stats(300.0, 1000.0, loss="squared", label_clip=1.0), 2)
+0.3
+>>> sigmoid(np.array([0.0, 2.0])).round(3).tolist()
+[0.5, 0.881]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ...accounting import LaplaceMechanism
+
+__all__ = ["RawScoreBinaryClassifier", "RawScoreRegressor", "dp_init_score",
+           "init_score_from_stats", "like", "noisy_label_stats", "own_args", "sigmoid"]
+
+
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    """``0.5 * (1 + tanh(0.5 * z))`` as a new array, its steps done in place (the same bits
+    without an array-sized temporary per step: a round's gradients of a 100,000-record pool
+    2.3-3.2 -> 1.6-2.3 ms)."""
+    s = np.multiply(z, 0.5)
+    if type(s) is not np.ndarray:   # a 0-d input gives a scalar
+        return 0.5 * (1.0 + np.tanh(s))
+    np.tanh(s, out=s)
+    s += 1.0
+    s *= 0.5
+    return s
+
+
+def noisy_label_stats(y: np.ndarray, *, loss: str, epsilon: float, label_clip: float,
+                      rng: np.random.Generator) -> tuple[float, float]:
+    """The released half of DPInitScore (Alg. 6): the clipped label sum and the record count,
+    each with Laplace noise at ``epsilon / 2`` (pure epsilon-DP together; |D| is not public in
+    a stream). Labels are class indices (0/1) for the logistic loss, scaled values otherwise."""
+    labels, sens = (np.clip(y, -label_clip, label_clip), label_clip) if loss == "squared" \
+        else (y, 1.0)
+    half = epsilon / 2.0
+    s = LaplaceMechanism(epsilon=half, sensitivity=sens, rng=rng).release(float(labels.sum()))
+    n = LaplaceMechanism(epsilon=half, sensitivity=1.0, rng=rng).release(float(len(y)))
+    return s, n
+
+
+def init_score_from_stats(label_sum: float, count: float, *, loss: str,
+                          label_clip: float) -> float:
+    """The initial raw score from (noisy) label statistics: their clamped ratio, as log-odds
+    for the logistic loss (post-processing)."""
+    m = label_clip
+    mean = label_sum / max(count, 1.0)
+    if loss == "squared":
+        return float(np.clip(mean, -m, m))
+    p = float(np.clip(mean, sigmoid(np.array(-m)), sigmoid(np.array(m))))
+    return math.log(p / (1.0 - p))
+
+
+def dp_init_score(y: np.ndarray, *, loss: str, epsilon: float, label_clip: float,
+                  rng: np.random.Generator) -> float:
+    """DPInitScore (Kirschte et al., 2023, Alg. 6) as used by S-GBDT and the enhanced DPBoost:
+    epsilon-DP.
+
+    >>> import numpy as np
+    >>> y = np.r_[np.zeros(7000), np.ones(3000)]
+    >>> s = dp_init_score(y, loss="logistic", epsilon=1.0, label_clip=3.0,
+    ...                   rng=np.random.default_rng(0))
+    >>> round(float(1 / (1 + np.exp(-s))), 2)
+    0.3
+    """
+    s, n = noisy_label_stats(y, loss=loss, epsilon=epsilon, label_clip=label_clip, rng=rng)
+    return init_score_from_stats(s, n, loss=loss, label_clip=label_clip)
+
+
+def own_args(scope: dict) -> dict:
+    """A constructor's ``locals()`` without ``self`` (the parameters to pass on)."""
+    return {k: v for k, v in scope.items() if k not in ("self", "__class__")}
+
+
+def like(X: Any, values: np.ndarray) -> Any:
+    """A pandas Series indexed like ``X`` when X is a DataFrame, else the numpy array."""
+    if hasattr(X, "index") and hasattr(X, "columns"):
+        import pandas as pd
+        return pd.Series(values, index=X.index)
+    return values
+
+
+class RawScoreRegressor:
+    """``predict_one`` / ``predict_many`` for a squared-loss booster."""
+
+    def predict_one(self, x: Mapping, **kwargs) -> float:
+        return float(self._encoder.decode_target(self._raw_one(x)))
+
+    def predict_many(self, X: Any) -> Any:
+        lo, hi = self._encoder.schema.target.min, self._encoder.schema.target.max
+        return like(X, lo + (self._raw_many(X) + 1.0) * (hi - lo) / 2.0)
+
+
+class RawScoreBinaryClassifier:
+    """``predict_(proba_)one`` / ``predict_(proba_)many`` for a logistic-loss booster."""
+
+    @property
+    def _multiclass(self) -> bool:
+        return False
+
+    def predict_proba_one(self, x: Mapping, **kwargs) -> dict:
+        p = 0.5 * (1.0 + math.tanh(0.5 * self._raw_one(x)))
+        neg, pos = self._encoder.classes
+        return {neg: 1.0 - p, pos: p}
+
+    def predict_one(self, x: Mapping, **kwargs) -> Any:
+        neg, pos = self._encoder.classes
+        return pos if self._raw_one(x) > 0.0 else neg
+
+    def predict_proba_many(self, X: Any) -> Any:
+        p = 0.5 * (1.0 + np.tanh(0.5 * self._raw_many(X)))
+        neg, pos = self._encoder.classes
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover - pandas is optional
+            return {neg: 1.0 - p, pos: p}
+        index = X.index if hasattr(X, "columns") else None
+        return pd.DataFrame({neg: 1.0 - p, pos: p}, index=index)
+
+    def predict_many(self, X: Any) -> Any:
+        neg, pos = self._encoder.classes
+        raw = self._raw_many(X)
+        return like(X, np.array([neg, pos], dtype=object).take((raw > 0.0).astype(np.intp)))
