@@ -62,10 +62,10 @@ bench-quick: $(VENV)/.stamp-bench
 # Every script and command quoted in docs/benchmark_notes.md (ablations, speed, service, the
 # per-issue targets; tens of minutes).
 bench-extra: $(VENV)/.stamp-bench
-	$(BIN)/python benchmarks/speed_sgbdt.py
+	$(BIN)/python benchmarks/sgbdt_speed.py
 	$(BIN)/python benchmarks/service_bench.py
-	$(BIN)/python benchmarks/retire_ab.py
-	$(BIN)/python benchmarks/retire_blocks.py --drift
+	$(BIN)/python benchmarks/sgbdt_retire_ab.py
+	$(BIN)/python benchmarks/sgbdt_retire_blocks.py --drift
 	$(BIN)/dpstream bench --model sgbdt --dataset abalone --epsilon 0.15,0.54 --repeats 5
 	$(BIN)/dpstream bench --model sgbdt --dataset adult --epsilon 0.07,0.15,0.54 --repeats 5
 	$(BIN)/dpstream bench --model sgbdt --dataset abalone-late --epsilon 0.55 --repeats 5
@@ -74,7 +74,7 @@ bench-extra: $(VENV)/.stamp-bench
 	$(BIN)/dpstream bench --model sgbdt --dataset adult-late --epsilon 0.54 --repeats 5
 	$(BIN)/dpstream bench --model sgbdt --dataset adult-late --epsilon 0.54 --repeats 5 \
 		--no-individual-filter
-	$(BIN)/python benchmarks/speed_median_forest.py
+	$(BIN)/python benchmarks/median_forest_speed.py
 	for d in adult iris wine syn5d syn10d syn15d; do \
 		$(BIN)/dpstream bench --model median-forest --dataset $$d --epsilon 2 || exit 1; done
 	$(BIN)/dpstream bench --model median-forest --dataset adult --epsilon 2 \
@@ -85,15 +85,15 @@ bench-extra: $(VENV)/.stamp-bench
 		--labeled-fraction 0.2 --privacy labels_only --transductive
 	$(BIN)/dpstream bench --model median-forest --dataset syn5d --epsilon 2 \
 		--labeled-fraction 0.2 --privacy labels_only
-	$(BIN)/python benchmarks/drift_median_forest.py
-	$(BIN)/python benchmarks/ablation_median_forest.py
-	$(BIN)/python benchmarks/speed_window_forests.py
-	$(BIN)/python benchmarks/window_message_size.py
+	$(BIN)/python benchmarks/median_forest_drift.py
+	$(BIN)/python benchmarks/median_forest_ablation.py
+	$(BIN)/python benchmarks/window_forests_speed.py
+	$(BIN)/python benchmarks/window_forests_message_size.py
 	for m in random-forest rdt greedy-forest; do \
-		$(BIN)/python benchmarks/window_forest_streams.py $$m '{}' --seeds 0 1 2 || exit 1; done
+		$(BIN)/python benchmarks/window_forests_streams.py $$m '{}' --seeds 0 1 2 || exit 1; done
 	for d in adult synth-a synth-b synth-c synth-d synth-e synth-f synth-g; do \
 		$(BIN)/dpstream bench --model random-forest --dataset $$d --epsilon 0.1,0.5,1 || exit 1; done
-	$(BIN)/python benchmarks/compare_diffprivlib.py
+	$(BIN)/python benchmarks/random_forest_vs_diffprivlib.py
 	$(BIN)/dpstream bench --model rdt --dataset adult --epsilon 0.1,0.5,1 --repeats 10
 	for d in adult syn10d; do for m in rdt rdt-sharp; do \
 		$(BIN)/dpstream bench --model $$m --dataset $$d --epsilon 0.5,1 --repeats 10 \

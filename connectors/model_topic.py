@@ -53,7 +53,7 @@ MAX_MESSAGE_BYTES = 64 * 2**20
 #: data arrives). With kafka-python's default (500 ms) a window reached another member 89 ms
 #: after its publish on average (p90 211 ms, at most 362 ms): about 600 records of a member
 #: draining at 7k msgs/s, predicted without the window; with 10 ms, 7 ms on average
-#: (``benchmarks/model_topic_latency.py``). The cost: an idle member asks the broker every
+#: (``benchmarks/members_model_topic_latency.py``). The cost: an idle member asks the broker every
 #: 10 ms.
 FETCH_WAIT_MS = 10
 

@@ -259,13 +259,13 @@ def test_block_sums_without_the_compiled_kernels(monkeypatch):
 
 
 def test_the_retire_blocks_benchmark_runs_both_ways():
-    """``benchmarks/retire_blocks.py`` on a short stream with a small forest: one tree at a
+    """``benchmarks/sgbdt_retire_blocks.py`` on a short stream with a small forest: one tree at a
     time and in blocks, each retiring trees, with accuracies and rates reported."""
     import subprocess
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "retire_blocks.py"
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "sgbdt_retire_blocks.py"
     out = subprocess.run([sys.executable, str(script), "--records", "8000", "--functions", "1",
                           "--blocks", "1,20", "--max-trees", "200", "--json"],
                          capture_output=True, text=True, timeout=300)

@@ -130,7 +130,8 @@ def test_the_long_run_benchmark_prints_bounded_figures():
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "long_run_state.py"
+    script = (Path(__file__).resolve().parent.parent / "benchmarks"
+              / "window_forests_long_run_state.py")
     out = subprocess.run([sys.executable, str(script), "--records", "30000", "--every",
                           "10000", "--window", "500"], capture_output=True, text=True,
                          timeout=300, check=True).stdout

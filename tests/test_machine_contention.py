@@ -1,5 +1,5 @@
-"""``benchmarks/machine_contention.py`` runs independent copies at once and compares each with
-one copy alone."""
+"""``benchmarks/members_machine_contention.py`` runs independent copies at once and compares
+each with one copy alone."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "machine_contention.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "members_machine_contention.py"
 
 
 def _run(*args: str) -> list[dict]:

@@ -1,4 +1,4 @@
-"""``benchmarks/member_cpu.py`` runs: k members on a model topic in memory train every record
+"""``benchmarks/members_cpu.py`` runs: k members on a model topic in memory train every record
 once, adopt each other's windows and report where their CPU goes."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "member_cpu.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "members_cpu.py"
 
 
 def test_member_cpu_reports_each_k():

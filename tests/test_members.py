@@ -55,7 +55,7 @@ def test_model_topic_round_trip_tombstones_and_forgeries(broker):
     b = ModelTopic(broker.bootstrap, "models", stop=stop, key=b"k")
     assert a.connect() and b.connect() and a.compacted is True
     # the reader's fetch waits 10 ms at the broker, not kafka-python's 500: a member sees the
-    # others' windows within milliseconds (benchmarks/model_topic_latency.py)
+    # others' windows within milliseconds (benchmarks/members_model_topic_latency.py)
     assert b.consumer.config["fetch_max_wait_ms"] == FETCH_WAIT_MS <= 20
     model = _model(1)
     for x, label in zip(X[:900], y[:900], strict=True):

@@ -29,8 +29,8 @@ from dpstream.models import (
     MedianForestClassifier,
     RandomDecisionForestClassifier,
     RDTClassifier,
-    random_forest,
 )
+from dpstream.models.windows import random_forest
 from dpstream.models.windows.buckets import bucket_keys
 from dpstream.models.windows.random_trees import LeafTable, laplace_of, root_keys
 from dpstream.models.windows.window_exchange import export_window

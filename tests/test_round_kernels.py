@@ -44,14 +44,14 @@ def test_adding_or_taking_away_a_tree_is_the_numpy_update(sign):
 
 
 def test_the_round_steps_benchmark_checks_and_times_each_step():
-    """``benchmarks/round_steps.py`` on a small pool: every step gives the numpy form's bits
+    """``benchmarks/sgbdt_round_steps.py`` on a small pool: every step gives the numpy form's bits
     (the script raises otherwise) and is timed both ways."""
     import json
     import subprocess
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "round_steps.py"
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "sgbdt_round_steps.py"
     out = subprocess.run([sys.executable, str(script), "--records", "3000", "--repeats", "2",
                           "--json"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

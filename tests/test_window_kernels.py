@@ -13,6 +13,9 @@ from dpstream.models import (
     MedianForestClassifier,
     RandomDecisionForestClassifier,
     RDTClassifier,
+)
+from dpstream.models.encoding import RecordEncoder
+from dpstream.models.windows import (
     greedy_forest,
     median_forest,
     random_forest,
@@ -20,7 +23,6 @@ from dpstream.models import (
     trie_kernels,
     window_kernels,
 )
-from dpstream.models.encoding import RecordEncoder
 
 MIXED = {"features": {"a": {"type": "numeric", "min": 0, "max": 10},
                       "b": {"type": "numeric", "min": -5, "max": 5},

@@ -606,7 +606,7 @@ class SGBDTRegressor(RawScoreRegressor, _SGBDTBase, base.Regressor):
 
     Labels are scaled to [-1, 1] with the public target range; predictions are mapped back.
     Depth, learning rate, clipping and λ were tuned on Abalone at epsilon 0.54 by inner
-    cross-validation inside the training folds (``benchmarks/tune_sgbdt.py``); ``n_trees`` (75)
+    cross-validation inside the training folds (``benchmarks/sgbdt_tune.py``); ``n_trees`` (75)
     and ``init_share`` (0.2) on river's regression streams (Friedman, Planes2D) and the Abalone
     stream, where the initial score decides the early predictions (``docs/sgbdt.md``; the
     batch-tuned 150 and 0.1 are the benchmark's paper rows).
@@ -659,7 +659,7 @@ class SGBDTClassifier(RawScoreBinaryClassifier, _SGBDTBase, base.Classifier):
     __doc__ = """Differentially private gradient-boosted classification trees (S-GBDT, binary,
     logistic loss). The schema's target is ``binary``; its second value is the positive class.
     Defaults were tuned on Adult at epsilon 0.54 by inner cross-validation inside the training
-    folds (``benchmarks/tune_sgbdt.py``; ``docs/sgbdt.md``).
+    folds (``benchmarks/sgbdt_tune.py``; ``docs/sgbdt.md``).
     """ + _PARAMS_DOC + """
     Examples
     --------

@@ -21,7 +21,7 @@ Trees are complete binary trees in heap layout with, per leaf, a row of (noisy) 
 prediction averages, over every kept tree, the class distribution of the leaf the record reaches
 (its noisy counts clipped at 0 and normalised: :func:`leaf_proba`) and takes the largest. The
 seed (Section 4, step 5) sums the raw counts instead; both are post-processing, and on Adult
-(ε = 2, 20 random 90/10 splits, ``benchmarks/ablation_median_forest.py``) averaging
+(ε = 2, 20 random 90/10 splits, ``benchmarks/median_forest_ablation.py``) averaging
 distributions scores 82.6% against 81.3% for raw sums and 81.8% for one vote per tree — big
 leaves no longer outvote the rest. All kept trees live in one
 :class:`~dpstream.models.forest.Forest` so that scoring a batch — or one record — is a handful

@@ -351,9 +351,9 @@ def scale_out_section(rows: list[dict], img_dir: str | Path | None = None,
                 "grow with k: sharing windows and relevance costs the members nearly nothing. "
                 "On the 16-core machine it grows by 10-20% from one member to three or four, "
                 "about as much as independent processes that share nothing lose when as many "
-                "run at once there (`benchmarks/machine_contention.py`, benchmark notes). The "
-                "broker and the driver (the producer and the predictions reader, Python) "
-                "need CPU at the same rate, on the same cores, so the rate the cores allow "
+                "run at once there (`benchmarks/members_machine_contention.py`, benchmark "
+                "notes). The broker and the driver (the producer and the predictions reader, "
+                "Python) need CPU at the same rate, on the same cores, so the rate the cores allow "
                 "is `cores / (members + broker + driver)` per record; once k members reach "
                 "it, more members cannot run faster on this machine.", ""] + cpu
     out.append("")

@@ -1,6 +1,6 @@
 """The service's S-GBDT runner with block retirement against one tree at a time, interleaved.
 
-Usage: python benchmarks/retire_ab.py [--warm N] [--records N] [--blocks 100,1] [--json]
+Usage: python benchmarks/sgbdt_retire_ab.py [--warm N] [--records N] [--blocks 100,1] [--json]
 
 Single runs of ``benchmarks/service_bench.py`` scatter by 10% or more on a shared 2-core
 machine, more than the difference measured here, so this compares the settings side by side

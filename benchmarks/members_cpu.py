@@ -1,6 +1,6 @@
 """A member's CPU per record against k, in one process, without a broker or other processes.
 
-Usage: python benchmarks/member_cpu.py [--records N] [--members 1,2,4] [--partitions 12]
+Usage: python benchmarks/members_cpu.py [--records N] [--members 1,2,4] [--partitions 12]
 [--hold-predictions] [--profile K]
 
 k :class:`~dpstream.stream.members.WindowMember` s, each with its own

@@ -1,7 +1,7 @@
 """Throughput of the random, RDT and greedy window forests on Adult: streaming learn_one +
 predict_one, batch predict_many, and what one window costs to train.
 
-Usage: python benchmarks/speed_window_forests.py [--model NAME ...] [--json]
+Usage: python benchmarks/window_forests_speed.py [--model NAME ...] [--json]
 
 Models: ``random-forest`` (100 trees per window), ``rdt`` (5 trees), ``rdt-sharp`` (5 primary +
 200 secondary trees; every fifth record labeled and private, the rest public and unlabeled),

@@ -1,6 +1,6 @@
 """S-GBDT's block retirement against one tree at a time, on long river streams.
 
-Usage: python benchmarks/retire_blocks.py [--records N] [--functions 1,2,3,4]
+Usage: python benchmarks/sgbdt_retire_blocks.py [--records N] [--functions 1,2,3,4]
 [--blocks 1,100] [--max-trees M] [--seeds 0] [--drift] [--json]
 
 For each Agrawal classification function (seed 1, ``--records`` records, default 200,000;

@@ -1,7 +1,7 @@
 """Median-forest throughput on Adult: streaming learn_one + predict_one, batch predict_many,
 and what one window costs to train.
 
-Usage: python benchmarks/speed_median_forest.py [--json]
+Usage: python benchmarks/median_forest_speed.py [--json]
 
 * ``stream_learn_predict_rows_per_s``: progressive validation (``predict_one`` then
   ``learn_one`` per record) over Adult replayed twice (97,684 records) with the defaults

@@ -1,6 +1,6 @@
 """How much a process's CPU per unit of work grows when independent copies run at once.
 
-Usage: python benchmarks/machine_contention.py [--copies 1,2,4,6] [--work spin|member]
+Usage: python benchmarks/members_machine_contention.py [--copies 1,2,4,6] [--work spin|member]
 [--spin N] [--records N] [--repeat R]
 
 ``examples/scale_out.py`` runs k members as separate processes, and on the lent 16-core
@@ -13,7 +13,7 @@ seconds against one copy alone. What the copies lose is what the machine takes f
 ``n`` processes, so a scale-out loss of that size is the machine's, not the members'.
 
 ``--work spin`` (default): a pure-Python loop of ``--spin`` steps (the interpreter's own
-speed; no numpy, no memory traffic to speak of). ``--work member``: ``benchmarks/member_cpu.py
+speed; no numpy, no memory traffic to speak of). ``--work member``: ``benchmarks/members_cpu.py
 --members 1 --records N`` (one window-forest member's whole in-process path: decoding,
 predictions, learning, windows, checkpoints, publishing), whose ``us_per_record`` is the copy's
 measure.
@@ -46,13 +46,13 @@ for i in range(int(sys.argv[1])):
 print(time.process_time() - t)
 """
 
-MEMBER_CPU = Path(__file__).resolve().parent / "member_cpu.py"
+MEMBER_CPU = Path(__file__).resolve().parent / "members_cpu.py"
 
 
 def _launch(work: str, spin: int, records: int, start: float) -> subprocess.Popen:
     if work == "spin":
         cmd = [sys.executable, "-c", SPIN, str(spin), str(start)]
-    else:   # (member_cpu.py starts timing after it has built its records: no shared start)
+    else:   # (members_cpu.py starts timing after it has built its records: no shared start)
         cmd = [sys.executable, str(MEMBER_CPU), "--members", "1", "--records", str(records)]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("--spin", type=int, default=30_000_000,
                         help="steps of the pure-Python loop (default 30,000,000)")
     parser.add_argument("--records", type=int, default=60_000,
-                        help="records of member_cpu.py (default 60,000)")
+                        help="records of members_cpu.py (default 60,000)")
     parser.add_argument("--repeat", type=int, default=1, help="passes over --copies")
     args = parser.parse_args()
     counts = [int(v) for v in args.copies.split(",")]

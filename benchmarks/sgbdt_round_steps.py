@@ -1,6 +1,6 @@
 """An S-GBDT round's pool-wide steps: the numpy forms against the compiled ones in use.
 
-Usage: python benchmarks/round_steps.py [--records N] [--repeats R] [--json]
+Usage: python benchmarks/sgbdt_round_steps.py [--records N] [--repeats R] [--json]
 
 Trains S-GBDT (epsilon 1, ``n_trees=100, extra_trees=50, max_trees=150`` so that the forest is
 full and every round retires a tree) on ``--records`` Adult records (adult.data and

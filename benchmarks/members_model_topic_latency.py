@@ -1,6 +1,6 @@
 """How long a window published to the model topic takes to reach another member.
 
-Usage: python benchmarks/model_topic_latency.py [--windows N] [--json]
+Usage: python benchmarks/members_model_topic_latency.py [--windows N] [--json]
 
 Starts a local tansu broker (:class:`~dpstream.connectors.local_broker.LocalBroker`) and two
 :class:`~dpstream.connectors.model_topic.ModelTopic` clients, as two members of a group have.

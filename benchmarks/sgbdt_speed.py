@@ -1,6 +1,6 @@
 """S-GBDT throughput on Adult: streaming learn_one + predict_one, and batch predict_many.
 
-Usage: python benchmarks/speed_sgbdt.py [--json]
+Usage: python benchmarks/sgbdt_speed.py [--json]
 
 * ``calibration_s``: the one-off start-up (Alg. 7 calibration and the round-cost table) paid
   when a model first learns; it is timed on its own and left out of the streaming rate.

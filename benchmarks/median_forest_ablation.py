@@ -1,6 +1,6 @@
 """Ablations behind the median forest's two post-paper defaults (docs/median_forest.md).
 
-Usage: python benchmarks/ablation_median_forest.py [--repeats R] [--json]
+Usage: python benchmarks/median_forest_ablation.py [--repeats R] [--json]
 
 * ``leaf_size`` in {5, 10 (the paper's stopping rule), 20} on every Huang et al. (2023) dataset;
 * voting: the mean of the leaves' class distributions (default) against the paper's sum of raw

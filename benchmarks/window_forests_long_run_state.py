@@ -1,6 +1,6 @@
 """What a window forest keeps as it closes window after window: memory and checkpoint size.
 
-Usage: python benchmarks/long_run_state.py [--model median-forest] [--window 1000]
+Usage: python benchmarks/window_forests_long_run_state.py [--model median-forest] [--window 1000]
 [--records 2000000] [--every 200000]
 
 A window forest learns Agrawal records (river, function 1, seed 3; the same 50,000 records

@@ -10,7 +10,7 @@ an arm says otherwise; ``predict_one`` before ``learn_one`` on every row.
 
 Usage::
 
-    python benchmarks/window_forest_streams.py median-forest \
+    python benchmarks/window_forests_streams.py median-forest \
         '{"attributes": "uniform", "min_tree_records": null, "split_share": 0.5}' '{}' \
         --seeds 0 1 --others
 """

@@ -1,6 +1,6 @@
 """Does a reader of a one-partition topic skip messages while several producers write to it?
 
-Usage: python benchmarks/broker_read_skip.py [--producers 4] [--messages 50000]
+Usage: python benchmarks/kafka_broker_read_skip.py [--producers 4] [--messages 50000]
 
 Starts the test broker (tansu, :class:`~dpstream.connectors.local_broker.LocalBroker`),
 lets ``--producers`` processes each send ``--messages`` small messages (``acks=all``, 5 ms

@@ -7,7 +7,7 @@ prints one JSON line per model: its size and encoding time.
 
 Usage::
 
-    python benchmarks/window_message_size.py
+    python benchmarks/window_forests_message_size.py
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 two windows kept, against the same forest keeping every window. Writes a PNG of the
 prequential accuracy per block of records.
 
-Usage: python benchmarks/drift_median_forest.py [--out docs/img/agrawal_drift.png] [--repeats 3]
+Usage: python benchmarks/median_forest_drift.py [--out docs/img/agrawal_drift.png] [--repeats 3]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """dpstream's random decision forest next to diffprivlib's DP random forest, same folds.
 
-Usage: python benchmarks/compare_diffprivlib.py [--datasets adult,synth-f]
+Usage: python benchmarks/random_forest_vs_diffprivlib.py [--datasets adult,synth-f]
        [--epsilons 0.1,0.5,1,2] [--repeats 1] [--json]
 
 Needs the benchmark extra (``pip install -e '.[bench]'``: diffprivlib, scikit-learn < 1.7).

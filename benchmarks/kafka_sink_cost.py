@@ -1,7 +1,7 @@
 """CPU a prediction costs to publish: :class:`~dpstream.connectors.kafka.KafkaSink` against the
 same sink with kafka-python choosing each keyed message's partition (its pure-Python murmur2).
 
-Usage: python benchmarks/sink_bench.py [--messages N] [--rounds R]
+Usage: python benchmarks/kafka_sink_cost.py [--messages N] [--rounds R]
 
 Starts ``tansu``, and per round sends N prediction messages (the runner's format and keys) to a
 3-partition topic through each sink, flushing every 2,000 as the runner does before a

@@ -8,7 +8,7 @@ hyper-parameters and the same epsilon. Both are scored on ``adult.test``. A roun
 *coordination overhead* is its wall time minus the party's own computation (DPLeaf, masking,
 applying the tree): the time spent waiting for the board.
 
-    python benchmarks/distributed_sgbdt.py [--parties 3] [--epsilons 0.5 1] [--repeats 3]
+    python benchmarks/sgbdt_distributed.py [--parties 3] [--epsilons 0.5 1] [--repeats 3]
 
 Writes ``benchmarks/results/distributed.json`` and prints a markdown table.
 """

@@ -3,7 +3,7 @@
 The outer 5-fold split is the one ``dpstream bench`` uses (same seed), so outer fold 0's test
 rows are never seen here. Usage::
 
-    python benchmarks/tune_sgbdt.py adult 0.54 --grid depth=2,4,6 learning_rate=0.1,0.3
+    python benchmarks/sgbdt_tune.py adult 0.54 --grid depth=2,4,6 learning_rate=0.1,0.3
 """
 
 from __future__ import annotations
