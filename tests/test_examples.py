@@ -141,3 +141,20 @@ def test_scale_out_reads_predictions_and_gives_up_when_they_stop():
         t = time.monotonic()
         got, fresh = module.read_all_predictions(broker, "preds", 60, timeout=4)
         assert len(got) == 50 and fresh == 0 and 4 <= time.monotonic() - t < 30
+
+
+def test_the_readme_example_runs_and_prints_what_it_says(tmp_path):
+    """The river example on the README's first screen runs as shown; its comment's figures
+    hold: the prequential accuracy is about 82% and the report's epsilon at most the budget."""
+    import re
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    code = re.search(r"```python\n(.*?)```", readme, re.S).group(1)
+    assert len(code.strip().splitlines()) <= 12
+    script = tmp_path / "readme_example.py"
+    script.write_text(code)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    accuracy, epsilon = re.match(r"Accuracy: ([\d.]+)% ([\d.e-]+)", out.stdout).groups()
+    assert 79.0 < float(accuracy) < 86.0 and float(epsilon) <= 1.0, out.stdout
