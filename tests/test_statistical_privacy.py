@@ -245,7 +245,8 @@ def _split_round_llr(n: int, *, broken: bool, monkeypatch) -> tuple[np.ndarray, 
     must be exactly a Gaussian mechanism with that z."""
     import dataclasses
 
-    from dpstream.models import SGBDTRegressor, hist_splits
+    from dpstream.models import SGBDTRegressor
+    from dpstream.models.boosting import hist_splits
     from dpstream.models.boosting.hist_splits import _Cells, histogram_sigma
 
     schema = {"features": {f"x{i}": {"type": "numeric", "min": 0, "max": 1} for i in range(4)},
