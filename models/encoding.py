@@ -12,10 +12,25 @@ covers both kinds of split:
 
 A feature that is absent from the record (or ``None``) is *missing*: its columns hold NaN, every
 comparison with NaN is false, and the record goes right at every split on that feature. A
-missing value is not an error (river streams drop features freely); a value that breaks the
-schema is: an unknown feature, NaN, a number outside the declared domain, an undeclared
-category, or the wrong type each raise :class:`InvalidRecordError` naming the field. Nothing
-is read from the data to build the encoding.
+missing value is not an error (river streams drop features freely).
+
+**The input policy** (the same for the Python API and the stream service, which validates its
+messages with the same two choices, :mod:`dpstream.stream.messages`):
+
+* ``on_out_of_domain="clip"`` (default): a finite number outside its feature's declared
+  ``[min, max]`` — or a numeric label outside the target range — is clipped to the domain.
+  Clipping to a *public* domain is free under DP (a function of the record and public
+  constants); no count of clipped values is kept, because such a count would be a function of
+  private data. ``"error"``: it raises :class:`InvalidRecordError` instead.
+* ``on_unknown="ignore"`` (default): a feature the schema does not declare is skipped (river
+  pipelines add features freely). ``"error"``: it raises :class:`InvalidRecordError`.
+* Always errors, whatever the policy: NaN or infinity, a value of the wrong type, and a
+  category the schema does not declare (clipping has no meaning for them) each raise
+  :class:`InvalidRecordError` naming the field.
+* A binary target whose values are exactly ``[false, true]`` also takes river's ``0`` / ``1``
+  labels for them.
+
+Nothing is read from the data to build the encoding.
 
 Examples
 --------
@@ -28,12 +43,19 @@ Examples
 [0.0, 40.0, 1.0, 0.0]
 >>> enc.encode_one({"sex": "F"}).tolist()      # age missing
 [0.0, nan, 0.0, 1.0]
->>> enc.encode_one({"age": 120, "sex": "M"})
+>>> enc.encode_one({"age": 120, "sex": "M", "zip": "10115"}).tolist()   # clipped; zip ignored
+[0.0, 90.0, 1.0, 0.0]
+>>> strict = RecordEncoder(enc.schema, on_out_of_domain="error", on_unknown="error")
+>>> strict.encode_one({"age": 120, "sex": "M"})
 Traceback (most recent call last):
 ...
 dpstream.models.encoding.InvalidRecordError: age: value 120 is outside the public domain [17.0, 90.0]
->>> enc.encode_target_one(True), enc.decode_target(0.0)
-(1.0, False)
+>>> strict.encode_one({"zip": "10115"})
+Traceback (most recent call last):
+...
+dpstream.models.encoding.InvalidRecordError: zip: unknown feature (not declared in the schema)
+>>> enc.encode_target_one(True), enc.encode_target_one(1), enc.decode_target(0.0)
+(1.0, 1.0, False)
 """
 
 from __future__ import annotations
@@ -50,7 +72,31 @@ import numpy as np
 
 from .schema import CategoricalFeature, Schema, coerce_schema
 
-__all__ = ["InvalidRecordError", "RecordEncoder"]
+__all__ = ["InvalidRecordError", "ON_OUT_OF_DOMAIN", "ON_UNKNOWN", "RecordEncoder",
+           "check_input_policy"]
+
+#: what an out-of-domain numeric value (feature or label) gets: clipped to the public domain,
+#: or an error
+ON_OUT_OF_DOMAIN = ("clip", "error")
+#: what a feature the schema does not declare gets: skipped, or an error
+ON_UNKNOWN = ("ignore", "error")
+
+
+def check_input_policy(on_out_of_domain: str, on_unknown: str) -> tuple[str, str]:
+    """Both input-policy choices, checked (a ``ValueError`` names the bad one).
+
+    >>> check_input_policy("clip", "ignore")
+    ('clip', 'ignore')
+    >>> check_input_policy("clip", "drop")
+    Traceback (most recent call last):
+    ...
+    ValueError: on_unknown must be one of ('ignore', 'error'), got 'drop'
+    """
+    for name, value, allowed in (("on_out_of_domain", on_out_of_domain, ON_OUT_OF_DOMAIN),
+                                 ("on_unknown", on_unknown, ON_UNKNOWN)):
+        if not isinstance(value, str) or value not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    return on_out_of_domain, on_unknown
 
 
 class InvalidRecordError(ValueError):
@@ -82,9 +128,23 @@ class RecordEncoder:
     ----------
     schema
         A ``Schema``, the equivalent dict, or a path to a schema file.
+    on_out_of_domain
+        ``"clip"`` (default): a finite number outside its public domain (a feature's
+        ``[min, max]``, a numeric target's range) is clipped to it; ``"error"``: it raises
+        :class:`InvalidRecordError`.
+    on_unknown
+        ``"ignore"`` (default): a feature the schema does not declare is skipped; ``"error"``:
+        it raises :class:`InvalidRecordError`.
     """
 
-    def __init__(self, schema: Schema | Mapping | str):
+    # encoders pickled before the input policy had none: they take the defaults
+    on_out_of_domain = "clip"
+    on_unknown = "ignore"
+
+    def __init__(self, schema: Schema | Mapping | str, *, on_out_of_domain: str = "clip",
+                 on_unknown: str = "ignore"):
+        self.on_out_of_domain, self.on_unknown = check_input_policy(on_out_of_domain,
+                                                                    on_unknown)
         self.schema = coerce_schema(dict(schema) if isinstance(schema, Mapping) else schema)
         self.columns: list[str] = ["<leaf>"]
         self._numeric: dict[str, tuple[int, float, float]] = {}
@@ -185,15 +245,13 @@ class RecordEncoder:
             except OverflowError:   # an integer too large for a float
                 v = math.inf
             if not lo <= v <= hi:
-                if math.isnan(v):
-                    raise InvalidRecordError(
-                        name, "NaN is not a value (leave the feature out to mark it missing)")
-                raise InvalidRecordError(
-                    name, f"value {_describe(value)} is outside the public domain [{lo}, {hi}]")
+                v = self._clip(name, value, v, lo, hi)
             row[col] = v
             return
         cat = categorical.get(name)
         if cat is None:
+            if self.on_unknown == "ignore":
+                return
             raise InvalidRecordError(name, "unknown feature (not declared in the schema)")
         start, codes, k = cat
         try:
@@ -204,6 +262,30 @@ class RecordEncoder:
             raise InvalidRecordError(
                 name, f"{_describe(value)} is not one of the declared categories")
         row[start:start + k] = self._blocks[name][3][code]
+
+    def _clip(self, name: Any, value: Any, v: float, lo: float, hi: float, *,
+              label: bool = False) -> float:
+        """An out-of-range number ``v`` (of ``value``) clipped to ``[lo, hi]``, or the error
+        the policy (or a NaN / infinity, never clipped) calls for."""
+        what = "the public target range" if label else "the public domain"
+        if math.isnan(v):
+            raise InvalidRecordError(name, "NaN is not a label" if label else
+                                     "NaN is not a value (leave the feature out to mark it "
+                                     "missing)")
+        if self.on_out_of_domain == "clip":
+            if math.isinf(v):
+                raise InvalidRecordError(
+                    name, f"{_describe(value)} is not a finite number (only a finite value "
+                          f"is clipped to {what})")
+            return lo if v < lo else hi
+        raise InvalidRecordError(
+            name, f"{'label' if label else 'value'} {_describe(value)} is outside {what} "
+                  f"[{lo}, {hi}]")
+
+    def _ignorable(self, keys: Iterable) -> bool:
+        """Whether every key is skipped by the policy: unknown under ``on_unknown="ignore"``
+        (a key that spells a declared feature differently is not unknown)."""
+        return self.on_unknown == "ignore" and all(self.schema.resolve(k) is None for k in keys)
 
     def encode_many(self, X: Iterable[Mapping] | Any) -> np.ndarray:
         """Many records (dicts, or a pandas DataFrame whose NaN cells mean *missing*).
@@ -241,16 +323,20 @@ class RecordEncoder:
                 return dict(zip(names, zip(*rows, strict=True), strict=True))
         except (KeyError, TypeError):
             pass
-        if not all(isinstance(r, Mapping) for r in X) or not set().union(*X) <= self._names:
+        if not all(isinstance(r, Mapping) for r in X):
+            return None
+        extra = set().union(*X) - self._names
+        if extra and not self._ignorable(extra):
             return None
         return {name: [r.get(name) for r in X] for name in names}
 
     def _encode_columns(self, X: Any, frame: bool) -> np.ndarray | None:
         """Vectorised encoding of a clean batch; ``None`` when anything needs a closer look."""
         if frame:
-            if not {str(k) for k in X.columns} <= self._names:
+            extra = [k for k in X.columns if str(k) not in self._names]
+            if extra and not self._ignorable(extra):
                 return None
-            columns = {str(k): X[k] for k in X.columns}
+            columns = {str(k): X[k] for k in X.columns if str(k) in self._names}
         else:
             columns = self._columns(X)
             if columns is None:
@@ -274,7 +360,11 @@ class RecordEncoder:
                 c, lo, hi = spec
                 present = values[~np.isnan(values)]
                 if present.size and (present.min() < lo or present.max() > hi):
-                    return None
+                    # clipped as _feature clips (NaN, missing, stays); an infinity or the
+                    # "error" policy goes to _row, which raises for the first bad record
+                    if self.on_out_of_domain != "clip" or not np.isfinite(present).all():
+                        return None
+                    values = np.where(values < lo, lo, np.where(values > hi, hi, values))
                 out[:, c] = values
                 continue
             start, codes, k = self._categorical[name]
@@ -356,21 +446,31 @@ class RecordEncoder:
         return self._classes
 
     def encode_target_one(self, y: Any) -> float:
-        """A label as a float: class index for classes, the value scaled to [-1, 1] if numeric."""
-        if self._classes is not None:
-            for i, c in enumerate(self._classes):
+        """A label as a float: class index for classes, the value scaled to [-1, 1] if numeric.
+
+        A binary target declared as exactly ``[false, true]`` also takes ``0`` / ``1`` (river's
+        habit) for them; a numeric label outside the target range follows
+        ``on_out_of_domain``."""
+        classes = self._classes
+        if classes is not None:
+            for i, c in enumerate(classes):
                 if y == c and isinstance(y, (bool, np.bool_)) == isinstance(c, bool):
                     return float(i)
+            if (len(classes) == 2 and all(isinstance(c, bool) for c in classes)
+                    and isinstance(y, numbers.Real) and (y == 0 or y == 1)):
+                return float(classes.index(y == 1))
             raise InvalidRecordError(
-                "y", f"label {_describe(y)} is not one of the declared classes {self._classes}")
+                "y", f"label {_describe(y)} is not one of the declared classes {classes}")
         if isinstance(y, (bool, np.bool_)) or not isinstance(y, numbers.Real):
             raise InvalidRecordError("y", f"expected a number, got {type(y).__name__} "
                                           f"{_describe(y)}")
         lo, hi = self._target_range
-        v = float(y)
+        try:
+            v = float(y)
+        except OverflowError:   # an integer too large for a float
+            v = math.inf
         if not lo <= v <= hi:
-            raise InvalidRecordError(
-                "y", f"label {_describe(y)} is outside the public target range [{lo}, {hi}]")
+            v = self._clip("y", y, v, lo, hi, label=True)
         return 2.0 * (v - lo) / (hi - lo) - 1.0
 
     def encode_targets(self, y: Iterable) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Hyper-parameter checks shared by the estimators: a bad value is a ``ValueError`` naming it.
+"""Hyper-parameters shared by the estimators: the checks (a bad value is a ``ValueError``
+naming it), the short repr every estimator shows, and the small-stream rule of thumb.
 
 >>> check_integer("n_trees", 10, 1)
 10
@@ -12,16 +13,34 @@ ValueError: split_share must be < 1, got 1.0
 Traceback (most recent call last):
 ...
 ValueError: n_trees must be an integer >= 1, got True
+>>> check_delta(0.5)
+Traceback (most recent call last):
+...
+ValueError: delta=0.5 is too large: ...
+>>> check_delta(0.5, allow_large=True), check_delta(1e-6)
+(0.5, 1e-06)
+>>> records_needed(1.0), records_needed(0.1)
+(5000, 50000)
 """
 
 from __future__ import annotations
 
+import inspect
 import math
+import warnings
+import weakref
 from typing import Any
 
 import numpy as np
 
-__all__ = ["check_integer", "check_real"]
+__all__ = ["LARGE_DELTA", "SMALL_STREAM_SCALE", "ShortRepr", "SmallStreamWarning",
+           "check_delta", "check_integer", "check_real", "records_needed", "short_repr",
+           "quiet_small_stream", "warn_small_stream"]
+
+#: the smallest delta refused without ``allow_large_delta=True``
+LARGE_DELTA = 1e-3
+#: C of the small-stream rule: a model wants ``n * epsilon >= C`` (``records_needed``)
+SMALL_STREAM_SCALE = 5_000
 
 
 def check_integer(name: str, value: Any, lo: int, *, none_ok: bool = False) -> int | None:
@@ -45,3 +64,121 @@ def check_real(name: str, value: Any, lo: float | None = None, hi: float | None 
     if hi is not None and (value >= hi if hi_open else value > hi):
         raise ValueError(f"{name} must be {'<' if hi_open else '<='} {hi}, got {value!r}")
     return float(value)
+
+
+def check_delta(value: Any, *, allow_large: bool = False) -> float:
+    """The delta of an (epsilon, delta) guarantee: in (0, 1), and below :data:`LARGE_DELTA`
+    unless ``allow_large``.
+
+    (epsilon, delta)-DP allows, with probability up to delta, anything at all — publishing a
+    record outright included — so a useful delta is far below one over the number of records
+    (the estimators' default is 5e-8). A delta of 1e-3 or more is almost always a slip (a
+    0.5 meant as epsilon, a percentage); ``allow_large_delta=True`` accepts it on purpose.
+    """
+    if not isinstance(allow_large, (bool, np.bool_)):
+        raise ValueError(f"allow_large_delta must be True or False, got {allow_large!r}")
+    delta = check_real("delta", value, 0, 1)
+    if delta >= LARGE_DELTA and not allow_large:
+        raise ValueError(
+            f"delta={value!r} is too large: (epsilon, delta)-DP may fail outright with "
+            f"probability delta, so delta must be far below 1 / (number of records) — use "
+            f"e.g. delta=1e-6 or the default 5e-8, or pass allow_large_delta=True if a delta "
+            f">= {LARGE_DELTA:g} is really meant")
+    return delta
+
+
+# -------------------------------------------------------------------------- repr
+def short_repr(model: Any) -> str:
+    """``Class(schema=<Schema: ...>, name=value, ...)``: the class, its schema summarised
+    and the parameters that differ from their defaults (river's repr lists every parameter
+    and dumps the whole schema).
+
+    >>> from dpstream.models import SGBDTClassifier
+    >>> from dpstream.models.schema import river_check_schema
+    >>> SGBDTClassifier(schema=river_check_schema("binary"), epsilon=0.5, seed=1)
+    SGBDTClassifier(schema=<Schema: 9 features, target binary>, epsilon=0.5, seed=1)
+    """
+    parts = []
+    for name, param in inspect.signature(type(model).__init__).parameters.items():
+        if name == "self" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        value = getattr(model, name, param.default)
+        if name == "schema":
+            encoder = getattr(model, "_encoder", None)
+            schema = getattr(encoder, "schema", None)
+            parts.append("schema=" + (schema.summary() if schema is not None else repr(value)))
+        elif not _same(value, param.default):
+            parts.append(f"{name}={value!r}")
+    return f"{type(model).__name__}({', '.join(parts)})"
+
+
+def _same(value: Any, default: Any) -> bool:
+    if value is default:
+        return True
+    if type(value) is not type(default) and not (
+            isinstance(value, (int, float)) and isinstance(default, (int, float))
+            and not isinstance(value, bool) and not isinstance(default, bool)):
+        return False
+    try:
+        return bool(value == default)
+    except (TypeError, ValueError):
+        return False
+
+
+class ShortRepr:
+    """Mixin: :func:`short_repr` as ``repr(model)`` (put it before river's ``base.Estimator``
+    in the bases)."""
+
+    def __repr__(self) -> str:
+        return short_repr(self)
+
+
+# ------------------------------------------------------------------ small streams
+class SmallStreamWarning(UserWarning):
+    """A model that learned from a stream too short for its epsilon: its predictions are
+    mostly noise (the rule: :func:`records_needed`).
+
+    A model warns once, when its ``privacy_report()`` is read after it has released and fewer
+    than ``records_needed(epsilon)`` records have arrived (an arrival count: public). Batch
+    training (``learn_many``, the papers' setting, which reuses every record over many
+    rounds) does not warn. Silence it with
+    ``warnings.filterwarnings("ignore", category=SmallStreamWarning)``.
+    """
+
+
+def records_needed(epsilon: float) -> int:
+    """Records a DP model learning from a stream wants before its predictions are worth much
+    at this ``epsilon``: ``ceil(SMALL_STREAM_SCALE / epsilon)``, i.e. ``n * epsilon >=
+    5,000`` — a rule of thumb from S-GBDT's prequential accuracy on Adult and Phishing
+    (``docs/privacy.md``, "Small streams"): at ``n * epsilon`` of 1,250-2,500 it did not beat
+    the majority class reliably, at 5,000 it did."""
+    return math.ceil(SMALL_STREAM_SCALE / float(epsilon))
+
+
+#: the models that warned already, or must not (:func:`quiet_small_stream`); kept outside
+#: the models so that reading a report never changes a model's state (checkpoints compare it)
+_WARNED: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def quiet_small_stream(model: Any) -> None:
+    """Never warn for ``model``: the stream service reads the report at every checkpoint,
+    from the first records of every stream, and its operator sees the guarantee in the
+    status instead."""
+    _WARNED[id(model)] = model
+
+
+def warn_small_stream(model: Any, records: int, epsilon: float, *, stacklevel: int = 3) -> bool:
+    """Warn once per model (:class:`SmallStreamWarning`) when ``records`` (a public arrival
+    count) is below :func:`records_needed` of ``epsilon``; ``True`` if it warned."""
+    if _WARNED.get(id(model)) is model or records >= records_needed(epsilon):
+        return False
+    _WARNED[id(model)] = model
+    warnings.warn(
+        f"{type(model).__name__} has learned from {records:,} streamed records at "
+        f"epsilon={epsilon:g}; a DP model learning from a stream wants about "
+        f"{records_needed(epsilon):,} (n * epsilon >= {SMALL_STREAM_SCALE:,}) before its "
+        f"predictions beat noise reliably: expect low, seed-dependent accuracy. A longer stream "
+        f"or a larger epsilon helps (docs/privacy.md#small-streams; silence it with "
+        f"warnings.filterwarnings('ignore', category=SmallStreamWarning))",
+        SmallStreamWarning, stacklevel=stacklevel)
+    return True

@@ -63,7 +63,7 @@ from pydantic import (
 )
 
 __all__ = ["NumericFeature", "CategoricalFeature", "Target", "Schema", "SchemaError",
-           "coerce_schema", "river_check_schema"]
+           "coerce_schema", "require_schema", "river_check_schema"]
 
 Scalar = bool | int | float | str
 #: a feature name: a string or an integer (river's synthetic streams key features by integers)
@@ -215,6 +215,17 @@ class Schema(_Strict):
     def feature_names(self) -> list[str | int]:
         return list(self.features)
 
+    def summary(self) -> str:
+        """A one-line description (a model's repr shows this, not the whole schema).
+
+        >>> Schema.model_validate({"features": {"a": {"type": "numeric", "min": 0, "max": 1}},
+        ...                        "target": {"type": "binary", "values": [False, True]}}
+        ...                       ).summary()
+        '<Schema: 1 feature, target binary>'
+        """
+        n = len(self.features)
+        return f"<Schema: {n} feature{'' if n == 1 else 's'}, target {self.target.type}>"
+
     @property
     def numeric_features(self) -> list[str]:
         return [n for n, f in self.features.items() if isinstance(f, NumericFeature)]
@@ -253,6 +264,33 @@ def coerce_schema(schema: Any) -> Schema:
     if isinstance(schema, (str, Path)):
         return Schema.load(schema)
     raise TypeError(f"schema must be a Schema, a dict or a path, got {type(schema).__name__}")
+
+
+#: what a model built without a schema says (``{owner}``: the model's class name)
+MISSING_SCHEMA = """{owner} needs the stream's public schema: the feature domains and label \
+classes, declared by you (never read from the data). For example:
+
+    schema = {{"features": {{"age": {{"type": "numeric", "min": 17, "max": 90}},
+                           "sex": {{"type": "categorical", "values": ["F", "M"]}}}},
+              "target": {{"type": "binary", "values": [False, True]}}}}
+    model = {owner}(schema=schema, epsilon=1.0)
+
+A Schema object, that dict, or the path of a JSON schema file. The format: \
+docs/service.md#messages-and-the-schema"""
+
+
+def require_schema(schema: Any, owner: str) -> Any:
+    """``schema`` unchanged, or, if it is ``None``, a :class:`TypeError` that shows a short
+    example schema and where the format is documented.
+
+    >>> require_schema(None, "SGBDTClassifier")
+    Traceback (most recent call last):
+    ...
+    TypeError: SGBDTClassifier needs the stream's public schema: ...
+    """
+    if schema is None:
+        raise TypeError(MISSING_SCHEMA.format(owner=owner))
+    return schema
 
 
 def _other_spelling(name: str | int) -> str | int | None:

@@ -9,12 +9,17 @@ stream layer reads schema files and hands the same objects to the models.
 :class:`ValidRecord` or raises :class:`RejectedRecord` with a reason. The policy is the
 schema's:
 
-* a numeric value outside ``[min, max]`` is **clipped** to the domain and counted (the public
-  domain is a promise about the data; clipping keeps the record and the guarantee);
-* unparsable JSON, a message without ``x``, an unknown feature, an undeclared category, NaN or
-  infinity, a wrong type, a missing ``required`` feature, or a label outside the declared
-  classes are **rejected** (the service sends them to the dead-letter sink);
-* a numeric label outside the target range is clipped like a feature;
+* a numeric value outside ``[min, max]`` is **clipped** to the domain and counted in the
+  curator-only ``clipped`` counter (the public domain is a promise about the data; clipping
+  keeps the record and the guarantee) — the models' default too
+  (:class:`~dpstream.models.encoding.RecordEncoder`); ``on_out_of_domain="error"`` rejects it;
+* unparsable JSON, a message without ``x``, an unknown feature (``on_unknown="error"``, the
+  service's default; ``"ignore"`` drops it, as the models do by default), an undeclared
+  category, NaN or infinity, a wrong type, a missing ``required`` feature, or a label outside
+  the declared classes are **rejected** (the service sends them to the dead-letter sink); a
+  target declared ``[false, true]`` takes ``0`` / ``1`` for them, as the models do;
+* a numeric label outside the target range is clipped like a feature (or rejected under
+  ``on_out_of_domain="error"``);
 * ``y`` null or absent is an *unlabeled* record (counted; supervised models skip it);
 * a message longer than ``max_message_bytes`` (default 1 MiB) or an id longer than
   ``max_id_bytes`` (default 256 bytes of UTF-8; an integer id by its decimal digits) is
@@ -58,6 +63,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..models.encoding import check_input_policy
 from ..models.schema import CategoricalFeature, NumericFeature, Schema, Target, coerce_schema
 
 __all__ = ["NumericFeature", "CategoricalFeature", "Target", "Schema", "coerce_schema",
@@ -131,10 +137,19 @@ class RecordValidator:
         Longest record id kept: UTF-8 bytes of a string id, decimal digits of an integer id.
     max_message_bytes
         Longest raw message (bytes or text as read from the source) that is decoded at all.
+    on_out_of_domain
+        ``"clip"`` (default, as the models): an out-of-domain number is clipped and counted;
+        ``"error"``: the message is rejected.
+    on_unknown
+        ``"error"`` (default: the message goes to the dead-letter sink, so a producer's typo
+        is seen); ``"ignore"``: the unknown feature is dropped, as the models do by default.
     """
 
     def __init__(self, schema: Schema | Mapping | str, *, max_id_bytes: int = MAX_ID_BYTES,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES):
+                 max_message_bytes: int = MAX_MESSAGE_BYTES, on_out_of_domain: str = "clip",
+                 on_unknown: str = "error"):
+        self.on_out_of_domain, self.on_unknown = check_input_policy(on_out_of_domain,
+                                                                    on_unknown)
         if int(max_id_bytes) < 1 or int(max_message_bytes) < 1:
             raise ValueError(f"max_id_bytes and max_message_bytes must be positive, got "
                              f"{max_id_bytes} and {max_message_bytes}")
@@ -249,6 +264,8 @@ class RecordValidator:
             except TypeError:           # an unhashable key
                 entry = None
             if entry is None:
+                if self.on_unknown == "ignore":
+                    continue
                 name = str(key) if len(str(key)) <= 60 else str(key)[:57] + "..."
                 raise RejectedRecord(f"x.{name}: unknown feature (not declared in the schema)")
             if value is None:
@@ -265,6 +282,9 @@ class RecordValidator:
                 else:
                     v = _number(f"x.{name}", value)
                 if v < lo or v > hi:
+                    if self.on_out_of_domain == "error":
+                        raise RejectedRecord(f"x.{name}: value {_short(value)} is outside "
+                                             f"the public domain [{lo}, {hi}]")
                     v = min(max(v, lo), hi)
                     clipped += 1
                 out[name] = v
@@ -291,9 +311,15 @@ class RecordValidator:
         if y is None:
             return None, 0
         if target.values is not None:
+            if (len(target.values) == 2 and all(isinstance(c, bool) for c in target.values)
+                    and type(y) is int and y in (0, 1)):
+                return y == 1, 0   # river's 0/1 for a [false, true] target, as the models
             return _category("y", y, target.values, what="classes"), 0
         v = _number("y", y)
         if v < target.min or v > target.max:
+            if self.on_out_of_domain == "error":
+                raise RejectedRecord(f"y: label {_short(y)} is outside the public target "
+                                     f"range [{target.min}, {target.max}]")
             return min(max(v, target.min), target.max), 1
         return v, 0
 

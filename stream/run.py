@@ -3,9 +3,9 @@
 Every record is first predicted (progressive validation: the model has never seen it), then
 learned; :class:`~dpstream.models.SGBDTClassifier` trains one tree per ``round_size`` arrivals
 under its individual Rényi filter. The job shows a progress bar, prints the final accuracy, the
-epsilon spent and the throughput, and writes ``report.json`` (the model's privacy report, the
-accuracy curve, timings) and ``report.png`` (accuracy over the stream) to a folder it names.
-The report's privacy section is public by default
+guarantee (epsilon, delta per record, within the budget) and the throughput, and writes
+``report.json`` (the model's privacy report, the accuracy curve, timings) and ``report.png``
+(accuracy over the stream) to a folder it names. The report's privacy section is public by default
 (:func:`~dpstream.stream.metrics.public_report`: no per-record budget statistics such as
 ``spend_by_age``); ``curator=True`` (``--curator``) keeps the whole report, with a warning.
 """
@@ -83,8 +83,8 @@ def main_job(*, epsilon: float = 0.5, delta: float = 5e-8, out: str | None = Non
                "epsilon_spent": report["epsilon"], "delta": report["delta"],
                "seconds": round(elapsed, 3), "rows_per_s": round(n / elapsed, 1)}
     say(f"final progressive accuracy {summary['accuracy']:.4f} (majority class "
-        f"{curve[-1]['majority_baseline']:.4f}); epsilon spent {report['epsilon']:.4g} of "
-        f"{eps:g} at delta {report['delta']:g}; {report['rounds']} rounds; "
+        f"{curve[-1]['majority_baseline']:.4f}); guarantee: ({report['epsilon']:.4g}, "
+        f"{report['delta']:g})-DP per record, budget epsilon {eps:g}; {report['rounds']} rounds; "
         f"{summary['rows_per_s']:,.0f} rows/s")
 
     folder = Path(out) if out else Path("reports") / (

@@ -76,7 +76,7 @@ def test_cyclical_trees_split_on_one_feature():
 
 
 def test_encoder_rejects_with_the_field_name():
-    enc = RecordEncoder(ADULT_SCHEMA)
+    enc = RecordEncoder(ADULT_SCHEMA, on_out_of_domain="error")
     with pytest.raises(InvalidRecordError) as info:
         enc.encode_one({"age": 200.0})
     assert info.value.field == "age"

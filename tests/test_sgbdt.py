@@ -296,7 +296,7 @@ BAD = [
     ({"a": 1.0, "b": 0.0, "c": "w"}, True, "c", "not one of the declared categories"),
     ({"a": True, "b": 0.0, "c": "x"}, True, "a", "expected a number"),
     ({"a": 1.0, "b": 0.0, "c": "x"}, "yes", "y", "not one of the declared classes"),
-    ({"a": 1.0, "b": 0.0, "c": "x"}, 1, "y", "not one of the declared classes"),
+    ({"a": 1.0, "b": 0.0, "c": "x"}, 2, "y", "not one of the declared classes"),
     ([1, 2, 3], True, "x", "expected a dict"),
 ]
 
@@ -304,7 +304,9 @@ BAD = [
 @pytest.mark.parametrize(("x", "y", "field", "reason"), BAD)
 def test_bad_input_names_the_field_and_changes_nothing(x, y, field, reason):
     X, Y = _rows(130, seed=9)
-    model = SGBDTClassifier(schema=SCHEMA, n_trees=5, round_size=50, seed=9)
+    # the strict input policy: unknown features and out-of-domain values raise too
+    model = SGBDTClassifier(schema=SCHEMA, n_trees=5, round_size=50, seed=9,
+                            on_out_of_domain="error", on_unknown="error")
     for xi, yi in zip(X, Y, strict=True):
         model.learn_one(xi, yi)
     before = pickle.dumps(model)
@@ -317,7 +319,7 @@ def test_bad_input_names_the_field_and_changes_nothing(x, y, field, reason):
 
 
 def test_regression_label_outside_the_range_is_rejected():
-    model = SGBDTRegressor(schema=REG_SCHEMA, seed=0)
+    model = SGBDTRegressor(schema=REG_SCHEMA, seed=0, on_out_of_domain="error")
     with pytest.raises(InvalidRecordError, match="outside the public target range") as info:
         model.learn_one({"a": 1.0}, 11.0)
     assert info.value.field == "y"
@@ -465,7 +467,8 @@ def test_the_filter_bound_with_the_initial_score_stays_in_budget(epsilon, init_s
                 drift_share=drift_share, n_trees=20, seed=0)
     rep = model.privacy_report()
     eps_init = epsilon * init_share
+    assert rep["epsilon"] == 0.0   # nothing released yet; the bound is epsilon_bound
     assert rep["rho_bound"] == rep["rho_max"] + eps_init
-    assert rep["epsilon"] == pytest.approx(rep["epsilon_trees"] + eps_init
-                                           + rep["epsilon_drift"], rel=1e-9, abs=1e-12)
-    assert rep["epsilon"] <= epsilon * (1 + 1e-9)
+    assert rep["epsilon_bound"] == pytest.approx(rep["epsilon_trees"] + eps_init
+                                                 + rep["epsilon_drift"], rel=1e-9, abs=1e-12)
+    assert rep["epsilon_bound"] <= epsilon * (1 + 1e-9)

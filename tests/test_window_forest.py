@@ -217,7 +217,8 @@ def test_predictions_are_pure_and_survive_pickling(cls):
 @pytest.mark.parametrize("cls", WINDOW_FORESTS)
 def test_bad_input_names_the_field_and_changes_nothing(cls):
     X, y, _ = load_adult("train")
-    model = cls(schema=ADULT_SCHEMA, window_size=100, n_trees=3, seed=0)
+    model = cls(schema=ADULT_SCHEMA, window_size=100, n_trees=3, seed=0,
+                on_out_of_domain="error", on_unknown="error")   # the strict input policy
     for xi, yi in zip(X[:150], y[:150], strict=True):
         model.learn_one(xi, yi, public=bool(xi["age"] % 2))
     before = pickle.dumps(model)

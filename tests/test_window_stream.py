@@ -74,7 +74,7 @@ def test_learn_stream_is_learn_one_record_by_record(cls):
 def test_a_bad_record_in_a_stream_batch_changes_nothing(cls):
     """Window forests and S-GBDT alike: the batch is encoded before anything is learned."""
     X, y = _drifting(600, 300)
-    m = cls(schema=AGRAWAL, epsilon=1.0, seed=0)
+    m = cls(schema=AGRAWAL, epsilon=1.0, seed=0, on_out_of_domain="error")
     bad = dict(X[3], salary=-5.0)             # outside the public domain
     with pytest.raises(Exception, match="salary"):
         m.learn_stream(X[:3] + [bad] + X[4:], y)

@@ -46,10 +46,10 @@ import numpy as np
 from river import base
 
 from ...accounting import BudgetLedger, GridlessExponentialMechanism, LaplaceMechanism
-from ..encoding import RecordEncoder
+from ..encoding import RecordEncoder, check_input_policy
 from ..forest import Forest, complete_tree_layout
-from ..params import check_integer, check_real
-from ..schema import river_check_schema
+from ..params import ShortRepr, check_integer, check_real, warn_small_stream
+from ..schema import require_schema, river_check_schema
 from .scores import RawScoreBinaryClassifier, RawScoreRegressor, dp_init_score, own_args, sigmoid
 
 __all__ = ["DPBoostRegressor", "DPBoostClassifier", "split_gain", "gain_sensitivity",
@@ -122,22 +122,37 @@ _PARAMS_DOC = """
         The most trees kept; older ones are retired (post-processing). ``None``: unbounded.
     seed
         ``None`` for OS entropy (use this in production); an int for tests and benchmarks.
+    on_out_of_domain
+        ``"clip"`` (default): a number outside its feature's public ``[min, max]`` (or a
+        label outside the target range) is clipped to it — free under DP, and no count of
+        clipped values is kept (``docs/privacy.md``); ``"error"``: it raises
+        :class:`~dpstream.models.encoding.InvalidRecordError`. NaN, infinity, a wrong type
+        and an undeclared category raise either way.
+    on_unknown
+        ``"ignore"`` (default): a feature the schema does not declare is skipped;
+        ``"error"``: it raises :class:`~dpstream.models.encoding.InvalidRecordError`.
 """
 
 
-class _DPBoostBase(base.Estimator):
+class _DPBoostBase(ShortRepr, base.Estimator):
     _loss = "squared"
     _PARAMS = ("epsilon", "n_ensembles", "trees_per_ensemble", "depth", "learning_rate",
                "grad_clip", "l2", "l2_per_epsilon", "split_share", "init_share", "label_clip",
-               "data_filter", "leaf_clipping", "numeric_weight", "window_size", "max_trees", "seed")
+               "data_filter", "leaf_clipping", "numeric_weight", "window_size", "max_trees", "seed",
+               "on_out_of_domain", "on_unknown")
+    # models pickled before the input policy take its defaults
+    on_out_of_domain = "clip"
+    on_unknown = "ignore"
+    _batch_trained = False
 
     def __init__(self, schema: Any, **params: Any):
-        self.schema = schema
+        self.schema = require_schema(schema, type(self).__name__)
         for name in self._PARAMS:
             setattr(self, name, params.pop(name))
         self._validate()
         self._l2 = self.l2_effective
-        self._encoder = RecordEncoder(schema)
+        self._encoder = RecordEncoder(schema, on_out_of_domain=self.on_out_of_domain,
+                                      on_unknown=self.on_unknown)
         self._check_target(self._encoder)
         n_nodes, self._internal, self._leaves = complete_tree_layout(self.depth)
         self._forest = Forest(max_nodes=n_nodes, max_depth=self.depth)
@@ -159,6 +174,7 @@ class _DPBoostBase(base.Estimator):
         raise NotImplementedError
 
     def _validate(self) -> None:
+        check_input_policy(self.on_out_of_domain, self.on_unknown)
         check_real("epsilon", self.epsilon, 0)
         check_integer("n_ensembles", self.n_ensembles, 1)
         check_integer("trees_per_ensemble", self.trees_per_ensemble, 1)
@@ -244,6 +260,7 @@ class _DPBoostBase(base.Estimator):
             Xe = np.vstack([np.array(self._buffer_X, dtype=np.float64), Xe])
             ye = np.concatenate([np.array(self._buffer_y, dtype=np.float64), ye])
             self._buffer_X, self._buffer_y = [], []
+        self._batch_trained = True   # the papers' batch setting: no small-stream warning
         self._train_window(Xe, ye)
 
     def _train_buffer(self) -> None:
@@ -376,7 +393,12 @@ class _DPBoostBase(base.Estimator):
 
     # --------------------------------------------------------------- report
     def privacy_report(self) -> dict:
-        """The guarantee (pure epsilon-DP per record) and how it was spent."""
+        """The guarantee (pure epsilon-DP per record) and how it was spent (``epsilon``: 0.0
+        until the first window trains). A stream-trained model that has released from fewer
+        records than its epsilon wants warns here
+        (:class:`~dpstream.models.params.SmallStreamWarning`)."""
+        if self.windows and not self._batch_trained:
+            warn_small_stream(self, self.records_seen, self.epsilon)
         return {
             "mechanism": "enhanced DPBoost (Kirschte et al. 2023, §V): grid-less exponential "
                          "mechanism splits, Laplace leaves with geometric leaf clipping, Laplace "
@@ -431,14 +453,15 @@ class DPBoostRegressor(RawScoreRegressor, _DPBoostBase, base.Regressor):
 
     _loss = "squared"
 
-    def __init__(self, schema: Any, epsilon: float = 1.0, n_ensembles: int = 2,
+    def __init__(self, schema: Any = None, epsilon: float = 1.0, n_ensembles: int = 2,
                  trees_per_ensemble: int = 10, depth: int = 4, learning_rate: float = 0.1,
                  grad_clip: float = 0.3, l2: float = 10.0,
                  l2_per_epsilon: float | None = None, split_share: float = 0.5,
                  init_share: float = 0.1, label_clip: float | None = None,
                  data_filter: bool = False, leaf_clipping: bool = True,
                  numeric_weight: float = 1.0, window_size: int = 4096,
-                 max_trees: int | None = 1000, seed: int | None = None):
+                 max_trees: int | None = 1000, seed: int | None = None,
+                 on_out_of_domain: str = "clip", on_unknown: str = "ignore"):
         super().__init__(**own_args(locals()))
 
     def _check_target(self, encoder: RecordEncoder) -> None:
@@ -471,14 +494,15 @@ class DPBoostClassifier(RawScoreBinaryClassifier, _DPBoostBase, base.Classifier)
 
     _loss = "logistic"
 
-    def __init__(self, schema: Any, epsilon: float = 1.0, n_ensembles: int = 2,
+    def __init__(self, schema: Any = None, epsilon: float = 1.0, n_ensembles: int = 2,
                  trees_per_ensemble: int = 20, depth: int = 4, learning_rate: float = 0.3,
                  grad_clip: float = 1.0, l2: float = 10.0,
                  l2_per_epsilon: float | None = None, split_share: float = 0.3,
                  init_share: float = 0.1, label_clip: float | None = None,
                  data_filter: bool = False, leaf_clipping: bool = False,
                  numeric_weight: float = 50.0, window_size: int = 4096,
-                 max_trees: int | None = 1000, seed: int | None = None):
+                 max_trees: int | None = 1000, seed: int | None = None,
+                 on_out_of_domain: str = "clip", on_unknown: str = "ignore"):
         super().__init__(**own_args(locals()))
 
     def _check_target(self, encoder: RecordEncoder) -> None:

@@ -31,9 +31,9 @@ from river import base
 from ...accounting import ACCOUNTANTS
 from ...accounting.rdp import rdp_to_epsilon
 from ..drift import DPDriftSignal
-from ..encoding import RecordEncoder
-from ..params import check_integer, check_real
-from ..schema import river_check_schema
+from ..encoding import RecordEncoder, check_input_policy
+from ..params import ShortRepr, check_delta, check_integer, check_real, warn_small_stream
+from ..schema import require_schema, river_check_schema
 from .hist_splits import histogram_sigma
 from .scores import RawScoreBinaryClassifier, RawScoreRegressor, own_args
 from .sgbdt_engine import SGBDTConfig, SGBDTEngine
@@ -51,7 +51,8 @@ _PARAMS_DOC = """
     epsilon
         Total privacy budget (epsilon_init + epsilon_trees), > 0.
     delta
-        delta of the (epsilon, delta) guarantee (the paper's delta_trees), in (0, 1).
+        delta of the (epsilon, delta) guarantee (the paper's delta_trees), in (0, 1) and below
+        1e-3 (a larger delta raises ``ValueError`` unless ``allow_large_delta``).
     n_trees
         T_regular: the rounds a worst-case record can afford; sets sigma and alpha-hat (Alg. 7).
     extra_trees
@@ -164,14 +165,31 @@ _PARAMS_DOC = """
         trees.
     seed
         ``None`` for OS entropy (use this in production); an int for tests and benchmarks.
+    on_out_of_domain
+        ``"clip"`` (default): a number outside its feature's public ``[min, max]`` (or a
+        label outside the target range) is clipped to it — free under DP, and no count of
+        clipped values is kept (``docs/privacy.md``); ``"error"``: it raises
+        :class:`~dpstream.models.encoding.InvalidRecordError`. NaN, infinity, a wrong type
+        and an undeclared category raise either way.
+    on_unknown
+        ``"ignore"`` (default): a feature the schema does not declare is skipped;
+        ``"error"``: it raises :class:`~dpstream.models.encoding.InvalidRecordError`.
+    allow_large_delta
+        ``True`` accepts a ``delta`` of 1e-3 or more (refused by default: such a delta is
+        almost always a slip).
 """
 
 #: the default ``pool_rounds`` (docs/sgbdt.md: chosen on river's Agrawal streams)
 POOL_ROUNDS = 400
 
 
-class _SGBDTBase(base.Estimator):
+class _SGBDTBase(ShortRepr, base.Estimator):
     _loss = "squared"
+    # models pickled before these parameters existed take their defaults
+    on_out_of_domain = "clip"
+    on_unknown = "ignore"
+    allow_large_delta = False
+    _batch_trained = False
 
     # the subclasses declare the parameters with their own tuned defaults (river reads the
     # subclass signature); the base only stores them
@@ -182,16 +200,18 @@ class _SGBDTBase(base.Estimator):
                "dynamic_leaf_noise", "individual_filter", "numeric_weight",
                "cyclical_features", "drift",
                "drift_share", "drift_window", "min_leaf_records", "split_levels",
-               "split_share", "split_bins", "split_decay", "seed")
+               "split_share", "split_bins", "split_decay", "seed", "on_out_of_domain",
+               "on_unknown", "allow_large_delta")
 
     def __init__(self, schema: Any, **params: Any):
-        self.schema = schema
+        self.schema = require_schema(schema, type(self).__name__)
         for name in self._PARAMS:
             setattr(self, name, params.pop(name))
         if params:  # pragma: no cover - the subclass signatures forbid it
             raise TypeError(f"unexpected parameters {sorted(params)}")
         self._config = self._validate()
-        self._encoder = RecordEncoder(schema)
+        self._encoder = RecordEncoder(schema, on_out_of_domain=self.on_out_of_domain,
+                                      on_unknown=self.on_unknown)
         self._check_target(self._encoder)
         self._engine: SGBDTEngine | None = None
         # encoded rows: lists, or arrays where scoring already built them (a flush stacks
@@ -251,6 +271,7 @@ class _SGBDTBase(base.Estimator):
         def integer(name, lo):
             return check_integer(name, getattr(self, name), lo)
 
+        check_input_policy(self.on_out_of_domain, self.on_unknown)
         if self.accountant not in ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {list(ACCOUNTANTS)}, "
                              f"got {self.accountant!r}")
@@ -296,7 +317,8 @@ class _SGBDTBase(base.Estimator):
         elif self.retire_block is not None:
             integer("retire_block", 1)
         return SGBDTConfig(
-            loss=self._loss, epsilon=real("epsilon", 0), delta=real("delta", 0, 1),
+            loss=self._loss, epsilon=real("epsilon", 0),
+            delta=check_delta(self.delta, allow_large=self.allow_large_delta),
             n_trees=integer("n_trees", 1), extra_trees=integer("extra_trees", 0),
             depth=int(self.depth), learning_rate=real("learning_rate", 0),
             subsample=real("subsample", 0, 1, hi_open=False),
@@ -454,6 +476,7 @@ class _SGBDTBase(base.Estimator):
         self.engine.add(Xe, ye)
         self.records_seen += int(ye.size)
         self.engine.evict_oldest(self.max_active)
+        self._batch_trained = True   # the papers' batch setting: no small-stream warning
         for _ in range(n_rounds):
             self.engine.round()
 
@@ -502,8 +525,16 @@ class _SGBDTBase(base.Estimator):
         epsilon_drift. A record that takes part in no initial-score release spends its
         epsilon_init on rounds. (Checkpoints from before that change: epsilon_init paid apart,
         ``rho_bound = rho_max``; the epsilon is the same.)
+
+        ``epsilon`` is what the model has spent: 0.0 until its first release (a round, or a
+        drift-signal window), then the guarantee's bound ``epsilon_bound`` (every record
+        may spend up to it). A stream-trained model that has released from fewer records than
+        its epsilon wants warns here (:class:`~dpstream.models.params.SmallStreamWarning`).
         """
         e = self.engine
+        released = self.release_epoch > 0
+        if released and not self._batch_trained:
+            warn_small_stream(self, self.records_seen, self.epsilon)
         cal = e.calibration
         c = self._config
         spend = e.filter.spend_summary()
@@ -515,7 +546,8 @@ class _SGBDTBase(base.Estimator):
                          "leaves, "
                          "Laplace initial score, individual Rényi filter",
             "guarantee": "(epsilon, delta)-DP per record for any number of rounds",
-            "epsilon": eps_filter + c.epsilon_drift,
+            "epsilon": eps_filter + c.epsilon_drift if released else 0.0,
+            "epsilon_bound": eps_filter + c.epsilon_drift,
             "epsilon_budget": c.epsilon,
             "epsilon_init": c.epsilon_init,
             "epsilon_drift": c.epsilon_drift,
@@ -631,7 +663,7 @@ class SGBDTRegressor(RawScoreRegressor, _SGBDTBase, base.Regressor):
 
     _loss = "squared"
 
-    def __init__(self, schema: Any, epsilon: float = 1.0, delta: float = 5e-8,
+    def __init__(self, schema: Any = None, epsilon: float = 1.0, delta: float = 5e-8,
                  n_trees: int = 75, extra_trees: int = 0, depth: int = 3,
                  learning_rate: float = 0.1, subsample: float = 0.1, grad_clip: float = 0.2,
                  label_clip: float | None = None, init_share: float = 0.2,
@@ -645,7 +677,8 @@ class SGBDTRegressor(RawScoreRegressor, _SGBDTBase, base.Regressor):
                  drift: bool = True, drift_share: float = 0.05, drift_window: int | None = None,
                  min_leaf_records: float = 20.0, split_levels: int = 0,
                  split_share: float = 0.3, split_bins: int = 8, split_decay: float = 0.99,
-                 seed: int | None = None):
+                 seed: int | None = None, on_out_of_domain: str = "clip",
+                 on_unknown: str = "ignore", allow_large_delta: bool = False):
         super().__init__(**own_args(locals()))
 
     def _check_target(self, encoder: RecordEncoder) -> None:
@@ -677,7 +710,7 @@ class SGBDTClassifier(RawScoreBinaryClassifier, _SGBDTBase, base.Classifier):
 
     _loss = "logistic"
 
-    def __init__(self, schema: Any, epsilon: float = 1.0, delta: float = 5e-8,
+    def __init__(self, schema: Any = None, epsilon: float = 1.0, delta: float = 5e-8,
                  n_trees: int = 100, extra_trees: int = 100, depth: int = 6,
                  learning_rate: float = 0.3, subsample: float = 0.1, grad_clip: float = 1.0,
                  label_clip: float | None = None, init_share: float = 0.1,
@@ -691,7 +724,8 @@ class SGBDTClassifier(RawScoreBinaryClassifier, _SGBDTBase, base.Classifier):
                  drift: bool = True, drift_share: float = 0.05, drift_window: int | None = None,
                  min_leaf_records: float = 20.0, split_levels: int = 1,
                  split_share: float = 0.3, split_bins: int = 8, split_decay: float = 0.99,
-                 seed: int | None = None):
+                 seed: int | None = None, on_out_of_domain: str = "clip",
+                 on_unknown: str = "ignore", allow_large_delta: bool = False):
         super().__init__(**own_args(locals()))
 
     def _check_target(self, encoder: RecordEncoder) -> None:

@@ -140,20 +140,30 @@ class GreedyForestClassifier(WindowForestBase):
         nodes hold records. Nodes that share a bucket pool their utilities and counts.
     seed
         Random seed (tests and benchmarks; leave ``None`` in production).
+    on_out_of_domain
+        ``"clip"`` (default): a number outside its feature's public ``[min, max]`` is clipped
+        to it — free under DP, and no count of clipped values is kept (``docs/privacy.md``);
+        ``"error"``: it raises :class:`~dpstream.models.encoding.InvalidRecordError`. NaN,
+        infinity, a wrong type and an undeclared category raise either way.
+    on_unknown
+        ``"ignore"`` (default): a feature the schema does not declare is skipped;
+        ``"error"``: it raises :class:`~dpstream.models.encoding.InvalidRecordError`.
     """
 
-    def __init__(self, schema: Any, epsilon: float = 1.0, n_trees: int = 25,
+    def __init__(self, schema: Any = None, epsilon: float = 1.0, n_trees: int = 25,
                  window_size: int | None = 20_000, max_windows: int | None = 2,
                  max_depth: int = 5, n_bins: int = 4, window_seconds: float | None = None,
                  warmup: int | None = 1000, drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, min_tree_records: int | None = 1500,
-                 node_buckets: int = 4, seed: int | None = None):
+                 node_buckets: int = 4, seed: int | None = None,
+                 on_out_of_domain: str = "clip", on_unknown: str = "ignore"):
         self.max_depth = max_depth
         self.node_buckets = node_buckets
         self.n_bins = n_bins
         super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
                          window_seconds, warmup, drift, drift_share, drift_window,
-                         min_tree_records)
+                         min_tree_records,
+                         on_out_of_domain=on_out_of_domain, on_unknown=on_unknown)
         enc = self._encoder
         self._numeric = enc.numeric_columns()
         self._groups = [np.array(g, dtype=np.intp) for g in enc.categorical_columns()]

@@ -251,9 +251,17 @@ class MedianForestClassifier(WindowForestBase):
         least ``relevance_floor / F``.
     seed
         ``None`` for OS entropy; an int for tests and benchmarks.
+    on_out_of_domain
+        ``"clip"`` (default): a number outside its feature's public ``[min, max]`` is clipped
+        to it — free under DP, and no count of clipped values is kept (``docs/privacy.md``);
+        ``"error"``: it raises :class:`~dpstream.models.encoding.InvalidRecordError`. NaN,
+        infinity, a wrong type and an undeclared category raise either way.
+    on_unknown
+        ``"ignore"`` (default): a feature the schema does not declare is skipped;
+        ``"error"``: it raises :class:`~dpstream.models.encoding.InvalidRecordError`.
     """
 
-    def __init__(self, schema: Any, epsilon: float = 2.0, n_trees: int = 10,
+    def __init__(self, schema: Any = None, epsilon: float = 2.0, n_trees: int = 10,
                  window_size: int | None = 10_000, max_windows: int | None = 5,
                  privacy: str = "features_and_labels", transductive: bool = False,
                  n_trees_second: int | None = None, split_share: float = 0.3,
@@ -262,7 +270,8 @@ class MedianForestClassifier(WindowForestBase):
                  drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, attributes: str = "relevance",
                  relevance_share: float = 0.2, min_tree_records: int | None = 250,
-                 relevance_floor: float = 0.3, seed: int | None = None):
+                 relevance_floor: float = 0.3, seed: int | None = None,
+                 on_out_of_domain: str = "clip", on_unknown: str = "ignore"):
         self.attributes = attributes
         self.relevance_share = relevance_share
         self.relevance_floor = relevance_floor
@@ -287,7 +296,8 @@ class MedianForestClassifier(WindowForestBase):
         check_integer("n_candidates", n_candidates, 1)
         super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
                          window_seconds, warmup, drift, drift_share, drift_window,
-                         min_tree_records)
+                         min_tree_records,
+                         on_out_of_domain=on_out_of_domain, on_unknown=on_unknown)
         self._setup_relevance()
 
     # ------------------------------------------------------------ the trees

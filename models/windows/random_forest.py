@@ -194,9 +194,17 @@ class RandomDecisionForestClassifier(WindowForestBase):
     seed
         Random seed (tests and benchmarks; leave ``None`` in production — whoever knows the
         seed can replay the noise).
+    on_out_of_domain
+        ``"clip"`` (default): a number outside its feature's public ``[min, max]`` is clipped
+        to it — free under DP, and no count of clipped values is kept (``docs/privacy.md``);
+        ``"error"``: it raises :class:`~dpstream.models.encoding.InvalidRecordError`. NaN,
+        infinity, a wrong type and an undeclared category raise either way.
+    on_unknown
+        ``"ignore"`` (default): a feature the schema does not declare is skipped;
+        ``"error"``: it raises :class:`~dpstream.models.encoding.InvalidRecordError`.
     """
 
-    def __init__(self, schema: Any, epsilon: float = 1.0, n_trees: int = 100,
+    def __init__(self, schema: Any = None, epsilon: float = 1.0, n_trees: int = 100,
                  window_size: int | None = 20_000, max_windows: int | None = 2,
                  max_depth: int | None = None, range_share: float = 0.05, range_bins: int = 24,
                  window_seconds: float | None = None, warmup: int | None = 1000,
@@ -204,7 +212,8 @@ class RandomDecisionForestClassifier(WindowForestBase):
                  drift_window: int | None = None, min_tree_records: int | None = 50,
                  attributes: str = "relevance", relevance_share: float = 0.2,
                  relevance_floor: float = 0.1, leaf_buckets: int = 8,
-                 seed: int | None = None):
+                 seed: int | None = None,
+                 on_out_of_domain: str = "clip", on_unknown: str = "ignore"):
         self.max_depth = max_depth
         self.leaf_buckets = leaf_buckets
         self.relevance_floor = relevance_floor
@@ -214,7 +223,8 @@ class RandomDecisionForestClassifier(WindowForestBase):
         self.range_bins = range_bins
         super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
                          window_seconds, warmup, drift, drift_share, drift_window,
-                         min_tree_records)
+                         min_tree_records,
+                         on_out_of_domain=on_out_of_domain, on_unknown=on_unknown)
         enc = self._encoder
         depth = theorem2_depth(len(enc.numeric_columns()), len(enc.categorical_columns()))
         self.depth = depth if max_depth is None else max_depth

@@ -347,12 +347,20 @@ class RDTClassifier(WindowForestBase):
         shows which leaves hold records.
     seed
         Random seed (tests and benchmarks; leave ``None`` in production).
+    on_out_of_domain
+        ``"clip"`` (default): a number outside its feature's public ``[min, max]`` is clipped
+        to it — free under DP, and no count of clipped values is kept (``docs/privacy.md``);
+        ``"error"``: it raises :class:`~dpstream.models.encoding.InvalidRecordError`. NaN,
+        infinity, a wrong type and an undeclared category raise either way.
+    on_unknown
+        ``"ignore"`` (default): a feature the schema does not declare is skipped;
+        ``"error"``: it raises :class:`~dpstream.models.encoding.InvalidRecordError`.
     """
 
     #: windows stay whole in a multi-process ensemble: every window fills the same fixed trees
     share_scales = False
 
-    def __init__(self, schema: Any, epsilon: float = 1.0, n_trees: int = 5,
+    def __init__(self, schema: Any = None, epsilon: float = 1.0, n_trees: int = 5,
                  window_size: int | None = 20_000, max_windows: int | None = 2,
                  disjoint: bool = False, secondary_trees: int = 200, n_cells: int = 10,
                  combine: str = "average", max_depth: int | None = None,
@@ -362,7 +370,8 @@ class RDTClassifier(WindowForestBase):
                  drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, attributes: str = "relevance",
                  relevance_share: float = 0.35, relevance_floor: float = 0.3,
-                 leaf_buckets: int = 4, seed: int | None = None):
+                 leaf_buckets: int = 4, seed: int | None = None,
+                 on_out_of_domain: str = "clip", on_unknown: str = "ignore"):
         self.disjoint = disjoint
         self.leaf_buckets = leaf_buckets
         self.attributes = attributes
@@ -377,7 +386,8 @@ class RDTClassifier(WindowForestBase):
         self.height_rule = height_rule
         self.leaf_signal = leaf_signal
         super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
-                         window_seconds, warmup, drift, drift_share, drift_window)
+                         window_seconds, warmup, drift, drift_share, drift_window,
+                         on_out_of_domain=on_out_of_domain, on_unknown=on_unknown)
         enc = self._encoder
         self._trees = ImplicitRandomTrees(enc, depth=1, secret=int(self._rng.integers(2**63)))
         s, r = self._trees.s, self._trees.r

@@ -107,10 +107,16 @@ def relevance_key(member: str, seq: int) -> str:
     return f"{_member_id(member)}/relevance-{int(seq):012d}"
 
 
+#: parameters each member may set for itself (not in :func:`window_config`'s digest)
+_MEMBER_OWN = ("seed", "schema", "on_out_of_domain", "on_unknown")
+
+
 def window_config(model: WindowForestBase) -> str:
     """A digest of what every member of one ensemble must share: the model class, its
-    parameters (except ``seed``) and the schema. Windows of another configuration are refused."""
-    params = {k: v for k, v in model._get_params().items() if k not in ("seed", "schema")}
+    parameters (except ``seed`` and the input policy, which decides only which records a
+    member accepts, not what its windows mean) and the schema. Windows of another
+    configuration are refused."""
+    params = {k: v for k, v in model._get_params().items() if k not in _MEMBER_OWN}
     text = json.dumps({"model": type(model).__qualname__, "params": params,
                        "schema": model._encoder.schema.model_dump(mode="json")},
                       sort_keys=True, default=repr)

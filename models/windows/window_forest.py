@@ -85,9 +85,10 @@ from river import base
 
 from ...accounting import BudgetLedger
 from ..drift import DPDriftSignal
-from ..encoding import RecordEncoder
+from ..encoding import RecordEncoder, check_input_policy
 from ..forest import Forest
-from ..params import check_integer, check_real
+from ..params import ShortRepr, check_integer, check_real, warn_small_stream
+from ..schema import require_schema
 from .relevance import AttributeRelevance, owned_attributes
 from .window_stream import UNLABELED, learn_stream, rows_from_state, rows_state
 from .window_trees import WindowTree, leaf_proba, pack_trees, split_exact
@@ -117,7 +118,7 @@ class _Window:
     published: float | None = None
 
 
-class WindowForestBase(base.Classifier):
+class WindowForestBase(ShortRepr, base.Classifier):
     """Classifier over tumbling windows; subclasses turn one closed window into trees.
 
     The window policy, shared by every subclass:
@@ -135,17 +136,26 @@ class WindowForestBase(base.Classifier):
       always), restarts the warm-up, and once the first window of the new generation has
       trees every older window retires (post-processing). The trees spend ``epsilon_trees =
       epsilon - epsilon_drift`` per record; the report's ``epsilon`` is their sum.
+    * **Input policy** (``on_out_of_domain``, ``on_unknown``): as every estimator's, see
+      :class:`~dpstream.models.encoding.RecordEncoder`.
     """
 
     #: the runner hands unlabeled records (``y`` null) to the model
     learns_unlabeled = True
+    # models pickled before these existed take the defaults
+    on_out_of_domain = "clip"
+    on_unknown = "ignore"
+    _batch_trained = False
 
     def __init__(self, schema: Any, epsilon: float, n_trees: int, window_size: int | None,
                  max_windows: int | None, seed: int | None,
                  window_seconds: float | None = None, warmup: int | None = 1000,
                  drift: bool = True, drift_share: float = 0.05,
-                 drift_window: int | None = None, min_tree_records: int | None = None):
-        self.schema = schema
+                 drift_window: int | None = None, min_tree_records: int | None = None, *,
+                 on_out_of_domain: str = "clip", on_unknown: str = "ignore"):
+        self.schema = require_schema(schema, type(self).__name__)
+        self.on_out_of_domain, self.on_unknown = check_input_policy(on_out_of_domain,
+                                                                    on_unknown)
         self.epsilon = epsilon
         self.n_trees = n_trees
         self.window_size = window_size
@@ -158,7 +168,8 @@ class WindowForestBase(base.Classifier):
         self.drift_window = drift_window
         self.min_tree_records = min_tree_records
         self._window_trees: int | None = None   # trees of the window being trained
-        self._encoder = RecordEncoder(schema)
+        self._encoder = RecordEncoder(schema, on_out_of_domain=on_out_of_domain,
+                                      on_unknown=on_unknown)
         if self._encoder.classes is None:
             raise ValueError("a window forest classifies: the schema needs target classes")
         self._check_params()
@@ -354,6 +365,7 @@ class WindowForestBase(base.Classifier):
         self.records_seen += len(ye)
         self.unlabeled_seen += len(ye) - len(known)
         self.public_seen += int(flags.sum())
+        self._batch_trained = True   # batch mode: no small-stream warning
         if self._buffer_y:
             self._close_window()
             self.grow_held()   # batch mode trains now, held or not
@@ -609,6 +621,8 @@ class WindowForestBase(base.Classifier):
         return out
 
     def _report_base(self) -> dict:
+        if self.windows_closed and not self._batch_trained:   # a small stream warns
+            warn_small_stream(self, self.records_seen, self.epsilon, stacklevel=4)
         drift_spent = self.epsilon_drift if (self._drift is not None
                                              and self._drift.releases) else 0.0
         return {
