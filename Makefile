@@ -54,11 +54,13 @@ test: $(VENV)/.stamp-test
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests -- failing" >&2; exit 1; fi; \
 	exit $$rc
 
-# The benchmark suite (docs/benchmarks.md): every model x its paper's datasets x the epsilon grid,
-# with scikit-learn, river, diffprivlib and DP Mean on the same splits; resumable
-# (benchmarks/results/PROFILE.jsonl). Full: <= 60 min on 2 cores; quick: <= 5 min.
+# The benchmark suite: every model x its paper's datasets x the epsilon grid, with scikit-learn,
+# river, diffprivlib, DP-EBM and DP Mean on the same splits; resumable. bench (full, <= 60 min
+# on 2 cores) is the one target that renders the project's docs/benchmarks.md and docs/img/,
+# from the committed benchmarks/results/full.jsonl (--render-docs). bench-quick (<= 5 min)
+# writes its page, plots and results under reports/suite-quick/ and touches no tracked file.
 bench: $(VENV)/.stamp-bench
-	$(BIN)/dpstream suite --profile full
+	$(BIN)/dpstream suite --profile full --render-docs
 
 bench-quick: $(VENV)/.stamp-bench
 	$(BIN)/dpstream suite --profile quick

@@ -7,7 +7,8 @@ Run: ``python examples/replay_benchmark.py`` (needs the bench extra:
    next to DP Mean and scikit-learn's non-private random forest on the very same splits.
 2. A CI-sized run of the benchmark suite (``smoke`` profile) into a temporary folder: the
    results file (one JSON line per cell, resumable) and the rendered page with its plots.
-   ``make bench-quick`` / ``make bench`` run the real profiles into docs/benchmarks.md.
+   ``make bench-quick`` runs the quick profile into reports/suite-quick/; ``make bench`` the
+   full one into the project's docs/benchmarks.md (``dpstream suite --render-docs``).
 """
 
 from __future__ import annotations

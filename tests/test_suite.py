@@ -215,11 +215,14 @@ def test_smoke_page_has_tables_and_real_plots(smoke):
     for p in imgs:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5_000
         assert f"(img/{p.name})" in text
-    missing = [ln for ln in text.splitlines() if ln.startswith("Not measured in this run")]
+    missing = [ln for ln in text.splitlines() if ln.startswith("| diffprivlib-random-forest |")]
     if baseline_available("diffprivlib-random-forest") is None:
-        assert missing == [] and "diffprivlib-random-forest" in text
-    else:                     # the page says what it could not measure, and why
+        assert missing == [] and "diffprivlib-random-forest" in text and "skipped" not in text
+    else:                     # the page says what it could not measure, why, and the fix
         assert len(missing) == 1 and "diffprivlib is not installed" in missing[0]
+        assert "skipped: diffprivlib is not installed: `pip install 'dpstream[bench]'`" \
+            in missing[0]
+        assert "| 1 | " in text and "| skipped |" in text   # its column in the Iris table
 
 
 def test_cli_lists_cells_and_renders_without_running(smoke, capsys):

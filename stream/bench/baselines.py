@@ -43,8 +43,16 @@ from ...models import SGBDTClassifier
 from ...models.encoding import RecordEncoder
 from .protocols import _metric, load_protocol_data, protocol_splits
 
-__all__ = ["BASELINES", "DP_PEER_DATASETS", "DPMean", "baseline_available", "design_matrix",
-           "dp_ebm_frame", "run_baseline"]
+__all__ = ["BASELINES", "BENCH_EXTRA", "DP_PEER_DATASETS", "DPMean", "OPTIONAL_MODULES",
+           "baseline_available", "design_matrix", "dp_ebm_frame", "missing_optional",
+           "run_baseline"]
+
+#: the pip line that installs every optional package the suite uses
+BENCH_EXTRA = "pip install 'dpstream[bench]'"
+
+#: the optional packages of the suite (the bench extra), by the name they import as
+OPTIONAL_MODULES = {"sklearn": "scikit-learn", "diffprivlib": "diffprivlib",
+                    "interpret": "interpret", "pandas": "pandas"}
 
 #: the tables DP-EBM runs on (S-GBDT's datasets)
 DP_PEER_DATASETS = ("adult", "abalone")
@@ -140,7 +148,7 @@ def design_matrix(schema: Any, X: list) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def baseline_available(name: str) -> str | None:
-    """``None`` when ``name`` can run here, else the reason it cannot."""
+    """``None`` when ``name`` can run here, else the reason it cannot (with the pip line)."""
     if name not in BASELINES:
         return f"unknown baseline {name!r}; choose from {sorted(BASELINES)}"
     if name == "dp-mean":
@@ -149,16 +157,39 @@ def baseline_available(name: str) -> str | None:
         try:
             from interpret.privacy import DPExplainableBoostingClassifier  # noqa: F401
         except ImportError:
-            return "interpret is not installed (pip install 'dpstream[bench]')"
+            return f"interpret is not installed: {BENCH_EXTRA}"
     try:
         import sklearn  # noqa: F401
     except ImportError:
-        return "scikit-learn is not installed (pip install 'dpstream[bench]')"
+        return f"scikit-learn is not installed: {BENCH_EXTRA}"
     if name == "diffprivlib-random-forest":
         try:
             import diffprivlib  # noqa: F401
         except ImportError:
-            return "diffprivlib is not installed (pip install 'dpstream[bench]')"
+            return f"diffprivlib is not installed: {BENCH_EXTRA}"
+    return None
+
+
+def missing_optional(exc: BaseException) -> str | None:
+    """The reason to skip a cell that raised ``exc``, when an optional package is missing.
+
+    ``None`` when ``exc`` (or an exception it was raised from) is not an import of one of
+    :data:`OPTIONAL_MODULES`: a broken core install or a bug must fail loudly.
+
+    Examples
+    --------
+    >>> missing_optional(ModuleNotFoundError("No module named 'sklearn'", name="sklearn"))
+    "scikit-learn is not installed: pip install 'dpstream[bench]'"
+    >>> missing_optional(ModuleNotFoundError("No module named 'numba'", name="numba")) is None
+    True
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        name = getattr(seen, "name", None) if isinstance(seen, ImportError) else None
+        top = (name or "").split(".")[0]
+        if top in OPTIONAL_MODULES:
+            return f"{OPTIONAL_MODULES[top]} is not installed: {BENCH_EXTRA}"
+        seen = seen.__cause__
     return None
 
 
@@ -222,6 +253,18 @@ def _estimator(name: str, regression: bool, epsilon: float | None, seed: int, lo
                           random_state=seed)
 
 
+def _one_openmp_thread() -> Any:
+    """A context in which scikit-learn's OpenMP code (HistGradientBoosting) runs on one thread.
+
+    Its threads spin while they wait for each other: on a loaded machine (the suite beside
+    other work on 2 cores) one HistGradientBoosting fit on Abalone took 44-77 s on two threads
+    against 0.7-1.4 s on one, and the quick profile ran past its 5 minutes on it alone.
+    """
+    from threadpoolctl import threadpool_limits  # a dependency of scikit-learn
+
+    return threadpool_limits(limits=1, user_api="openmp")
+
+
 def run_baseline(name: str, dataset: str, protocol: str, *, epsilon: float | None = None,
                  repeats: int = 1, folds: int = 1, seed: int = 0,
                  labeled_fraction: float = 1.0,
@@ -274,8 +317,9 @@ def run_baseline(name: str, dataset: str, protocol: str, *, epsilon: float | Non
         else:
             est = _estimator(name, regression, epsilon, fit_seed, lo, hi,
                              0 if regression else len(enc.classes))
-            est.fit(M[train], target[train])
-            out = np.asarray(est.predict(M[split.test]))
+            with _one_openmp_thread():
+                est.fit(M[train], target[train])
+                out = np.asarray(est.predict(M[split.test]))
             pred = np.empty(split.test.size, dtype=object)
             pred[:] = ([enc.decode_target(v) for v in out] if regression
                        else [enc.classes[int(v)] for v in out])

@@ -1,4 +1,9 @@
-"""Render a benchmark-suite results file into ``docs/benchmarks.md`` and its PNG plots.
+"""Render a benchmark-suite results file into a Markdown page and its PNG plots.
+
+The page is ``reports/suite-PROFILE/benchmarks.md`` by default and the project's own
+``docs/benchmarks.md`` with ``dpstream suite --render-docs`` (:mod:`.commands` picks the path).
+A cell that could not run here (its optional package missing) shows as ``skipped`` with the
+pip line that fills it in: in a table at the top, in its table's row and under its table.
 
 Per table (a dataset under one protocol): the rows where a paper quotes a figure (ours, the
 paper's, their ratio, the DP baselines at the same ε, the non-private ceiling), the whole ε grid
@@ -23,6 +28,7 @@ True
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections import defaultdict
 from collections.abc import Iterable
@@ -130,7 +136,38 @@ def _plot(key: tuple, rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def _section(key: tuple, rows: list[dict], img_dir: Path | None, img_prefix: str) -> list[str]:
+def _pip(whys: Iterable[str]) -> str:
+    """Reasons a cell was skipped, the pip line of each in backticks."""
+    return "; ".join(re.sub(r"(pip install .*)$", r"`\1`", why) for why in whys)
+
+
+def _skipped_table(skipped: list) -> list[str]:
+    """The page's summary of what did not run here: one row per baseline or model."""
+    if not skipped:
+        return []
+    lines = [s for s in skipped if isinstance(s, str)]      # older callers: descriptions
+    cells = [s for s in skipped if not isinstance(s, str)]
+    out = []
+    if lines:
+        out += ["Not measured in this run: " + "; ".join(lines) + ".", ""]
+    if cells:
+        by: dict[tuple, list] = defaultdict(list)
+        for cell, why in cells:
+            by[(variant_label(cell.name, dict(cell.params)), why)].append(cell)
+        out += [f"**Skipped here: {len(cells)} cell(s)** — their optional packages are not "
+                "installed. Install them and rerun the same command: only these cells run, "
+                "then the page is redrawn.", "",
+                "| skipped | cells | tables | why, and the fix |", "|---|---|---|---|"]
+        for (name, why), cs in by.items():
+            tables = sorted({_title(c.dataset, c.labeled_fraction) + f" ({c.protocol})"
+                             for c in cs})
+            out.append(f"| {name} | {len(cs)} | {', '.join(tables)} | skipped: {_pip([why])} |")
+        out.append("")
+    return out
+
+
+def _section(key: tuple, rows: list[dict], img_dir: Path | None, img_prefix: str,
+             skipped: Iterable[tuple] = ()) -> list[str]:
     dataset, table, lf = key
     metric = rows[0]["metric"]
     dp = [r for r in rows if r.get("kind") == "dp"]
@@ -146,8 +183,17 @@ def _section(key: tuple, rows: list[dict], img_dir: Path | None, img_prefix: str
     for r in rows:
         if r.get("epsilon") is not None:
             at[_variant(r)][r["epsilon"]] = r
+    gaps = defaultdict(dict)        # variant -> eps -> why it was skipped here
+    for cell, why in skipped:
+        gaps[variant_label(cell.name, dict(cell.params))][cell.epsilon] = why
     nonpriv = [r for r in rows if r.get("kind") == "non-private"]
     ceiling = ", ".join(f"{r['model']} {_fmt(metric, r['mean'])}" for r in nonpriv) or "—"
+
+    def peer(name: str, e: float) -> str:
+        row = at.get(name, {}).get(e)
+        if row is None and e in gaps.get(name, {}):
+            return "skipped"
+        return _fmt(metric, row and row["mean"])
     quoted = []
     for r in dp:
         fig = PAPER.get((r["model"], _params_key(r), dataset, lf), {}).get(r["epsilon"])
@@ -158,30 +204,31 @@ def _section(key: tuple, rows: list[dict], img_dir: Path | None, img_prefix: str
                 "DP Mean | non-private |", "|---|---|---|---|---|---|---|---|---|---|"]
         for r, fig in quoted:
             e = r["epsilon"]
-            dpl = at.get("diffprivlib-random-forest", {}).get(e)
-            ebm = at.get("dp-ebm", {}).get(e)
-            mean = at.get("dp-mean", {}).get(e)
             paper = f"{fig:.2f}" if metric == "r2" else f"{100 * fig:.2f}%"
             out.append(f"| {_variant(r)} | {e:g} | {_fmt(metric, r['mean'], r['std'])} | "
                        f"{paper} | {r['mean'] / fig:.2f} | "
                        f"{'✓' if _better(metric, r['mean'], fig) else '✗'} | "
-                       f"{_fmt(metric, dpl and dpl['mean'])} | "
-                       f"{_fmt(metric, ebm and ebm['mean'])} | "
-                       f"{_fmt(metric, mean and mean['mean'])} | {ceiling} |")
+                       f"{peer('diffprivlib-random-forest', e)} | {peer('dp-ebm', e)} | "
+                       f"{peer('dp-mean', e)} | {ceiling} |")
         ref = PAPER_NONPRIVATE.get(key)
         out += ["", "Ratio = ours ÷ paper (" + ("below 1 is better for error" if metric ==
                                                  "error" else "above 1 is better") + ")."
                 + (f" The paper's non-private reference: {_fmt(metric, ref[0])} ({ref[1]})."
                    if ref else ""), ""]
-    variants = list(at)
+    variants = list(at) + [v for v, whys in gaps.items()
+                           if v not in at and any(e is not None for e in whys)]
     eps = sorted({e for v in at.values() for e in v})
     if eps:
         out += ["| ε | " + " | ".join(variants) + " |", "|---" * (len(variants) + 1) + "|"]
         for e in eps:
-            cells = [_fmt(metric, at[v][e]["mean"], at[v][e]["std"]) if e in at[v] else "—"
-                     for v in variants]
+            cells = [_fmt(metric, at[v][e]["mean"], at[v][e]["std"]) if e in at.get(v, {})
+                     else "skipped" if e in gaps.get(v, {}) else "—" for v in variants]
             out.append(f"| {e:g} | " + " | ".join(cells) + " |")
         out.append("")
+    for v, whys in gaps.items():
+        at_eps = sorted(e for e in whys if e is not None)
+        where = f" at ε = {', '.join(f'{e:g}' for e in at_eps)}" if at_eps else ""
+        out += [f"**skipped: {v}**{where} — {_pip(sorted(set(whys.values())))}.", ""]
     tuned = [r for r in dp if "error_best_threshold" in r]
     if tuned:
         out += ["Kirschte et al. score a classifier at its best decision threshold on the test "
@@ -311,25 +358,56 @@ def _speed_section(rows: list[dict], img_dir: Path | None, img_prefix: str) -> l
 
 def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
                     img_prefix: str = "img/", profile: str | None = None,
-                    skipped: Iterable[str] = (), scale_rows: Iterable[dict] = ()) -> str:
-    """The benchmarks page for ``rows`` (see the module); plots go to ``img_dir``;
-    ``scale_rows``: the scale-out runs (:mod:`.scale_report`)."""
+                    skipped: Iterable[str | tuple] = (), scale_rows: Iterable[dict] = (),
+                    command: str | None = None, results: str | None = None,
+                    links: str | None = "") -> str:
+    """The benchmarks page for ``rows`` (see the module).
+
+    Parameters
+    ----------
+    rows
+        The results file's lines.
+    img_dir, img_prefix
+        Where the plots go (``None``: no plots) and how the page links them.
+    profile, command, results
+        For the header: the profile, the command that regenerates the page (default
+        ``dpstream suite --profile PROFILE``) and the results file as shown.
+    skipped
+        ``(cell, reason)`` pairs of cells that could not run here (:func:`.suite.skipped_cells`),
+        shown as ``skipped`` with their pip line; plain strings are listed as they are.
+    scale_rows
+        The scale-out runs (:mod:`.scale_report`).
+    links
+        The path from the page to the project's docs/ (``""``: the page is in it), for the
+        links to the benchmark notes and the references; ``None``: names without links.
+    """
     rows = list(rows)
     img = None if img_dir is None else Path(img_dir)
     info = summarize(rows)
-    cmd = f"dpstream suite --profile {profile}" if profile else "dpstream suite"
+
+    def link(text: str, page: str) -> str:
+        return f"{text} (docs/{page})" if links is None else f"[{text}]({links}{page})"
+
+    cmd = command or (f"dpstream suite --profile {profile}" if profile else "dpstream suite")
+    source = f"`{results}`" if results else "the results file"
     out = ["# Benchmarks", "",
-           f"Generated by `{cmd}` (`make bench` runs the full profile, `make bench-quick` the "
-           "quick one) from the results file's "
-           f"{info['cells']} cells: measured {', '.join(info['dates'])} on "
-           f"{'; '.join(info['machines'])}; {info['wall_s'] / 60:.1f} min of benchmark time. "
-           "Every dpstream row and every baseline of a table ran on the same splits. Each "
-           "table is regenerated from `benchmarks/results/`; do not edit it by hand. "
+           f"Generated by `{cmd}` from the {info['cells']} cells of {source}: measured "
+           f"{', '.join(info['dates'])} on {'; '.join(info['machines'])}; "
+           f"{info['wall_s'] / 60:.1f} min of benchmark time. Every dpstream row and every "
+           "baseline of a table ran on the same splits. The page is regenerated from that "
+           "file; do not edit it by hand. `make bench` renders the full profile into the "
+           "project's docs/benchmarks.md (`dpstream suite --profile full --render-docs`); "
+           "`make bench-quick` and any `dpstream suite` without `--render-docs` write to "
+           "`reports/suite-PROFILE/` (or `--docs PATH`), never into the project's files. "
            "Analyses, ablations and the per-issue measurements are in "
-           "[benchmark notes](benchmark_notes.md).", ""]
+           f"{link('benchmark notes', 'benchmark_notes.md')}.", ""]
     skipped = list(skipped)
-    if skipped:
-        out += ["Not measured in this run: " + "; ".join(skipped) + ".", ""]
+    out += _skipped_table(skipped)
+    gaps: dict[tuple, list[tuple]] = defaultdict(list)
+    for item in skipped:
+        if not isinstance(item, str):
+            cell = item[0]
+            gaps[(cell.dataset, cell.protocol, float(cell.labeled_fraction))].append(item)
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         groups[_table_key(r)].append(r)
@@ -342,7 +420,7 @@ def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
                 "scikit-learn non-private (grey horizontal lines). Stars: the papers' quoted "
                 "figures. Mean ± std over all fits.", ""]
         for key in tables:
-            out += _section(key, groups[key], img, img_prefix)
+            out += _section(key, groups[key], img, img_prefix, gaps.get(key, []))
     streams = [k for k in groups if k[1] == "stream"]
     if streams:
         out += ["## Streams: progressive validation, throughput and memory", "",
@@ -362,7 +440,8 @@ def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
     if drifts:
         out += drift_section(drifts, img, img_prefix)
     out += scale_out_section(list(scale_rows), img, img_prefix)
-    out.append(_HOW)
+    out.append(_HOW.replace("[references.md](references.md)",
+                            link("references.md", "references.md")))
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -375,7 +454,8 @@ _HOW = """## How this page is made
   splits of Huang et al.'s datasets (accuracy; Adult is adult.data), with 20% of the labels for
   the semi-supervised rows; random forest and greedy forest: 10-fold cross-validation on
   adult.data and SynthA–G. ε runs over 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10 plus each paper's
-  quoted ε (the quick profile: 0.1, 1 and up to two quoted ε, fewer repeats, Adult and
+  quoted ε (the quick profile: 0.1, 1 and up to two quoted ε, fewer repeats, 5-fold
+  cross-validation and no scikit-learn baselines for the random and greedy forests, Adult and
   Abalone only, a 5,000-record stream).
 * **Baselines on the same splits**: scikit-learn `HistGradientBoosting*` and
   `RandomForest*` (100 trees), non-private; diffprivlib `RandomForestClassifier` (its
@@ -396,21 +476,24 @@ _HOW = """## How this page is made
   them. The authors' figures score a classifier at the best decision threshold on the test
   fold; the Adult late table quotes that figure next to ours.
 * **Speed and memory** (`dpstream.stream.bench.speed`): every stream model with its
-  estimator's defaults over the Adult stream (48,842 records; the quick profile: 5,000), each
+  estimator's defaults over the Adult stream (48,842 records; not in the quick profile), each
   in a fresh Python process after a throwaway 4,000-record warm-up; the resident-memory mark
   is reset when the measured model is built.
 * **Drifting streams**: river's Agrawal (functions 1 → 3 and 4 → 0), SEA (variant 0 → 2, 10%
   label noise) and Hyperplane (10 features, a new random hyperplane), each with an abrupt
   drift (a step) and a gradual one (river's `ConceptDriftStream`, width 1,000 or 5,000), at
-  record 15,000 of 30,000 (the quick profile: three scenarios, one seed). Arms: S-GBDT
+  record 15,000 of 30,000 (the quick profile: three scenarios, one seed, no ARF). Arms: S-GBDT
   adaptive and faithful, the four window forests with their library defaults (no window
   size set by the suite, unlike the stream section above), river's HoeffdingTree and ARF.
-* **Results**: `benchmarks/results/PROFILE.jsonl`, one JSON line per cell as it finishes:
-  DESIGN.md §6's bench fields (model, dataset, epsilon, delta, metric, mean, std, repeats,
-  folds, seconds, rows_per_s), plus params, protocol, labeled_fraction, kind, peak_rss_mib,
-  wall_s, profile, date and machine. A rerun skips every cell already there (resume after an
-  interruption); `--list` shows what is done, `--only TEXT` runs a subset, `--render-only`
-  redraws this page.
+* **Results**: one JSON line per cell as it finishes, in `benchmarks/results/PROFILE.jsonl`
+  for the project's page (`--render-docs`) and in `reports/suite-PROFILE/PROFILE.jsonl` beside
+  the page and its `img/` for a run of your own (`--docs PATH`: beside that page; `--results
+  PATH`: there): DESIGN.md §6's bench fields (model, dataset, epsilon, delta, metric, mean,
+  std, repeats, folds, seconds, rows_per_s), plus params, protocol, labeled_fraction, kind,
+  peak_rss_mib, wall_s, profile, date and machine. A rerun skips every cell already there
+  (resume after an interruption, or fill in the cells skipped for a missing package: they
+  show as *skipped* with their pip line); `--list` shows what is done, `--only TEXT` runs a
+  subset, `--render-only` redraws this page.
 * **Paper figures** are the numbers the papers quote in their text or tables (Kirschte et al.
   2023 for S-GBDT; Huang et al.'s Tables 1–2 for SPE, SSPE and — measured by Huang et al. — RDT
   and SSRDT/RDT#). Xin et al. (2019), Jagannathan et al. (2013) and Fletcher & Islam (2017)
@@ -420,14 +503,17 @@ _HOW = """## How this page is made
 
 
 def write_report(rows: Iterable[dict], docs: str | Path, *, img_dir: str | Path | None = None,
-                 profile: str | None = None, skipped: Iterable[str] = (),
-                 scale_rows: Iterable[dict] = ()) -> Path:
-    """Render and write the page atomically; plots go to ``img_dir`` (default: docs/img)."""
+                 profile: str | None = None, skipped: Iterable[str | tuple] = (),
+                 scale_rows: Iterable[dict] = (), command: str | None = None,
+                 results: str | None = None, links: str | None = "") -> Path:
+    """Render and write the page ``docs`` atomically; plots go to ``img_dir`` (default: the
+    page's ``img/``). The other arguments are :func:`render_markdown`'s."""
     docs = Path(docs)
     img = docs.parent / "img" if img_dir is None else Path(img_dir)
     prefix = os.path.relpath(img, docs.parent).replace(os.sep, "/") + "/"
     text = render_markdown(rows, img_dir=img, img_prefix=prefix, profile=profile,
-                           skipped=skipped, scale_rows=scale_rows)
+                           skipped=skipped, scale_rows=scale_rows, command=command,
+                           results=results, links=links)
     docs.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=docs.parent, prefix=".bench-", suffix=".md")
     with os.fdopen(fd, "w") as f:

@@ -1,10 +1,15 @@
 """The replay benchmark suite: every paper row, its baselines and the throughput, in one run.
 
-``dpstream suite --profile quick|full`` (``make bench-quick`` / ``make bench``) runs a matrix of
-*cells* — one dpstream model, baseline or stream run at one ε — and appends one JSON line per
-finished cell to ``benchmarks/results/PROFILE.jsonl``; a cell whose line is already there is
-skipped, so an interrupted run resumes where it stopped. The results are then rendered into
-``docs/benchmarks.md`` with one plot per table (:mod:`dpstream.stream.bench.report`).
+``dpstream suite --profile quick|full|smoke`` (``make bench-quick`` / ``make bench``) runs a
+matrix of *cells* — one dpstream model, baseline or stream run at one ε — and appends one JSON
+line per finished cell to the results file; a cell whose line is already there is skipped, so
+an interrupted run resumes where it stopped. The results are then rendered into a page with
+one plot per table (:mod:`dpstream.stream.bench.report`): by default
+``reports/suite-PROFILE/`` (results ``PROFILE.jsonl``, page ``benchmarks.md``, plots ``img/``);
+with ``--render-docs`` (``make bench``) the project's own ``docs/benchmarks.md`` from the
+committed ``benchmarks/results/PROFILE.jsonl`` (:mod:`dpstream.stream.bench.commands`). A cell
+whose optional package is missing (the ``bench`` extra) is skipped, and the terminal and the
+page name it with the pip line that fills it in.
 
 The matrix is a list of :class:`Table` s: a dataset under the protocol of the paper its models
 come from (:func:`~dpstream.stream.bench.protocol_splits`), the dpstream models of that seed,
@@ -51,7 +56,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .baselines import BASELINES, DP_PEER_DATASETS, baseline_available, run_baseline
+from .baselines import (
+    BASELINES,
+    DP_PEER_DATASETS,
+    baseline_available,
+    missing_optional,
+    run_baseline,
+)
 from .drift_streams import DRIFT_SCENARIOS, WINDOW_FORESTS, run_drift_stream
 from .memory import peak_rss_mib, reset_peak, status_mib, trim
 from .protocols import DEFAULT_FOLDS, run_bench
@@ -59,7 +70,8 @@ from .speed import SPEED_MODELS, run_speed_isolated
 from .throughput import RIVER_MODELS, run_stream
 
 __all__ = ["GRID", "PAPER", "PROFILES", "Cell", "Profile", "Row", "Table", "build_matrix",
-           "load_results", "machine", "peak_rss_mib", "run_suite", "summarize", "variant_label"]
+           "load_results", "machine", "peak_rss_mib", "run_suite", "skipped_cells", "summarize",
+           "variant_label"]
 
 #: the ε grid: log-spaced over 0.05 .. 10 (1-2-5 steps)
 GRID = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
@@ -84,6 +96,7 @@ class Table:
     labeled_fraction: float = 1.0
     grid: bool = True          # the ε grid (else the papers' ε only)
     baselines: bool = True
+    nonprivate: bool = True    # with the baselines: scikit-learn's non-private ones too
 
 
 @dataclass(frozen=True)
@@ -101,6 +114,7 @@ class Profile:
     drifts: tuple[str, ...] = ()       # drifting streams (:mod:`.drift_streams`)
     drift_n: int = 30_000
     drift_seeds: int = 3
+    drift_skip: tuple[str, ...] = ()   # arms left out of the drifting streams
     speeds: tuple[str, ...] = ()       # speed and memory rows, library defaults (:mod:`.speed`)
     speed_dataset: str = "adult"
     speed_n: int | None = None
@@ -176,7 +190,8 @@ QUICK_TABLES = (
     Table("adult", "cv", (Row("sgbdt"), Row("dpboost"))),
     Table("abalone", "cv", (Row("sgbdt"), Row("dpboost"))),
     Table("adult", "holdout", (Row("median-forest"), Row("rdt"))),
-    Table("adult", "kfold", (Row("random-forest"), Row("greedy-forest"))),
+    # Adult's non-private ceiling is the holdout table's (adult.data as here)
+    Table("adult", "kfold", (Row("random-forest"), Row("greedy-forest")), nonprivate=False),
 )
 
 _CLASSIFIERS = ("sgbdt", "median-forest", "random-forest", "rdt", "greedy-forest")
@@ -195,10 +210,16 @@ PROFILES: dict[str, Profile] = {
                     streams=(("adult", _STREAMERS), ("abalone", ("sgbdt",)),
                              ("agrawal-drift", _STREAMERS)), drifts=tuple(DRIFT_SCENARIOS),
                     speeds=SPEED_MODELS),
+    # <= 5 minutes on 2 cores with the bench extra: 5-fold instead of 10-fold CV for the
+    # random / greedy forest table, and no scikit-learn there (QUICK_TABLES); the drifting
+    # streams without river's ARF (its 30,000 records cost more than everything else of the
+    # drift section) and no speed section (its rows/s: the stream section's, here) --
+    # `--profile full` has them all
     "quick": Profile(QUICK_TABLES, (0.1, 1.0), {"cv": 1, "holdout": 3, "kfold": 1},
-                     paper_points=2, streams=(("adult", _STREAMERS),), stream_n=5_000,
+                     {"cv": 5, "kfold": 5}, paper_points=2, streams=(("adult", _STREAMERS),),
+                     stream_n=5_000,
                      drifts=("agrawal-4-0-gradual", "sea-abrupt", "hyperplane-gradual"),
-                     drift_seeds=1, speeds=SPEED_MODELS, speed_n=5_000),
+                     drift_seeds=1, drift_skip=("arf",)),
     # the CI smoke test of the harness: seconds, every kind of cell
     "smoke": Profile((Table("iris", "holdout", (Row("median-forest"),)),
                       Table("abalone", "cv", (Row("sgbdt", (("n_trees", 10),)),))),
@@ -295,7 +316,8 @@ def build_matrix(profile: str | Profile) -> list[Cell]:
         if not t.baselines:
             continue
         cells += [Cell("baseline", b, epsilon=None, repeats=repeats, **common)
-                  for b, (kind, _) in BASELINES.items() if kind == "non-private"]
+                  for b, (kind, _) in BASELINES.items() if kind == "non-private"
+                  and t.nonprivate]
         regression = t.dataset.startswith("abalone")
         for b in ("diffprivlib-random-forest", "dp-ebm", "dp-mean"):
             if b == "diffprivlib-random-forest" and regression:
@@ -313,7 +335,7 @@ def build_matrix(profile: str | Profile) -> list[Cell]:
     for scenario in prof.drifts:
         cells += [Cell("drift", m, scenario, "drift", None if m in RIVER_MODELS
                        else prof.stream_epsilon, params=p, repeats=prof.drift_seeds,
-                       n=prof.drift_n) for m, p in _DRIFT_ROWS]
+                       n=prof.drift_n) for m, p in _DRIFT_ROWS if m not in prof.drift_skip]
     cells += [Cell("speed", m, prof.speed_dataset, "speed", None if m in RIVER_MODELS
                    else prof.stream_epsilon, n=prof.speed_n) for m in prof.speeds]
     return cells
@@ -377,8 +399,9 @@ def run_suite(profile: str, results: str | Path, *, only: str | None = None,
     """Run every cell of ``profile`` not yet in ``results``; return (all rows, skipped cells).
 
     ``only`` keeps the cells whose description contains it. A cell that cannot run here
-    (diffprivlib missing, say) is skipped with its reason and not written, so a later run
-    with the dependency fills it in.
+    (diffprivlib missing, say, or scikit-learn for a dataset it generates) is skipped with
+    its reason and the pip line that fixes it, and not written, so a later run with the
+    dependency fills it in.
     """
     results = Path(results)
     done = {r["cell"] for r in load_results(results)}
@@ -400,7 +423,16 @@ def run_suite(profile: str, results: str | Path, *, only: str | None = None,
         exact_peak = reset_peak() and exact_peak
         start = status_mib("VmRSS")
         t0 = time.perf_counter()
-        row = cell.run(progress=on_progress)
+        try:
+            row = cell.run(progress=on_progress)
+        except ImportError as exc:          # an optional package: skip, say which and how
+            reason = missing_optional(exc)
+            if reason is None:
+                raise
+            skipped.append((cell, reason))
+            if on_done is not None:
+                on_done(cell, None, reason)
+            continue
         own = {"peak_rss_mib": peak_rss_mib(), "rss_start_mib": start,
                "peak_rss_scope": "cell" if exact_peak else "process"}
         if row.get("peak_rss_scope") == "subprocess":    # measured in the cell's own process
@@ -412,6 +444,24 @@ def run_suite(profile: str, results: str | Path, *, only: str | None = None,
         if on_done is not None:
             on_done(cell, row, None)
     return load_results(results), skipped
+
+
+def skipped_cells(profile: str, rows: Iterable[dict],
+                  ran: Iterable[tuple[Cell, str]] = ()) -> list[tuple[Cell, str]]:
+    """The cells of ``profile`` missing from ``rows`` that cannot run here, with the reason.
+
+    ``ran``: the cells a run just skipped (:func:`run_suite`'s second value); to them come the
+    baselines of the matrix whose optional package is missing, so a page rendered without
+    running (``--render-only``) names them too.
+    """
+    done = {r.get("cell") for r in rows}
+    out = {c.key(): (c, why) for c, why in ran if c.key() not in done}
+    for cell in build_matrix(profile):
+        if cell.kind == "baseline" and cell.key() not in done and cell.key() not in out:
+            reason = baseline_available(cell.name)
+            if reason is not None:
+                out[cell.key()] = (cell, reason)
+    return list(out.values())
 
 
 def summarize(rows: Iterable[dict]) -> dict[str, Any]:
