@@ -13,9 +13,12 @@ and never calls a blocking consumer method while holding it. Offsets are committ
 ``commit_async`` and only ever the checkpointed ones: Kafka's committed offsets serve
 monitoring; the checkpoint is the source of truth.
 
-A broker that is down at start is retried with exponential backoff (a log line per attempt);
-one that goes away later is retried by the client itself while ``poll`` returns nothing (a
-retriable error kafka-python raises out of ``poll`` meanwhile is logged, not fatal).
+A broker that is down at start is retried with exponential backoff, one log line per attempt
+(kafka-python's own connection errors are silenced during the attempts), until a deadline
+(:func:`connect_deadline`; ``dpstream serve --connect-timeout``) if one is set: then
+:class:`BrokerUnreachable` names the address. One that goes away later is retried by the
+client itself while ``poll`` returns nothing (a retriable error kafka-python raises out of
+``poll`` meanwhile is logged, not fatal).
 """
 
 from __future__ import annotations
@@ -24,14 +27,15 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from .partitioning import key_partition
-from .records import SinkError, SourceRecord
+from .records import SinkError, SourceError, SourceRecord
 
 __all__ = ["KafkaSource", "KafkaSink", "KafkaDeadLetterSink", "connect_with_backoff",
-           "partition_key"]
+           "connect_deadline", "BrokerUnreachable", "partition_key"]
 
 log = logging.getLogger("dpstream.kafka")
 
@@ -61,24 +65,103 @@ def partition_key(topic: str, partition: int) -> str:
     return f"{topic}:{partition}"
 
 
+class BrokerUnreachable(SourceError):
+    """No attempt to reach a Kafka broker succeeded before the connect deadline."""
+
+
+_connecting = threading.local()   # this thread's connect_deadline: .budget s, .end monotonic
+_quiet_lock = threading.Lock()
+_quiet_depth = 0
+_quiet_level = logging.NOTSET
+
+
+@contextmanager
+def connect_deadline(seconds: float | None) -> Iterator[None]:
+    """Within the block, :func:`connect_with_backoff` (every Kafka client's first connection)
+    in this thread gives up ``seconds`` after the first attempt made in the block, raising
+    :class:`BrokerUnreachable` (``None``: retry until stopped, as outside any block)."""
+    saved = getattr(_connecting, "budget", None), getattr(_connecting, "end", None)
+    _connecting.budget, _connecting.end = seconds, None
+    try:
+        yield
+    finally:
+        _connecting.budget, _connecting.end = saved
+
+
+def _active_deadline() -> float | None:
+    """The end of this thread's :func:`connect_deadline` (set at its first attempt), if any."""
+    if getattr(_connecting, "budget", None) is not None and _connecting.end is None:
+        _connecting.end = time.monotonic() + _connecting.budget
+    return getattr(_connecting, "end", None)
+
+
+def _within(config: dict, deadline: float | None) -> dict:
+    """``config`` with its bootstrap wait cut to what is left before ``deadline``."""
+    if deadline is None:
+        return config
+    left_ms = int((deadline - time.monotonic()) * 1000)
+    return {**config, "bootstrap_timeout_ms": max(500, min(
+        config.get("bootstrap_timeout_ms", 5000), left_ms))}
+
+
+@contextmanager
+def _quiet_kafka() -> Iterator[None]:
+    """kafka-python's own loggers at CRITICAL while connection attempts run: a refused
+    bootstrap logs several ERROR lines a second; the attempt's own line says it once."""
+    global _quiet_depth, _quiet_level
+    logger = logging.getLogger("kafka")
+    with _quiet_lock:
+        if _quiet_depth == 0:
+            _quiet_level = logger.level
+            logger.setLevel(logging.CRITICAL)
+        _quiet_depth += 1
+    try:
+        yield
+    finally:
+        with _quiet_lock:
+            _quiet_depth -= 1
+            if _quiet_depth == 0:
+                logger.setLevel(_quiet_level)
+
+
 def connect_with_backoff(factory: Callable[[], Any], *, what: str, stop: threading.Event,
-                         first_delay: float = 0.5, max_delay: float = 15.0) -> Any:
+                         first_delay: float = 0.5, max_delay: float = 15.0,
+                         deadline: float | None = None) -> Any:
     """Call ``factory`` until it stops raising Kafka connection errors (or ``stop`` is set,
-    then return ``None``), sleeping ``first_delay * 2**k`` (capped) between attempts."""
+    then return ``None``), sleeping ``first_delay * 2**k`` (capped) between attempts; one
+    warning per failed attempt, kafka-python's own loggers silenced meanwhile.
+
+    ``deadline`` (``time.monotonic()`` seconds; default: the active
+    :func:`connect_deadline`'s, else none): the attempt that fails past it raises
+    :class:`BrokerUnreachable` (whose message names ``what``) instead of its warning.
+    """
     from kafka.errors import KafkaError
 
+    deadline = _active_deadline() if deadline is None else deadline
     delay = first_delay
     attempt = 1
-    while not stop.is_set():
-        try:
-            return factory()
-        except KafkaError as exc:
-            log.warning("%s unreachable (attempt %d: %s); retrying in %.1f s",
-                        what, attempt, exc, delay)
-            if stop.wait(delay):
-                break
-            delay = min(2 * delay, max_delay)
-            attempt += 1
+    start = time.monotonic()
+    with _quiet_kafka():
+        while not stop.is_set():
+            try:
+                return factory()
+            except KafkaError as exc:
+                if stop.is_set():
+                    break
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left < 0.1:
+                    raise BrokerUnreachable(
+                        f"{what} unreachable: gave up after {attempt} attempt"
+                        f"{'s' if attempt > 1 else ''} in {time.monotonic() - start:.1f} s "
+                        f"(last: {exc}); check the address, or allow longer with "
+                        f"--connect-timeout") from None
+                wait = delay if left is None else min(delay, left)
+                log.warning("%s unreachable (attempt %d: %s); retrying in %.1f s",
+                            what, attempt, exc, wait)
+                if stop.wait(wait):
+                    break
+                delay = min(2 * delay, max_delay)
+                attempt += 1
     return None
 
 
@@ -132,13 +215,15 @@ class KafkaSource:
         self._last_shared_error = -float("inf")
 
     def connect(self, stop: threading.Event) -> bool:
-        """Create the consumer and subscribe (retrying while the broker is away)."""
+        """Create the consumer and subscribe (retrying while the broker is away, up to the
+        active :func:`connect_deadline`); ``False`` if ``stop`` was set first."""
         from kafka import KafkaConsumer
 
+        deadline = _active_deadline()
         self.consumer = connect_with_backoff(
             lambda: KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group,
-                                  enable_auto_commit=False, **self.config),
-            what=f"Kafka broker {self.bootstrap}", stop=stop)
+                                  enable_auto_commit=False, **_within(self.config, deadline)),
+            what=f"Kafka broker {self.bootstrap}", stop=stop, deadline=deadline)
         if self.consumer is None:
             return False
         self.consumer.subscribe([self.topic], listener=self._listener())
@@ -345,9 +430,11 @@ class KafkaSink:
         self.topic = topic
         config = {"bootstrap_timeout_ms": 5000, "max_block_ms": 60000, "acks": "all",
                   "linger_ms": 5, **(producer_config or {})}
+        deadline = _active_deadline()
         self.producer = connect_with_backoff(
-            lambda: KafkaProducer(bootstrap_servers=bootstrap, **config),
-            what=f"Kafka broker {bootstrap} (producer for {topic})", stop=stop)
+            lambda: KafkaProducer(bootstrap_servers=bootstrap, **_within(config, deadline)),
+            what=f"Kafka broker {bootstrap} (producer for {topic})", stop=stop,
+            deadline=deadline)
         self.sent = 0
         self.failed = 0
         self._settled = 0       # sends whose outcome (delivered or failed) is known

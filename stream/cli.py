@@ -19,6 +19,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from .. import __version__
 from ..accounting import ACCOUNTANTS
 
 __all__ = ["main", "build_parser"]
@@ -36,9 +37,8 @@ examples:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="dpstream",
-        description="Differentially private decision-tree ensembles on streams.",
-    )
+        prog="dpstream", description="Differentially private decision-tree ensembles on streams.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("privacy", help="privacy calculator for subsampled Gaussian releases",
@@ -72,21 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_cmd_run)
 
     b = sub.add_parser("bench", help="accuracy at given epsilons under the model's protocol",
-                       description=BENCH_HELP,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    b.add_argument("--model", required=True,
-                   help="model name: sgbdt | median-forest | random-forest | rdt | rdt-sharp | "
-                        "greedy-forest")
+                       description=BENCH_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    b.add_argument("--model", required=True, help="model name: sgbdt | dpboost | median-forest | "
+                   "random-forest | rdt | rdt-sharp | greedy-forest")
     b.add_argument("--dataset", required=True,
-                   help="sgbdt: abalone | adult | abalone-late | adult-late; median-forest: "
-                        "adult | iris | wine | syn5d | syn10d | syn15d; rdt, rdt-sharp: the "
-                        "same; random-forest, greedy-forest: those and synth-a .. synth-g; any "
+                   help="sgbdt, dpboost: abalone | adult | abalone-late | adult-late; "
+                        "median-forest, rdt, rdt-sharp: adult | iris | wine | syn5d | syn10d | "
+                        "syn15d; random-forest, greedy-forest: those and synth-a .. synth-g; any "
                         "classifier: agrawal-drift")
     b.add_argument("--epsilon", required=True, type=_floats, metavar="E[,E...]",
                    help="one or more total privacy budgets, comma-separated")
-    b.add_argument("--repeats", type=int, default=None,
-                   help="repeats (default: 5 for S-GBDT CV, 10 for the random/greedy forest CV, "
-                        "50 for the 90/10 holdout, 3 for agrawal-drift)")
+    b.add_argument("--repeats", type=int, help="repeats (default: 5 for S-GBDT CV, 10 for the "
+                   "random/greedy forest CV, 50 for the 90/10 holdout, 3 for agrawal-drift)")
     b.add_argument("--folds", type=int, default=None,
                    help="K of K-fold CV (default: 5 for S-GBDT, 10 for the random/greedy forest)")
     b.add_argument("--seed", type=int, default=0, help="seed of splits and models (default 0)")
@@ -104,21 +101,20 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="one JSON object per epsilon")
     b.set_defaults(func=_cmd_bench)
 
-    su = sub.add_parser("suite", help="the whole benchmark matrix, resumable, into docs",
-                        description=SUITE_HELP,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    su = sub.add_parser("suite", description=SUITE_HELP, help="the benchmark matrix, resumable, "
+                        "into reports/", formatter_class=argparse.RawDescriptionHelpFormatter)
     su.add_argument("--profile", choices=["quick", "full", "smoke"], default="quick",
                     help="quick (<= 5 min: 2 epsilons, few repeats, a 5,000-record stream), "
                          "full (<= 60 min: the whole matrix) or smoke (seconds, the CI check)")
-    su.add_argument("--results", default=None, metavar="PATH",
-                    help="results file, appended and resumed (default "
-                         "benchmarks/results/PROFILE.jsonl)")
-    su.add_argument("--docs", default="docs/benchmarks.md", metavar="PATH",
-                    help="page to render (default docs/benchmarks.md; plots in its img/)")
+    su.add_argument("--results", metavar="PATH", help="results file, appended and resumed "
+                    "(default: PROFILE.jsonl beside the page)")
+    su.add_argument("--docs", metavar="PATH", help="page to render, plots in its img/ (default "
+                    "reports/suite-PROFILE/benchmarks.md)")
+    su.add_argument("--render-docs", action="store_true", help="render the project's own "
+                    "docs/benchmarks.md from benchmarks/results/PROFILE.jsonl (make bench)")
     su.add_argument("--only", default=None, metavar="TEXT",
                     help="run only the cells whose description contains TEXT, e.g. 'sgbdt'")
-    su.add_argument("--render-only", action="store_true",
-                    help="render the page from the results file without running anything")
+    su.add_argument("--render-only", action="store_true", help="redraw the page, run nothing")
     su.add_argument("--list", action="store_true", help="list the cells and exit")
     su.set_defaults(func=_cmd_suite)
 
@@ -129,38 +125,36 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--topic", help="topic to consume")
     sv.add_argument("--group", help="consumer group (default dpstream)")
     sv.add_argument("--schema", dest="schema_path", metavar="SCHEMA.json", help="schema file")
-    sv.add_argument("--model",
-                    help="model name: sgbdt (default) | median-forest | random-forest | rdt | "
-                         "greedy-forest")
+    sv.add_argument("--model", help="model name: sgbdt (default) | median-forest | "
+                    "random-forest | rdt | greedy-forest")
     sv.add_argument("--epsilon", type=float, help="total privacy budget")
     sv.add_argument("--checkpoint-dir", metavar="DIR", help="checkpoint directory (one writer)")
     sv.add_argument("--dead-letter-topic", metavar="T", help="dead letters to this topic")
-    sv.add_argument("--dead-letter-file", metavar="PATH",
-                    help="dead letters to this JSONL file (default DIR/dead-letters.jsonl)")
+    sv.add_argument("--dead-letter-file", metavar="PATH", help="dead letters to this JSONL "
+                    "file (default DIR/dead-letters.jsonl)")
     sv.add_argument("--predictions-topic", metavar="T", help="publish predictions here")
     sv.add_argument("--hold-predictions", action="store_true", default=None, help="publish "
                     "predictions after the next checkpoint, not a checkpoint per round")
     sv.add_argument("--max-message-bytes", type=int, metavar="N", help="dead letter if longer")
     sv.add_argument("--max-id-bytes", type=int, metavar="N", help="dead letter if longer")
-    sv.add_argument("--metrics-port", type=int, metavar="PORT",
-                    help="/metrics and /healthz port (default 9108; 0 = any free port)")
+    sv.add_argument("--metrics-port", type=int, metavar="PORT", help="/metrics and /healthz "
+                    "port (default 9108; 0 = any free port)")
     sv.add_argument("--metrics-host", metavar="HOST", help="bind address (default 127.0.0.1)")
     sv.add_argument("--curator-metrics", action="store_true", default=None, help=CURATOR_HELP)
     sv.add_argument("--checkpoint-interval", type=float, metavar="S",
                     help="seconds between checkpoints without a training round (default 5)")
+    sv.add_argument("--connect-timeout", type=float, metavar="S", help="give up (exit status 1) "
+                    "if the broker is unreachable S seconds after the first try (default 60)")
     sv.add_argument("--session-timeout-ms", type=int, metavar="MS", help="default 6000")
     sv.add_argument("--seed", type=int, help="seed for tests only (default: OS entropy)")
     sv.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="model parameter, e.g. --set round_size=1024 (repeatable)")
     ds = sv.add_argument_group("distributed S-GBDT (docs/distributed.md)")
-    ds.add_argument("--board-topic", metavar="T",
-                    help="train as one party of distributed S-GBDT with this one-partition "
-                         "topic as the bulletin board")
+    ds.add_argument("--board-topic", metavar="T", help="train as one party of distributed "
+                    "S-GBDT with this one-partition topic as the bulletin board")
     ds.add_argument("--party", metavar="NAME", help="this party's unique name")
-    ds.add_argument("--session", metavar="NAME",
-                    help="the training job's name on the board (default dpstream)")
-    ds.add_argument("--parties", type=int, metavar="K",
-                    help="wait for K parties' hellos before the first round")
+    ds.add_argument("--session", metavar="NAME", help="the job's name (default dpstream)")
+    ds.add_argument("--parties", type=int, metavar="K", help="wait for K parties' hellos")
     ds.add_argument("--join-timeout", type=float, metavar="S",
                     help="seconds to wait for every live party to join a round (default 5)")
     ds.add_argument("--round-timeout", type=float, metavar="S", help="seconds after the seal "
@@ -180,18 +174,18 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--source", required=True, metavar="PATH_OR_KAFKA_URL",
                     help="file (.csv/.jsonl[.gz]), adult, abalone, or kafka://HOST:PORT/TOPIC")
     rp.add_argument("--schema", metavar="SCHEMA.json", help="schema file (bundled: implied)")
-    rp.add_argument("--model", default="sgbdt",
-                    help="model name: sgbdt (default) | median-forest | random-forest | rdt | "
-                         "greedy-forest")
+    rp.add_argument("--model", default="sgbdt", help="model name: sgbdt (default) | "
+                    "median-forest | random-forest | rdt | greedy-forest")
     rp.add_argument("--epsilon", type=float, required=True, help="total privacy budget")
     rp.add_argument("--label", default="y", help="CSV column holding the label (default y)")
     rp.add_argument("--checkpoint-dir", metavar="DIR",
-                    help="resume from / save to DIR (default: a temporary directory)")
-    rp.add_argument("--dead-letter-file", metavar="PATH",
-                    help="dead letters (default DIR/dead-letters.jsonl)")
+                    help="resume from / save to DIR (default: a new reports/replay-<time>)")
+    rp.add_argument("--dead-letter-file", metavar="PATH", help="default DIR/dead-letters.jsonl")
+    rp.add_argument("--max-dead-letter-share", type=float, default=0.1, metavar="F",
+                    dest="max_share", help="exit status 1 if more than this share of the "
+                    "records are dead letters (default 0.1)")
     rp.add_argument("--seed", type=int, help="seed for tests and benchmarks only")
-    rp.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                    help="model parameter (repeatable)")
+    rp.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="repeatable")
     rp.add_argument("--json", action="store_true", help="print one JSON summary")
     rp.set_defaults(func=_cmd_replay)
 
@@ -221,9 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 SERVE_HELP = """\
 Consume a Kafka topic as a consumer-group member and train the model record by record, with
-exactly-once checkpoints (see docs/service.md). Every flag can also be set as an environment
-variable DPSTREAM_<FLAG> (e.g. DPSTREAM_BOOTSTRAP, DPSTREAM_SCHEMA, DPSTREAM_EPSILON,
-DPSTREAM_CHECKPOINT_DIR); flags win. SIGTERM/SIGINT: finish the record, checkpoint, exit 0.
+exactly-once checkpoints (docs/service.md). Every flag is also an environment variable
+DPSTREAM_<FLAG> (e.g. DPSTREAM_BOOTSTRAP, DPSTREAM_SCHEMA); flags win. SIGTERM/SIGINT: finish
+the record, checkpoint, exit 0. A broker unreachable for --connect-timeout seconds: exit 1.
 
 example:
   dpstream serve --bootstrap 127.0.0.1:9092 --topic records --group dp --schema schema.json \\
@@ -233,8 +227,10 @@ example:
 REPLAY_HELP = """\
 Replay a file (CSV with a header, or JSONL messages; plain or gzip), a bundled dataset (adult,
 abalone) or a Kafka topic (kafka://HOST:PORT/TOPIC?group=G) through the service's runner until
-its end, and print a summary. With --checkpoint-dir a later replay resumes where this one
-stopped and learns nothing twice.
+its end; print the curator's summary (exact counts, dead-letter reasons, prequential score:
+not DP, not to publish). The model's checkpoint stays in --checkpoint-dir (a later replay
+resumes, learning nothing twice) or a new reports/replay-<time>. Exit status 1: nothing learned,
+dead letters over --max-dead-letter-share, or a broken source (docs/service.md, "Replay").
 
 examples:
   dpstream replay --source adult --epsilon 1.0 --json
@@ -255,10 +251,10 @@ examples:
 """
 
 BENCH_HELP = """\
-Mean and standard deviation of a model's test metric under its paper's protocol: S-GBDT by
-repeated K-fold cross-validation (R^2 on abalone, error on adult; the -late datasets follow
-Kirschte et al. (2023) section VIII-E); the median forest by repeated random 90/10 splits (accuracy,
-Huang et al. (2023) section 6); agrawal-drift by prequential accuracy after a concept drift.
+Mean and standard deviation of a model's test metric under its paper's protocol: S-GBDT and
+DPBoost by repeated K-fold CV (R^2 on abalone, error on adult; the -late datasets follow
+Kirschte et al. (2023) section VIII-E); the median forest and RDT by repeated random 90/10
+splits (Huang et al. 2023); agrawal-drift by prequential accuracy after a concept drift.
 
 examples:
   dpstream bench --model sgbdt --dataset abalone --epsilon 0.15,0.54 --json
@@ -270,17 +266,16 @@ examples:
 """
 
 SUITE_HELP = """\
-Run the benchmark matrix — every dpstream model on its paper's datasets over an epsilon grid
-(0.05 .. 10 plus the papers' epsilons), next to scikit-learn's non-private HistGradientBoosting
-and RandomForest, diffprivlib's DP random forest and Kirschte et al.'s DP Mean on the same splits,
-and river's HoeffdingTree and ARF on the stream variants — then render docs/benchmarks.md with a
-table and a plot per dataset. One JSON line per cell goes to the results file as it finishes;
-a rerun skips the cells already there (resume after an interruption, or add a profile's
-missing cells). diffprivlib comes with the bench extra: pip install -e '.[bench]'.
+Run the benchmark matrix: every dpstream model on its paper's datasets over an epsilon grid,
+beside scikit-learn (non-private), diffprivlib's DP forest, InterpretML's DP-EBM, Kirschte et
+al.'s DP Mean and river's HoeffdingTree and ARF on the same splits and streams, and render a
+page with a table and a plot per dataset. Page, img/ and results (one JSON line per cell; a
+rerun resumes) go to reports/suite-PROFILE/ or --docs PATH; only --render-docs writes docs/.
+A baseline whose package is missing shows as skipped: pip install 'dpstream[bench]'.
 
 examples:
-  dpstream suite --profile quick                  # make bench-quick
-  dpstream suite --profile full                   # make bench
+  dpstream suite --profile quick                  # make bench-quick: reports/suite-quick/
+  dpstream suite --profile full --render-docs     # make bench: docs/benchmarks.md
   dpstream suite --profile full --only sgbdt      # just the S-GBDT cells
   dpstream suite --profile full --list            # what is done and what is left
   dpstream suite --profile full --render-only     # redraw the page from the results
@@ -330,7 +325,8 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     from .bench.commands import suite_command
 
     return suite_command(args.profile, results=args.results, docs=args.docs, only=args.only,
-                         render_only=args.render_only, list_only=args.list)
+                         render_only=args.render_only, list_only=args.list,
+                         render_docs=args.render_docs)
 
 
 def _cmd_privacy(args: argparse.Namespace) -> int:
@@ -365,8 +361,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
     return replay_command(args.source, as_json=args.json, schema=args.schema, model=args.model,
                           epsilon=args.epsilon, checkpoint_dir=args.checkpoint_dir,
-                          dead_letter_file=args.dead_letter_file, label=args.label,
-                          seed=args.seed, params=_parse_sets(args.set))
+                          dead_letter_file=args.dead_letter_file, label=args.label, seed=args.seed,
+                          params=_parse_sets(args.set), max_dead_letter_share=args.max_share)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

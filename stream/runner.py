@@ -73,6 +73,7 @@ from ..models import (
     SGBDTRegressor,
 )
 from ..models.boosting.sgbdt_party import SGBDTParty
+from ..models.params import quiet_small_stream
 from .messages import (
     MAX_ID_BYTES,
     MAX_MESSAGE_BYTES,
@@ -83,7 +84,7 @@ from .messages import (
 )
 
 __all__ = ["Runner", "build_model", "describe", "SERVICE_MODELS", "COUNTERS", "csv_message",
-           "DEAD_LETTER_PREFIX", "streaming_gc"]
+           "DEAD_LETTER_PREFIX", "streaming_gc", "PrequentialScore"]
 
 #: bytes of an over-long message that its dead letter keeps (the reason gives the full size)
 DEAD_LETTER_PREFIX = 4096
@@ -196,14 +197,21 @@ class Runner:
         the next checkpoint instead of checkpointing after every round (module docstring).
     max_id_bytes, max_message_bytes
         The validator's caps (:class:`~dpstream.stream.messages.RecordValidator`).
+    scorer
+        Called as ``scorer(y, prediction)`` for every labeled record, with the prediction
+        made before the model learned the record (a :class:`PrequentialScore`: what a replay
+        reports); nothing is published and no checkpoint is added for it.
     """
 
     def __init__(self, model: Any, *, store: CheckpointStore, model_name: str = "sgbdt",
                  dead_letters: Any = None, predictions: Any = None, id_memory: int = 100_000,
                  checkpoint_interval: float = 5.0, csv_label: str | None = "y",
                  checkpoint_every_round: bool | None = None, max_id_bytes: int = MAX_ID_BYTES,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES, hold_predictions: bool = False):
+                 max_message_bytes: int = MAX_MESSAGE_BYTES, hold_predictions: bool = False,
+                 scorer: Callable[[Any, Any], None] | None = None):
         self.model = model
+        quiet_small_stream(model)   # its report is read at every checkpoint, from the start
+        self.scorer = scorer
         #: the model's privacy report as of the last checkpoint (or as given): what public
         #: read-outs (``/metrics``) show, so no release a restart could redraw is visible
         #: before a checkpoint covers it
@@ -316,8 +324,8 @@ class Runner:
             record = self._check(rec)
             if record is None:
                 return
-            if self.predictions is not None:
-                self._send_prediction(rec, record, self._predictor().predict_one(record.x))
+            if self.predictions is not None or self.scorer is not None:
+                self._predicted(rec, record, self._predictor().predict_one(record.x))
             if not self._accept(rec, record):
                 return
             model = self.model
@@ -343,6 +351,7 @@ class Runner:
         to the one that ended it. Other models and time windows go record by record.
         """
         model = self.model
+        predicting = self.predictions is not None or self.scorer is not None
         with self.lock:
             if (not hasattr(model, "learn_stream")
                     or getattr(model, "window_seconds", None) is not None):
@@ -355,7 +364,7 @@ class Runner:
                 return learned
             learned, i = [], 0
             while i < len(recs):
-                room, labeled_room = (model.stream_room() if self.predictions is not None
+                room, labeled_room = (model.stream_room() if predicting
                                       else (len(recs), None))
                 admitted: list = []   # (source record, valid record, learned?)
                 n_learn = n_labeled = 0
@@ -370,10 +379,10 @@ class Runner:
                     admitted.append((rec, record, learn))
                     n_learn += learn
                     n_labeled += learn and record.labeled
-                if self.predictions is not None and admitted:
+                if predicting and admitted:
                     preds = self._predictor().predict_many([r.x for _, r, _ in admitted])
                     for (rec, record, _), pred in zip(admitted, preds, strict=True):
-                        self._send_prediction(rec, record, pred)
+                        self._predicted(rec, record, pred)
                 batch = [(rec, record) for rec, record, ok in admitted if ok]
                 if batch:
                     rounds, epoch = model.training_rounds, _release_epoch(model)
@@ -386,6 +395,13 @@ class Runner:
 
     def _predictor(self) -> Any:
         return self.model if self.predictor is None else self.predictor
+
+    def _predicted(self, rec: SourceRecord, record: Any, pred: Any) -> None:
+        """A record's prediction, made before the model learned it: scored, and published."""
+        if self.scorer is not None and record.labeled:
+            self.scorer(record.y, pred)
+        if self.predictions is not None:
+            self._send_prediction(rec, record, pred)
 
     def _send_prediction(self, rec: SourceRecord, record: Any, pred: Any) -> None:
         msg = {"id": record.id, "prediction": _jsonable(pred), "partition": rec.partition,
@@ -526,6 +542,63 @@ class Runner:
             return describe(self.state())
 
 
+class PrequentialScore:
+    """The prequential ("predict, then learn") score of a stream: each labeled record is
+    predicted by the model as it was before the record was learned (:class:`Runner`'s
+    ``scorer``), so every prediction is on a record the model has not seen.
+
+    Classifiers: accuracy, and the share of the most frequent label (what always predicting
+    it would score). Regressors: R² (against the labels' own mean) and the mean absolute
+    error. An exact function of the labels: curator-only, like the replay summary.
+
+    Examples
+    --------
+    >>> score = PrequentialScore(classifier=True)
+    >>> for y, pred in [(True, True), (False, True), (True, True)]:
+    ...     score(y, pred)
+    >>> score.summary()
+    {'records': 3, 'accuracy': 0.6667, 'majority_share': 0.6667}
+    >>> reg = PrequentialScore(classifier=False)
+    >>> for y, pred in [(1.0, 2.0), (3.0, 3.0), (5.0, 4.0)]:
+    ...     reg(y, pred)
+    >>> reg.summary()
+    {'records': 3, 'r2': 0.75, 'mae': 0.6667}
+    """
+
+    def __init__(self, classifier: bool):
+        self.classifier = bool(classifier)
+        self.n = 0
+        self.correct = 0
+        self.labels: dict[Any, int] = {}
+        self.abs_error = self.sq_error = self.mean = self.m2 = 0.0
+
+    def __call__(self, y: Any, pred: Any) -> None:
+        self.n += 1
+        if self.classifier:
+            self.correct += bool(_jsonable(pred) == y)
+            self.labels[y] = self.labels.get(y, 0) + 1
+            return
+        err = float(pred) - float(y)
+        self.abs_error += abs(err)
+        self.sq_error += err * err
+        delta = float(y) - self.mean   # Welford: the labels' variance, in one pass
+        self.mean += delta / self.n
+        self.m2 += delta * (float(y) - self.mean)
+
+    def summary(self) -> dict | None:
+        """``{"records", "accuracy", "majority_share"}`` or ``{"records", "r2", "mae"}``
+        (rounded to 4 digits; R² is ``None`` when the labels are constant); ``None`` before
+        any labeled record."""
+        if not self.n:
+            return None
+        if self.classifier:
+            return {"records": self.n, "accuracy": round(self.correct / self.n, 4),
+                    "majority_share": round(max(self.labels.values()) / self.n, 4)}
+        r2 = 1 - self.sq_error / self.m2 if self.m2 > 0 else None
+        return {"records": self.n, "r2": None if r2 is None else round(r2, 4),
+                "mae": round(self.abs_error / self.n, 4)}
+
+
 def describe(state: dict) -> dict:
     """A runner state (live, or read from a checkpoint) as the flat summary the CLI prints."""
     counters = state["counters"]
@@ -533,7 +606,7 @@ def describe(state: dict) -> dict:
            "records_learned": counters["learned"],
            **{k: v for k, v in counters.items() if k not in ("seen", "learned")},
            "offsets": dict(state["positions"]),
-           "privacy": state["model"].privacy_report()}
+           "privacy": _quiet_report(state["model"])}
     union = getattr(state["model"], "member_union", None)
     if union is not None:   # a group member: the union it predicts with, at the checkpoint
         out["union"] = dict(union)
@@ -581,3 +654,9 @@ def _jsonable(value: Any) -> Any:
     if hasattr(value, "item"):
         return value.item()
     return value
+
+
+def _quiet_report(model: Any) -> dict:
+    """A model's privacy report for ``status``, without the small-stream warning."""
+    quiet_small_stream(model)
+    return model.privacy_report()

@@ -8,6 +8,7 @@ committed, exit status 0. See ``docs/service.md``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -17,6 +18,8 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -31,11 +34,12 @@ from ..connectors import (
     SourceRecord,
     read_checkpoint,
 )
-from .messages import MAX_ID_BYTES, MAX_MESSAGE_BYTES, Schema
-from .runner import Runner, describe, streaming_gc
+from .messages import MAX_ID_BYTES, MAX_MESSAGE_BYTES, Schema, coerce_schema
+from .runner import PrequentialScore, Runner, describe, streaming_gc
 
 __all__ = ["ServeSettings", "serve", "replay", "install_signal_handlers", "serve_command",
-           "replay_command", "status_command", "migrate_checkpoint_command"]
+           "replay_command", "replay_verdict", "format_replay", "default_replay_dir",
+           "status_command", "migrate_checkpoint_command"]
 
 log = logging.getLogger("dpstream.service")
 
@@ -74,6 +78,8 @@ class ServeSettings(BaseSettings):
     seed: int | None = None
     params: dict[str, Any] = Field(default_factory=dict, description="model parameters")
     checkpoint_interval: float = Field(5.0, gt=0)
+    connect_timeout: float = Field(60.0, gt=0, description="seconds from the first attempt to "
+                                   "reach the broker at start before giving up (exit status 1)")
     session_timeout_ms: int = Field(6000, gt=0)
     heartbeat_interval_ms: int = Field(1000, gt=0)
     board_topic: str | None = Field(None, description="distributed S-GBDT: the board topic")
@@ -159,8 +165,15 @@ def install_signal_handlers(stop: threading.Event) -> None:
 
 
 def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> int:
-    """Consume ``settings.topic`` until stopped; returns the exit status."""
-    from ..connectors.kafka import KafkaDeadLetterSink, KafkaSink, KafkaSource
+    """Consume ``settings.topic`` until stopped; returns the exit status. A broker not
+    reachable within ``settings.connect_timeout`` seconds of the first attempt raises
+    :class:`~dpstream.connectors.kafka.BrokerUnreachable`."""
+    from ..connectors.kafka import (
+        KafkaDeadLetterSink,
+        KafkaSink,
+        KafkaSource,
+        connect_deadline,
+    )
     from .metrics import CURATOR_WARNING, MetricsServer, ServiceCollector
 
     stop = stop or threading.Event()
@@ -168,6 +181,8 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
     store = CheckpointStore(settings.checkpoint_dir)
     sinks: list[Any] = []
     metrics = source = dist = member = None
+    startup = contextlib.ExitStack()   # the connect deadline holds until the source is in
+    startup.enter_context(connect_deadline(settings.connect_timeout))
     try:
         if settings.dead_letter_topic:   # room for a message just under the size limit
             dead = KafkaDeadLetterSink(
@@ -230,6 +245,7 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
             _warm_up(settings, schema, member=member is not None)
         if not source.connect(stop):
             log.info("stopped before the broker was reachable")
+        startup.close()   # later connections (a broker lost mid-run) retry as long as it takes
         committed: dict[str, int] = {}
         with streaming_gc():   # the loop allocates per record; few cyclic passes
             while not stop.is_set():
@@ -265,6 +281,7 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                  settings.checkpoint_dir)   # public counts only: `dpstream status --curator`
         return 0
     finally:
+        startup.close()
         if source is not None:
             source.close()
         for sink in sinks:
@@ -283,8 +300,10 @@ def _warm_up(settings: ServeSettings, schema: Schema, member: bool) -> None:
     from .warmup import warm_up
 
     try:
-        stats = warm_up(settings.model, schema, epsilon=settings.epsilon,
-                        params=settings.params, member=member)
+        with warnings.catch_warnings():   # a throwaway model: its warnings are not the service's
+            warnings.simplefilter("ignore")
+            stats = warm_up(settings.model, schema, epsilon=settings.epsilon,
+                            params=settings.params, member=member)
     except Exception as exc:   # never worth a service that does not start
         log.warning("warm-up skipped (%s: %s)", type(exc).__name__, exc)
         return
@@ -354,11 +373,27 @@ def _bundled_records(name: str):
 def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: float,
            checkpoint_dir: str | None = None, dead_letter_file: str | None = None,
            label: str | None = "y", seed: int | None = None, params: dict | None = None,
-           progress: Any = None, stop: threading.Event | None = None) -> dict:
+           progress: Any = None, stop: threading.Event | None = None, evaluate: bool = False,
+           connect_timeout: float | None = 60.0) -> dict:
     """Run the runner over a file (CSV / JSONL, optionally gzip), a bundled dataset
     (``adult``, ``abalone``) or a Kafka topic (``kafka://HOST:PORT/TOPIC?group=G``) until its
     end; returns the summary. With ``checkpoint_dir`` a second replay resumes where the first
-    stopped (nothing is learned twice); without one, a temporary directory is used."""
+    stopped (nothing is learned twice); without one, a temporary directory is used and
+    deleted (the summary's ``checkpoint_dir`` and, unless ``dead_letter_file`` is given,
+    ``dead_letter_file`` are then ``None``).
+
+    Besides the runner's counters the summary holds this run's ``records_this_run``,
+    ``learned_this_run`` and ``dead_letters_this_run``, the most frequent dead-letter
+    reasons (``dead_letter_reasons``: ``{"reason", "count"}``, grouped by
+    :func:`~dpstream.connectors.deadletter.reason_group`) and, with ``evaluate`` (as
+    ``dpstream replay`` does; it costs the window forests about a fifth of their rate), the
+    prequential score of this run's labeled records (``prequential``:
+    :class:`~dpstream.stream.runner.PrequentialScore`; each record predicted before it is
+    learned). All of it is the curator's: exact functions of the data, not DP.
+    ``connect_timeout``: seconds a topic's broker may stay unreachable at start (then the
+    summary's ``error`` says so)."""
+    from ..connectors.deadletter import ReasonTally
+
     stop = stop or threading.Event()
     file_source = None
     if source not in BUNDLED and not source.startswith("kafka://"):
@@ -375,19 +410,21 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
         raise ValueError("--schema is required unless the source is a bundled dataset "
                          f"({', '.join(BUNDLED)})")
     else:
-        schema = Schema.load(schema) if isinstance(schema, (str, Path)) else schema
+        schema = coerce_schema(schema)
     store = CheckpointStore(checkpoint_dir)
-    dead = JsonlDeadLetterSink(dead_letter_file or Path(checkpoint_dir) / "dead-letters.jsonl")
+    dead = ReasonTally(JsonlDeadLetterSink(dead_letter_file
+                                           or Path(checkpoint_dir) / "dead-letters.jsonl"))
+    score = PrequentialScore(schema.target.type != "numeric") if evaluate else None
     error = None
     try:
         runner = Runner.create(model, schema, store=store, epsilon=epsilon, seed=seed,
-                               params=params, dead_letters=dead, csv_label=label)
-        seen_before = runner.counters["seen"]
+                               params=params, dead_letters=dead, csv_label=label, scorer=score)
+        before = dict(runner.counters)
         t0 = time.perf_counter()
         try:
             with streaming_gc():
                 if source.startswith("kafka://"):
-                    _replay_kafka(source, runner, stop, progress)
+                    _replay_kafka(source, runner, stop, progress, connect_timeout)
                 else:
                     if bundled:
                         partition = f"bundled:{source}"
@@ -409,16 +446,23 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
         runner.checkpoint()
         seconds = time.perf_counter() - t0
         out = runner.summary()
-        seen = out["records_seen"] - seen_before
+        seen = out["records_seen"] - before["seen"]
         streaming = (time.monotonic() - runner.first_record_at
                      if runner.first_record_at is not None else 0.0)
         out.update({"source": source, "seconds": round(seconds, 3),
                     "rows_per_s": round(seen / seconds) if seconds > 0 else None,
                     # from the first record on: excludes connecting and the group join
                     "rows_per_s_streaming": round(seen / streaming) if streaming > 0 else None,
-                    "records_this_run": seen, "error": error,
+                    "records_this_run": seen,
+                    "learned_this_run": runner.counters["learned"] - before["learned"],
+                    "dead_letters_this_run": (runner.counters["dead_letters"]
+                                              - before["dead_letters"]),
+                    "dead_letter_reasons": dead.top(),
+                    "prequential": None if score is None else score.summary(),
+                    "error": error,
                     "checkpoint_dir": None if tmp else str(checkpoint_dir),
-                    "dead_letter_file": str(dead.path)})
+                    "dead_letter_file": (None if tmp and not dead_letter_file
+                                         else str(dead.sink.path))})
         return out
     finally:
         dead.close()
@@ -446,8 +490,9 @@ def _chunks(records: Any, stop: threading.Event, size: int = 2000):
         yield chunk
 
 
-def _replay_kafka(url: str, runner: Runner, stop: threading.Event, progress: Any) -> None:
-    from ..connectors.kafka import KafkaSource
+def _replay_kafka(url: str, runner: Runner, stop: threading.Event, progress: Any,
+                  connect_timeout: float | None) -> None:
+    from ..connectors.kafka import KafkaSource, connect_deadline
 
     u = urlparse(url)
     topic = u.path.strip("/")
@@ -457,8 +502,9 @@ def _replay_kafka(url: str, runner: Runner, stop: threading.Event, progress: Any
     source = KafkaSource(u.netloc, topic, group, position_of=runner.position_of,
                          on_revoke=runner.checkpoint, exclusive=True)
     try:
-        if not source.connect(stop):
-            return
+        with connect_deadline(connect_timeout):
+            if not source.connect(stop):
+                return
         ends = source.end_offsets()
         while not stop.is_set():
             for chunk in _chunks(source.poll(timeout_ms=200), stop):
@@ -475,7 +521,8 @@ def _replay_kafka(url: str, runner: Runner, stop: threading.Event, progress: Any
 
 # ---------------------------------------------------------------------------- the commands
 def configure_logging() -> None:
-    """Log lines to stderr for the long-running commands (kafka-python's own: errors only)."""
+    """Log lines to stderr for the long-running commands (kafka-python's own: errors only,
+    and none while a first connection is attempted: :mod:`dpstream.connectors.kafka`)."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.ERROR)
@@ -493,41 +540,117 @@ def serve_command(options: dict[str, Any]) -> int:
                  for e in exc.errors()]
         raise ValueError("invalid settings (flag or DPSTREAM_* variable):\n"
                          + "\n".join(lines)) from None
+    from ..connectors.kafka import BrokerUnreachable
+
     stop = threading.Event()
     install_signal_handlers(stop)
-    return serve(settings, stop=stop)
+    try:
+        return serve(settings, stop=stop)
+    except BrokerUnreachable as exc:   # one line, naming the address; exit status 1
+        log.error("%s", exc)
+        return 1
 
 
-def replay_command(source: str, *, as_json: bool = False, **kwargs: Any) -> int:
-    """``dpstream replay``: :func:`replay` with a progress line and a printed summary."""
+#: ``dpstream replay``'s default ``--max-dead-letter-share``
+MAX_DEAD_LETTER_SHARE = 0.1
+CURATOR_NOTE = ("this summary is the curator's: exact counts and scores of the data, not DP; "
+                "do not publish it")
+
+
+def default_replay_dir(root: str | Path = "reports") -> Path:
+    """``reports/replay-<time>`` (``-2``, ``-3``... if taken): where ``dpstream replay`` keeps
+    its checkpoint and dead letters when no ``--checkpoint-dir`` is given."""
+    base = Path(root) / ("replay-" + datetime.now().strftime("%Y%m%d-%H%M%S"))
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
+
+
+def replay_verdict(res: dict, max_dead_letter_share: float = MAX_DEAD_LETTER_SHARE) -> list[str]:
+    """Why a replay summary is a failure (empty: it is not): a source error, nothing learned
+    (this run, or at all), or a share of dead letters above ``max_dead_letter_share``."""
+    out = [f"source error: {res['error']}"] if res.get("error") else []
+    n, dead = res["records_this_run"], res["dead_letters_this_run"]
+    if res["learned_this_run"] == 0 and (n > 0 or res["records_learned"] == 0):
+        why = ("every record was a dead letter" if n and dead == n
+               else "no record in the source" if not n else "no record was learned")
+        out.append(f"nothing was learned ({why})")
+    if n and dead / n > max_dead_letter_share:
+        out.append(f"{dead} of {n} records ({dead / n:.1%}) were dead letters, more than "
+                   f"--max-dead-letter-share {max_dead_letter_share:g}")
+    return out
+
+
+def replay_command(source: str, *, as_json: bool = False,
+                   max_dead_letter_share: float = MAX_DEAD_LETTER_SHARE, **kwargs: Any) -> int:
+    """``dpstream replay``: :func:`replay` with a progress line (on a terminal only) and a
+    printed summary; the checkpoint goes to :func:`default_replay_dir` unless
+    ``checkpoint_dir`` is given. Exit status 1 when :func:`replay_verdict` finds a failure
+    (each reason on stderr), else 0."""
+    if not 0 <= max_dead_letter_share <= 1:
+        raise ValueError(f"--max-dead-letter-share is a share in [0, 1], got "
+                         f"{max_dead_letter_share!r}")
     configure_logging()
+    kwargs.setdefault("evaluate", True)
+    if kwargs.get("checkpoint_dir") is None:
+        kwargs["checkpoint_dir"] = str(default_replay_dir())
+    shown = [0]
     progress = None
-    if not as_json:
-        shown = [0]
-
+    if not as_json and sys.stderr.isatty():   # a pipe or a log file gets no progress line
         def progress(done: int, total: int | None) -> None:
             if done // 5000 != shown[0] // 5000:   # every 5,000 records (batches of up to 2,000)
                 shown[0] = done
                 of = f"/{total}" if total else ""
-                print(f"  {done}{of} records", end="\r", file=sys.stderr, flush=True)
-    res = replay(source, progress=progress, **kwargs)
+                print(f"\r  {done}{of} records", end="", file=sys.stderr, flush=True)
+    try:
+        res = replay(source, progress=progress, **kwargs)
+    finally:
+        if shown[0]:
+            print(file=sys.stderr, flush=True)   # the progress line ends before anything else
+    failures = replay_verdict(res, max_dead_letter_share)
     # whole counts, curator-only ones included (stream.metrics.CURATOR_SUMMARY_KEYS): whoever
     # replays a file or topic to its end is the curator of that data, and this summary goes
     # to that operator's terminal only (unlike `serve`'s /metrics or `status`, which others read)
     if as_json:
-        print(json.dumps(res))
+        print(json.dumps({**res, "failures": failures, "curator_only": True}))
     else:
-        p = res["privacy"]
-        print(f"replayed {res['source']}: {res['records_this_run']} records in "
-              f"{res['seconds']:.1f} s ({res['rows_per_s']} rows/s)")
-        print(f"  learned {res['records_learned']}, dead letters {res['dead_letters']} "
-              f"(-> {res['dead_letter_file']}), duplicates {res['duplicates']}, unlabeled "
-              f"{res['unlabeled']}, clipped values {res['clipped']}")
-        print(f"  guarantee: ({p['epsilon']:.4g}, {p['delta']:g})-DP per record; "
-              f"{p['trees']} trees")
-        if res["error"]:
-            print(f"  source error: {res['error']}")
-    return 1 if res["error"] else 0
+        print(format_replay(res))
+    for failure in failures:
+        print(f"dpstream replay: failed: {failure}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def format_replay(res: dict) -> str:
+    """The text summary of ``dpstream replay`` (:func:`replay`'s result)."""
+    p = res["privacy"]
+    lines = [f"replayed {res['source']}: {res['records_this_run']} records in "
+             f"{res['seconds']:.1f} s ({res['rows_per_s']} rows/s)",
+             f"  learned {res['records_learned']}, dead letters {res['dead_letters']} "
+             f"(-> {res['dead_letter_file']}), duplicates {res['duplicates']}, unlabeled "
+             f"{res['unlabeled']}, clipped values {res['clipped']}"]
+    if res["dead_letter_reasons"]:
+        lines.append("  top dead-letter reasons (this run):")
+        lines += [f"    {r['count']:>8}  {r['reason']}" for r in res["dead_letter_reasons"]]
+    score = res.get("prequential")
+    if score and "accuracy" in score:
+        lines.append(f"  prequential accuracy {score['accuracy']:.4f} on {score['records']} "
+                     f"labeled records, each predicted before it was learned (most frequent "
+                     f"label: {score['majority_share']:.4f})")
+    elif score:
+        r2 = "n/a" if score["r2"] is None else f"{score['r2']:.4f}"
+        lines.append(f"  prequential R2 {r2}, MAE {score['mae']:.4g} on {score['records']} "
+                     f"labeled records, each predicted before it was learned")
+    lines.append(f"  guarantee: ({p['epsilon']:.4g}, {p['delta']:g})-DP per record; "
+                 f"{p['trees']} trees")
+    if res["checkpoint_dir"]:
+        lines.append(f"  checkpoint: {res['checkpoint_dir']} (the trained model; resume with "
+                     f"--checkpoint-dir, load it as in docs/service.md, 'Using the model')")
+    if res["error"]:
+        lines.append(f"  source error: {res['error']}")
+    lines.append(f"  ({CURATOR_NOTE})")
+    return "\n".join(lines)
 
 
 def status_command(checkpoint_dir: str, *, as_json: bool = False,

@@ -181,7 +181,7 @@ def test_replay_command_prints_json_and_exits_nonzero_on_a_broken_source(tmp_pat
     (tmp_path / "cut.jsonl.gz").write_bytes(data[:-20])
     out = subprocess.run([*DPSTREAM, "replay", "--source", str(tmp_path / "cut.jsonl.gz"),
                           "--schema", str(schema), "--epsilon", "1", "--json"],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 1
     res = json.loads(out.stdout)
     assert res["error"] and res["records_learned"] == res["records_seen"] > 0
