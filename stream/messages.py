@@ -312,7 +312,7 @@ class RecordValidator:
             return None, 0
         if target.values is not None:
             if (len(target.values) == 2 and all(isinstance(c, bool) for c in target.values)
-                    and type(y) is int and y in (0, 1)):
+                    and type(y) in (int, float) and y in (0, 1)):
                 return y == 1, 0   # river's 0/1 for a [false, true] target, as the models
             return _category("y", y, target.values, what="classes"), 0
         v = _number("y", y)

@@ -46,7 +46,7 @@ DPSTREAM = [sys.executable, "-m", "dpstream.stream.cli"]
     (b'{"id": 1, "x": {"sex": "Robot"}}', "x.sex: 'Robot' is not one of the declared categories"),
     (b'{"id": 1, "x": {"sex": 1}}', "x.sex: 1 is not one of the declared categories"),
     (b'{"id": 1, "x": {}, "y": "rich"}', "y: 'rich' is not one of the declared classes"),
-    (b'{"id": 1, "x": {}, "y": 1}', "y: 1 is not one of the declared classes"),
+    (b'{"id": 1, "x": {}, "y": 2}', "y: 2 is not one of the declared classes"),
     (b'{"id": 1, "x": {}, "public": 1}', "public: Input should be a valid boolean"),
     (b'{"id": 1, "x": []}', "x: Input should be a valid dictionary"),
 ])

@@ -115,7 +115,7 @@ def broken_messages(draw) -> tuple[str, bytes]:
     elif part == "unknown":
         msg["x"][draw(any_text.filter(lambda s: s not in FEATURES))] = 1
     elif part == "label":
-        msg["y"] = draw(st.sampled_from(["yes", 1, 0, 2.5, [True], {"v": True}, math.nan]))
+        msg["y"] = draw(st.sampled_from(["yes", 2, -1, 0.5, 2.5, [True], {"v": True}, math.nan]))
     elif part == "public":
         msg["public"] = draw(st.sampled_from(["yes", 1, None, [True]]))
     elif part == "extra":

@@ -395,10 +395,11 @@ def test_the_service_takes_0_1_labels_for_a_false_true_target_as_the_models_do()
     from dpstream.stream.messages import RecordValidator, RejectedRecord
 
     v = RecordValidator(PHISHING)
-    for raw, want in ((0, False), (1, True), (True, True), (False, False)):
+    for raw, want in ((0, False), (1, True), (1.0, True), (0.0, False), (True, True),
+                      (False, False)):
         rec = v.validate(json.dumps({"id": 1, "x": {"https": 0.5}, "y": raw}))
         assert rec.y is want
     with pytest.raises(RejectedRecord, match="not one of the declared classes"):
         v.validate(json.dumps({"id": 1, "x": {"https": 0.5}, "y": 2}))
     with pytest.raises(RejectedRecord, match="not one of the declared classes"):
-        v.validate(json.dumps({"id": 1, "x": {"https": 0.5}, "y": 1.0}))
+        v.validate(json.dumps({"id": 1, "x": {"https": 0.5}, "y": 0.5}))
