@@ -177,6 +177,11 @@ _PARAMS_DOC = """
     allow_large_delta
         ``True`` accepts a ``delta`` of 1e-3 or more (refused by default: such a delta is
         almost always a slip).
+    leaf_lambda
+        How ``l2`` enters a leaf value (post-processing of the noisy count ``n~`` and sum
+        ``s~``): ``"max"`` (default) ``s~ / max(l2, n~)``; ``"add"`` ``s~ / (n~ + l2)``, and 0
+        where ``n~ < 0``, as in the authors' code (``docs/sgbdt.md``, "Differences from the
+        authors' code").
 """
 
 #: the default ``pool_rounds`` (docs/sgbdt.md: chosen on river's Agrawal streams)
@@ -189,6 +194,7 @@ class _SGBDTBase(ShortRepr, base.Estimator):
     on_out_of_domain = "clip"
     on_unknown = "ignore"
     allow_large_delta = False
+    leaf_lambda = "max"
     _batch_trained = False
 
     # the subclasses declare the parameters with their own tuned defaults (river reads the
@@ -201,7 +207,7 @@ class _SGBDTBase(ShortRepr, base.Estimator):
                "cyclical_features", "drift",
                "drift_share", "drift_window", "min_leaf_records", "split_levels",
                "split_share", "split_bins", "split_decay", "seed", "on_out_of_domain",
-               "on_unknown", "allow_large_delta")
+               "on_unknown", "allow_large_delta", "leaf_lambda")
 
     def __init__(self, schema: Any, **params: Any):
         self.schema = require_schema(schema, type(self).__name__)
@@ -334,7 +340,13 @@ class _SGBDTBase(ShortRepr, base.Estimator):
             split_levels=integer("split_levels", 0),
             split_share=real("split_share", 0, 1) if self.split_levels else 0.0,
             split_bins=integer("split_bins", 2),
-            split_decay=real("split_decay", 0, 1, lo_open=False, hi_open=True))
+            split_decay=real("split_decay", 0, 1, lo_open=False, hi_open=True),
+            leaf_lambda=self._leaf_lambda())
+
+    def _leaf_lambda(self) -> str:
+        if self.leaf_lambda not in ("max", "add"):
+            raise ValueError(f"leaf_lambda must be 'max' or 'add', got {self.leaf_lambda!r}")
+        return self.leaf_lambda
 
     # ---------------------------------------------------------------- engine
     @property
@@ -678,7 +690,8 @@ class SGBDTRegressor(RawScoreRegressor, _SGBDTBase, base.Regressor):
                  min_leaf_records: float = 20.0, split_levels: int = 0,
                  split_share: float = 0.3, split_bins: int = 8, split_decay: float = 0.99,
                  seed: int | None = None, on_out_of_domain: str = "clip",
-                 on_unknown: str = "ignore", allow_large_delta: bool = False):
+                 on_unknown: str = "ignore", allow_large_delta: bool = False,
+                 leaf_lambda: str = "max"):
         super().__init__(**own_args(locals()))
 
     def _check_target(self, encoder: RecordEncoder) -> None:
@@ -725,7 +738,8 @@ class SGBDTClassifier(RawScoreBinaryClassifier, _SGBDTBase, base.Classifier):
                  min_leaf_records: float = 20.0, split_levels: int = 1,
                  split_share: float = 0.3, split_bins: int = 8, split_decay: float = 0.99,
                  seed: int | None = None, on_out_of_domain: str = "clip",
-                 on_unknown: str = "ignore", allow_large_delta: bool = False):
+                 on_unknown: str = "ignore", allow_large_delta: bool = False,
+                 leaf_lambda: str = "max"):
         super().__init__(**own_args(locals()))
 
     def _check_target(self, encoder: RecordEncoder) -> None:

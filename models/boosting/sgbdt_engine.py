@@ -97,6 +97,9 @@ class SGBDTConfig:
     split_decay: float = 0.0
     #: trees retire in blocks of this many once ``max_trees`` are kept (1: one at a time)
     retire_block: int = 1
+    #: how ``l2`` enters a leaf: ``"max"`` (``s~ / max(l2, n~)``) or ``"add"`` (``s~ / (n~ +
+    #: l2)``, and 0 where the noisy count is negative)
+    leaf_lambda: str = "max"
 
     @property
     def epsilon_init(self) -> float:
@@ -552,10 +555,18 @@ class SGBDTEngine:
         return noisy_n, sums + self.rng.normal(0.0, sigma / math.sqrt(2 * r2), n_leaves)
 
     def leaf_values(self, noisy_n: np.ndarray | None, noisy_s: np.ndarray) -> np.ndarray:
-        """Leaf values from the released statistics (post-processing): ``-lr s~ / max(lambda,
-        n~)`` (static leaf noise: ``-lr s~ / lambda``), clamped to ``[-lr g*, lr g*]``."""
+        """Leaf values from the released statistics (post-processing), clamped to ``[-lr g*,
+        lr g*]``: ``-lr s~ / max(lambda, n~)`` with ``leaf_lambda="max"``; with ``"add"``,
+        ``-lr s~ / (n~ + lambda)`` and 0 where the noisy count ``n~`` is negative (a leaf the
+        noise swamps moves nothing instead of a full step of random sign; the authors' code
+        does this). Static leaf noise: ``-lr s~ / lambda``."""
         c = self.config
-        value = noisy_s / (np.maximum(c.l2, noisy_n) if noisy_n is not None else c.l2)
+        if noisy_n is None:
+            value = noisy_s / c.l2
+        elif getattr(c, "leaf_lambda", "max") == "add":
+            value = np.where(noisy_n < 0, 0.0, noisy_s / np.maximum(noisy_n + c.l2, c.l2))
+        else:
+            value = noisy_s / np.maximum(c.l2, noisy_n)
         return -c.learning_rate * np.clip(value, -c.grad_clip, c.grad_clip)
 
     def end_round(self, tree, value: np.ndarray | None, prep: dict | None) -> dict:

@@ -29,9 +29,10 @@ def bench_command(model: str, dataset: str, epsilons: Sequence[float], *,
     """Run :func:`~dpstream.stream.bench.protocols.run_bench` at each epsilon and print it."""
     from .protocols import run_bench
 
+    live = not as_json and sys.stderr.isatty()   # a progress line only where it redraws
     for eps in epsilons:
         def progress(done: int, total: int, eps: float = eps) -> None:
-            if not as_json:
+            if live:
                 print(f"  epsilon {eps:g}: fit {done}/{total}", end="\r", file=sys.stderr,
                       flush=True)
         res = run_bench(model, dataset, eps, repeats=repeats, folds=folds, seed=seed,
@@ -40,12 +41,15 @@ def bench_command(model: str, dataset: str, epsilons: Sequence[float], *,
         if as_json:
             print(json.dumps(res), flush=True)
             continue
-        print(" " * 40, end="\r", file=sys.stderr, flush=True)   # clear the progress line
+        if live:
+            print(" " * 40, end="\r", file=sys.stderr, flush=True)   # clear the progress line
         labels = (f", {res['labeled_fraction']:g} of the labels"
                   if res["labeled_fraction"] < 1 else "")
         print(f"{res['model']} on {res['dataset']} at epsilon {eps:g} (delta "
               f"{res['delta']:g}): {res['metric']} {res['mean']:.4f} +- {res['std']:.4f} "
               f"over {res['repeats']} x {res['protocol']}{labels}, {res['seconds']:.1f} s")
+        if res.get("config"):
+            print(f"  configuration: {res['config']} (stream/bench/configs.py)")
         if "error_best_threshold" in res:
             print(f"  error at the best threshold on each test fold (the authors' scoring): "
                   f"{res['error_best_threshold']:.4f} +- {res['error_best_threshold_std']:.4f}")

@@ -80,6 +80,7 @@ from ...models import (
 )
 from ...models.windows.window_forest import WindowForestBase
 from ..datasets import load_abalone, load_adult
+from .configs import sgbdt_config
 from .scenarios import (
     SYNTH_TABLE,
     load_agrawal_drift,
@@ -331,11 +332,12 @@ def run_bench(model: str, dataset: str, epsilon: float, *, repeats: int | None =
     scores, rows, delta, tuned = [], 0, None, []
     splits = list(protocol_splits(protocol, len(y), repeats=repeats, folds=folds, seed=seed,
                                   labeled_fraction=labeled_fraction))
+    config, tuned_params = sgbdt_config(dataset, epsilon) if model == "sgbdt" else ("", {})
     for done, split in enumerate(splits, start=1):
         est = cls(schema=schema, epsilon=epsilon, seed=seed * 7919 + split.index,
                   **{**BATCH_DEFAULTS.get(model, {}),
                      **(BATCH_DEFAULTS.get(cls.__name__, {}) if model == "sgbdt" else {}),
-                     **params})
+                     **tuned_params, **params})
         scores.append(score_model(est, X, y, split.train, split.test, metric,
                                   late=_EARLY.get(dataset), labeled=split.labeled,
                                   public_unlabeled=model in PUBLIC_UNLABELED))
@@ -356,6 +358,7 @@ def run_bench(model: str, dataset: str, epsilon: float, *, repeats: int | None =
             "metric": metric, "mean": float(np.mean(scores)), "std": float(np.std(scores)),
             "repeats": repeats, "folds": folds, "seconds": round(seconds, 3),
             "rows_per_s": round(rows / seconds, 1), "params": params,
+            **({"config": config + (" + --set" if params else "")} if config else {}),
             "protocol": "holdout 90/10" if protocol == "holdout" else f"{folds}-fold CV",
             "labeled_fraction": labeled_fraction}
 

@@ -1,0 +1,79 @@
+"""Per-epsilon S-GBDT settings of the batch benchmarks, in one place.
+
+Kirschte et al.'s protocol picks the best hyper-parameter setting per epsilon, and so do the
+result tables they released with their code (``../shared/anchors/sbdt``). The benchmark
+(:func:`~dpstream.stream.bench.protocols.run_bench`) does the same where a setting was found
+that beats the estimators' defaults; stream users never need this table — the defaults are
+tuned for streams and need no per-epsilon choice.
+
+How the table was chosen (2026-11-28, ``dpstream bench --model sgbdt --dataset D --epsilon E
+--repeats 10`` (5 for the late arrivals) with each candidate as ``--set`` values):
+
+* the candidates are the authors' best released rows per epsilon, translated into our
+  parameters (their leaf-count share ``r`` is normalised by the sensitivities: ours is
+  ``r g*^2 / (1 - r + r g*^2)``; docs/sgbdt.md, "Differences from the authors' code");
+* a row is kept for an epsilon range only where it measured above our defaults:
+
+  ========================  ==========  =====================  ==================
+  Abalone R² at epsilon      defaults    authors' row (ours)    authors' released
+  ========================  ==========  =====================  ==================
+  0.05                       0.077       0.206                  0.180
+  0.1                        0.209       0.254                  0.270
+  0.15                       0.255       0.279                  —
+  0.2                        0.291       0.299                  0.317
+  0.3                        0.319       0.315 (not kept)       0.340
+  0.5                        0.350       0.338 (not kept)       0.359
+  late arrivals 0.1          -0.092      0.265                  0.275
+  late arrivals 0.3          0.055       0.328                  0.342
+  late arrivals 0.5          0.145       0.343                  0.364
+  ========================  ==========  =====================  ==================
+
+  Choosing on the test folds is what the authors' protocol does; it makes every such figure
+  optimistic, theirs and ours alike.
+
+Examples
+--------
+>>> name, params = sgbdt_config("abalone", 0.1)
+>>> name, params["depth"], params["cyclical_features"]
+("abalone eps<=0.1 (authors' row 0.1)", 2, True)
+>>> sgbdt_config("abalone", 1.0)
+('defaults', {})
+"""
+
+from __future__ import annotations
+
+__all__ = ["SGBDT_CONFIGS", "sgbdt_config"]
+
+#: what every authors' row shares: cyclical one-feature trees, no extra rounds, learning rate
+#: 0.1, Poisson rate 0.1, l2 15, a 10% initial-score share
+_AUTHORS = {"extra_trees": 0, "learning_rate": 0.1, "subsample": 0.1, "l2": 15.0,
+            "cyclical_features": True, "init_share": 0.1}
+_BATCH = {**_AUTHORS, "label_clip": 0.5}
+_LATE = {**_AUTHORS, "label_clip": 1.0, "depth": 2, "grad_clip": 0.1,
+         "leaf_noise_split": 0.0025}
+
+#: dataset -> [(largest epsilon, name, parameters)], the first whose bound covers epsilon wins;
+#: above the last bound the estimator's defaults run
+SGBDT_CONFIGS: dict[str, list[tuple[float, str, dict]]] = {
+    "abalone": [
+        (0.05, "authors' row 0.05", {**_BATCH, "n_trees": 100, "depth": 2, "grad_clip": 0.1,
+                                     "leaf_noise_split": 0.0043}),
+        (0.1, "authors' row 0.1", {**_BATCH, "n_trees": 50, "depth": 2, "grad_clip": 0.3,
+                                   "leaf_noise_split": 0.037}),
+        (0.2, "authors' row 0.2", {**_BATCH, "n_trees": 50, "depth": 3, "grad_clip": 0.3,
+                                   "leaf_noise_split": 0.037}),
+    ],
+    "abalone-late": [
+        (0.1, "authors' late row 0.1", {**_LATE, "n_trees": 100}),
+        (0.5, "authors' late row 0.3", {**_LATE, "n_trees": 150}),
+    ],
+}
+
+
+def sgbdt_config(dataset: str, epsilon: float) -> tuple[str, dict]:
+    """The S-GBDT setting the benchmark runs on ``dataset`` at ``epsilon``: its name (what
+    ``dpstream bench`` reports) and its parameters (``{}``: the estimator's defaults)."""
+    for bound, name, params in SGBDT_CONFIGS.get(dataset, []):
+        if epsilon <= bound * (1 + 1e-9):
+            return f"{dataset} eps<={bound:g} ({name})", dict(params)
+    return "defaults", {}
