@@ -165,15 +165,9 @@ _PARAMS_DOC = """
         trees.
     seed
         ``None`` for OS entropy (use this in production); an int for tests and benchmarks.
-    on_out_of_domain
-        ``"clip"`` (default): a number outside its feature's public ``[min, max]`` (or a
-        label outside the target range) is clipped to it — free under DP, and no count of
-        clipped values is kept (``docs/privacy.md``); ``"error"``: it raises
-        :class:`~dpstream.models.encoding.InvalidRecordError`. NaN, infinity, a wrong type
-        and an undeclared category raise either way.
-    on_unknown
-        ``"ignore"`` (default): a feature the schema does not declare is skipped;
-        ``"error"``: it raises :class:`~dpstream.models.encoding.InvalidRecordError`.
+    on_out_of_domain, on_unknown
+        The input policy (:mod:`~dpstream.models.encoding`): ``"clip"`` and ``"ignore"`` by
+        default; ``"error"`` raises on an out-of-domain value or an undeclared feature.
     allow_large_delta
         ``True`` accepts a ``delta`` of 1e-3 or more (refused by default: such a delta is
         almost always a slip).

@@ -194,14 +194,9 @@ class RandomDecisionForestClassifier(WindowForestBase):
     seed
         Random seed (tests and benchmarks; leave ``None`` in production — whoever knows the
         seed can replay the noise).
-    on_out_of_domain
-        ``"clip"`` (default): a number outside its feature's public ``[min, max]`` is clipped
-        to it — free under DP, and no count of clipped values is kept (``docs/privacy.md``);
-        ``"error"``: it raises :class:`~dpstream.models.encoding.InvalidRecordError`. NaN,
-        infinity, a wrong type and an undeclared category raise either way.
-    on_unknown
-        ``"ignore"`` (default): a feature the schema does not declare is skipped;
-        ``"error"``: it raises :class:`~dpstream.models.encoding.InvalidRecordError`.
+    on_out_of_domain, on_unknown
+        The input policy (:mod:`~dpstream.models.encoding`): ``"clip"`` and ``"ignore"`` by
+        default; ``"error"`` raises on an out-of-domain value or an undeclared feature.
     """
 
     def __init__(self, schema: Any = None, epsilon: float = 1.0, n_trees: int = 100,

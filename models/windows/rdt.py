@@ -347,14 +347,9 @@ class RDTClassifier(WindowForestBase):
         shows which leaves hold records.
     seed
         Random seed (tests and benchmarks; leave ``None`` in production).
-    on_out_of_domain
-        ``"clip"`` (default): a number outside its feature's public ``[min, max]`` is clipped
-        to it — free under DP, and no count of clipped values is kept (``docs/privacy.md``);
-        ``"error"``: it raises :class:`~dpstream.models.encoding.InvalidRecordError`. NaN,
-        infinity, a wrong type and an undeclared category raise either way.
-    on_unknown
-        ``"ignore"`` (default): a feature the schema does not declare is skipped;
-        ``"error"``: it raises :class:`~dpstream.models.encoding.InvalidRecordError`.
+    on_out_of_domain, on_unknown
+        The input policy (:mod:`~dpstream.models.encoding`): ``"clip"`` and ``"ignore"`` by
+        default; ``"error"`` raises on an out-of-domain value or an undeclared feature.
     """
 
     #: windows stay whole in a multi-process ensemble: every window fills the same fixed trees

@@ -53,8 +53,8 @@ Examples
 ...                    params={"n_trees": 20})
 >>> result["metric"], result["folds"], result["repeats"]
 ('r2', 2, 1)
->>> sorted(result) == sorted(RESULT_FIELDS)
-True
+>>> sorted(result) == sorted((*RESULT_FIELDS, "config")), result["config"]   # S-GBDT's setting
+(True, 'defaults + --set')
 >>> iris = run_bench("median-forest", "iris", 2.0, repeats=3, seed=0)
 >>> iris["metric"], iris["protocol"], 0.0 <= iris["mean"] <= 1.0
 ('accuracy', 'holdout 90/10', True)
