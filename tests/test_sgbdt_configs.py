@@ -16,11 +16,12 @@ def test_the_first_bound_that_covers_epsilon_wins_and_defaults_run_above():
     assert sgbdt_config("abalone", 0.05)[0].startswith("abalone eps<=0.05")
     assert sgbdt_config("abalone", 0.07)[0].startswith("abalone eps<=0.1")
     assert sgbdt_config("abalone", 0.5) == ("defaults", {})
-    assert sgbdt_config("adult", 0.1) == ("defaults", {})
+    assert sgbdt_config("adult", 2.0) == ("defaults", {})
     for rows in SGBDT_CONFIGS.values():   # bounds ascend, every row a valid estimator
         assert [b for b, _, _ in rows] == sorted(b for b, _, _ in rows)
         for bound, _, params in rows:
-            SGBDTRegressor(ABALONE_SCHEMA, epsilon=bound, **params)
+            if params.get("learning_rate") != 1.0:   # the Adult rows are the classifier's
+                SGBDTRegressor(ABALONE_SCHEMA, epsilon=bound, **params)
 
 
 def test_bench_reports_the_configuration_and_user_values_override_it():

@@ -28,6 +28,25 @@ How the table was chosen (2026-11-28, ``dpstream bench --model sgbdt --dataset D
   late arrivals 0.5          0.145       0.343                  0.364
   ========================  ==========  =====================  ==================
 
+  ========================  ==========  =====================  ==================
+  Adult error at epsilon     defaults    authors' row (ours)    authors' released
+  ========================  ==========  =====================  ==================
+  0.01                       24.7%       23.3%                  23.60%
+  0.03                       20.9%       19.9%                  20.18%
+  0.05                       20.1%       18.4% (row 0.1)        —
+  0.1                        18.5%       16.9%                  17.29%
+  0.2                        17.1%       17.1% (row 0.5)        —
+  0.5                        16.1%       15.4%                  16.20%
+  1.0                        15.5%       14.5% (row 0.5)        —
+  ========================  ==========  =====================  ==================
+
+  (3 repeats for Adult.) The Adult rows use Newton leaves in the authors' code; with their
+  Hessian cap h* = 0.1 nearly every Hessian sits at the cap, so their leaf is a count leaf with
+  learning rate lr / h* = 1.0 and l2 = lambda / h* = 100 (50 at 0.5): those are the values
+  here, with the ``"add"`` leaf rule, no subsampling (Q = 1) and a 5% initial score (theirs
+  has none). Their Adult is adult.data without "?" rows (30,162 records); ours, data and test
+  (48,842), so our figures come from 1.62 times more training records.
+
   Choosing on the test folds is what the authors' protocol does; it makes every such figure
   optimistic, theirs and ours alike.
 
@@ -51,6 +70,8 @@ _AUTHORS = {"extra_trees": 0, "learning_rate": 0.1, "subsample": 0.1, "l2": 15.0
 _BATCH = {**_AUTHORS, "label_clip": 0.5}
 _LATE = {**_AUTHORS, "label_clip": 1.0, "depth": 2, "grad_clip": 0.1,
          "leaf_noise_split": 0.0025}
+_ADULT = {"extra_trees": 0, "subsample": 1.0, "cyclical_features": True, "learning_rate": 1.0,
+          "leaf_lambda": "add", "init_share": 0.05, "depth": 6, "l2": 100.0}
 
 #: dataset -> [(largest epsilon, name, parameters)], the first whose bound covers epsilon wins;
 #: above the last bound the estimator's defaults run
@@ -62,6 +83,16 @@ SGBDT_CONFIGS: dict[str, list[tuple[float, str, dict]]] = {
                                    "leaf_noise_split": 0.037}),
         (0.2, "authors' row 0.2", {**_BATCH, "n_trees": 50, "depth": 3, "grad_clip": 0.3,
                                    "leaf_noise_split": 0.037}),
+    ],
+    "adult": [
+        (0.01, "authors' row 0.01", {**_ADULT, "n_trees": 200, "depth": 5, "grad_clip": 0.5,
+                                     "leaf_noise_split": 0.0103}),
+        (0.03, "authors' row 0.03", {**_ADULT, "n_trees": 100, "grad_clip": 0.5,
+                                     "leaf_noise_split": 0.0103}),
+        (0.1, "authors' row 0.1", {**_ADULT, "n_trees": 400, "grad_clip": 0.3,
+                                   "leaf_noise_split": 0.0037}),
+        (1.0, "authors' row 0.5", {**_ADULT, "n_trees": 200, "grad_clip": 0.8,
+                                   "leaf_noise_split": 0.026, "l2": 50.0}),
     ],
     "abalone-late": [
         (0.1, "authors' late row 0.1", {**_LATE, "n_trees": 100}),
