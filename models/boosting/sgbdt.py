@@ -671,9 +671,9 @@ class SGBDTRegressor(RawScoreRegressor, _SGBDTBase, base.Regressor):
 
     def __init__(self, schema: Any = None, epsilon: float = 1.0, delta: float = 5e-8,
                  n_trees: int = 75, extra_trees: int = 0, depth: int = 3,
-                 learning_rate: float = 0.1, subsample: float = 0.1, grad_clip: float = 0.2,
+                 learning_rate: float = 0.1, subsample: float = 0.1, grad_clip: float = 0.3,
                  label_clip: float | None = None, init_share: float = 0.2,
-                 leaf_noise_split: float = 0.05, l2: float = 15.0,
+                 leaf_noise_split: float = 0.037, l2: float = 15.0,
                  round_size: int = 32, pool_rounds: int | None = POOL_ROUNDS,
                  max_active: int = 100_000,
                  max_trees: int | None = 1000, retire_block: int | None = None,
