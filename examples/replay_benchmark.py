@@ -44,7 +44,7 @@ def main() -> None:
         rows, skipped = run_suite("smoke", results)
         again, _ = run_suite("smoke", results)             # resumes: nothing left to run
         page = write_report(again, Path(tmp) / "benchmarks.md", profile="smoke",
-                            skipped=[c.describe() for c, _ in skipped])
+                            skipped=skipped)
         print(f"suite: {len(rows)} result lines, {len(skipped)} cells skipped "
               f"({', '.join(sorted({why for _, why in skipped})) or 'none'})")
         print(f"page: {len(page.read_text().splitlines())} lines, plots: "

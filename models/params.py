@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from ..accounting import check_delta as accounting_check_delta
+
 __all__ = ["LARGE_DELTA", "SMALL_STREAM_SCALE", "ShortRepr", "SmallStreamWarning",
            "check_delta", "check_integer", "check_real", "records_needed", "short_repr",
            "quiet_small_stream", "warn_small_stream"]
@@ -67,8 +69,8 @@ def check_real(name: str, value: Any, lo: float | None = None, hi: float | None 
 
 
 def check_delta(value: Any, *, allow_large: bool = False) -> float:
-    """The delta of an (epsilon, delta) guarantee: in (0, 1), and below :data:`LARGE_DELTA`
-    unless ``allow_large``.
+    """The delta of an (epsilon, delta) guarantee: in (0, 1) (the accounting's check), and
+    below :data:`LARGE_DELTA` unless ``allow_large``.
 
     (epsilon, delta)-DP allows, with probability up to delta, anything at all — publishing a
     record outright included — so a useful delta is far below one over the number of records
@@ -77,7 +79,7 @@ def check_delta(value: Any, *, allow_large: bool = False) -> float:
     """
     if not isinstance(allow_large, (bool, np.bool_)):
         raise ValueError(f"allow_large_delta must be True or False, got {allow_large!r}")
-    delta = check_real("delta", value, 0, 1)
+    delta = accounting_check_delta(value)   # in (0, 1), a real number
     if delta >= LARGE_DELTA and not allow_large:
         raise ValueError(
             f"delta={value!r} is too large: (epsilon, delta)-DP may fail outright with "

@@ -566,37 +566,30 @@ class PrequentialScore:
     """
 
     def __init__(self, classifier: bool):
+        from river import metrics
+
         self.classifier = bool(classifier)
         self.n = 0
-        self.correct = 0
         self.labels: dict[Any, int] = {}
-        self.abs_error = self.sq_error = self.mean = self.m2 = 0.0
+        self.metrics = ({"accuracy": metrics.Accuracy()} if self.classifier
+                        else {"r2": metrics.R2(), "mae": metrics.MAE()})
 
     def __call__(self, y: Any, pred: Any) -> None:
         self.n += 1
         if self.classifier:
-            self.correct += bool(_jsonable(pred) == y)
             self.labels[y] = self.labels.get(y, 0) + 1
-            return
-        err = float(pred) - float(y)
-        self.abs_error += abs(err)
-        self.sq_error += err * err
-        delta = float(y) - self.mean   # Welford: the labels' variance, in one pass
-        self.mean += delta / self.n
-        self.m2 += delta * (float(y) - self.mean)
+        for metric in self.metrics.values():
+            metric.update(y, _jsonable(pred))
 
     def summary(self) -> dict | None:
         """``{"records", "accuracy", "majority_share"}`` or ``{"records", "r2", "mae"}``
-        (rounded to 4 digits; R² is ``None`` when the labels are constant); ``None`` before
-        any labeled record."""
+        (river's metrics, rounded to 4 digits); ``None`` before any labeled record."""
         if not self.n:
             return None
+        out = {"records": self.n, **{k: round(m.get(), 4) for k, m in self.metrics.items()}}
         if self.classifier:
-            return {"records": self.n, "accuracy": round(self.correct / self.n, 4),
-                    "majority_share": round(max(self.labels.values()) / self.n, 4)}
-        r2 = 1 - self.sq_error / self.m2 if self.m2 > 0 else None
-        return {"records": self.n, "r2": None if r2 is None else round(r2, 4),
-                "mae": round(self.abs_error / self.n, 4)}
+            out["majority_share"] = round(max(self.labels.values()) / self.n, 4)
+        return out
 
 
 def describe(state: dict) -> dict:

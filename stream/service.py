@@ -639,9 +639,8 @@ def format_replay(res: dict) -> str:
                      f"labeled records, each predicted before it was learned (most frequent "
                      f"label: {score['majority_share']:.4f})")
     elif score:
-        r2 = "n/a" if score["r2"] is None else f"{score['r2']:.4f}"
-        lines.append(f"  prequential R2 {r2}, MAE {score['mae']:.4g} on {score['records']} "
-                     f"labeled records, each predicted before it was learned")
+        lines.append(f"  prequential R2 {score['r2']:.4f}, MAE {score['mae']:.4g} on "
+                     f"{score['records']} labeled records, each predicted before it was learned")
     lines.append(f"  guarantee: ({p['epsilon']:.4g}, {p['delta']:g})-DP per record; "
                  f"{p['trees']} trees")
     if res["checkpoint_dir"]:

@@ -15,7 +15,6 @@ import sys
 import warnings
 from collections import Counter
 from collections.abc import Sequence
-from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +188,7 @@ def _run_with_progress(profile: str, results: Path, only: str | None) -> list[tu
         TimeElapsedColumn,
     )
 
+    from ...models import SmallStreamWarning
     from .suite import run_suite
 
     console = Console(stderr=True)
@@ -221,9 +221,7 @@ def _run_with_progress(profile: str, results: Path, only: str | None) -> list[tu
         with warnings.catch_warnings():
             # the suite measures small epsilons and streams on purpose: a warning per model
             # would bury the progress and the "skipped" lines
-            small = getattr(import_module("dpstream.models.params"), "SmallStreamWarning", None)
-            if small is not None:
-                warnings.simplefilter("ignore", small)
+            warnings.simplefilter("ignore", SmallStreamWarning)
             run_suite(profile, results, only=only, on_start=on_start, on_progress=on_progress,
                       on_done=on_done)
     return skipped

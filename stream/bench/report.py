@@ -145,11 +145,8 @@ def _skipped_table(skipped: list) -> list[str]:
     """The page's summary of what did not run here: one row per baseline or model."""
     if not skipped:
         return []
-    lines = [s for s in skipped if isinstance(s, str)]      # older callers: descriptions
-    cells = [s for s in skipped if not isinstance(s, str)]
+    cells = list(skipped)
     out = []
-    if lines:
-        out += ["Not measured in this run: " + "; ".join(lines) + ".", ""]
     if cells:
         by: dict[tuple, list] = defaultdict(list)
         for cell, why in cells:
@@ -358,7 +355,7 @@ def _speed_section(rows: list[dict], img_dir: Path | None, img_prefix: str) -> l
 
 def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
                     img_prefix: str = "img/", profile: str | None = None,
-                    skipped: Iterable[str | tuple] = (), scale_rows: Iterable[dict] = (),
+                    skipped: Iterable[tuple] = (), scale_rows: Iterable[dict] = (),
                     command: str | None = None, results: str | None = None,
                     links: str | None = "") -> str:
     """The benchmarks page for ``rows`` (see the module).
@@ -374,7 +371,7 @@ def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
         ``dpstream suite --profile PROFILE``) and the results file as shown.
     skipped
         ``(cell, reason)`` pairs of cells that could not run here (:func:`.suite.skipped_cells`),
-        shown as ``skipped`` with their pip line; plain strings are listed as they are.
+        shown as ``skipped`` with their pip line.
     scale_rows
         The scale-out runs (:mod:`.scale_report`).
     links
@@ -404,10 +401,8 @@ def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
     skipped = list(skipped)
     out += _skipped_table(skipped)
     gaps: dict[tuple, list[tuple]] = defaultdict(list)
-    for item in skipped:
-        if not isinstance(item, str):
-            cell = item[0]
-            gaps[(cell.dataset, cell.protocol, float(cell.labeled_fraction))].append(item)
+    for cell, why in skipped:
+        gaps[(cell.dataset, cell.protocol, float(cell.labeled_fraction))].append((cell, why))
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         groups[_table_key(r)].append(r)
@@ -503,7 +498,7 @@ _HOW = """## How this page is made
 
 
 def write_report(rows: Iterable[dict], docs: str | Path, *, img_dir: str | Path | None = None,
-                 profile: str | None = None, skipped: Iterable[str | tuple] = (),
+                 profile: str | None = None, skipped: Iterable[tuple] = (),
                  scale_rows: Iterable[dict] = (), command: str | None = None,
                  results: str | None = None, links: str | None = "") -> Path:
     """Render and write the page ``docs`` atomically; plots go to ``img_dir`` (default: the
