@@ -52,3 +52,11 @@ def test_add_leaves_are_zero_where_the_noisy_count_is_negative():
                                [-0.25, -0.25, -0.25, 0.5 * 50 / 90])
     with pytest.raises(ValueError, match="leaf_lambda"):
         SGBDTRegressor(ABALONE_SCHEMA, leaf_lambda="min")
+
+
+def test_adult_late_arrivals_at_epsilon_0_1_beat_the_defaults():
+    """The authors' late row 0.1 as count leaves measured 17.4% error (3 x 5-fold CV; the
+    defaults: 21.0%, the authors' released 17.97%): one repeat must stay below 19.5%."""
+    assert sgbdt_config("adult-late", 0.1)[0].startswith("adult-late eps<=0.1")
+    res = run_bench("sgbdt", "adult-late", 0.1, repeats=1)
+    assert res["mean"] < 0.195, res["mean"]

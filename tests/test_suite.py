@@ -142,8 +142,15 @@ def test_full_matrix_covers_every_model_and_every_quoted_epsilon():
             assert any(c.kind == "model" and c.name == model and c.params == params
                        and c.dataset == dataset and c.labeled_fraction == lf
                        and c.epsilon == eps for c in cells), (model, dataset, eps)
+    for (model, params, dataset, lf), points in suite.RELEASED.items():
+        for eps in points:   # the S-GBDT authors' released results: their ε too
+            assert any(c.kind == "model" and c.name == model and c.params == params
+                       and c.dataset == dataset and c.epsilon == eps for c in cells), \
+                (model, params, dataset, eps)
     eps = {c.epsilon for c in cells if c.kind == "model"}
-    assert set(suite.GRID) <= eps and min(eps) == 0.05 and max(eps) == 10
+    assert set(suite.GRID) <= eps and min(eps) == 0.01 and max(eps) == 10
+    quick = {c.epsilon for c in suite.build_matrix("quick") if c.kind == "model"}
+    assert 0.01 not in quick and 0.03 not in quick   # the released ε are full-profile only
     kinds = {c.name for c in cells if c.kind == "baseline"}
     assert kinds == {"hist-gradient-boosting", "sklearn-random-forest",
                      "diffprivlib-random-forest", "dp-ebm", "dp-mean"}
@@ -247,3 +254,19 @@ def test_paper_rows_show_ratio_and_verdict_in_the_metric_direction():
     md = bench_report.render_markdown([row(0.16, 0.54), row(0.20, 0.15)])
     assert "| sgbdt | 0.54 | 16.00% ± 1.00 | 17.10% | 0.94 | ✓ |" in md
     assert "| sgbdt | 0.15 | 20.00% ± 1.00 | 18.10% | 1.10 | ✗ |" in md
+
+
+def test_sgbdt_rows_show_the_authors_released_results_beside_the_papers():
+    def row(mean, eps, dataset="adult", metric="error"):
+        return {"model": "sgbdt", "dataset": dataset, "epsilon": eps, "metric": metric,
+                "mean": mean, "std": 0.01, "repeats": 1, "folds": 5, "params": {},
+                "labeled_fraction": 1.0, "kind": "dp", "table": "cv", "protocol": "5-fold CV"}
+    md = bench_report.render_markdown([row(0.169, 0.1), row(0.25, 0.01)])
+    assert "authors' released | beats released |" in md
+    # no paper figure at these ε: the released one alone, in the metric's direction
+    assert "| sgbdt | 0.1 | 16.90% ± 1.00 | — | — |  | 17.29% | ✓ |" in md
+    assert "| sgbdt | 0.01 | 25.00% ± 1.00 | — | — |  | 23.60% | ✗ |" in md
+    md = bench_report.render_markdown([row(0.30, 0.2, "abalone", "r2"),
+                                       row(0.40, 0.15, "abalone", "r2")])
+    assert "| sgbdt | 0.2 | 0.300 ± 0.010 | — | — |  | 0.317 | ✗ |" in md
+    assert "| 0.390 | 1.03 | ✓ | — |  |" in md    # a paper figure, no released one

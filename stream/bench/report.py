@@ -5,11 +5,12 @@ The page is ``reports/suite-PROFILE/benchmarks.md`` by default and the project's
 A cell that could not run here (its optional package missing) shows as ``skipped`` with the
 pip line that fills it in: in a table at the top, in its table's row and under its table.
 
-Per table (a dataset under one protocol): the rows where a paper quotes a figure (ours, the
-paper's, their ratio, the DP baselines at the same ε, the non-private ceiling), the whole ε grid
-side by side with diffprivlib and DP Mean, and a plot of the metric against ε (log x, one line
-per model, the paper's points marked with stars, non-private baselines dashed) like the papers'
-figures. Then the stream section: progressive-validation metric, rows/s and peak memory of
+Per table (a dataset under one protocol): the rows where a paper quotes a figure or the S-GBDT
+authors released one (ours, the paper's, their ratio, the authors' released result, the DP
+baselines at the same ε, the non-private ceiling), the whole ε grid side by side with
+diffprivlib and DP Mean, and a plot of the metric against ε (log x, one line per model, the
+paper's points marked with stars and the authors' released ones with diamonds, non-private
+baselines dashed) like the papers' figures. Then the stream section: progressive-validation metric, rows/s and peak memory of
 every model next to river's HoeffdingTree and ARF; the speed section (every stream model with
 its library defaults, each in a fresh process: rows/s and resident memory); then the drifting
 streams
@@ -36,7 +37,7 @@ from pathlib import Path
 
 from .drift_report import drift_section
 from .scale_report import scale_out_section
-from .suite import PAPER, PAPER_NONPRIVATE, summarize, variant_label
+from .suite import PAPER, PAPER_NONPRIVATE, RELEASED, summarize, variant_label
 
 __all__ = ["render_markdown", "write_report"]
 
@@ -118,6 +119,13 @@ def _plot(key: tuple, rows: list[dict], path: Path) -> None:
         ax.plot(list(points), [scale * v for v in points.values()], linestyle="none",
                 marker="*", ms=12, color=colors[(model, params)], markeredgecolor="black",
                 label=f"paper: {variant_label(model, dict(params))}")
+    for (model, params, d, f), points in RELEASED.items():
+        if d != dataset or f != lf or (model, params) not in colors:
+            continue
+        scale = 1 if metric == "r2" else 100
+        ax.plot(list(points), [scale * v for v in points.values()], linestyle="none",
+                marker="D", ms=6, color=colors[(model, params)], markeredgecolor="black",
+                label=f"authors' released: {variant_label(model, dict(params))}")
     for r in rows:
         if r.get("kind") == "non-private":
             scale = 1 if metric == "r2" else 100
@@ -193,25 +201,36 @@ def _section(key: tuple, rows: list[dict], img_dir: Path | None, img_prefix: str
         return _fmt(metric, row and row["mean"])
     quoted = []
     for r in dp:
-        fig = PAPER.get((r["model"], _params_key(r), dataset, lf), {}).get(r["epsilon"])
-        if fig is not None:
-            quoted.append((r, fig))
+        k = (r["model"], _params_key(r), dataset, lf)
+        fig = PAPER.get(k, {}).get(r["epsilon"])
+        rel = RELEASED.get(k, {}).get(r["epsilon"])
+        if fig is not None or rel is not None:
+            quoted.append((r, fig, rel))
     if quoted:
-        out += ["| model | ε | ours | paper | ratio | beats paper | diffprivlib RF | DP-EBM | "
-                "DP Mean | non-private |", "|---|---|---|---|---|---|---|---|---|---|"]
-        for r, fig in quoted:
+        def fmt(v):
+            return "—" if v is None else f"{v:.3f}" if metric == "r2" else f"{100 * v:.2f}%"
+
+        def beats(r, v):
+            return "" if v is None else "✓" if _better(metric, r["mean"], v) else "✗"
+        out += ["| model | ε | ours | paper | ratio | beats paper | authors' released | "
+                "beats released | diffprivlib RF | DP-EBM | DP Mean | non-private |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r, fig, rel in quoted:
             e = r["epsilon"]
-            paper = f"{fig:.2f}" if metric == "r2" else f"{100 * fig:.2f}%"
+            ratio = "—" if fig is None else f"{r['mean'] / fig:.2f}"
             out.append(f"| {_variant(r)} | {e:g} | {_fmt(metric, r['mean'], r['std'])} | "
-                       f"{paper} | {r['mean'] / fig:.2f} | "
-                       f"{'✓' if _better(metric, r['mean'], fig) else '✗'} | "
+                       f"{fmt(fig)} | {ratio} | {beats(r, fig)} | {fmt(rel)} | "
+                       f"{beats(r, rel)} | "
                        f"{peer('diffprivlib-random-forest', e)} | {peer('dp-ebm', e)} | "
                        f"{peer('dp-mean', e)} | {ceiling} |")
         ref = PAPER_NONPRIVATE.get(key)
         out += ["", "Ratio = ours ÷ paper (" + ("below 1 is better for error" if metric ==
                                                  "error" else "above 1 is better") + ")."
                 + (f" The paper's non-private reference: {_fmt(metric, ref[0])} ({ref[1]})."
-                   if ref else ""), ""]
+                   if ref else "")
+                + (" Authors' released: the best row per ε of the result tables Kirschte et "
+                   "al. publish with their code (their protocol picks it on the test folds)."
+                   if any(rel is not None for _, _, rel in quoted) else ""), ""]
     variants = list(at) + [v for v, whys in gaps.items()
                            if v not in at and any(e is not None for e in whys)]
     eps = sorted({e for v in at.values() for e in v})
@@ -494,6 +513,12 @@ _HOW = """## How this page is made
   and SSRDT/RDT#). Xin et al. (2019), Jagannathan et al. (2013) and Fletcher & Islam (2017)
   report figures only as plots or on datasets we do not ship, so their rows have no paper
   column. Full citations: [references.md](references.md).
+* **Authors' released** (S-GBDT only) is the best row per ε of the result tables Kirschte et
+  al. publish with their code (github.com/kirschte/sbdt; `../shared/anchors/sbdt/`): their own
+  runs, below the paper's headline figures, chosen per ε on the test folds as in their
+  protocol. The full profile adds their ε (0.01–0.5) to S-GBDT's tables; the plots mark them
+  with diamonds. What differs between their code and ours: docs/sgbdt.md, "Differences from
+  the authors' code".
 """
 
 
