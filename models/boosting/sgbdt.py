@@ -464,12 +464,19 @@ class _SGBDTBase(ShortRepr, base.Estimator):
         e = self.engine
         e.new_generation(keep_from=e.records_added - (self._drift.window - 1))
 
-    def learn_many(self, X: Any, y: Any, *, rounds: int | None = None) -> None:
+    def learn_many(self, X: Any, y: Any, *, rounds: int | None = None,
+                   new_phase: bool = False) -> None:
         """Batch training as in the paper: add the batch, then ``n_trees + extra_trees`` rounds.
 
         ``rounds`` overrides the count (e.g. the T_extra rounds after a late batch). Records
         buffered by ``learn_one`` join the pool too. All records are validated before any
         is added.
+
+        ``new_phase=True`` forgets the records trained so far: every pool record that has
+        spent any budget leaves, and the rounds run at a sigma re-calibrated for ``rounds``
+        rounds on the records that have spent nothing (the authors' no-filter late arm;
+        sound by parallel composition, :meth:`SGBDTEngine.new_phase
+        <dpstream.models.boosting.sgbdt_engine.SGBDTEngine.new_phase>`).
         """
         Xe = self._encoder.encode_many(X)
         ye = self._encoder.encode_targets(list(y))
@@ -483,6 +490,8 @@ class _SGBDTBase(ShortRepr, base.Estimator):
         self.records_seen += int(ye.size)
         self.engine.evict_oldest(self.max_active)
         self._batch_trained = True   # the papers' batch setting: no small-stream warning
+        if new_phase:
+            self.engine.new_phase(n_rounds)
         for _ in range(n_rounds):
             self.engine.round()
 

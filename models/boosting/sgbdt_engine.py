@@ -131,18 +131,12 @@ class SGBDTEngine:
         self.encoder = encoder
         self.rng = rng
         c = config
-        self.calibration = calibrate_sgbdt(
-            epsilon=c.epsilon_trees, delta=c.delta, sample_rate=c.subsample, rounds=c.n_trees,
-            grad_clip=c.grad_clip, leaf_noise_split=c.r1, accountant=c.accountant)
-        self.costs = RoundCostTable(
-            order=self.calibration.order, sigma_leaf=self.calibration.sigma_leaf,
-            leaf_noise_split=c.r1, sample_rate=c.subsample, grad_clip=c.grad_clip,
-            accountant=c.accountant)
         # the initial score's pure epsilon_init is charged in the filter (module docstring):
         # records that never take part in a release spend it on rounds
         self.init_in_filter = True
-        self.filter = IndividualRenyiFilter(order=self.calibration.order,
-                                            bound=self.calibration.rho_max + c.epsilon_init)
+        self._n = 0
+        self._calibrate(c.n_trees)
+        self.phases = 1          # calibrations so far (new_phase)
         n_nodes, _, self.leaves = complete_tree_layout(c.depth)
         self.forest = Forest(max_nodes=n_nodes, max_depth=c.depth)
         self.n_features = len(encoder.schema.features)
@@ -177,6 +171,44 @@ class SGBDTEngine:
         self.blocks = (BlockSums(block=c.retire_block, max_trees=c.max_trees)
                        if c.max_trees is not None and c.retire_block > 1 else None)
         self._keep: int | None = None   # the last age cut (evict_oldest): the pool's limit
+
+    def _calibrate(self, rounds: int) -> None:
+        """sigma for ``rounds`` worst-case rounds at epsilon_trees, the per-record round costs
+        at that sigma, and a fresh filter (bound ``rho_max + epsilon_init``) for the pool."""
+        c = self.config
+        self.calibration = calibrate_sgbdt(
+            epsilon=c.epsilon_trees, delta=c.delta, sample_rate=c.subsample, rounds=rounds,
+            grad_clip=c.grad_clip, leaf_noise_split=c.r1, accountant=c.accountant)
+        self.costs = RoundCostTable(
+            order=self.calibration.order, sigma_leaf=self.calibration.sigma_leaf,
+            leaf_noise_split=c.r1, sample_rate=c.subsample, grad_clip=c.grad_clip,
+            accountant=c.accountant)
+        self.filter = IndividualRenyiFilter(order=self.calibration.order,
+                                            bound=self.calibration.rho_max + c.epsilon_init)
+        self.filter.add(self._n)
+
+    def new_phase(self, rounds: int) -> int:
+        """Start a new calibration phase of ``rounds`` rounds for the records that have spent
+        nothing (the authors' no-filter late arm: "the ensemble must forget old data").
+
+        Every pool record that has spent any budget (in a round or an initial-score release)
+        leaves the pool; sigma is re-calibrated for ``rounds`` worst-case rounds at the same
+        epsilon_trees and delta, with a fresh filter. This is sound by parallel composition:
+        a record takes part in the releases of one phase only, and each phase is calibrated
+        to the same guarantee for its records (the trees of earlier phases are released
+        outputs; later rounds build on them as post-processing). Returns how many records
+        left.
+        """
+        if rounds < 1:
+            raise ValueError(f"a phase needs at least one round, got {rounds!r}")
+        spent = self.filter.spent > 0.0
+        left = int(np.count_nonzero(spent))
+        if left:
+            self._remove(spent)
+            self.records_exhausted += left
+        self._calibrate(int(rounds))
+        self.phases += 1
+        return left
 
     # ------------------------------------------------------------------ scores
     @property
@@ -261,7 +293,7 @@ class SGBDTEngine:
         # the initial score (the conservative reading)
         for name, default in (("init_cut", state["records_added"]), ("refit_init", False),
                               ("init_stats", [0.0, float(INIT_TARGET)]),
-                              ("generation", 0), ("records_dropped", 0),
+                              ("generation", 0), ("records_dropped", 0), ("phases", 1),
                               ("generation_start", 0), ("split_memory", {}),
                               # checkpoints from before block retirement: one tree at a time
                               ("blocks", None), ("_keep", None),
