@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from .datasets import ABALONE_SCHEMA, ADULT_SCHEMA, Dataset, load_abalone, load_adult
+from .datasets import (
+    ABALONE_SCHEMA,
+    ADULT_SCHEMA,
+    ELEC2_SCHEMA,
+    Dataset,
+    load_abalone,
+    load_adult,
+    load_elec2,
+)
 from .messages import CategoricalFeature, NumericFeature, Schema, Target, coerce_schema
 
 __all__ = [
@@ -10,10 +18,12 @@ __all__ = [
     "ADULT_SCHEMA",
     "CategoricalFeature",
     "Dataset",
+    "ELEC2_SCHEMA",
     "NumericFeature",
     "Schema",
     "Target",
     "coerce_schema",
     "load_abalone",
     "load_adult",
+    "load_elec2",
 ]

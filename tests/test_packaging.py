@@ -52,7 +52,8 @@ def test_a_built_wheel_holds_every_package_and_the_data(tmp_path):
     for package in _source_packages():
         init = package.replace(".", "/") + "/__init__.py"
         assert init in names, f"{package} is missing from the wheel"
-    for data in ("adult.data.gz", "adult.test.gz", "abalone.csv.gz", "ATTRIBUTION.md"):
+    for data in ("adult.data.gz", "adult.test.gz", "abalone.csv.gz", "elec2.csv.gz",
+                 "ATTRIBUTION.md"):
         assert f"dpstream/stream/data/{data}" in names
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
     text = zipfile.ZipFile(wheel).read(meta).decode()

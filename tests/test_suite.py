@@ -130,6 +130,36 @@ def test_stream_runs_dp_models_and_river_learners():
         run_stream("rdt", "abalone", epsilon=1.0, n=100)
 
 
+@pytest.mark.filterwarnings("ignore::dpstream.models.SmallStreamWarning")  # 2,000 records
+def test_elec2_stream_cell_carries_its_curve_and_the_page_plots_it(tmp_path):
+    """The Elec2 stream in time order: each line carries its prequential accuracy curve, and
+    the page draws every model's curve (river's dashed); a line without one (a results file
+    from before the curves) still renders, with no curve."""
+    rows = [run_stream("rdt", "elec2", epsilon=1.0, n=2000, seed=0),
+            run_stream("hoeffding-adaptive-tree", "elec2", n=2000, seed=0)]
+    for r in rows:
+        assert r["protocol"] == "progressive validation, 2000 records, in time order"
+        assert [p[0] for p in r["accuracy_curve"]] == [500, 1000, 1500, 2000]
+        assert all(0 <= p[1] <= 1 for p in r["accuracy_curve"]) and r["curve_window"] == 1000
+    assert rows[1]["kind"] == "non-private" and rows[1]["mean"] > 0.6
+    curve = json.loads(json.dumps(rows[0]["accuracy_curve"]))    # as a results file gives it
+    assert curve == rows[0]["accuracy_curve"]
+    old = {k: v for k, v in rows[0].items() if k not in ("accuracy_curve", "curve_window",
+                                                          "curve_every")}
+    for r in rows:
+        r.update({"table": "stream", "cell": r["model"], "wall_s": 1.0})
+    img = tmp_path / "img"
+    md = bench_report.render_markdown(rows, img_dir=img)
+    png = img / "bench_stream_elec2_accuracy.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
+    assert "(img/bench_stream_elec2_accuracy.png)" in md
+    assert "the last 1,000 predictions" in md and "### Elec2" in md
+    old.update({"table": "stream", "cell": "old", "wall_s": 1.0})
+    md = bench_report.render_markdown([old], img_dir=tmp_path / "old")
+    assert "_accuracy.png" not in md and "| rdt | dp | 1 |" in md
+    assert not (tmp_path / "old" / "bench_stream_elec2_accuracy.png").exists()
+
+
 # ----------------------------------------------------------------------------- the matrix
 def test_full_matrix_covers_every_model_and_every_quoted_epsilon():
     cells = suite.build_matrix("full")
@@ -155,6 +185,12 @@ def test_full_matrix_covers_every_model_and_every_quoted_epsilon():
     assert kinds == {"hist-gradient-boosting", "sklearn-random-forest",
                      "diffprivlib-random-forest", "dp-ebm", "dp-mean"}
     assert {c.name for c in cells if c.kind == "stream"} >= {"hoeffding-tree", "arf"}
+    elec2 = {(c.name, c.epsilon, c.n) for c in cells if c.kind == "stream"
+             and c.dataset == "elec2"}
+    adult = {c.name for c in cells if c.kind == "stream" and c.dataset == "adult"
+             and c.epsilon is not None}
+    assert elec2 == {(m, 1.0, None) for m in adult} | {
+        (m, None, None) for m in ("hoeffding-tree", "hoeffding-adaptive-tree", "arf")}
 
 
 def test_quick_profile_has_the_rows_the_issue_names():

@@ -10,11 +10,13 @@ authors released one (ours, the paper's, their ratio, the authors' released resu
 baselines at the same ε, the non-private ceiling), the whole ε grid side by side with
 diffprivlib and DP Mean, and a plot of the metric against ε (log x, one line per model, the
 paper's points marked with stars and the authors' released ones with diamonds, non-private
-baselines dashed) like the papers' figures. Then the stream section: progressive-validation metric, rows/s and peak memory of
-every model next to river's HoeffdingTree and ARF; the speed section (every stream model with
-its library defaults, each in a fresh process: rows/s and resident memory); then the drifting
-streams
-(:mod:`.drift_report`: accuracy over the stream, drift marked).
+baselines dashed) like the papers' figures. Then the stream section: progressive-validation
+metric, rows/s and peak memory of every model next to river's HoeffdingTree and ARF (and
+HoeffdingAdaptiveTree on Elec2), and, where the lines carry it, a plot of every model's
+prequential accuracy over the stream (:func:`plot_stream_curves`; a line from before the curves
+has none); the speed section (every stream model with its library defaults, each in a fresh
+process: rows/s and resident memory); then the drifting streams (:mod:`.drift_report`: accuracy
+over the stream, drift marked).
 
 Examples
 --------
@@ -22,7 +24,7 @@ Examples
 ...          "mean": 0.35, "std": 0.03, "repeats": 3, "folds": 5, "params": {},
 ...          "labeled_fraction": 1.0, "kind": "dp", "table": "cv", "protocol": "5-fold CV"}]
 >>> md = render_markdown(rows, img_dir=None)
->>> "| sgbdt | 0.54 | 0.350 ± 0.030 | 0.47 | 0.74 |" in md
+>>> "| sgbdt | 0.54 | 0.350 ± 0.030 | 0.470 | 0.74 | ✗ |" in md
 True
 """
 
@@ -39,7 +41,7 @@ from .drift_report import drift_section
 from .scale_report import scale_out_section
 from .suite import PAPER, PAPER_NONPRIVATE, RELEASED, summarize, variant_label
 
-__all__ = ["render_markdown", "write_report"]
+__all__ = ["plot_stream_curves", "render_markdown", "write_report"]
 
 _PROTOCOLS = {
     "cv": "Kirschte et al.'s protocol (S-GBDT): {folds}-fold cross-validation, {repeats} repeat(s)",
@@ -52,7 +54,8 @@ _METRIC = {"error": "test error, lower is better", "accuracy": "accuracy, higher
            "r2": "R², higher is better"}
 _DATASETS = {"adult": "Adult", "abalone": "Abalone", "adult-late": "Adult, late arrivals",
              "abalone-late": "Abalone, late arrivals", "iris": "Iris", "wine": "Wine",
-             "agrawal-drift": "Agrawal with a concept drift"}
+             "agrawal-drift": "Agrawal with a concept drift",
+             "elec2": "Elec2 (NSW electricity prices)"}
 
 
 def _fmt(metric: str, v: float | None, std: float | None = None) -> str:
@@ -314,7 +317,69 @@ def _stream_section(dataset: str, rows: list[dict], img_dir: Path | None,
         name = f"bench_stream_{dataset}.png"
         _plot_speed(rows, img_dir / name)
         out += [f"![throughput on the {dataset} stream]({img_prefix}{name})", ""]
+    curves = [r for r in rows if r.get("accuracy_curve")]
+    if img_dir is not None and curves:
+        name = f"bench_stream_{dataset}_accuracy.png"
+        plot_stream_curves(curves, img_dir / name)
+        window = curves[0].get("curve_window", 1000)
+        every = curves[0].get("curve_every", curves[0]["accuracy_curve"][0][0])
+        out += [f"![prequential accuracy over the {dataset} stream]({img_prefix}{name})", "",
+                f"Prequential accuracy over the {_DATASETS.get(dataset, dataset)} stream: "
+                f"each point is the accuracy of the last {window:,} predictions (fewer at the "
+                f"start), one point every {every:,} records; dpstream's DP models solid, "
+                "river's non-private learners dashed in greys.", ""]
     return out
+
+
+#: river's learners in the accuracy plot: dashed, in greys (the DP models: solid, in colour)
+_RIVER_STYLE = {"hoeffding-tree": ("black", (0, (5, 2))),
+                "hoeffding-adaptive-tree": ("dimgray", (0, (8, 2, 2, 2))),
+                "arf": ("darkgray", (0, (3, 1.5)))}
+
+
+def plot_stream_curves(rows: list[dict], path: Path) -> None:
+    """Every row's prequential accuracy curve (``accuracy_curve``: ``[records seen,
+    accuracy]`` pairs) in one plot, river's non-private learners dashed in greys.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> rows = [{"model": "rdt", "kind": "dp", "epsilon": 1.0, "dataset": "elec2",
+    ...          "accuracy_curve": [[500, 0.6], [1000, 0.7]], "curve_window": 1000},
+    ...         {"model": "arf", "kind": "non-private", "epsilon": None, "dataset": "elec2",
+    ...          "accuracy_curve": [[500, 0.8], [1000, 0.85]], "curve_window": 1000}]
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     plot_stream_curves(rows, Path(d) / "curves.png")
+    ...     (Path(d) / "curves.png").stat().st_size > 0
+    True
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9.5, 4.4))
+    for r in sorted(rows, key=lambda r: (r.get("kind") == "non-private", r["model"])):
+        xs = [p[0] for p in r["accuracy_curve"]]
+        ys = [100 * p[1] for p in r["accuracy_curve"]]
+        if r.get("kind") == "non-private":
+            color, dash = _RIVER_STYLE.get(r["model"], ("gray", "--"))
+            ax.plot(xs, ys, color=color, linestyle=dash, linewidth=1.6,
+                    label=f"{r['model']} (river, non-private)")
+        else:
+            eps = "" if r.get("epsilon") is None else f" (ε={r['epsilon']:g})"
+            ax.plot(xs, ys, linestyle="-", linewidth=1.1, label=r["model"] + eps)
+    window = rows[0].get("curve_window", 1000)
+    ax.set_xlabel("records seen")
+    ax.set_ylabel(f"prequential accuracy % (last {window:,} records)")
+    ax.set_title(f"{_DATASETS.get(rows[0]['dataset'], rows[0]['dataset'])}: accuracy over "
+                 "the stream", fontsize=10)
+    ax.set_ylim(top=100)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 #: row order of the speed table
@@ -439,7 +504,8 @@ def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
     if streams:
         out += ["## Streams: progressive validation, throughput and memory", "",
                 "Each record is predicted, then learned (river's progressive validation), "
-                "by every dpstream model and by river's HoeffdingTree and ARF (non-private). "
+                "by every dpstream model and by river's HoeffdingTree and ARF (non-private; "
+                "on Elec2 also HoeffdingAdaptiveTree). "
                 "Rows/s of `predict_one` + `learn_one` include all training; `predict_many` "
                 "scores the stream's records once it has ended. Peak RSS: the resident "
                 "memory high-water mark of the benchmark process during the run (it "
@@ -480,9 +546,12 @@ _HOW = """## How this page is made
   labeled fraction the baselines train on the labeled rows only. Matrices for scikit-learn
   and diffprivlib one-hot the categories; a missing value becomes its column's lower bound.
 * **Streams**: the datasets in a seeded random order (and river's Agrawal generator with a
-  drift), predicted then learned record by record; window forests use windows of
-  `min(5000, n / 5)` records, the newest 2 kept; S-GBDT its defaults. river's regressors get
-  categories one-hot (their linear leaf models take numbers only).
+  drift; the full profile also Elec2, Harries' NSW electricity stream of 45,312 records, in its
+  time order, never shuffled, with river's HoeffdingAdaptiveTree (seed 0) beside HoeffdingTree
+  and ARF (10 models, seed 0)), predicted then learned record by record; the accuracy plot
+  gives each model's accuracy over the last 1,000 records every 500 records; window forests use
+  windows of `min(5000, n / 5)` records, the newest 2 kept; S-GBDT its defaults. river's
+  regressors get categories one-hot (their linear leaf models take numbers only).
 * **Late arrivals** (Kirschte et al. §VIII-E, built as in the authors' code): each training
   fold splits by its label — Adult's ≤ 50K records (Abalone: rings ≤ 9) train first, then the
   rest of the fold (Adult: every > 50K record; Abalone: rings ≥ 10) arrives as the late batch

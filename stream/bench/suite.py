@@ -18,7 +18,9 @@ RandomForest, diffprivlib's DP random forest (classification), Kirschte et al.'s
 on Adult and Abalone, InterpretML's DP-EBM (Nori et al., 2021) at every ε. The ε grid is
 log-spaced over 0.05 … 10 plus each paper's quoted ε. The stream section runs river's
 HoeffdingTree and ARF and every dpstream model through progressive validation on the stream
-variants and measures rows/s and peak memory (:mod:`dpstream.stream.bench.throughput`). The
+variants and measures rows/s and peak memory (:mod:`dpstream.stream.bench.throughput`); the
+full profile adds Elec2, a real drifting stream in its time order, with river's
+HoeffdingAdaptiveTree beside them (:data:`STREAM_RIVER`) and each model's accuracy curve. The
 drift section runs S-GBDT (adaptive: the defaults; faithful: ``drift=False, split_levels=0``,
 the paper's random splits without the drift signal) and the four window forests (median,
 greedy, RDT, random; their library defaults) at ε = 1 and river's HoeffdingTree and ARF over
@@ -67,11 +69,11 @@ from .drift_streams import DRIFT_SCENARIOS, WINDOW_FORESTS, run_drift_stream
 from .memory import peak_rss_mib, reset_peak, status_mib, trim
 from .protocols import DEFAULT_FOLDS, run_bench
 from .speed import SPEED_MODELS, run_speed_isolated
-from .throughput import RIVER_MODELS, run_stream
+from .throughput import RIVER_LEARNERS, RIVER_MODELS, run_stream
 
-__all__ = ["GRID", "PAPER", "PROFILES", "RELEASED", "Cell", "Profile", "Row", "Table",
-           "build_matrix", "load_results", "machine", "peak_rss_mib", "run_suite", "skipped_cells", "summarize",
-           "variant_label"]
+__all__ = ["GRID", "PAPER", "PROFILES", "RELEASED", "STREAM_RIVER", "Cell", "Profile", "Row",
+           "Table", "build_matrix", "load_results", "machine", "peak_rss_mib", "run_suite",
+           "skipped_cells", "summarize", "variant_label"]
 
 #: the ε grid: log-spaced over 0.05 .. 10 (1-2-5 steps)
 GRID = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
@@ -222,11 +224,15 @@ ADAPTIVE, FAITHFUL = (("drift", True),), (("drift", False), ("split_levels", 0))
 _DRIFT_ROWS = (("sgbdt", ADAPTIVE), ("sgbdt", FAITHFUL),
                *((m, ()) for m in WINDOW_FORESTS), ("hoeffding-tree", ()), ("arf", ()))
 _STREAMERS = _CLASSIFIERS + ("rdt-sharp",)
+#: the river learners beside the dpstream models on a stream (default: ``RIVER_MODELS``);
+#: Elec2, the real drifting stream, adds the drift-adapting HoeffdingAdaptiveTree
+STREAM_RIVER: dict[str, tuple[str, ...]] = {"elec2": RIVER_LEARNERS}
 
 PROFILES: dict[str, Profile] = {
     "full": Profile(FULL_TABLES, GRID, {"cv": 5, "holdout": 10, "kfold": 2},
                     streams=(("adult", _STREAMERS), ("abalone", ("sgbdt",)),
-                             ("agrawal-drift", _STREAMERS)), drifts=tuple(DRIFT_SCENARIOS),
+                             ("agrawal-drift", _STREAMERS), ("elec2", _STREAMERS)),
+                    drifts=tuple(DRIFT_SCENARIOS),
                     speeds=SPEED_MODELS),
     # <= 5 minutes on 2 cores with the bench extra: 5-fold instead of 10-fold CV for the
     # random / greedy forest table, and no scikit-learn there (QUICK_TABLES); the drifting
@@ -353,12 +359,12 @@ def build_matrix(profile: str | Profile) -> list[Cell]:
         cells += [Cell("stream", m, dataset, "stream", prof.stream_epsilon, n=prof.stream_n)
                   for m in models if not (regression and m not in ("sgbdt", "dpboost"))]
         cells += [Cell("stream", m, dataset, "stream", None, n=prof.stream_n)
-                  for m in RIVER_MODELS]
+                  for m in STREAM_RIVER.get(dataset, RIVER_MODELS)]
     for scenario in prof.drifts:
-        cells += [Cell("drift", m, scenario, "drift", None if m in RIVER_MODELS
+        cells += [Cell("drift", m, scenario, "drift", None if m in RIVER_LEARNERS
                        else prof.stream_epsilon, params=p, repeats=prof.drift_seeds,
                        n=prof.drift_n) for m, p in _DRIFT_ROWS if m not in prof.drift_skip]
-    cells += [Cell("speed", m, prof.speed_dataset, "speed", None if m in RIVER_MODELS
+    cells += [Cell("speed", m, prof.speed_dataset, "speed", None if m in RIVER_LEARNERS
                    else prof.stream_epsilon, n=prof.speed_n) for m in prof.speeds]
     return cells
 

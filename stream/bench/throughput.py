@@ -2,10 +2,16 @@
 
 Each record of the stream is first predicted (``predict_one``), then learned (``learn_one``) —
 river's progressive validation — by a dpstream model or by one of river's own streaming
-learners (``hoeffding-tree``, ``arf``: ``HoeffdingTree*`` and ``ARF*`` with river's
-defaults, non-private). The streams: ``adult`` (adult.data + adult.test) and ``abalone`` in
-a seeded random order, and ``agrawal-drift`` (see :mod:`dpstream.stream.bench.scenarios`).
-``n`` keeps a prefix.
+learners (``hoeffding-tree``, ``hoeffding-adaptive-tree``, ``arf``: ``HoeffdingTree*``,
+``HoeffdingAdaptiveTree*`` (seed 0) and ``ARF*`` (10 models, seed 0) with river's defaults,
+non-private). The streams: ``adult`` (adult.data + adult.test) and ``abalone`` in a seeded
+random order, ``agrawal-drift`` (see :mod:`dpstream.stream.bench.scenarios`) and ``elec2``
+(the real drifting electricity stream, always in its time order: never shuffled). ``n`` keeps
+a prefix.
+
+On a classification stream the line also carries the prequential accuracy curve,
+``accuracy_curve``: ``[records seen, accuracy over the last CURVE_WINDOW records]`` every
+``CURVE_EVERY`` records and at the end (:func:`prequential_curve`).
 
 Reported: the prequential metric (accuracy, or R² against the stream's own mean), the rows/s
 of ``predict_one`` + ``learn_one`` over the whole stream (training included), and the rows/s
@@ -25,6 +31,8 @@ Examples
 >>> res = run_stream("rdt", "adult", epsilon=1.0, n=400, seed=0)
 >>> res["metric"], res["params"]["window_size"], 0 <= res["mean"] <= 1
 ('accuracy', 80, True)
+>>> res["accuracy_curve"][-1][0], res["curve_window"]
+(400, 1000)
 """
 
 from __future__ import annotations
@@ -36,11 +44,12 @@ from typing import Any
 import numpy as np
 
 from ...models.windows.window_forest import WindowForestBase
-from ..datasets import load_abalone, load_adult
+from ..datasets import load_abalone, load_adult, load_elec2
 from .protocols import BENCH_MODELS, PUBLIC_UNLABELED
 from .scenarios import load_agrawal_drift
 
-__all__ = ["RIVER_MODELS", "STREAMS", "STREAM_MODELS", "run_stream", "time_batch"]
+__all__ = ["CURVE_EVERY", "CURVE_WINDOW", "RIVER_LEARNERS", "RIVER_MODELS", "STREAMS",
+           "STREAM_MODELS", "TIME_ORDERED", "prequential_curve", "run_stream", "time_batch"]
 
 
 def _shuffled(loader: Callable[[], tuple], seed: int) -> tuple[list, list, Any]:
@@ -54,10 +63,18 @@ STREAMS: dict[str, Callable[[int], tuple]] = {
     "adult": lambda seed: _shuffled(lambda: load_adult("all"), seed),
     "abalone": lambda seed: _shuffled(load_abalone, seed),
     "agrawal-drift": lambda seed: load_agrawal_drift(60_000, drift_at=30_000, seed=seed),
+    "elec2": lambda seed: load_elec2(),     # a real stream: its time order, whatever the seed
 }
+#: the streams whose order is their time order (never shuffled)
+TIME_ORDERED = ("elec2",)
 
-#: river's streaming learners (non-private), as (classifier, regressor) factories
+#: river's streaming learners (non-private) every stream runs beside the dpstream models
 RIVER_MODELS = ("hoeffding-tree", "arf")
+#: every river learner :func:`run_stream` knows (HoeffdingAdaptiveTree: the Elec2 stream's)
+RIVER_LEARNERS = (*RIVER_MODELS, "hoeffding-adaptive-tree")
+
+#: the accuracy curve: a point every CURVE_EVERY records, over the last CURVE_WINDOW records
+CURVE_EVERY, CURVE_WINDOW = 500, 1000
 
 #: every dpstream model; ``rdt-sharp`` sees one record in ``PUBLIC_EVERY`` labeled and private,
 #: the others public and unlabeled (Jagannathan et al.'s setting), the rest every record labeled
@@ -69,8 +86,44 @@ def _river(name: str, regression: bool, seed: int):
     from river import forest, tree
     if name == "hoeffding-tree":
         return tree.HoeffdingTreeRegressor() if regression else tree.HoeffdingTreeClassifier()
-    return (forest.ARFRegressor(seed=seed) if regression
-            else forest.ARFClassifier(seed=seed))
+    if name == "hoeffding-adaptive-tree":
+        return (tree.HoeffdingAdaptiveTreeRegressor(seed=seed) if regression
+                else tree.HoeffdingAdaptiveTreeClassifier(seed=seed))
+    return (forest.ARFRegressor(n_models=10, seed=seed) if regression
+            else forest.ARFClassifier(n_models=10, seed=seed))
+
+
+def prequential_curve(correct: Any, every: int = CURVE_EVERY,
+                      window: int = CURVE_WINDOW) -> list[list[float]]:
+    """The prequential accuracy over a sliding window, sampled along the stream.
+
+    Parameters
+    ----------
+    correct
+        One 0/1 (or bool) a record, in stream order: was its prediction right.
+    every
+        A point after every ``every`` records, and one at the end.
+    window
+        The accuracy of a point is over the last ``window`` records (fewer at the start).
+
+    Returns
+    -------
+    list of [int, float]
+        ``[records seen, accuracy]`` pairs (accuracy rounded to 4 decimals; lists, as JSON
+        gives them back).
+
+    Examples
+    --------
+    >>> prequential_curve([1, 0, 1, 1, 1], every=2, window=2)
+    [[2, 0.5], [4, 1.0], [5, 1.0]]
+    """
+    hits = np.concatenate([[0.0], np.cumsum(np.asarray(correct, dtype=float))])
+    n = len(hits) - 1
+    ends = list(range(every, n + 1, every))
+    if n and (not ends or ends[-1] != n):
+        ends.append(n)
+    return [[k, round(float(hits[k] - hits[max(0, k - window)]) / (k - max(0, k - window)), 4)]
+            for k in ends]
 
 
 def _one_hot(X: list, schema: Any) -> list:
@@ -109,7 +162,7 @@ def run_stream(model: str, dataset: str, *, epsilon: float | None = None,
     regression = schema.target.values is None
     metric = "r2" if regression else "accuracy"
     params = dict(params or {})
-    if model in RIVER_MODELS:
+    if model in RIVER_LEARNERS:
         if epsilon is not None:
             raise ValueError(f"{model} is river's non-private learner: epsilon must be None")
         est, kind, delta = _river(model, regression, seed), "non-private", None
@@ -126,7 +179,7 @@ def run_stream(model: str, dataset: str, *, epsilon: float | None = None,
         est, kind = cls(schema=schema, epsilon=epsilon, seed=seed, **params), "dp"
     else:
         raise ValueError(f"unknown stream model {model!r}; choose from "
-                         f"{sorted(STREAM_MODELS + RIVER_MODELS)}")
+                         f"{sorted(STREAM_MODELS + RIVER_LEARNERS)}")
     if kind == "non-private" and regression:
         X = _one_hot(X, schema)
     pred = np.empty(n, dtype=object)
@@ -149,12 +202,17 @@ def run_stream(model: str, dataset: str, *, epsilon: float | None = None,
         t = truth.astype(float)
         score = float(1.0 - ((t - p) ** 2).sum() / ((t - t.mean()) ** 2).sum())
     else:
-        score = float(np.mean(pred == truth))
+        hits = pred == truth
+        score = float(np.mean(hits))
     if kind == "dp":
         delta = est.privacy_report().get("delta")
+    order = ", in time order" if dataset in TIME_ORDERED else ""
+    curve = {} if regression else {"accuracy_curve": prequential_curve(hits),
+                                   "curve_window": CURVE_WINDOW, "curve_every": CURVE_EVERY}
     return {"model": model, "dataset": dataset, "epsilon": epsilon, "delta": delta,
             "metric": metric, "mean": score, "std": 0.0, "repeats": 1, "folds": 1,
             "seconds": round(stream_s + batch_s, 3), "rows_per_s": round(n / stream_s, 1),
             "predict_many_rows_per_s": round(n / batch_s, 1), "batch_predict": batch,
-            "params": params, "protocol": f"progressive validation, {n} records", "n": n,
-            "labeled_fraction": 1 / PUBLIC_EVERY if semi else 1.0, "kind": kind}
+            "params": params, "protocol": f"progressive validation, {n} records{order}",
+            "n": n, "labeled_fraction": 1 / PUBLIC_EVERY if semi else 1.0, "kind": kind,
+            **curve}
