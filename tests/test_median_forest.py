@@ -54,7 +54,7 @@ def test_pickle_keeps_the_partial_window_and_the_trees():
 
 
 
-@pytest.mark.parametrize("name, value", [("epsilon", 0), ("n_trees", 0), ("window_size", 5),
+@pytest.mark.parametrize("name, value", [("epsilon", 0), ("n_trees", 0), ("window_size", 1),
                                          ("split_share", 1.0), ("max_depth", -1),
                                          ("max_windows", 0), ("n_candidates", 0),
                                          ("leaf_size", 0), ("n_trees_second", 0),

@@ -345,7 +345,8 @@ def test_median_forest_over_a_topic_keeps_its_open_window_across_runs(broker, tm
     schema = _schema_file(tmp_path)
     url = f"kafka://{broker.bootstrap}/semi?group=windows"
     cmd = [*DPSTREAM, "replay", "--source", url, "--schema", str(schema), "--epsilon", "2",
-           "--model", "median-forest", "--set", "window_size=200", "--set",
+           "--model", "median-forest", "--set", "window_size=200", "--set", "n_trees=10",
+           "--set",
            "privacy=labels_only", "--set", "min_tree_records=null", "--checkpoint-dir",
            str(tmp_path / "ck"), "--json"]
     first = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,

@@ -133,7 +133,8 @@ def test_modes_spend_what_the_paper_says():
     X, y, schema = load_adult("train")
     # one window of the paper's mode, spending the whole epsilon (no warm-up, no drift signal)
     kw = {"schema": schema, "epsilon": 2.0, "window_size": 2000, "seed": 0, "warmup": None,
-          "drift": False, "attributes": "uniform", "min_tree_records": None, "split_share": 0.5}
+          "drift": False, "attributes": "uniform", "min_tree_records": None, "split_share": 0.5,
+          "n_trees": 10}
     half = [yi if i % 2 else None for i, yi in enumerate(y[:2000])]   # 50% labeled
     few = [yi if i % 5 == 0 else None for i, yi in enumerate(y[:2000])]
     cases = [(MedianForestClassifier(**kw), y[:2000], "SPE", 1.0, 1.0),

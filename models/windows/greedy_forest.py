@@ -47,7 +47,8 @@ Examples
 --------
 >>> from dpstream.stream import load_adult
 >>> X, y, schema = load_adult("train")
->>> model = GreedyForestClassifier(schema=schema, epsilon=1.0, window_size=10_000, seed=0)
+>>> model = GreedyForestClassifier(schema=schema, epsilon=1.0, n_trees=25, max_depth=5,
+...                                min_tree_records=1500, seed=0)
 >>> model.learn_many(X[:10_000], y[:10_000])
 >>> report = model.privacy_report()
 >>> report["epsilon"], report["trees"], report["levels"]   # >= 1,500 records per tree
@@ -145,11 +146,11 @@ class GreedyForestClassifier(WindowForestBase):
         default; ``"error"`` raises on an out-of-domain value or an undeclared feature.
     """
 
-    def __init__(self, schema: Any = None, epsilon: float = 1.0, n_trees: int = 25,
-                 window_size: int | None = 20_000, max_windows: int | None = 2,
-                 max_depth: int = 5, n_bins: int = 4, window_seconds: float | None = None,
+    def __init__(self, schema: Any = None, epsilon: float = 1.0, n_trees: int = 2,
+                 window_size: int | None = 2_000, max_windows: int | None = 10,
+                 max_depth: int = 3, n_bins: int = 16, window_seconds: float | None = None,
                  warmup: int | None = 1000, drift: bool = True, drift_share: float = 0.05,
-                 drift_window: int | None = None, min_tree_records: int | None = 1500,
+                 drift_window: int | None = None, min_tree_records: int | None = 500,
                  node_buckets: int = 4, seed: int | None = None,
                  on_out_of_domain: str = "clip", on_unknown: str = "ignore"):
         self.max_depth = max_depth
@@ -197,7 +198,8 @@ class GreedyForestClassifier(WindowForestBase):
 
         >>> GreedyForestClassifier(schema={"features": {"a": {"type": "numeric", "min": 0,
         ...     "max": 1}, "b": {"type": "numeric", "min": 0, "max": 1}},
-        ...     "target": {"type": "binary", "values": [0, 1]}}).level_buckets(1500)
+        ...     "target": {"type": "binary", "values": [0, 1]}}, n_bins=4,
+        ...     max_depth=5).level_buckets(1500)
         [64, 256, 4096]
         """
         fans, width, out = sorted(self._fan.tolist(), reverse=True), 1, []

@@ -70,7 +70,7 @@ True
 Semi-supervised: ``learn_one(x, None)`` adds an unlabeled record to the window.
 
 >>> ssl = MedianForestClassifier(schema=schema, privacy="labels_only", transductive=True,
-...                              window_size=5_000, warmup=None, seed=0)
+...                              window_size=5_000, n_trees=10, warmup=None, seed=0)
 >>> for i, (xi, yi) in enumerate(zip(X[:5_000], y[:5_000])):
 ...     ssl.learn_one(xi, yi if i % 5 == 0 else None)
 >>> report = ssl.privacy_report()
@@ -216,6 +216,12 @@ class MedianForestClassifier(WindowForestBase):
         Records (labeled or not) per tumbling window; ``None`` with ``window_seconds``.
     max_windows
         Windows whose trees are kept (older ones retire); ``None``: all.
+    window_decay
+        Each kept window's vote weight is multiplied by this to the power of its age in
+        windows (0 for the newest; public counts, so post-processing): with the default
+        small windows (2,000 records, two trees each, 25 kept) a drifting stream follows its
+        recent windows and a stationary one still votes with all 50 trees
+        (``docs/median_forest.md``, "Windows for drifting streams"). 1: every window alike.
     privacy
         ``"features_and_labels"`` (SPE / SSPE-1: features and labels private) or
         ``"labels_only"`` (SSPE-2 / PTE: features are public, labels private).
@@ -256,8 +262,8 @@ class MedianForestClassifier(WindowForestBase):
         default; ``"error"`` raises on an out-of-domain value or an undeclared feature.
     """
 
-    def __init__(self, schema: Any = None, epsilon: float = 2.0, n_trees: int = 10,
-                 window_size: int | None = 10_000, max_windows: int | None = 5,
+    def __init__(self, schema: Any = None, epsilon: float = 2.0, n_trees: int = 2,
+                 window_size: int | None = 2_000, max_windows: int | None = 25,
                  privacy: str = "features_and_labels", transductive: bool = False,
                  n_trees_second: int | None = None, split_share: float = 0.3,
                  max_depth: int | None = None, leaf_size: int = 5, n_candidates: int = 256,
@@ -266,7 +272,8 @@ class MedianForestClassifier(WindowForestBase):
                  drift_window: int | None = None, attributes: str = "relevance",
                  relevance_share: float = 0.2, min_tree_records: int | None = 250,
                  relevance_floor: float = 0.3, seed: int | None = None,
-                 on_out_of_domain: str = "clip", on_unknown: str = "ignore"):
+                 on_out_of_domain: str = "clip", on_unknown: str = "ignore",
+                 window_decay: float = 0.9):
         self.attributes = attributes
         self.relevance_share = relevance_share
         self.relevance_floor = relevance_floor
@@ -292,7 +299,8 @@ class MedianForestClassifier(WindowForestBase):
         super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
                          window_seconds, warmup, drift, drift_share, drift_window,
                          min_tree_records,
-                         on_out_of_domain=on_out_of_domain, on_unknown=on_unknown)
+                         on_out_of_domain=on_out_of_domain, on_unknown=on_unknown,
+                         window_decay=window_decay)
         self._setup_relevance()
 
     # ------------------------------------------------------------ the trees

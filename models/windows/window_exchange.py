@@ -18,7 +18,8 @@ encodes it with the data-only, allow-listed encoder of the safe checkpoints
 :class:`WindowEnsemble` predicts with the windows of every member under the policy of a single
 process: the newest ``max_windows`` windows of the union (ordered by the time each was
 published, ties by member and index) vote, each window with weight proportional to its
-labeled records. A member that reads ``1 / k`` of the stream trains windows and trees of
+labeled records, times ``window_decay`` to the power of its age in whole windows (the shares
+of the windows published after it). A member that reads ``1 / k`` of the stream trains windows and trees of
 ``1 / k`` the size (:meth:`~dpstream.models.windows.window_forest.WindowForestBase.set_share`), and
 its windows count as ``1 / k`` of a whole one: ``k`` such members keep ``k * max_windows``
 windows, as many records and trees as one process keeps. A member's own retired windows (its
@@ -523,7 +524,16 @@ class WindowEnsemble:
             kept = _newest(order, self.model.max_windows)
             sizes = [max(1, s["labeled"]) for s in kept]
             top = max(sizes, default=1)
-            self._kept = [(s, self._view(s), n / top) for s, n in zip(kept, sizes, strict=True)]
+            # window_decay by age in whole windows: the shares of the newer windows (one
+            # process: 0, 1, 2, ... as WindowForestBase.window_weights)
+            decay = float(getattr(self.model, "window_decay", 1.0))
+            ages, newer = [], 0.0
+            for s in reversed(kept):
+                ages.append(newer)
+                newer += window_share(s)
+            ages.reverse()
+            self._kept = [(s, self._view(s), n / top * decay ** age)
+                          for s, n, age in zip(kept, sizes, ages, strict=True)]
         return self._kept
 
     def _view(self, state: dict) -> WindowForestBase:

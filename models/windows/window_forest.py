@@ -145,6 +145,7 @@ class WindowForestBase(ShortRepr, base.Classifier):
     # models pickled before these existed take the defaults
     on_out_of_domain = "clip"
     on_unknown = "ignore"
+    window_decay = 1.0
     _batch_trained = False
 
     def __init__(self, schema: Any, epsilon: float, n_trees: int, window_size: int | None,
@@ -152,7 +153,8 @@ class WindowForestBase(ShortRepr, base.Classifier):
                  window_seconds: float | None = None, warmup: int | None = 1000,
                  drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, min_tree_records: int | None = None, *,
-                 on_out_of_domain: str = "clip", on_unknown: str = "ignore"):
+                 on_out_of_domain: str = "clip", on_unknown: str = "ignore",
+                 window_decay: float = 1.0):
         self.schema = require_schema(schema, type(self).__name__)
         self.on_out_of_domain, self.on_unknown = check_input_policy(on_out_of_domain,
                                                                     on_unknown)
@@ -167,6 +169,7 @@ class WindowForestBase(ShortRepr, base.Classifier):
         self.drift_share = drift_share
         self.drift_window = drift_window
         self.min_tree_records = min_tree_records
+        self.window_decay = window_decay
         self._window_trees: int | None = None   # trees of the window being trained
         self._encoder = RecordEncoder(schema, on_out_of_domain=on_out_of_domain,
                                       on_unknown=on_unknown)
@@ -218,6 +221,7 @@ class WindowForestBase(ShortRepr, base.Classifier):
         check_integer("seed", self.seed, 0, none_ok=True)
         check_integer("warmup", self.warmup, 1, none_ok=True)
         check_integer("min_tree_records", self.min_tree_records, 1, none_ok=True)
+        check_real("window_decay", self.window_decay, 0, 1, hi_open=False)
         if self.warmup is not None and self.window_size is not None \
                 and self.warmup < self.n_trees:
             raise ValueError(f"warmup ({self.warmup}) must be >= n_trees ({self.n_trees}): "
@@ -514,10 +518,13 @@ class WindowForestBase(ShortRepr, base.Classifier):
     def window_weights(self) -> list[float]:
         """The vote weight of each kept window's trees: proportional to the window's
         labeled records (public: a count), so the small warm-up windows do not outvote the
-        full ones; 1 each when every window is the same size."""
+        full ones, times ``window_decay`` to the power of the window's age in windows (0
+        for the newest): recent windows count more on a drifting stream. Both are public
+        counts, so the weights are post-processing."""
         sizes = [max(1, win.labeled) for win in self._windows]
         top = max(sizes, default=1)
-        return [n / top for n in sizes]
+        d, last = float(self.window_decay), len(sizes) - 1
+        return [n / top * d ** (last - i) for i, n in enumerate(sizes)]
 
     def _scores(self, X: np.ndarray) -> np.ndarray:
         """Summed leaf class distributions over every kept tree, shape ``(rows, classes)``."""

@@ -38,7 +38,8 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
                 hold: bool = False, lags: tuple[int, ...] | None = None,
                 assignment: str = "range", lag_after: int = 0, **params: Any) -> np.ndarray:
     """Per record, whether its member predicted it right before learning it (median forests,
-    epsilon 1, ``n_trees=5`` unless ``params`` say otherwise; member ``m``'s seed is
+    epsilon 1, ``n_trees=5`` with windows of 10,000, five kept, unless ``params`` say
+    otherwise; member ``m``'s seed is
     ``100 * seed + m``). With ``delay``, the other members adopt a window ``delay`` records
     of the stream after it closed (the model topic's delay, and members that progress
     unevenly). With ``relevance_delay`` as well, a window's trees join the others' unions
@@ -55,7 +56,10 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
     how the group deals the partitions, ``"range"`` (contiguous blocks, as kafka-python's
     default assignor, and so ``dpstream serve``, deals them) or ``"roundrobin"`` (partition
     ``p`` to member ``p mod k``)."""
-    params = {"epsilon": 1.0, "n_trees": 5, **params}
+    # the window policy the members' figures were measured with (docs/service.md), kept
+    # when the library's defaults moved to small decaying windows (docs/median_forest.md)
+    params = {"epsilon": 1.0, "n_trees": 5, "window_size": 10_000, "max_windows": 5,
+              "window_decay": 1.0, **params}
     models = [MedianForestClassifier(schema=schema, seed=100 * seed + m, **params)
               for m in range(k)]
     if assignment == "range":

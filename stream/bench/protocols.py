@@ -176,9 +176,12 @@ BATCH_DEFAULTS = {"sgbdt": {"drift": False, "split_levels": 0},
                   # Huang et al.'s Alg. 2 as published: uniform split attributes, the even
                   # split of epsilon, n_trees trees however small the training set
                   "median-forest": {"attributes": "uniform", "split_share": 0.5,
-                                    "min_tree_records": None},
+                                    "min_tree_records": None, "n_trees": 10},
                   # Xin et al.'s tau trees on every training set
-                  "greedy-forest": {"drift": False, "min_tree_records": None},
+                  "greedy-forest": {"drift": False, "min_tree_records": None,
+                                    # the batch-tuned forest (docs/greedy_forest.md); the
+                                    # defaults are the stream's
+                                    "n_trees": 25, "max_depth": 5, "n_bins": 4},
                   # Fletcher & Islam's uniformly drawn attributes
                   "random-forest": {"drift": False, "attributes": "uniform",
                                     "min_tree_records": None}}
