@@ -72,10 +72,12 @@ def test_two_halves_predict_the_same_on_every_member(name, adult):
     assert acc > 0.7, acc   # a working classifier, not a constant
 
 
+@pytest.mark.parametrize("decay", [1.0, 0.7])
 @pytest.mark.parametrize("name", EXACT)
-def test_one_member_ensemble_is_the_model(name, adult):
+def test_one_member_ensemble_is_the_model(name, decay, adult):
+    """The union weighs windows as one process does, the window decay included."""
     X, y, probe = adult
-    model = _model(name, 3)
+    model = _model(name, 3, window_decay=decay)
     model.learn_many(X[:300], y[:300])     # a batch window
     for x, label in zip(X[300:1500], y[300:1500], strict=False):
         model.learn_one(x, label)

@@ -120,6 +120,9 @@ class GreedyForestClassifier(WindowForestBase):
         Records per window (``None``: only ``window_seconds`` closes windows).
     max_windows
         Windows whose trees are kept (``None``: all).
+    window_decay
+        Each kept window's vote weight times this per window of age (1: alike; see
+        :meth:`~dpstream.models.windows.window_forest.WindowForestBase.window_weights`).
     max_depth
         The paper's ``d``: a tree has ``d − 1`` levels of splits (at most one per attribute) and
         a level of leaves.
@@ -152,14 +155,16 @@ class GreedyForestClassifier(WindowForestBase):
                  warmup: int | None = 1000, drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, min_tree_records: int | None = 500,
                  node_buckets: int = 4, seed: int | None = None,
-                 on_out_of_domain: str = "clip", on_unknown: str = "ignore"):
+                 on_out_of_domain: str = "clip", on_unknown: str = "ignore",
+                 window_decay: float = 1.0):
         self.max_depth = max_depth
         self.node_buckets = node_buckets
         self.n_bins = n_bins
         super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
                          window_seconds, warmup, drift, drift_share, drift_window,
                          min_tree_records,
-                         on_out_of_domain=on_out_of_domain, on_unknown=on_unknown)
+                         on_out_of_domain=on_out_of_domain, on_unknown=on_unknown,
+                         window_decay=window_decay)
         enc = self._encoder
         self._numeric = enc.numeric_columns()
         self._groups = [np.array(g, dtype=np.intp) for g in enc.categorical_columns()]

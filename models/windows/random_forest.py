@@ -154,6 +154,9 @@ class RandomDecisionForestClassifier(WindowForestBase):
         Records per window (``None``: only ``window_seconds`` closes windows).
     max_windows
         Windows whose trees are kept (``None``: all).
+    window_decay
+        Each kept window's vote weight times this per window of age (1: alike; see
+        :meth:`~dpstream.models.windows.window_forest.WindowForestBase.window_weights`).
     max_depth
         Overrides the Theorem-2 depth.
     range_share
@@ -208,7 +211,8 @@ class RandomDecisionForestClassifier(WindowForestBase):
                  attributes: str = "relevance", relevance_share: float = 0.2,
                  relevance_floor: float = 0.1, leaf_buckets: int = 8,
                  seed: int | None = None,
-                 on_out_of_domain: str = "clip", on_unknown: str = "ignore"):
+                 on_out_of_domain: str = "clip", on_unknown: str = "ignore",
+                 window_decay: float = 1.0):
         self.max_depth = max_depth
         self.leaf_buckets = leaf_buckets
         self.relevance_floor = relevance_floor
@@ -219,7 +223,8 @@ class RandomDecisionForestClassifier(WindowForestBase):
         super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
                          window_seconds, warmup, drift, drift_share, drift_window,
                          min_tree_records,
-                         on_out_of_domain=on_out_of_domain, on_unknown=on_unknown)
+                         on_out_of_domain=on_out_of_domain, on_unknown=on_unknown,
+                         window_decay=window_decay)
         enc = self._encoder
         depth = theorem2_depth(len(enc.numeric_columns()), len(enc.categorical_columns()))
         self.depth = depth if max_depth is None else max_depth

@@ -302,6 +302,9 @@ class RDTClassifier(WindowForestBase):
         Records per window, public ones included (``None``: only ``window_seconds``).
     max_windows
         Windows whose trees are kept (``None``: all).
+    window_decay
+        Each kept window's vote weight times this per window of age (1: alike; see
+        :meth:`~dpstream.models.windows.window_forest.WindowForestBase.window_weights`).
     disjoint
         Deal the labeled records into ``n_trees`` disjoint parts, full ``epsilon`` per tree,
         instead of every tree seeing every record with ``epsilon / n_trees``.
@@ -366,7 +369,8 @@ class RDTClassifier(WindowForestBase):
                  drift_window: int | None = None, attributes: str = "relevance",
                  relevance_share: float = 0.35, relevance_floor: float = 0.3,
                  leaf_buckets: int = 4, seed: int | None = None,
-                 on_out_of_domain: str = "clip", on_unknown: str = "ignore"):
+                 on_out_of_domain: str = "clip", on_unknown: str = "ignore",
+                 window_decay: float = 1.0):
         self.disjoint = disjoint
         self.leaf_buckets = leaf_buckets
         self.attributes = attributes
@@ -382,7 +386,8 @@ class RDTClassifier(WindowForestBase):
         self.leaf_signal = leaf_signal
         super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
                          window_seconds, warmup, drift, drift_share, drift_window,
-                         on_out_of_domain=on_out_of_domain, on_unknown=on_unknown)
+                         on_out_of_domain=on_out_of_domain, on_unknown=on_unknown,
+                         window_decay=window_decay)
         enc = self._encoder
         self._trees = ImplicitRandomTrees(enc, depth=1, secret=int(self._rng.integers(2**63)))
         s, r = self._trees.s, self._trees.r
