@@ -19,18 +19,12 @@ import argparse
 
 import numpy as np
 
-from dpstream.models import (
-    GreedyForestClassifier,
-    MedianForestClassifier,
-    RandomDecisionForestClassifier,
-    RDTClassifier,
-    SGBDTClassifier,
-)
 from dpstream.stream import load_elec2
+from dpstream.stream.bench.protocols import BENCH_MODELS
 
-MODELS = {"sgbdt": SGBDTClassifier, "median-forest": MedianForestClassifier,
-          "random-forest": RandomDecisionForestClassifier, "rdt": RDTClassifier,
-          "greedy-forest": GreedyForestClassifier}
+#: the streaming classifiers, by the benchmark's names
+MODELS = {name: kinds.get("accuracy", kinds.get("error")) for name, kinds in BENCH_MODELS.items()
+          if name in ("sgbdt", "median-forest", "random-forest", "rdt", "greedy-forest")}
 
 
 def noisy_cdf_transform(A: np.ndarray, first: int, cells: int, epsilon: float,

@@ -24,18 +24,12 @@ import time
 import numpy as np
 from river.datasets import synth
 
-from dpstream.models import (
-    GreedyForestClassifier,
-    MedianForestClassifier,
-    RandomDecisionForestClassifier,
-    RDTClassifier,
-    SGBDTClassifier,
-)
 from dpstream.stream import load_elec2
+from dpstream.stream.bench.protocols import BENCH_MODELS
 
-MODELS = {"sgbdt": SGBDTClassifier, "median-forest": MedianForestClassifier,
-          "random-forest": RandomDecisionForestClassifier, "rdt": RDTClassifier,
-          "greedy-forest": GreedyForestClassifier}
+#: the streaming classifiers, by the benchmark's names
+MODELS = {name: kinds.get("accuracy", kinds.get("error")) for name, kinds in BENCH_MODELS.items()
+          if name in ("sgbdt", "median-forest", "random-forest", "rdt", "greedy-forest")}
 HYPERPLANE_SCHEMA = {"features": {i: {"type": "numeric", "min": 0.0, "max": 1.0}
                                   for i in range(10)},
                      "target": {"type": "binary", "values": [0, 1]}}

@@ -278,3 +278,13 @@ def test_a_stalled_member_keeps_its_windows_and_a_reexport_keeps_its_time():
     assert set(first) <= set(ens[0].windows) and set(first) <= set(ens[1].windows)
     again = WindowEnsemble(models[2], "m2").local_updates()   # m2 restarted
     assert {k: s["published"] for k, s in again.items()} == first
+
+
+def test_window_decay_enters_the_configuration_digest_only_when_it_changes_the_vote():
+    """Members from before ``window_decay`` (no such parameter: the vote of decay 1) still
+    match a member at decay 1; a member that decays its windows is another configuration."""
+    from dpstream.models.windows.window_exchange import window_config
+    old = _model("median", 0, window_decay=1.0)
+    del old.__dict__["window_decay"]          # as a model pickled before the parameter
+    assert window_config(old) == window_config(_model("median", 1, window_decay=1.0))
+    assert window_config(old) != window_config(_model("median", 1, window_decay=0.9))

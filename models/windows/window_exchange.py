@@ -110,6 +110,9 @@ def relevance_key(member: str, seq: int) -> str:
 
 #: parameters each member may set for itself (not in :func:`window_config`'s digest)
 _MEMBER_OWN = ("seed", "schema", "on_out_of_domain", "on_unknown")
+#: parameters added after members published windows, left out of the digest at the value
+#: that keeps the old meaning: a member from before them still matches a member using it
+_ADDED_LATER = {"window_decay": 1.0}
 
 
 def window_config(model: WindowForestBase) -> str:
@@ -117,7 +120,8 @@ def window_config(model: WindowForestBase) -> str:
     parameters (except ``seed`` and the input policy, which decides only which records a
     member accepts, not what its windows mean) and the schema. Windows of another
     configuration are refused."""
-    params = {k: v for k, v in model._get_params().items() if k not in _MEMBER_OWN}
+    params = {k: v for k, v in model._get_params().items() if k not in _MEMBER_OWN
+              and not (k in _ADDED_LATER and v == _ADDED_LATER[k])}
     text = json.dumps({"model": type(model).__qualname__, "params": params,
                        "schema": model._encoder.schema.model_dump(mode="json")},
                       sort_keys=True, default=repr)

@@ -115,20 +115,17 @@ def _plot(key: tuple, rows: list[dict], path: Path) -> None:
                         linestyle=style, label=label)
         colors[(rs[0]["model"], _params_key(rs[0]))] = h[0].get_color()
     dataset, _, lf = key
-    for (model, params, d, f), points in PAPER.items():
-        if d != dataset or f != lf or (model, params) not in colors:
-            continue
-        scale = 1 if metric == "r2" else 100
-        ax.plot(list(points), [scale * v for v in points.values()], linestyle="none",
-                marker="*", ms=12, color=colors[(model, params)], markeredgecolor="black",
-                label=f"paper: {variant_label(model, dict(params))}")
-    for (model, params, d, f), points in RELEASED.items():
-        if d != dataset or f != lf or (model, params) not in colors:
-            continue
-        scale = 1 if metric == "r2" else 100
-        ax.plot(list(points), [scale * v for v in points.values()], linestyle="none",
-                marker="D", ms=6, color=colors[(model, params)], markeredgecolor="black",
-                label=f"authors' released: {variant_label(model, dict(params))}")
+    # the papers' quoted figures (stars) and the S-GBDT authors' released results (diamonds)
+    for figures, marker, size, source in ((PAPER, "*", 12, "paper"),
+                                          (RELEASED, "D", 6, "authors' released")):
+        for (model, params, d, f), points in figures.items():
+            if d != dataset or f != lf or (model, params) not in colors:
+                continue
+            scale = 1 if metric == "r2" else 100
+            ax.plot(list(points), [scale * v for v in points.values()], linestyle="none",
+                    marker=marker, ms=size, color=colors[(model, params)],
+                    markeredgecolor="black",
+                    label=f"{source}: {variant_label(model, dict(params))}")
     for r in rows:
         if r.get("kind") == "non-private":
             scale = 1 if metric == "r2" else 100
