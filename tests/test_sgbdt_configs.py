@@ -16,7 +16,8 @@ def test_the_first_bound_that_covers_epsilon_wins_and_defaults_run_above():
     assert sgbdt_config("abalone", 0.05)[0].startswith("abalone eps<=0.05")
     assert sgbdt_config("abalone", 0.07)[0].startswith("abalone eps<=0.1")
     assert sgbdt_config("abalone", 0.5) == ("defaults", {})
-    assert sgbdt_config("adult", 2.0) == ("defaults", {})
+    assert sgbdt_config("adult", 2.0)[0].startswith("adult eps<=10")
+    assert sgbdt_config("adult", 20.0) == ("defaults", {})
     for rows in SGBDT_CONFIGS.values():   # bounds ascend, every row a valid estimator
         assert [b for b, _, _ in rows] == sorted(b for b, _, _ in rows)
         for bound, _, params in rows:

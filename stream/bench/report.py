@@ -206,6 +206,7 @@ def _section(key: tuple, rows: list[dict], img_dir: Path | None, img_prefix: str
         rel = RELEASED.get(k, {}).get(r["epsilon"])
         if fig is not None or rel is not None:
             quoted.append((r, fig, rel))
+    quoted.sort(key=lambda q: (_variant(q[0]), q[0]["epsilon"]))   # results arrive in any order
     if quoted:
         def fmt(v):
             return "—" if v is None else f"{v:.3f}" if metric == "r2" else f"{100 * v:.2f}%"
