@@ -103,3 +103,21 @@ def test_the_no_filter_late_arm_trains_its_own_phase():
     res = run_bench("sgbdt", "abalone-late", 0.5, repeats=1,
                     params={"individual_filter": False})
     assert 0.15 < res["mean"] < 0.348, res["mean"]
+
+
+def test_a_new_phase_keeps_the_checkpoints_accounting_of_the_initial_score():
+    """A checkpoint from before the initial score was charged in the filter paid it apart:
+    its new phase's bound is rho_max alone, not rho_max + epsilon_init (that would let a
+    record spend the initial score twice)."""
+    from dpstream.stream import load_abalone
+    X, y, schema = load_abalone()
+    model = SGBDTRegressor(schema, epsilon=0.5, n_trees=20, seed=0)
+    model.learn_many(X[:500], y[:500])
+    e = model.engine
+    assert e.filter.bound == pytest.approx(e.calibration.rho_max + e.config.epsilon_init)
+    e.init_in_filter = False              # as a pre-filter checkpoint reads
+    e.new_phase(10)
+    assert e.filter.bound == pytest.approx(e.calibration.rho_max)
+    e.init_in_filter = True
+    e.new_phase(10)
+    assert e.filter.bound == pytest.approx(e.calibration.rho_max + e.config.epsilon_init)

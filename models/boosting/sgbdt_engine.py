@@ -134,7 +134,7 @@ class SGBDTEngine:
         # the initial score's pure epsilon_init is charged in the filter (module docstring):
         # records that never take part in a release spend it on rounds
         self.init_in_filter = True
-        self._n = 0
+        self._n = 0              # pool rows (the pool is set up below; the filter sizes by it)
         self._calibrate(c.n_trees)
         self.phases = 1          # calibrations so far (new_phase)
         n_nodes, _, self.leaves = complete_tree_layout(c.depth)
@@ -153,7 +153,6 @@ class SGBDTEngine:
         # routes the whole pool through one tree, reading one column per node, so a column-major
         # pool streams through memory where a row-major one misses the cache on every row
         self._X = np.zeros((0, width), order="F")
-        self._n = 0
         self.y = np.empty(0)
         self.score = np.empty(0)
         self.ids = np.empty(0, dtype=np.int64)   # arrival number of each pool record
@@ -174,7 +173,9 @@ class SGBDTEngine:
 
     def _calibrate(self, rounds: int) -> None:
         """sigma for ``rounds`` worst-case rounds at epsilon_trees, the per-record round costs
-        at that sigma, and a fresh filter (bound ``rho_max + epsilon_init``) for the pool."""
+        at that sigma, and a fresh filter for the pool: bound ``rho_max + epsilon_init`` when
+        the initial score is charged in the filter, ``rho_max`` for a checkpoint from before
+        (whose records paid it apart)."""
         c = self.config
         self.calibration = calibrate_sgbdt(
             epsilon=c.epsilon_trees, delta=c.delta, sample_rate=c.subsample, rounds=rounds,
@@ -183,8 +184,9 @@ class SGBDTEngine:
             order=self.calibration.order, sigma_leaf=self.calibration.sigma_leaf,
             leaf_noise_split=c.r1, sample_rate=c.subsample, grad_clip=c.grad_clip,
             accountant=c.accountant)
+        init = c.epsilon_init if self.init_in_filter else 0.0
         self.filter = IndividualRenyiFilter(order=self.calibration.order,
-                                            bound=self.calibration.rho_max + c.epsilon_init)
+                                            bound=self.calibration.rho_max + init)
         self.filter.add(self._n)
 
     def new_phase(self, rounds: int) -> int:

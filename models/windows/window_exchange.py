@@ -19,10 +19,11 @@ encodes it with the data-only, allow-listed encoder of the safe checkpoints
 process: the newest ``max_windows`` windows of the union (ordered by the time each was
 published, ties by member and index) vote, each window with weight proportional to its
 labeled records, times ``window_decay`` to the power of its age in whole windows (the shares
-of the windows published after it). A member that reads ``1 / k`` of the stream trains windows and trees of
-``1 / k`` the size (:meth:`~dpstream.models.windows.window_forest.WindowForestBase.set_share`), and
-its windows count as ``1 / k`` of a whole one: ``k`` such members keep ``k * max_windows``
-windows, as many records and trees as one process keeps. A member's own retired windows (its
+of the windows published after it). A member that reads ``1 / k`` of the stream trains windows
+and trees of ``1 / k`` the size
+(:meth:`~dpstream.models.windows.window_forest.WindowForestBase.set_share`), and its windows
+count as ``1 / k`` of a whole one: ``k`` such members keep ``k * max_windows`` windows, as
+many records and trees as one process keeps. A member's own retired windows (its
 ``max_windows`` or a drift generation) leave the union through a tombstone, and so, published
 by another member, do the windows of a member that has left the group once newer windows push
 them out of the vote (:meth:`WindowEnsemble.departed_updates`). Members that hold
@@ -530,7 +531,7 @@ class WindowEnsemble:
             top = max(sizes, default=1)
             # window_decay by age in whole windows: the shares of the newer windows (one
             # process: 0, 1, 2, ... as WindowForestBase.window_weights)
-            decay = float(getattr(self.model, "window_decay", 1.0))
+            decay = float(self.model.window_decay)
             ages, newer = [], 0.0
             for s in reversed(kept):
                 ages.append(newer)

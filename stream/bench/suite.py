@@ -240,7 +240,8 @@ PROFILES: dict[str, Profile] = {
     # drift section) and no speed section (its rows/s: the stream section's, here) --
     # `--profile full` has them all
     "quick": Profile(QUICK_TABLES, (0.1, 1.0), {"cv": 1, "holdout": 3, "kfold": 1},
-                     {"cv": 5, "kfold": 5}, paper_points=2, released_points=False, streams=(("adult", _STREAMERS),),
+                     {"cv": 5, "kfold": 5}, paper_points=2, released_points=False,
+                     streams=(("adult", _STREAMERS),),
                      stream_n=5_000,
                      drifts=("agrawal-4-0-gradual", "sea-abrupt", "hyperplane-gradual"),
                      drift_seeds=1, drift_skip=("arf",)),
