@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     args = ap.parse_args(argv)
     X, y, elec_schema = load_elec2()
-    streams = {"elec2": (list(zip(X, y)), elec_schema),
+    streams = {"elec2": (list(zip(X, y, strict=True)), elec_schema),
                "hyperplane drift": (hyperplane(0.001), HYPERPLANE_SCHEMA),
                "hyperplane still": (hyperplane(0.0), HYPERPLANE_SCHEMA)}
     cls = MODELS[args.model]

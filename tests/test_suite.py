@@ -172,7 +172,7 @@ def test_full_matrix_covers_every_model_and_every_quoted_epsilon():
             assert any(c.kind == "model" and c.name == model and c.params == params
                        and c.dataset == dataset and c.labeled_fraction == lf
                        and c.epsilon == eps for c in cells), (model, dataset, eps)
-    for (model, params, dataset, lf), points in suite.RELEASED.items():
+    for (model, params, dataset, _lf), points in suite.RELEASED.items():
         for eps in points:   # the S-GBDT authors' released results: their ε too
             assert any(c.kind == "model" and c.name == model and c.params == params
                        and c.dataset == dataset and c.epsilon == eps for c in cells), \

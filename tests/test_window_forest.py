@@ -78,7 +78,7 @@ def test_each_record_feeds_one_window_and_one_tree_part(n, window, n_trees, labe
     model = Spy(schema=SCHEMA, epsilon=1.0, n_trees=n_trees, window_size=window,
                 max_windows=None, attributes="uniform", min_tree_records=None,
                 privacy="features_and_labels" if mode == "features_and_labels" else "labels_only",
-                transductive=mode == "pte",
+                transductive=mode == "pte", grid_share=0.0,   # the spy reads raw rows
                 seed=seed)
     model.log = []
     labeled = set()
@@ -134,7 +134,7 @@ def test_modes_spend_what_the_paper_says():
     # one window of the paper's mode, spending the whole epsilon (no warm-up, no drift signal)
     kw = {"schema": schema, "epsilon": 2.0, "window_size": 2000, "seed": 0, "warmup": None,
           "drift": False, "attributes": "uniform", "min_tree_records": None, "split_share": 0.5,
-          "n_trees": 10}
+          "n_trees": 10, "grid_share": 0.0}
     half = [yi if i % 2 else None for i, yi in enumerate(y[:2000])]   # 50% labeled
     few = [yi if i % 5 == 0 else None for i, yi in enumerate(y[:2000])]
     cases = [(MedianForestClassifier(**kw), y[:2000], "SPE", 1.0, 1.0),

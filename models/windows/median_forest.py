@@ -222,6 +222,10 @@ class MedianForestClassifier(WindowForestBase):
         small windows (2,000 records, two trees each, 25 kept) a drifting stream follows its
         recent windows and a stationary one still votes with all 50 trees
         (``docs/median_forest.md``, "Windows for drifting streams"). 1: every window alike.
+    grid_share
+        Share of the first labeled window's tree budget spent on the DP feature grid
+        (:mod:`~dpstream.models.grid`: a released quantile map of each numeric feature;
+        later windows split where the records are). ``0`` turns it off.
     privacy
         ``"features_and_labels"`` (SPE / SSPE-1: features and labels private) or
         ``"labels_only"`` (SSPE-2 / PTE: features are public, labels private).
@@ -273,7 +277,7 @@ class MedianForestClassifier(WindowForestBase):
                  relevance_share: float = 0.2, min_tree_records: int | None = 250,
                  relevance_floor: float = 0.3, seed: int | None = None,
                  on_out_of_domain: str = "clip", on_unknown: str = "ignore",
-                 window_decay: float = 0.9):
+                 window_decay: float = 0.9, grid_share: float = 0.2):
         self.attributes = attributes
         self.relevance_share = relevance_share
         self.relevance_floor = relevance_floor
@@ -300,7 +304,7 @@ class MedianForestClassifier(WindowForestBase):
                          window_seconds, warmup, drift, drift_share, drift_window,
                          min_tree_records,
                          on_out_of_domain=on_out_of_domain, on_unknown=on_unknown,
-                         window_decay=window_decay)
+                         window_decay=window_decay, grid_share=grid_share)
         self._setup_relevance()
 
     # ------------------------------------------------------------ the trees

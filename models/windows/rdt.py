@@ -305,6 +305,10 @@ class RDTClassifier(WindowForestBase):
     window_decay
         Each kept window's vote weight times this per window of age (1: alike; see
         :meth:`~dpstream.models.windows.window_forest.WindowForestBase.window_weights`).
+    grid_share
+        Share of the first labeled window's tree budget spent on the DP feature grid
+        (:mod:`~dpstream.models.grid`: a released quantile map of each numeric feature;
+        later windows split where the records are). ``0`` turns it off.
     disjoint
         Deal the labeled records into ``n_trees`` disjoint parts, full ``epsilon`` per tree,
         instead of every tree seeing every record with ``epsilon / n_trees``.
@@ -357,6 +361,7 @@ class RDTClassifier(WindowForestBase):
 
     #: windows stay whole in a multi-process ensemble: every window fills the same fixed trees
     share_scales = False
+    grid_raw_trees = False   # implicit trees: rows are scored through the grid
 
     def __init__(self, schema: Any = None, epsilon: float = 1.0, n_trees: int = 5,
                  window_size: int | None = 20_000, max_windows: int | None = 2,
@@ -370,7 +375,7 @@ class RDTClassifier(WindowForestBase):
                  relevance_share: float = 0.35, relevance_floor: float = 0.3,
                  leaf_buckets: int = 4, seed: int | None = None,
                  on_out_of_domain: str = "clip", on_unknown: str = "ignore",
-                 window_decay: float = 1.0):
+                 window_decay: float = 1.0, grid_share: float = 0.2):
         self.disjoint = disjoint
         self.leaf_buckets = leaf_buckets
         self.attributes = attributes
@@ -387,7 +392,7 @@ class RDTClassifier(WindowForestBase):
         super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
                          window_seconds, warmup, drift, drift_share, drift_window,
                          on_out_of_domain=on_out_of_domain, on_unknown=on_unknown,
-                         window_decay=window_decay)
+                         window_decay=window_decay, grid_share=grid_share)
         enc = self._encoder
         self._trees = ImplicitRandomTrees(enc, depth=1, secret=int(self._rng.integers(2**63)))
         s, r = self._trees.s, self._trees.r
@@ -647,7 +652,7 @@ class RDTClassifier(WindowForestBase):
         """The mean of the primary ensemble's and (RDT#) the secondary ensemble's class
         distributions."""
         trees, centers, cells, plan = self._serve_rdt()
-        V = self._trees.matrix(X)
+        V = self._trees.matrix(self._grid_rows(X))
         if not plan:
             return np.zeros((V.shape[0], len(self._encoder.classes)))
         if self._trees.compiled:   # compiled: walk, find the cell and sum in one loop
@@ -682,7 +687,7 @@ class RDTClassifier(WindowForestBase):
             return self._scores(row[None, :])[0]
         if not plan:
             return np.zeros(len(self._encoder.classes))
-        V = self._trees.matrix(row[None, :])
+        V = self._trees.matrix(self._grid_rows(row[None, :]))
         cells, total = random_trees._wk.implicit_cells, 0
         for ensemble in plan:   # the steps of _scores and _compiled_cells, in the same order
             out = np.zeros((1, len(self._encoder.classes)))

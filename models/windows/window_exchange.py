@@ -78,7 +78,7 @@ WINDOW_FORMAT = "dpstream-window/1"
 RELEVANCE_FORMAT = "dpstream-relevance/1"
 #: model attributes the trees of a window route with (data-independent: secrets of random
 #: trees drawn before any record was read, and the public domain)
-_ROUTING = ("_trees", "_secret")
+_ROUTING = ("_trees", "_secret", "_grid")
 #: window metadata that is not a DP release and stays in the process
 _PRIVATE_EXTRA = ("diagnostics",)
 
@@ -110,7 +110,7 @@ def relevance_key(member: str, seq: int) -> str:
 
 
 #: parameters each member may set for itself (not in :func:`window_config`'s digest)
-_MEMBER_OWN = ("seed", "schema", "on_out_of_domain", "on_unknown")
+_MEMBER_OWN = ("seed", "schema", "on_out_of_domain", "on_unknown", "grid_share")
 #: parameters added after members published windows, left out of the digest at the value
 #: that keeps the old meaning: a member from before them still matches a member using it
 _ADDED_LATER = {"window_decay": 1.0}
@@ -546,6 +546,9 @@ class WindowEnsemble:
         view = object.__new__(type(self.model))
         view.__dict__.update(self.model.__dict__)
         view.__dict__.update(state["routing"])
+        # each member's windows score through its own feature grid (None: raw rows, as
+        # every window published before the grid)
+        view._grid = state["routing"].get("_grid")
         view._windows = [_Window(trees=list(state["trees"]), records=state["records"],
                                  labeled=state["labeled"], kind=state["kind"],
                                  extra=dict(state["extra"]), generation=state["generation"])]

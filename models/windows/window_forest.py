@@ -87,6 +87,7 @@ from ...accounting import BudgetLedger
 from ..drift import DPDriftSignal
 from ..encoding import RecordEncoder, check_input_policy
 from ..forest import Forest
+from ..grid import FeatureGrid
 from ..params import ShortRepr, check_integer, check_real, warn_small_stream
 from ..schema import require_schema
 from .relevance import AttributeRelevance, owned_attributes
@@ -147,6 +148,13 @@ class WindowForestBase(ShortRepr, base.Classifier):
     on_unknown = "ignore"
     window_decay = 1.0
     _batch_trained = False
+    grid_share = 0.0        # (checkpoints from before the feature grid: none is released)
+    _grid: FeatureGrid | None = None
+    _grid_charge = 0.0
+    #: cells of each numeric feature's grid histogram
+    grid_cells = 32
+    #: the uniform histogram's weight in the grid's mix (post-processing)
+    grid_smoothing = 0.03
 
     def __init__(self, schema: Any, epsilon: float, n_trees: int, window_size: int | None,
                  max_windows: int | None, seed: int | None,
@@ -154,7 +162,7 @@ class WindowForestBase(ShortRepr, base.Classifier):
                  drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, min_tree_records: int | None = None, *,
                  on_out_of_domain: str = "clip", on_unknown: str = "ignore",
-                 window_decay: float = 1.0):
+                 window_decay: float = 1.0, grid_share: float = 0.0):
         self.schema = require_schema(schema, type(self).__name__)
         self.on_out_of_domain, self.on_unknown = check_input_policy(on_out_of_domain,
                                                                     on_unknown)
@@ -170,6 +178,7 @@ class WindowForestBase(ShortRepr, base.Classifier):
         self.drift_window = drift_window
         self.min_tree_records = min_tree_records
         self.window_decay = window_decay
+        self.grid_share = grid_share
         self._window_trees: int | None = None   # trees of the window being trained
         self._encoder = RecordEncoder(schema, on_out_of_domain=on_out_of_domain,
                                       on_unknown=on_unknown)
@@ -222,6 +231,7 @@ class WindowForestBase(ShortRepr, base.Classifier):
         check_integer("warmup", self.warmup, 1, none_ok=True)
         check_integer("min_tree_records", self.min_tree_records, 1, none_ok=True)
         check_real("window_decay", self.window_decay, 0, 1, hi_open=False)
+        check_real("grid_share", self.grid_share, 0, 1, lo_open=False)
         if self.warmup is not None and self.window_size is not None \
                 and self.warmup < self.n_trees:
             raise ValueError(f"warmup ({self.warmup}) must be >= n_trees ({self.n_trees}): "
@@ -384,12 +394,63 @@ class WindowForestBase(ShortRepr, base.Classifier):
         self.grow_held()   # at most one window is held (held windows: window_forest)
         self._training_epsilon = self._epsilon_rest() if fed else float(self.epsilon)
         try:
+            if self._grid is None and self.grid_share > 0 and (y != UNLABELED).any() \
+                    and not self._batch_trained and self.share >= 1.0 \
+                    and getattr(self, "privacy", None) != "labels_only":
+                # a stream feature: a learn_many batch is one window at the paper's settings;
+                # a group member's first window (share x warm-up) is too small for one;
+                # label-only privacy: the features are public, its splits read them exactly
+                self._release_grid(X[y != UNLABELED])
+            X = self._gridded(X)
             if self._holds(y):
                 self._hold_window(X, y, public, fed)
             else:
                 self._train_closed(X, y, public, fed)
         finally:
             self._training_epsilon = None
+            self._grid_charge = 0.0
+
+    def _release_grid(self, X: np.ndarray) -> None:
+        """Release the feature grid (:class:`~dpstream.models.grid.FeatureGrid`) from the
+        labeled rows ``X`` of the first window with labels, before its trees: ``grid_share``
+        of the window's tree budget, charged to each of its partitions (every labeled
+        record is in one) when the window is charged; its trees get the rest."""
+        rest, part = split_exact(self._training_epsilon, self.grid_share)
+        self._grid = FeatureGrid.release(X, self._encoder.numeric_columns(), epsilon=part,
+                                         cells=self.grid_cells,
+                                         smoothing=self.grid_smoothing, rng=self._rng)
+        self._training_epsilon, self._grid_charge = rest, part
+        self._grid_info = {"epsilon": part, "window": int(self.windows_closed),
+                           "records": int(len(X))}
+
+    #: trees with thresholds (WindowTree) take them back to raw units after training, so
+    #: they score raw rows; other forests score rows through the grid (:meth:`_grid_rows`)
+    grid_raw_trees = True
+
+    def _grid_rows(self, X: np.ndarray) -> np.ndarray:
+        """Rows to score: through the grid for a forest whose trees live on it."""
+        if self._grid is None or self.grid_raw_trees:
+            return X
+        return self._grid.forward(X)
+
+    def _gridded(self, X: np.ndarray) -> np.ndarray:
+        """Encoded rows through the feature grid, if one was released (every window the
+        model trains after it learns and scores mapped rows); ``X`` itself otherwise."""
+        return X if self._grid is None else self._grid.forward(X)
+
+    def _grid_report(self) -> dict:
+        if self._grid is None:
+            return {"enabled": self.grid_share > 0, "released": False}
+        names = list(self._encoder._numeric)
+        q = self._grid.quantiles()
+        return {"enabled": True, "released": True, **self._grid_info,
+                "cells": self.grid_cells,
+                "quantiles_10_50_90": {n: q[c] for n, (c, _, _) in
+                                       zip(names, self._grid.columns, strict=True)},
+                "guarantee": "one histogram per numeric feature over the window's labeled "
+                             "records, Laplace noise of scale F / epsilon per cell (each "
+                             "record in one cell of each of the F histograms); the monotone "
+                             "map and the quantiles are post-processing"}
 
     def _charge_closed(self, fed: bool) -> None:
         """Charge the closing window's ledger partitions (window ``windows_closed``)."""
@@ -401,6 +462,10 @@ class WindowForestBase(ShortRepr, base.Classifier):
             for part in dict.fromkeys(part for part, _, _ in charges):
                 self._ledger.charge(self.epsilon_drift, partition=f"window-{w}/{part}",
                                     label="DPDriftSignal")
+        if self._grid_charge:   # this window's labeled records released the grid
+            for part in dict.fromkeys(part for part, _, _ in charges):
+                self._ledger.charge(self._grid_charge, partition=f"window-{w}/{part}",
+                                    label="FeatureGrid")
         self.ledger_partitions += len(dict.fromkeys(part for part, _, _ in charges))
 
     def _train_closed(self, X: np.ndarray, y: np.ndarray, public: np.ndarray,
@@ -417,6 +482,9 @@ class WindowForestBase(ShortRepr, base.Classifier):
                 self._prereleased = True   # (_release_relevance: released at the close)
             try:
                 trees, kind, extra = self._train_window(X, y, public)
+                if self._grid is not None and self.grid_raw_trees:
+                    for tr in trees:   # the grid is monotone: the same trees on raw rows
+                        tr.threshold = self._grid.raw_thresholds(tr.feature, tr.threshold)
             finally:
                 self.__dict__.pop("_prereleased", None)
             self.last_depth = max((tr.depth for tr in trees), default=None)
@@ -645,6 +713,7 @@ class WindowForestBase(ShortRepr, base.Classifier):
             **({"member_share": self.share} if self.share < 1.0 else {}),
             "drift": self._drift_report(),
             "attributes": self._attributes_report(),
+            "feature_grid": self._grid_report(),
             "windows_closed": self.windows_closed,
             "windows_kept": len(self._windows),
             "trees": self.n_trees_kept,

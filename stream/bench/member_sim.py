@@ -58,8 +58,10 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
     ``p`` to member ``p mod k``)."""
     # the window policy the members' figures were measured with (docs/service.md), kept
     # when the library's defaults moved to small decaying windows (docs/median_forest.md)
+    # and gained the feature grid, which members do not release (docs/drift.md): one
+    # process and k members compare on the same footing
     params = {"epsilon": 1.0, "n_trees": 5, "window_size": 10_000, "max_windows": 5,
-              "window_decay": 1.0, **params}
+              "window_decay": 1.0, "grid_share": 0.0, **params}
     models = [MedianForestClassifier(schema=schema, seed=100 * seed + m, **params)
               for m in range(k)]
     if assignment == "range":

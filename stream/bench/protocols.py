@@ -170,13 +170,16 @@ BATCH_DEFAULTS = {"sgbdt": {"drift": False, "split_levels": 0},
                               "leaf_clipping": False, "split_share": 0.3},
                   # Jagannathan et al.'s height rule; RDT with Fan et al.'s 10 trees (the
                   # 2013 paper's p = 5 is [13]'s choice for its smallest data set only)
+                  # (no feature grid in any paper's batch setting: it is a stream feature)
                   "rdt": {"drift": False, "height_rule": "paper", "n_trees": 10,
-                          "attributes": "uniform"},
-                  "rdt-sharp": {"drift": False, "height_rule": "paper", "attributes": "uniform"},
+                          "attributes": "uniform", "grid_share": 0.0},
+                  "rdt-sharp": {"drift": False, "height_rule": "paper", "attributes": "uniform",
+                                "grid_share": 0.0},
                   # Huang et al.'s Alg. 2 as published: uniform split attributes, the even
                   # split of epsilon, n_trees trees however small the training set
                   "median-forest": {"attributes": "uniform", "split_share": 0.5,
-                                    "min_tree_records": None, "n_trees": 10},
+                                    "min_tree_records": None, "n_trees": 10,
+                                    "grid_share": 0.0},
                   # Xin et al.'s tau trees on every training set
                   "greedy-forest": {"drift": False, "min_tree_records": None,
                                     # the batch-tuned forest (docs/greedy_forest.md); the
@@ -184,7 +187,8 @@ BATCH_DEFAULTS = {"sgbdt": {"drift": False, "split_levels": 0},
                                     "n_trees": 25, "max_depth": 5, "n_bins": 4},
                   # Fletcher & Islam's uniformly drawn attributes
                   "random-forest": {"drift": False, "attributes": "uniform",
-                                    "min_tree_records": None}}
+                                    "min_tree_records": None, "grid_share": 0.0,
+                                    "range_share": 0.05}}
 
 
 def fold_indices(n: int, folds: int, *, seed: int) -> list[np.ndarray]:
