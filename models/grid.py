@@ -18,9 +18,10 @@ monotone, onto the same domain. Trees grown on mapped rows split where the recor
 
 Because the map is strictly increasing, ``g(x) <= t`` exactly when ``x <= g^-1(t)``: a tree
 grown on mapped rows is the same tree on raw rows with each threshold ``t`` replaced by
-``g^-1(t)`` (:meth:`FeatureGrid.raw_thresholds`). Forests keep their trees in raw units that
-way, so prediction, model-topic messages and the union of group members' windows never see
-the grid.
+``g^-1(t)`` (:meth:`FeatureGrid.raw_thresholds`). The median forest keeps its trees in raw
+units that way, so its prediction never sees the grid; forests with implicit trees (random
+forest, RDT, greedy) score rows through :meth:`FeatureGrid.forward` instead, and each window
+they export carries the grid it was grown on.
 
 Examples
 --------
@@ -159,8 +160,8 @@ class FeatureGrid:
     def quantiles(self, probs: tuple[float, ...] = (0.1, 0.5, 0.9)) -> dict:
         """Each column's released quantiles (raw units): post-processing, for reports."""
         out = {}
+        edges = np.linspace(0.0, 1.0, self.cdf.shape[1])
         for k, (c, lo, hi) in enumerate(self.columns):
-            edges = self._edges[k * (self.cdf.shape[1]):(k + 1) * self.cdf.shape[1]] - 2 * k
             q = np.interp(probs, self.cdf[k], edges)
             out[c] = [round(float(lo + (hi - lo) * v), 6) for v in q]
         return out

@@ -10,8 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpstream.models import (GreedyForestClassifier, MedianForestClassifier,
-                             RandomDecisionForestClassifier, RDTClassifier)
+from dpstream.models import (
+    GreedyForestClassifier,
+    MedianForestClassifier,
+    RandomDecisionForestClassifier,
+    RDTClassifier,
+)
 from dpstream.stream import load_elec2
 
 

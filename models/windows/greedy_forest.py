@@ -127,7 +127,7 @@ class GreedyForestClassifier(WindowForestBase):
         Share of the first labeled window's tree budget spent on the DP feature grid
         (:mod:`~dpstream.models.grid`: a released quantile map of each numeric feature;
         later windows split where the records are). Off by default here: on Elec2 the
-        grid cost this forest 0.9 points (docs/greedy_forest.md).
+        grid cost this forest 0.2 points (3 seeds; docs/drift.md, "The DP feature grid").
     max_depth
         The paper's ``d``: a tree has ``d − 1`` levels of splits (at most one per attribute) and
         a level of leaves.

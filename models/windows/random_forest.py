@@ -427,8 +427,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
         (:func:`~dpstream.models.windows.window_kernels.implicit_votes_row`: the routing row, then
         every group's trees) with the arguments :meth:`_row_plan` prepared."""
         plan = self._row_plan()
-        if self._grid is not None:
-            row = self._grid.forward(row[None, :])[0]
+        row = self._grid_rows(row[None, :])[0]
         if plan is None:
             return self._votes(self._trees.matrix(row[None, :]))[0]
         return random_trees._wk.implicit_votes_row(

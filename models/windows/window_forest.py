@@ -153,7 +153,7 @@ class WindowForestBase(ShortRepr, base.Classifier):
     _grid_charge = 0.0
     #: cells of each numeric feature's grid histogram
     grid_cells = 32
-    #: the uniform histogram's weight in the grid's mix (post-processing)
+    #: the least weight of the uniform histogram in the grid's shrinkage (post-processing)
     grid_smoothing = 0.03
 
     def __init__(self, schema: Any, epsilon: float, n_trees: int, window_size: int | None,
