@@ -53,6 +53,7 @@ from __future__ import annotations
 import functools
 import math
 import weakref
+from typing import Any
 
 import numpy as np
 
@@ -65,7 +66,7 @@ from ..encoding import RecordEncoder
 from ..forest import complete_tree_layout
 from .random_splits import RandomTree, pick_weighted
 
-__all__ = ["category_codes", "grow_tree", "histogram_sigma"]
+__all__ = ["category_codes", "grow_tree", "histogram_sigma", "split_report"]
 
 
 def category_codes(encoder: RecordEncoder, X: np.ndarray) -> np.ndarray:
@@ -450,3 +451,21 @@ def _random_split(cells: _Cells, iv: list, cats: list, allowed: np.ndarray,
     cols = cats[k]
     col = cols[min(int(u_split * len(cols)), len(cols) - 1)]
     return col, 0.5, "cat", k, col
+
+
+def split_report(engine: Any) -> dict:
+    """Split selection's part of an S-GBDT ``privacy_report()``: what the histograms
+    release, at what noise (for a full-depth round; shallower early rounds release fewer
+    levels, less noisily)."""
+    c = engine.config
+    if c.split_levels <= 0:
+        return {"enabled": False, "splits": "random from the public domains (the paper)"}
+    levels = min(c.split_levels, c.depth)
+    return {"enabled": True, "levels": levels, "bins": c.split_bins,
+            "share": c.r_split, "decay": c.split_decay,
+            "sigma_cell": histogram_sigma(engine.calibration.sigma_leaf, levels=levels,
+                                          n_features=engine.n_features,
+                                          split_share=c.r_split),
+            "guarantee": "Gaussian gradient histograms of the round's Poisson sample, one "
+                         "cell per feature per level for each record, paid from the leaf "
+                         "sums' share: the round's per-record cost is the paper's z(|g|)"}

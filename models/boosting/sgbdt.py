@@ -34,9 +34,10 @@ from ..drift import DPDriftSignal
 from ..encoding import RecordEncoder, check_input_policy
 from ..params import ShortRepr, check_delta, check_integer, check_real, warn_small_stream
 from ..schema import require_schema, river_check_schema
-from .hist_splits import histogram_sigma
+from .hist_splits import split_report
 from .scores import RawScoreBinaryClassifier, RawScoreRegressor, own_args
 from .sgbdt_engine import SGBDTConfig, SGBDTEngine
+from .sgbdt_grid import grid_report
 from .sgbdt_stream import learn_stream
 
 __all__ = ["SGBDTRegressor", "SGBDTClassifier"]
@@ -176,6 +177,14 @@ _PARAMS_DOC = """
         ``s~``): ``"max"`` (default) ``s~ / max(l2, n~)``; ``"add"`` ``s~ / (n~ + l2)``, and 0
         where ``n~ < 0``, as in the authors' code (``docs/sgbdt.md``, "Differences from the
         authors' code").
+    grid_share
+        Streaming: once 2,000 records have arrived, release a DP feature grid (one Laplace
+        histogram per numeric feature, pure ``grid_share * epsilon``-DP) and grow every later
+        tree's thresholds on its quantile map
+        (:mod:`~dpstream.models.boosting.sgbdt_grid`). Its cost is charged in the individual
+        filter to the records in the release, from the same bound: the guarantee and sigma
+        do not change; those records afford fewer rounds. ``0`` releases none; batch
+        training (``learn_many``) never does.
 """
 
 #: the default ``pool_rounds`` (docs/sgbdt.md: chosen on river's Agrawal streams)
@@ -201,7 +210,7 @@ class _SGBDTBase(ShortRepr, base.Estimator):
                "cyclical_features", "drift",
                "drift_share", "drift_window", "min_leaf_records", "split_levels",
                "split_share", "split_bins", "split_decay", "seed", "on_out_of_domain",
-               "on_unknown", "allow_large_delta", "leaf_lambda")
+               "on_unknown", "allow_large_delta", "leaf_lambda", "grid_share")
 
     def __init__(self, schema: Any, **params: Any):
         self.schema = require_schema(schema, type(self).__name__)
@@ -244,6 +253,7 @@ class _SGBDTBase(ShortRepr, base.Estimator):
             state.setdefault(name, default)   # models pickled before split selection
         state.setdefault("pool_rounds", None)   # before the growing schedule: a fixed one
         state.setdefault("retire_block", 1)     # before block retirement: one at a time
+        state.setdefault("grid_share", 0.0)     # before the feature grid: none
         state["_last"] = state["_last_many"] = None
         state.setdefault("_buffer_raw", [None] * len(state["_buffer_y"]))
         state["_buffer_parts"] = [None] * len(state["_buffer_y"])
@@ -335,7 +345,8 @@ class _SGBDTBase(ShortRepr, base.Estimator):
             split_share=real("split_share", 0, 1) if self.split_levels else 0.0,
             split_bins=integer("split_bins", 2),
             split_decay=real("split_decay", 0, 1, lo_open=False, hi_open=True),
-            leaf_lambda=self._leaf_lambda())
+            leaf_lambda=self._leaf_lambda(),
+            grid_share=real("grid_share", 0, 1, lo_open=False))
 
     def _leaf_lambda(self) -> str:
         if self.leaf_lambda not in ("max", "add"):
@@ -490,6 +501,7 @@ class _SGBDTBase(ShortRepr, base.Estimator):
         self.records_seen += int(ye.size)
         self.engine.evict_oldest(self.max_active)
         self._batch_trained = True   # the papers' batch setting: no small-stream warning
+        self.engine.grid_blocked = True   # ... and the paper's trees: no feature grid
         if new_phase:
             self.engine.new_phase(n_rounds)
         for _ in range(n_rounds):
@@ -592,7 +604,8 @@ class _SGBDTBase(ShortRepr, base.Estimator):
             "spend_fraction": {k: spend[k] for k in ("min", "median", "max")},
             "spend_by_age": self._spend_by_age(),
             "drift": self._drift_report(),
-            "split_selection": self._split_report(),
+            "split_selection": split_report(e),
+            "feature_grid": grid_report(e),
         }
 
     #: age brackets (arrivals since a record arrived) of ``privacy_report()["spend_by_age"]``
@@ -612,22 +625,6 @@ class _SGBDTBase(ShortRepr, base.Estimator):
             out[name] = {"records": int(sel.sum()),
                          "median": float(np.median(frac[sel])) if sel.any() else None}
         return out
-
-    def _split_report(self) -> dict:
-        """Split selection's part of the report: what the histograms release, at what noise
-        (for a full-depth round; shallower early rounds release fewer levels, less noisily)."""
-        c = self._config
-        if c.split_levels <= 0:
-            return {"enabled": False, "splits": "random from the public domains (the paper)"}
-        levels = min(c.split_levels, c.depth)
-        return {"enabled": True, "levels": levels, "bins": c.split_bins,
-                "share": c.r_split, "decay": c.split_decay,
-                "sigma_cell": histogram_sigma(self.engine.calibration.sigma_leaf,
-                                              levels=levels, n_features=self.engine.n_features,
-                                              split_share=c.r_split),
-                "guarantee": "Gaussian gradient histograms of the round's Poisson sample, one "
-                             "cell per feature per level for each record, paid from the leaf "
-                             "sums' share: the round's per-record cost is the paper's z(|g|)"}
 
     def _drift_report(self) -> dict:
         e = self.engine
@@ -694,7 +691,7 @@ class SGBDTRegressor(RawScoreRegressor, _SGBDTBase, base.Regressor):
                  split_share: float = 0.3, split_bins: int = 8, split_decay: float = 0.99,
                  seed: int | None = None, on_out_of_domain: str = "clip",
                  on_unknown: str = "ignore", allow_large_delta: bool = False,
-                 leaf_lambda: str = "max"):
+                 leaf_lambda: str = "max", grid_share: float = 0.0):
         super().__init__(**own_args(locals()))
 
     def _check_target(self, encoder: RecordEncoder) -> None:
@@ -742,7 +739,7 @@ class SGBDTClassifier(RawScoreBinaryClassifier, _SGBDTBase, base.Classifier):
                  split_share: float = 0.3, split_bins: int = 8, split_decay: float = 0.99,
                  seed: int | None = None, on_out_of_domain: str = "clip",
                  on_unknown: str = "ignore", allow_large_delta: bool = False,
-                 leaf_lambda: str = "max"):
+                 leaf_lambda: str = "max", grid_share: float = 0.2):
         super().__init__(**own_args(locals()))
 
     def _check_target(self, encoder: RecordEncoder) -> None:

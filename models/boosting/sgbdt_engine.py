@@ -54,6 +54,7 @@ from .hist_splits import category_codes, grow_tree, histogram_sigma
 from .random_splits import random_complete_tree, route_tree
 from .round_kernels import leaf_counts_sums, move_rows
 from .scores import init_score_from_stats, noisy_label_stats, sigmoid
+from .sgbdt_grid import grid_pending, raw_tree, release_grid
 
 __all__ = ["SGBDTConfig", "SGBDTEngine"]
 
@@ -100,6 +101,9 @@ class SGBDTConfig:
     #: how ``l2`` enters a leaf: ``"max"`` (``s~ / max(l2, n~)``) or ``"add"`` (``s~ / (n~ +
     #: l2)``, and 0 where the noisy count is negative)
     leaf_lambda: str = "max"
+    #: the feature grid's pure-DP cost, a share of epsilon charged in the filter to the
+    #: records in its release (:mod:`~dpstream.models.boosting.sgbdt_grid`; 0: none)
+    grid_share: float = 0.0
 
     @property
     def epsilon_init(self) -> float:
@@ -170,6 +174,9 @@ class SGBDTEngine:
         self.blocks = (BlockSums(block=c.retire_block, max_trees=c.max_trees)
                        if c.max_trees is not None and c.retire_block > 1 else None)
         self._keep: int | None = None   # the last age cut (evict_oldest): the pool's limit
+        self.grid = None          # the released feature grid (sgbdt_grid), once
+        self.grid_info: dict = {}
+        self.grid_blocked = False   # batch training releases none
 
     def _calibrate(self, rounds: int) -> None:
         """sigma for ``rounds`` worst-case rounds at epsilon_trees, the per-record round costs
@@ -301,7 +308,9 @@ class SGBDTEngine:
                               ("blocks", None), ("_keep", None),
                               # checkpoints from before the initial score was charged in
                               # the filter: their bound is rho_max, the release paid apart
-                              ("init_in_filter", False)):
+                              ("init_in_filter", False),
+                              # checkpoints from before the feature grid
+                              ("grid", None), ("grid_info", {}), ("grid_blocked", False)):
             state.setdefault(name, default)
         state.pop("last_round", None)   # checkpoints that stored the diagnostic
         state.setdefault("_last_round", None)
@@ -480,6 +489,8 @@ class SGBDTEngine:
         """One TrainSingleTree round under the individual filter (Alg. 8, lines 5-9)."""
         if self.init_pending:
             self.fit_init_score()
+        if grid_pending(self):
+            release_grid(self)
         prep = self.begin_round()
         self.retire_if_full()
         tree = self.draw_tree(prep)
@@ -496,19 +507,22 @@ class SGBDTEngine:
         only = self.rounds % self.n_features if c.cyclical_features else None
         depth = self.round_depth()
         if c.split_levels <= 0:
-            return random_complete_tree(self.encoder, depth=depth, rng=self.rng,
-                                        numeric_weight=c.numeric_weight, only_feature=only)
+            return raw_tree(self.grid, random_complete_tree(
+                self.encoder, depth=depth, rng=self.rng, numeric_weight=c.numeric_weight,
+                only_feature=only))
         levels = min(c.split_levels, depth)
         sigma = histogram_sigma(self.calibration.sigma_leaf, levels=levels,
                                 n_features=self.n_features, split_share=c.r_split)
         sampled = prep["sampled"]
         prep["split_share"] = c.r_split
-        return grow_tree(self.encoder, depth=depth, rng=self.rng, X=self.X,
-                         rows=np.flatnonzero(sampled), codes=self.codes,
-                         g=prep["g"][sampled], levels=levels,
-                         bins=c.split_bins, sigma=sigma,
-                         numeric_weight=c.numeric_weight, only_feature=only,
-                         memory=self.split_memory, decay=c.split_decay)
+        X, rows, codes = self.X, np.flatnonzero(sampled), self.codes
+        if self.grid is not None:   # grown on the mapped sample, stored in raw units
+            X, rows, codes = self.grid.forward(X[rows]), None, codes[rows]
+        return raw_tree(self.grid, grow_tree(
+            self.encoder, depth=depth, rng=self.rng, X=X, rows=rows, codes=codes,
+            g=prep["g"][sampled], levels=levels, bins=c.split_bins, sigma=sigma,
+            numeric_weight=c.numeric_weight, only_feature=only, memory=self.split_memory,
+            decay=c.split_decay))
 
     def round_depth(self) -> int:
         """The depth of this round's tree, from public counts only: ``depth``, or with
