@@ -165,3 +165,11 @@ class FeatureGrid:
             q = np.interp(probs, self.cdf[k], edges)
             out[c] = [round(float(lo + (hi - lo) * v), 6) for v in q]
         return out
+
+    def report(self, names: list) -> dict:
+        """The grid's part of a privacy report (post-processing): its cells and each
+        column's released 10/50/90% quantiles under ``names`` (one per column)."""
+        q = self.quantiles()
+        return {"cells": self.cdf.shape[1] - 1,
+                "quantiles_10_50_90": {n: q[c] for n, (c, _, _) in
+                                       zip(names, self.columns, strict=True)}}

@@ -124,6 +124,35 @@ def test_the_first_labeled_window_releases_the_grid_and_pays_for_it(cls):
     assert [again.predict_one(x) for x in probe] == [model.predict_one(x) for x in probe]
 
 
+def test_the_median_forest_refreshes_its_grid_every_grid_refresh_windows():
+    X, y, schema = _elec2(3000)
+    model = MedianForestClassifier(schema=schema, epsilon=1.0, seed=0, warmup=500,
+                                   window_size=500, grid_refresh=2)
+    for xi, yi in zip(X[:1000], y[:1000], strict=True):
+        model.learn_one(xi, yi)
+    first = model._grid
+    first_window = [t.threshold.copy() for t in model._windows[0].trees]
+    for xi, yi in zip(X[1000:], y[1000:], strict=True):
+        model.learn_one(xi, yi)
+    grid = model.privacy_report()["feature_grid"]
+    assert model.windows_closed == 6
+    assert grid["releases"] == 3 and grid["window"] == 4 and grid["records"] == 500
+    assert model._grid is not first
+    ledger = model._ledger
+    paid = {h["partition"].split("/")[0] for h in ledger.history if h["label"] == "FeatureGrid"}
+    assert paid == {"window-0", "window-2", "window-4"}
+    assert max(ledger._partitions.values()) <= 1.0 + 1e-12
+    # a window's trees keep the raw thresholds they were grown with
+    for old, new in zip(first_window, model._windows[0].trees, strict=True):
+        np.testing.assert_array_equal(old, new.threshold)
+    with pytest.raises(ValueError, match="grid_refresh"):
+        MedianForestClassifier(schema=schema, grid_refresh=0)
+    rdt = RDTClassifier(schema=schema)
+    rdt.grid_refresh = 2   # implicit trees score every window through one grid
+    with pytest.raises(ValueError, match="raw units"):
+        rdt._check_params()
+
+
 def test_a_learn_many_batch_releases_no_grid():
     """A batch is one window at the paper's settings: the grid is a stream feature."""
     X, y, schema = _elec2(1000)

@@ -3,7 +3,8 @@
 Floors sit below the figures measured with seed 0 (docs/median_forest.md, "Windows for
 drifting streams"; docs/greedy_forest.md) and above what the defaults reached before the
 window policy changed (median forest 0.672, greedy forest 0.599) and the feature grid
-(docs/drift.md, "The DP feature grid")."""
+(docs/drift.md, "The DP feature grid"; the median forest's refreshes it every 5 windows:
+0.746 -> 0.758)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from dpstream.models import (
     MedianForestClassifier,
     RandomDecisionForestClassifier,
     RDTClassifier,
+    SGBDTClassifier,
 )
 from dpstream.stream import load_elec2
 
@@ -33,13 +35,16 @@ def _prequential(model, X, y) -> float:
     return right / len(y)
 
 
-@pytest.mark.parametrize("cls, floor", [(MedianForestClassifier, 0.73),
+@pytest.mark.parametrize("cls, floor", [(MedianForestClassifier, 0.745),
+                                        # with its feature grid (docs/sgbdt.md): 0.698
+                                        # before it
+                                        (SGBDTClassifier, 0.73),
                                         (GreedyForestClassifier, 0.71),
                                         # with the feature grid (docs/drift.md): 0.645 and
                                         # 0.635 before it
                                         (RDTClassifier, 0.71),
                                         (RandomDecisionForestClassifier, 0.70)])
-def test_window_forests_follow_elec2(elec2, cls, floor):
+def test_models_follow_elec2(elec2, cls, floor):
     X, y, schema = elec2
     acc = _prequential(cls(schema=schema, epsilon=1.0, seed=0), X, y)
     assert acc >= floor, acc

@@ -110,11 +110,8 @@ def grid_report(engine: Any) -> dict:
     if engine.grid is None:
         return {"enabled": engine.config.grid_share > 0 and not engine.grid_blocked,
                 "released": False, "after_arrivals": GRID_RECORDS, **engine.grid_info}
-    q = engine.grid.quantiles()
-    names = list(engine.encoder._numeric)
-    return {"enabled": True, "released": True, **engine.grid_info, "cells": GRID_CELLS,
-            "quantiles_10_50_90": {n: q[c] for n, (c, _, _) in
-                                   zip(names, engine.grid.columns, strict=True)},
+    return {"enabled": True, "released": True, **engine.grid_info,
+            **engine.grid.report(list(engine.encoder._numeric)),
             "guarantee": "pure epsilon-DP: F Laplace histograms (one per numeric feature, "
                          "scale F / epsilon per cell) of the records in the release, charged "
                          "to each in the individual Renyi filter at their composed Laplace "

@@ -226,6 +226,11 @@ class MedianForestClassifier(WindowForestBase):
         Share of the first labeled window's tree budget spent on the DP feature grid
         (:mod:`~dpstream.models.grid`: a released quantile map of each numeric feature;
         later windows split where the records are). ``0`` turns it off.
+    grid_refresh
+        Windows between grid releases: every ``grid_refresh``-th window after a release
+        spends ``grid_share`` of its budget on a fresh grid from its own records, so the
+        map follows a drifting stream (each tree keeps the thresholds it was grown with, in
+        raw units). ``None``: the first grid stays.
     privacy
         ``"features_and_labels"`` (SPE / SSPE-1: features and labels private) or
         ``"labels_only"`` (SSPE-2 / PTE: features are public, labels private).
@@ -277,7 +282,8 @@ class MedianForestClassifier(WindowForestBase):
                  relevance_share: float = 0.2, min_tree_records: int | None = 250,
                  relevance_floor: float = 0.3, seed: int | None = None,
                  on_out_of_domain: str = "clip", on_unknown: str = "ignore",
-                 window_decay: float = 0.9, grid_share: float = 0.2):
+                 window_decay: float = 0.9, grid_share: float = 0.2,
+                 grid_refresh: int | None = 5):
         self.attributes = attributes
         self.relevance_share = relevance_share
         self.relevance_floor = relevance_floor
@@ -304,7 +310,8 @@ class MedianForestClassifier(WindowForestBase):
                          window_seconds, warmup, drift, drift_share, drift_window,
                          min_tree_records,
                          on_out_of_domain=on_out_of_domain, on_unknown=on_unknown,
-                         window_decay=window_decay, grid_share=grid_share)
+                         window_decay=window_decay, grid_share=grid_share,
+                         grid_refresh=grid_refresh)
         self._setup_relevance()
 
     # ------------------------------------------------------------ the trees

@@ -110,7 +110,8 @@ def relevance_key(member: str, seq: int) -> str:
 
 
 #: parameters each member may set for itself (not in :func:`window_config`'s digest)
-_MEMBER_OWN = ("seed", "schema", "on_out_of_domain", "on_unknown", "grid_share")
+_MEMBER_OWN = ("seed", "schema", "on_out_of_domain", "on_unknown", "grid_share",
+               "grid_refresh")
 #: parameters added after members published windows, left out of the digest at the value
 #: that keeps the old meaning: a member from before them still matches a member using it
 _ADDED_LATER = {"window_decay": 1.0}

@@ -149,6 +149,7 @@ class WindowForestBase(ShortRepr, base.Classifier):
     window_decay = 1.0
     _batch_trained = False
     grid_share = 0.0        # (checkpoints from before the feature grid: none is released)
+    grid_refresh: int | None = None   # (and from before its refresh: released once)
     _grid: FeatureGrid | None = None
     _grid_charge = 0.0
     #: cells of each numeric feature's grid histogram
@@ -162,7 +163,8 @@ class WindowForestBase(ShortRepr, base.Classifier):
                  drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, min_tree_records: int | None = None, *,
                  on_out_of_domain: str = "clip", on_unknown: str = "ignore",
-                 window_decay: float = 1.0, grid_share: float = 0.0):
+                 window_decay: float = 1.0, grid_share: float = 0.0,
+                 grid_refresh: int | None = None):
         self.schema = require_schema(schema, type(self).__name__)
         self.on_out_of_domain, self.on_unknown = check_input_policy(on_out_of_domain,
                                                                     on_unknown)
@@ -179,6 +181,7 @@ class WindowForestBase(ShortRepr, base.Classifier):
         self.min_tree_records = min_tree_records
         self.window_decay = window_decay
         self.grid_share = grid_share
+        self.grid_refresh = grid_refresh
         self._window_trees: int | None = None   # trees of the window being trained
         self._encoder = RecordEncoder(schema, on_out_of_domain=on_out_of_domain,
                                       on_unknown=on_unknown)
@@ -232,6 +235,10 @@ class WindowForestBase(ShortRepr, base.Classifier):
         check_integer("min_tree_records", self.min_tree_records, 1, none_ok=True)
         check_real("window_decay", self.window_decay, 0, 1, hi_open=False)
         check_real("grid_share", self.grid_share, 0, 1, lo_open=False)
+        if check_integer("grid_refresh", self.grid_refresh, 1, none_ok=True) is not None \
+                and not self.grid_raw_trees:
+            raise ValueError(f"grid_refresh needs trees kept in raw units; "
+                             f"{type(self).__name__} scores every window through one grid")
         if self.warmup is not None and self.window_size is not None \
                 and self.warmup < self.n_trees:
             raise ValueError(f"warmup ({self.warmup}) must be >= n_trees ({self.n_trees}): "
@@ -394,7 +401,7 @@ class WindowForestBase(ShortRepr, base.Classifier):
         self.grow_held()   # at most one window is held (held windows: window_forest)
         self._training_epsilon = self._epsilon_rest() if fed else float(self.epsilon)
         try:
-            if self._grid is None and self.grid_share > 0 and (y != UNLABELED).any() \
+            if self._grid_due() and self.grid_share > 0 and (y != UNLABELED).any() \
                     and not self._batch_trained and self.share >= 1.0 \
                     and getattr(self, "privacy", None) != "labels_only":
                 # a stream feature: a learn_many batch is one window at the paper's settings;
@@ -410,18 +417,29 @@ class WindowForestBase(ShortRepr, base.Classifier):
             self._training_epsilon = None
             self._grid_charge = 0.0
 
+    def _grid_due(self) -> bool:
+        """Whether this window releases the grid: the first with labels, and with
+        ``grid_refresh`` again once that many windows have closed since the last release
+        (public counts)."""
+        if self._grid is None:
+            return True
+        return (self.grid_refresh is not None
+                and self.windows_closed - self._grid_info["window"] >= self.grid_refresh)
+
     def _release_grid(self, X: np.ndarray) -> None:
         """Release the feature grid (:class:`~dpstream.models.grid.FeatureGrid`) from the
         labeled rows ``X`` of the first window with labels, before its trees: ``grid_share``
         of the window's tree budget, charged to each of its partitions (every labeled
         record is in one) when the window is charged; its trees get the rest."""
         rest, part = split_exact(self._training_epsilon, self.grid_share)
-        self._grid = FeatureGrid.release(X, self._encoder.numeric_columns(), epsilon=part,
-                                         cells=self.grid_cells,
-                                         smoothing=self.grid_smoothing, rng=self._rng)
+        grid = FeatureGrid.release(X, self._encoder.numeric_columns(), epsilon=part,
+                                   cells=self.grid_cells, smoothing=self.grid_smoothing,
+                                   rng=self._rng)
         self._training_epsilon, self._grid_charge = rest, part
+        releases = self._grid_info.get("releases", 0) if self._grid is not None else 0
+        self._grid = grid
         self._grid_info = {"epsilon": part, "window": int(self.windows_closed),
-                           "records": int(len(X))}
+                           "records": int(len(X)), "releases": releases + 1}
 
     #: trees with thresholds (WindowTree) take them back to raw units after training, so
     #: they score raw rows; other forests score rows through the grid (:meth:`_grid_rows`)
@@ -441,12 +459,8 @@ class WindowForestBase(ShortRepr, base.Classifier):
     def _grid_report(self) -> dict:
         if self._grid is None:
             return {"enabled": self.grid_share > 0, "released": False}
-        names = list(self._encoder._numeric)
-        q = self._grid.quantiles()
         return {"enabled": True, "released": True, **self._grid_info,
-                "cells": self.grid_cells,
-                "quantiles_10_50_90": {n: q[c] for n, (c, _, _) in
-                                       zip(names, self._grid.columns, strict=True)},
+                **self._grid.report(list(self._encoder._numeric)),
                 "guarantee": "one histogram per numeric feature over the window's labeled "
                              "records, Laplace noise of scale F / epsilon per cell (each "
                              "record in one cell of each of the F histograms); the monotone "
