@@ -124,7 +124,7 @@ def test_profiles_hold_the_drift_cells():
     assert len(full) == 8 * len(DRIFT_SCENARIOS)
     assert {(c.name, c.params, c.epsilon) for c in full} == {
         ("sgbdt", (("drift", True),), 1.0),
-        ("sgbdt", (("drift", False), ("split_levels", 0)), 1.0),
+        ("sgbdt", (("drift", False), ("grid_share", 0.0), ("split_levels", 0)), 1.0),
         *((f, (), 1.0) for f in WINDOW_FORESTS),          # library defaults, S-GBDT's epsilon
         ("hoeffding-tree", (), None), ("arf", (), None)}
     for scenario in DRIFT_SCENARIOS:                       # every arm in every scenario
@@ -133,8 +133,8 @@ def test_profiles_hold_the_drift_cells():
     quick = [c for c in suite.build_matrix("quick") if c.kind == "drift"]
     assert 0 < len(quick) < len(full) and all(c.repeats == 1 for c in quick)
     assert suite.variant_label("sgbdt", {"drift": True}) == "sgbdt adaptive"
-    assert suite.variant_label("sgbdt", {"drift": False, "split_levels": 0}) == \
-        "sgbdt faithful"
+    assert suite.variant_label("sgbdt", {"drift": False, "grid_share": 0.0,
+                                          "split_levels": 0}) == "sgbdt faithful"
 
 
 @pytest.mark.parametrize("forest", sorted(WINDOW_FORESTS))

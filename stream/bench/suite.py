@@ -216,8 +216,10 @@ QUICK_TABLES = (
 
 _CLASSIFIERS = ("sgbdt", "median-forest", "random-forest", "rdt", "greedy-forest")
 #: S-GBDT's two arms on the drifting streams: adapting to drift, and the paper's algorithm
-#: (faithful: no drift signal and the paper's random splits; adaptive: the defaults)
-ADAPTIVE, FAITHFUL = (("drift", True),), (("drift", False), ("split_levels", 0))
+#: (faithful: no drift signal, no feature grid and the paper's random splits; adaptive: the
+#: defaults)
+ADAPTIVE, FAITHFUL = (("drift", True),), (("drift", False), ("grid_share", 0.0),
+                                            ("split_levels", 0))
 #: the arms of every drift scenario: S-GBDT's two, the four window forests with their library
 #: defaults (no window override: the defaults are what a user streaming these records gets),
 #: river's HoeffdingTree and ARF
