@@ -95,11 +95,17 @@ class Forest:
         Nodes per tree (the stride); smaller trees are padded with unreachable leaves.
     max_depth
         The longest root-to-leaf path; prediction runs this many routing steps.
+    n_outputs
+        ``1``: one value per node (``value``). ``K > 1``: also a K-vector per node
+        (``vector``, shape ``(nodes, K)``; a multi-class booster's leaves), summed by
+        :meth:`predict_vector_sum`.
     """
 
-    def __init__(self, *, max_nodes: int, max_depth: int):
-        if max_nodes < 1 or max_depth < 0:
-            raise ValueError("max_nodes must be >= 1 and max_depth >= 0")
+    vector: np.ndarray | None = None   # (forests pickled before vector values: none)
+
+    def __init__(self, *, max_nodes: int, max_depth: int, n_outputs: int = 1):
+        if max_nodes < 1 or max_depth < 0 or n_outputs < 1:
+            raise ValueError("max_nodes and n_outputs must be >= 1 and max_depth >= 0")
         self.max_nodes = int(max_nodes)
         self.max_depth = int(max_depth)
         self.n_trees = 0
@@ -108,6 +114,8 @@ class Forest:
         self.threshold = np.full(cap, np.inf)
         self.left = np.zeros(cap, dtype=np.int32)
         self.value = np.zeros(cap)
+        if n_outputs > 1:
+            self.vector = np.zeros((cap, int(n_outputs)))
         # per tree: its depth when it is a complete heap-layout tree, else -1 (the kernels
         # walk complete trees without reading ``left``; see :mod:`~dpstream.models.forest_kernels`)
         self.depths = np.full(8, -1, dtype=np.int64)
@@ -139,6 +147,10 @@ class Forest:
         depths = np.full(cap // self.max_nodes, -1, dtype=np.int64)
         depths[:self.depths.size] = self.depths
         self.depths = depths
+        if self.vector is not None:
+            vector = np.zeros((cap, self.vector.shape[1]))
+            vector[:self.vector.shape[0]] = self.vector
+            self.vector = vector
 
     def add_tree(self, *, feature, threshold, left, value) -> int:
         """Append one tree given by local arrays (length ``<= max_nodes``); returns its index.
@@ -164,6 +176,8 @@ class Forest:
         self.threshold[pad] = np.inf
         self.left[pad] = np.arange(base + n, base + self.max_nodes, dtype=np.int32)
         self.value[pad] = 0.0
+        if self.vector is not None:
+            self.vector[base:base + self.max_nodes] = 0.0
         self.depths[self.n_trees] = complete_depth(self.left[base:base + self.max_nodes] - base)
         self.n_trees += 1
         return self.n_trees - 1
@@ -175,7 +189,8 @@ class Forest:
         if k == 0:
             return
         shift, end = k * self.max_nodes, self.n_trees * self.max_nodes
-        for arr in (self.feature, self.threshold, self.left, self.value):
+        arrays = (self.feature, self.threshold, self.left, self.value)
+        for arr in arrays if self.vector is None else (*arrays, self.vector):
             arr[: end - shift] = arr[shift:end]
         self.left[: end - shift] -= shift
         self.depths[: self.n_trees - k] = self.depths[k:self.n_trees]
@@ -185,6 +200,39 @@ class Forest:
         """Overwrite node values of one tree (e.g. its leaves once they are computed)."""
         base = self._base(tree)
         self.value[base + np.asarray(local_ids, dtype=np.int64)] = values
+
+    def set_vectors(self, tree: int, local_ids, vectors) -> None:
+        """Overwrite node K-vectors of one tree (rows of ``vectors``, one per node id)."""
+        base = self._base(tree)
+        self.vector[base + np.asarray(local_ids, dtype=np.int64)] = vectors
+
+    def tree_vectors(self, tree: int) -> np.ndarray:
+        """The K-vectors of one tree's nodes by local index (a view, shape
+        ``(max_nodes, K)``): index it with :meth:`apply`'s nodes."""
+        base = self._base(tree)
+        return self.vector[base:base + self.max_nodes]
+
+    def predict_vector_sum(self, X: np.ndarray) -> np.ndarray:
+        """Sum over trees of the K-vector each row reaches, shape ``(rows, K)``.
+
+        >>> f = Forest(max_nodes=3, max_depth=1, n_outputs=2)
+        >>> t = f.add_tree(feature=[0, 0, 0], threshold=[0.5, np.inf, np.inf],
+        ...                left=[1, 1, 2], value=[0.0, 0.0, 0.0])
+        >>> f.set_vectors(t, [1, 2], [[1.0, -1.0], [0.0, 2.0]])
+        >>> f.predict_vector_sum(np.array([[0.2], [0.9]])).tolist()
+        [[1.0, -1.0], [0.0, 2.0]]
+        """
+        out = np.zeros((np.shape(X)[0], self.vector.shape[1]))
+        for s, g in self._routed(X):
+            for t in range(g.shape[1]):   # one gather per tree: no (rows, trees, K) temporary
+                out[s:s + g.shape[0]] += self.vector[g[:, t]]
+        return out
+
+    def predict_vector_sum_one(self, row: np.ndarray) -> np.ndarray:
+        """:meth:`predict_vector_sum` of one encoded row (a 1-d array): a K-vector."""
+        if self.n_trees == 0:
+            return np.zeros(self.vector.shape[1])
+        return self.vector[self.nodes_one(row)].sum(axis=0)
 
     def _base(self, tree: int) -> int:
         if not 0 <= tree < self.n_trees:
@@ -370,14 +418,20 @@ class Forest:
                 "feature": self.feature[:n].tolist(), "threshold": self.threshold[:n].tolist(),
                 "left": (self.left[:n] - np.repeat(np.arange(self.n_trees) * self.max_nodes,
                                                    self.max_nodes)).tolist(),
-                "value": self.value[:n].tolist()}
+                "value": self.value[:n].tolist(),
+                **({} if self.vector is None else {"n_outputs": self.vector.shape[1],
+                                                   "vector": self.vector[:n].tolist()})}
 
     @classmethod
     def from_dict(cls, state: dict) -> Forest:
-        forest = cls(max_nodes=state["max_nodes"], max_depth=state["max_depth"])
+        vector = state.get("vector")
+        forest = cls(max_nodes=state["max_nodes"], max_depth=state["max_depth"],
+                     n_outputs=int(state.get("n_outputs", 1)))
         k = forest.max_nodes
         for t in range(len(state["feature"]) // k):
             sl = slice(t * k, (t + 1) * k)
             forest.add_tree(feature=state["feature"][sl], threshold=state["threshold"][sl],
                             left=state["left"][sl], value=state["value"][sl])
+            if forest.vector is not None:
+                forest.set_vectors(t, np.arange(k), vector[sl])
         return forest

@@ -336,7 +336,7 @@ def test_bad_parameters_are_rejected_by_name(param, value):
 
 
 def test_schema_target_must_fit_the_estimator():
-    with pytest.raises(ValueError, match="binary target"):
+    with pytest.raises(ValueError, match="binary or categorical target"):
         SGBDTClassifier(schema=REG_SCHEMA)
     with pytest.raises(ValueError, match="numeric target"):
         SGBDTRegressor(schema=SCHEMA)

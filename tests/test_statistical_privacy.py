@@ -333,6 +333,89 @@ def test_sgbdt_split_selection_round_is_the_claimed_gaussian(broken, monkeypatch
         assert lb > 0.5 * EPS   # the test has power: the optimal statistic is near-tight
 
 
+# ------------------------------------------------- multi-class S-GBDT round (K-vector leaves)
+
+def _multiclass_round_llr(n: int, *, broken: bool, monkeypatch):
+    """One multi-class S-GBDT round (the engine's clipping, draw_tree, noisy_leaf_stats)
+    on D and on D' = D + one record whose 5-class gradient is clipped to L2 norm g*.
+    Returns the log-likelihood ratio of each released output (the noisy leaf counts and
+    K-vector sums) under the *claimed* Gaussian, on D' and on D, and the claimed noise
+    multiplier z(g*). The negative control clips each component to g* instead of the
+    vector's norm: the record then moves the sums by about 1.9 g*."""
+    import dataclasses
+
+    from dpstream.models import SGBDTClassifier
+    from dpstream.models.boosting import sgbdt_multi
+
+    classes = list(range(5))
+    schema = {"features": {f"x{i}": {"type": "numeric", "min": 0, "max": 1} for i in range(3)},
+              "target": {"type": "categorical", "values": classes}}
+    rng = np.random.default_rng(7)
+    D = [{f"x{i}": float(v) for i, v in enumerate(row)} for row in rng.uniform(0, 1, (8, 3))]
+    yD = [int(v) for v in rng.integers(0, 5, 8)]
+    star, y_star = {f"x{i}": 0.9 for i in range(3)}, 4
+    params = dict(schema=schema, depth=1, subsample=1.0, n_trees=1, split_levels=0,
+                  grad_clip=0.25, min_leaf_records=0.0, drift=False, init_share=0.0,
+                  grid_share=0.0, seed=0)
+    if broken:
+        monkeypatch.setattr(sgbdt_multi, "clip_rows",
+                            lambda v, bound: np.clip(v, -bound, bound, out=v))
+    engines = []
+    for X, y in ((D, yD), (D + [star], yD + [y_star])):
+        m = SGBDTClassifier(**params)
+        m.learn_many(X, y, rounds=0)
+        e = m.engine
+        c = e.config
+        sigma = math.sqrt(2 * (c.r1 + (1 - c.r1) * c.grad_clip ** 2))   # z(g*) = 1 exactly
+        e.calibration = dataclasses.replace(e.calibration, sigma_leaf=sigma)
+        engines.append(e)
+    e_d, e_dp = engines
+    c = e_d.config
+    sigma = e_d.calibration.sigma_leaf
+    s_n, s_s = sigma / math.sqrt(2 * c.r1), sigma / math.sqrt(2 * (1 - c.r1))
+    g_d = sgbdt_multi.clip_rows(e_d.gradients(), c.grad_clip)
+    g_star = e_dp.gradients()[-1]
+    g_star = g_star * min(1.0, c.grad_clip / np.linalg.norm(g_star))   # the claimed clip
+    assert np.linalg.norm(g_star) == pytest.approx(c.grad_clip)
+    x_star = e_dp.X[-1]
+    mu2 = 1 / s_n ** 2 + float(g_star @ g_star) / s_s ** 2
+
+    def llr(e) -> np.ndarray:
+        # the round's clipped gradients, every record sampled (no filter: one draw each time)
+        prep = {"g": sgbdt_multi.clip_rows(e.gradients(), c.grad_clip),
+                "sampled": np.ones(len(e), dtype=bool)}
+        out = np.empty(n)
+        for k in range(n):
+            tree = e.draw_tree(prep)
+            noisy_n, noisy_s = e.noisy_leaf_stats(tree, prep)
+            f, t = tree.feature[0], tree.threshold[0]
+            left = e_d.X[:, f] <= t
+            mu_n = np.array([left.sum(), (~left).sum()], dtype=float)
+            mu_s = np.stack([g_d[left].sum(axis=0), g_d[~left].sum(axis=0)])
+            leaf = 0 if x_star[f] <= t else 1
+            out[k] = ((noisy_n[leaf] - mu_n[leaf]) / s_n ** 2
+                      + float(g_star @ (noisy_s[leaf] - mu_s[leaf])) / s_s ** 2 - mu2 / 2)
+        return out
+
+    return llr(e_dp), llr(e_d), 1.0 / math.sqrt(mu2)
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_multiclass_sgbdt_round_is_the_claimed_gaussian(broken, monkeypatch):
+    """A K-class round's released leaves are the Gaussian mechanism with the binary
+    per-record z at the gradient's L2 norm; clipping each component instead is caught."""
+    n = 20_000
+    a, b, z = _multiclass_round_llr(n, broken=broken, monkeypatch=monkeypatch)
+    assert z == pytest.approx(1.0, rel=1e-9)
+    delta = gaussian_delta(noise_multiplier=z, epsilon=EPS)
+    events = halfline_events(np.linspace(-2.0, 2.0, 9))
+    lb = privacy_loss_lower_bound(a, b, events, delta=delta)
+    if broken:
+        assert lb > EPS
+    else:
+        assert 0.5 * EPS < lb <= EPS
+
+
 # ----------------------------------------------------------------- attribute relevance
 
 def _relevance_sums(n_records: int, runs: int, seed: int, owned=None) -> np.ndarray:

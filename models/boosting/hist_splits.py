@@ -18,8 +18,11 @@ mechanism that shares the round's Poisson subsample and its individual RDP charg
   the paper, inside the intervals the selected splits left.
 
 Privacy. One record moves ``L * F`` cells (``F`` features) by ``g`` each: its contribution has
-L2 norm ``|g| sqrt(L F)``. The noise is ``sigma_h = sigma sqrt(L F / (2 r_s))``, so the
-histograms add ``2 r_s g^2 / sigma^2`` to the record's ``1 / z^2``; the leaf sums keep
+L2 norm ``|g| sqrt(L F)``. (Multi-class: ``g`` is a K-vector, each cell holds a K-vector sum
+with noise on every component, the norm is ``||g||_2 sqrt(L F)`` and a split's score the
+inner product ``-S_L . S_R``: the same accounting with ``|g|`` read as ``||g||_2``.) The
+noise is ``sigma_h = sigma sqrt(L F / (2 r_s))``, so the histograms add
+``2 r_s g^2 / sigma^2`` to the record's ``1 / z^2``; the leaf sums keep
 ``2 r_2 g^2 / sigma^2`` with ``r_2 = 1 - r_1 - r_s``. Together with the leaf count's
 ``2 r_1 / sigma^2`` the round is a Gaussian mechanism (adaptively composed: the leaves depend
 on the chosen splits, which changes where a record's contribution lands but never its norm)
@@ -275,10 +278,10 @@ def _best_split(H: np.ndarray, cells: _Cells, iv: list, cats: list, allowed: np.
     B = cells.bins
     n_num = len(cells.numeric)
     if n_num:
-        Hn = H[:n_num * (B + 1)].reshape(n_num, B + 1)
+        Hn = H[:n_num * (B + 1)].reshape(n_num, B + 1, -1)   # (features, cells, K)
         total = Hn.sum(axis=1, keepdims=True)
         left = np.cumsum(Hn[:, :B - 1], axis=1)
-        score = -left * (total - left)
+        score = -(left * (total - left)).sum(axis=2)
         for j in range(n_num):
             lo, hi = iv[j]
             if not allowed[j] or hi <= lo:
@@ -293,11 +296,13 @@ def _best_split(H: np.ndarray, cells: _Cells, iv: list, cats: list, allowed: np.
             continue
         off = int(cells.cat_offset[k])
         Hc = H[off:off + len(cols) + 1]
-        total = Hc.sum()
+        total = Hc.sum(axis=0)
         # every value still open (always at the root): the same cells as a slice
         hv = (Hc[:len(cols)] if len(open_cols) == len(cols)
               else Hc[[c - cols[0] for c in open_cols]])
         score = -hv * (total - hv)
+        if score.ndim == 2:   # K-vector sums: the inner product over the components
+            score = score.sum(axis=1)
         i = int(np.argmax(score))
         if score[i] > best_score:
             best_score = float(score[i])
@@ -353,7 +358,7 @@ def grow_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.Generator,
             prior = None
             if level == 0 and memory is not None:
                 prior = memory.get("root")
-                if prior is not None and prior.size != cells.size:
+                if prior is not None and prior.shape != (cells.size, *np.shape(g)[1:]):
                     prior = None
             chosen, hist = _select_level(cells, X, codes, rows, g, pos, ivs, catss, allowed,
                                          sigma, rng, prior, decay)
@@ -421,10 +426,14 @@ def _select_level(cells: _Cells, X, codes, rows, g, pos, ivs, catss, allowed, si
     width = len(ivs)
     lo = np.array([[a for a, _ in iv] for iv in ivs]).reshape(width, -1)
     hi = np.array([[b for _, b in iv] for iv in ivs]).reshape(width, -1)
-    hist = _level_histogram(cells, X, codes, rows, pos, g, lo, hi, width)
+    if g.ndim == 2:   # K-vector gradients (multi-class): one histogram per component
+        hist = np.stack([_level_histogram(cells, X, codes, rows, pos, g[:, k], lo, hi, width)
+                         for k in range(g.shape[1])], axis=1)
+    else:
+        hist = _level_histogram(cells, X, codes, rows, pos, g, lo, hi, width)
     # every cell of every node is noised, empty or not: what is released does not depend on
     # which cells the records fell in
-    hist = hist + rng.normal(0.0, sigma, hist.size)
+    hist = hist + rng.normal(0.0, sigma, hist.shape)
     if prior is not None:
         hist = hist + decay * prior
     return [_best_split(hist[i * cells.size:(i + 1) * cells.size], cells, ivs[i], catss[i],

@@ -33,8 +33,9 @@ import numpy as np
 
 from ...accounting import LaplaceMechanism
 
-__all__ = ["RawScoreBinaryClassifier", "RawScoreRegressor", "dp_init_score",
-           "init_score_from_stats", "like", "noisy_label_stats", "own_args", "sigmoid"]
+__all__ = ["RawScoreBinaryClassifier", "RawScoreClassifier", "RawScoreRegressor",
+           "dp_init_score", "init_score_from_stats", "like", "noisy_label_stats", "own_args",
+           "sigmoid", "softmax"]
 
 
 def sigmoid(z: np.ndarray) -> np.ndarray:
@@ -48,6 +49,17 @@ def sigmoid(z: np.ndarray) -> np.ndarray:
     s += 1.0
     s *= 0.5
     return s
+
+
+def softmax(z: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of raw scores (a new array; 1-d for one row).
+
+    >>> softmax(np.array([0.0, np.log(3.0)])).round(2).tolist()
+    [0.25, 0.75]
+    """
+    e = np.exp(z - np.max(z, axis=-1, keepdims=True))
+    e /= e.sum(axis=-1, keepdims=True)
+    return e
 
 
 def noisy_label_stats(y: np.ndarray, *, loss: str, epsilon: float, label_clip: float,
@@ -145,3 +157,47 @@ class RawScoreBinaryClassifier:
         neg, pos = self._encoder.classes
         raw = self._raw_many(X)
         return like(X, np.array([neg, pos], dtype=object).take((raw > 0.0).astype(np.intp)))
+
+
+class RawScoreClassifier(RawScoreBinaryClassifier):
+    """:class:`RawScoreBinaryClassifier` for two classes; for K > 2 the raw score is a
+    K-vector (0, uniform, before any training) and the probabilities its softmax."""
+
+    @property
+    def _multiclass(self) -> bool:
+        return len(self._encoder.classes) > 2
+
+    def _proba(self, raw: Any, rows: int | None = None) -> np.ndarray:
+        k = len(self._encoder.classes)
+        shape = (k,) if rows is None else (rows, k)
+        return softmax(np.broadcast_to(np.asarray(raw, dtype=np.float64), shape))
+
+    def predict_proba_one(self, x: Mapping, **kwargs) -> dict:
+        if not self._multiclass:
+            return super().predict_proba_one(x)
+        return dict(zip(self._encoder.classes, self._proba(self._raw_one(x)).tolist(),
+                        strict=True))
+
+    def predict_one(self, x: Mapping, **kwargs) -> Any:
+        if not self._multiclass:
+            return super().predict_one(x)
+        return self._encoder.classes[int(np.argmax(np.atleast_1d(self._raw_one(x))))]
+
+    def predict_proba_many(self, X: Any) -> Any:
+        if not self._multiclass:
+            return super().predict_proba_many(X)
+        raw = self._raw_many(X)
+        p = self._proba(raw if raw.ndim == 2 else 0.0, rows=raw.shape[0])
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover - pandas is optional
+            return {c: p[:, i] for i, c in enumerate(self._encoder.classes)}
+        index = X.index if hasattr(X, "columns") else None
+        return pd.DataFrame(p, columns=list(self._encoder.classes), index=index)
+
+    def predict_many(self, X: Any) -> Any:
+        if not self._multiclass:
+            return super().predict_many(X)
+        raw = self._raw_many(X)
+        best = np.argmax(raw, axis=1) if raw.ndim == 2 else np.zeros(raw.shape[0], np.intp)
+        return like(X, np.array(self._encoder.classes, dtype=object).take(best))

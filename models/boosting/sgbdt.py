@@ -28,164 +28,21 @@ from typing import Any
 import numpy as np
 from river import base
 
-from ...accounting import ACCOUNTANTS
 from ...accounting.rdp import rdp_to_epsilon
 from ..drift import DPDriftSignal
-from ..encoding import RecordEncoder, check_input_policy
-from ..params import ShortRepr, check_delta, check_integer, check_real, warn_small_stream
+from ..encoding import RecordEncoder
+from ..params import ShortRepr, warn_small_stream
 from ..schema import require_schema, river_check_schema
 from .hist_splits import split_report
-from .scores import RawScoreBinaryClassifier, RawScoreRegressor, own_args
+from .scores import RawScoreClassifier, RawScoreRegressor, own_args
 from .sgbdt_engine import SGBDTConfig, SGBDTEngine
 from .sgbdt_grid import grid_report
+from .sgbdt_multi import SGBDTMultiEngine
+from .sgbdt_params import PARAMS_DOC as _PARAMS_DOC
+from .sgbdt_params import validate_config
 from .sgbdt_stream import learn_stream
 
 __all__ = ["SGBDTRegressor", "SGBDTClassifier"]
-
-#: the parameter section both estimators' docstrings share
-_PARAMS_DOC = """
-    Parameters
-    ----------
-    schema
-        The public schema (a ``Schema``, the equivalent dict, or a schema file path): feature
-        domains and the label's range or classes. Nothing is read from the data.
-    epsilon
-        Total privacy budget (epsilon_init + epsilon_trees), > 0.
-    delta
-        delta of the (epsilon, delta) guarantee (the paper's delta_trees), in (0, 1) and below
-        1e-3 (a larger delta raises ``ValueError`` unless ``allow_large_delta``).
-    n_trees
-        T_regular: the rounds a worst-case record can afford; sets sigma and alpha-hat (Alg. 7).
-    extra_trees
-        T_extra: further rounds of batch training (``learn_many``) for records with budget left.
-    depth
-        Depth d of each random complete tree (2**d leaves).
-    learning_rate
-        Shrinkage of each tree's leaf values.
-    subsample
-        gamma, the Poisson subsampling rate of each round.
-    grad_clip
-        g*, the clipping bound of the gradients (squared loss: on labels scaled to [-1, 1]).
-    label_clip
-        m*, the clipping bound of DPInitScore (regression: on scaled labels; classification:
-        the largest |initial log-odds|). ``None``: 1.0 for regression, 3.0 for classification.
-    init_share
-        Share of epsilon spent on the initial score (epsilon_init = init_share * epsilon). It
-        is charged in the individual filter: records that take part in no initial-score
-        release spend it on rounds instead.
-    leaf_noise_split
-        r1, the share of the leaf noise on the leaf count (r2 = 1 - r1 on the gradient sum).
-    l2
-        lambda: the noisy leaf count is floored at lambda (value = s~ / max(lambda, n~)).
-    round_size
-        Streaming: one round (one tree) per this many new records (a public count). The
-        default 32 spends the budget on streams from a few thousand records up: with the
-        individual filter a well-fitted record pays little per round, so frequent rounds are
-        what uses its budget before it leaves (measured in ``docs/sgbdt.md``). With
-        ``pool_rounds`` this is the shortest interval.
-    pool_rounds
-        Streaming: rounds space out as the pool can grow. A round comes every
-        ``max(round_size, ceil(min(a, max_active) / pool_rounds))`` arrivals, ``a`` being the
-        arrivals of this generation (public counts): every ``round_size`` on a young stream
-        (up to 12,800 arrivals at the defaults), then sparser, until a full pool gets one
-        every ``max_active / pool_rounds`` arrivals (250 at the defaults). So a record that
-        stays until it is evicted takes part in about ``pool_rounds`` rounds, and the rounds'
-        work per arrival (a round works on the whole pool) stays bounded on an endless
-        stream. ``None``: one round every ``round_size`` arrivals however long the stream
-        (the two are measured against each other in ``docs/sgbdt.md``).
-    drift
-        ``True``: adapt to concept drift under DP. Each record's prequential loss (before it is
-        learned) enters one window of ``drift_window`` records; each window's loss sum is
-        released with Laplace noise (:class:`~dpstream.models.drift.DPDriftSignal`, epsilon
-        ``drift_share * epsilon`` per record by parallel composition), a Page-Hinkley test on
-        the noisy rates (post-processing) detects a rise, and a detected change starts a new
-        generation: every tree retires, records older than the last window leave the pool, and
-        a fresh DP initial score is fitted on records that took part in none.
-        ``learn_many`` (batch training) does not feed the signal.
-    drift_share
-        Share of epsilon spent on the drift signal (only when ``drift``).
-    drift_window
-        Records per released window of the drift signal. ``None`` (default): ``max(200,
-        ceil(30 / epsilon_drift))`` — 600 at epsilon 1 — so the noisy error rate keeps a
-        standard deviation near 0.07 whatever the budget (smaller windows at a small budget
-        raise false alarms; larger ones react later).
-    min_leaf_records
-        Streaming: while few records have arrived, trees are shallower — the largest depth
-        (at most ``depth``) whose leaves expect this many Poisson-sampled records of this
-        generation's arrivals. ``0`` turns it off (always ``depth``).
-    max_active
-        Streaming: records that arrived more than this many arrivals ago leave the active
-        pool (an age, a public count — not the pool's size, which depends on how many other
-        records spent their budgets; see ``docs/sgbdt.md``), so the pool never holds more.
-        With the individual filter a well-fitted record pays little per round and may stay
-        for thousands of rounds, so this cap is what bounds memory on an endless stream
-        (default 100,000 records; about 0.9 KB each for Adult's 107 encoded columns).
-    max_trees
-        Streaming: the most trees kept; a round beyond it first retires the oldest tree (the
-        pool's scores drop its contribution, so later rounds fit what it carried). Retiring is
-        post-processing and costs no privacy; it keeps prediction and round time flat on an
-        endless stream. ``None``: unbounded. Must be at least ``n_trees + extra_trees``.
-    retire_block
-        With ``max_trees``: trees retire in blocks of this many, the oldest block when
-        ``max_trees`` are kept, so the forest holds ``max_trees - retire_block + 1`` to
-        ``max_trees`` trees. Each pool record keeps one sum of tree values per block, so a
-        block leaves the pool's scores by a subtraction, not a route of the pool through each
-        retired tree (docs/sgbdt.md, "Trees retire in blocks"). ``None`` (default):
-        ``max_trees // 10`` (at least 1); 1 retires one tree per round, as before.
-    accountant
-        ``"tight"`` (exact subsampled-Gaussian RDP, default) or ``"zhu-wang"`` (the paper's).
-    dynamic_leaf_noise
-        ``True``: DLNS (noisy count and sum); ``False``: static leaf noise (sum / lambda).
-    individual_filter
-        ``True``: each record pays its own round cost (Theorem 23) and keeps training until its
-        budget is spent; ``False``: every record pays the worst case and trains n_trees rounds.
-    numeric_weight
-        r: the weight of a numeric feature when a split feature is drawn (categorical: 1).
-    cyclical_features
-        ``True``: tree t splits only on feature t mod (number of features), so the ensemble is
-        an additive model of one-feature step functions (public, data-independent choice).
-    split_levels
-        ``0`` (regressor default): every split is drawn at random from the public domains, as
-        in the paper. ``L > 0`` (classifier default 1): the top ``L`` levels of each tree are
-        chosen from noisy gradient histograms over public candidate grids
-        (:mod:`~dpstream.models.boosting.hist_splits`), paid from the same per-record round cost as
-        the leaves — the calibration and the guarantee are unchanged; the leaves get less of
-        the noise budget.
-    split_share
-        With ``split_levels``: the share of the gradient noise budget (``1 - r1``) spent on
-        the split histograms; the leaf sums keep the rest.
-    split_bins
-        With ``split_levels``: candidate thresholds per numeric feature and node (equal-width
-        cells of the node's public interval).
-    split_decay
-        With ``split_levels``: the root is chosen from the fresh noisy root histogram plus
-        ``split_decay`` times the running sum of the earlier ones (post-processing of
-        released histograms: it averages their noise away while the residual structure
-        persists; 0 uses each round's histogram alone). A new generation starts the sum
-        afresh. The distributed party (``SGBDTParty``) always draws the paper's random
-        trees.
-    seed
-        ``None`` for OS entropy (use this in production); an int for tests and benchmarks.
-    on_out_of_domain, on_unknown
-        The input policy (:mod:`~dpstream.models.encoding`): ``"clip"`` and ``"ignore"`` by
-        default; ``"error"`` raises on an out-of-domain value or an undeclared feature.
-    allow_large_delta
-        ``True`` accepts a ``delta`` of 1e-3 or more (refused by default: such a delta is
-        almost always a slip).
-    leaf_lambda
-        How ``l2`` enters a leaf value (post-processing of the noisy count ``n~`` and sum
-        ``s~``): ``"max"`` (default) ``s~ / max(l2, n~)``; ``"add"`` ``s~ / (n~ + l2)``, and 0
-        where ``n~ < 0``, as in the authors' code (``docs/sgbdt.md``, "Differences from the
-        authors' code").
-    grid_share
-        Streaming: once 2,000 records have arrived, release a DP feature grid (one Laplace
-        histogram per numeric feature, pure ``grid_share * epsilon``-DP) and grow every later
-        tree's thresholds on its quantile map
-        (:mod:`~dpstream.models.boosting.sgbdt_grid`). Its cost is charged in the individual
-        filter to the records in the release, from the same bound: the guarantee and sigma
-        do not change; those records afford fewer rounds. ``0`` releases none; batch
-        training (``learn_many``) never does.
-"""
 
 #: the default ``pool_rounds`` (docs/sgbdt.md: chosen on river's Agrawal streams)
 POOL_ROUNDS = 400
@@ -274,92 +131,16 @@ class _SGBDTBase(ShortRepr, base.Estimator):
         raise NotImplementedError
 
     def _validate(self) -> SGBDTConfig:
-        def real(name, lo=None, hi=None, lo_open=True, hi_open=True):
-            return check_real(name, getattr(self, name), lo, hi, lo_open=lo_open,
-                              hi_open=hi_open)
-
-        def integer(name, lo):
-            return check_integer(name, getattr(self, name), lo)
-
-        check_input_policy(self.on_out_of_domain, self.on_unknown)
-        if self.accountant not in ACCOUNTANTS:
-            raise ValueError(f"accountant must be one of {list(ACCOUNTANTS)}, "
-                             f"got {self.accountant!r}")
-        if integer("depth", 1) > 12:
-            raise ValueError(f"depth must be <= 12, got {self.depth!r}")
-        label_clip = self.label_clip
-        if label_clip is None:
-            label_clip = 1.0 if self._loss == "squared" else 3.0
-        elif isinstance(label_clip, bool) or not isinstance(label_clip, (int, float)) \
-                or not 0 < label_clip < math.inf:
-            raise ValueError(f"label_clip must be a positive number, got {label_clip!r}")
-        for name in ("dynamic_leaf_noise", "individual_filter", "cyclical_features", "drift"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if self.seed is not None:
-            integer("seed", 0)
-        integer("round_size", 1)
-        if self.pool_rounds is not None:
-            integer("pool_rounds", 1)
-        integer("max_active", 1)
-        if self.drift_window is not None:
-            integer("drift_window", 1)
-        drift_share = real("drift_share", 0, 1) if self.drift else 0.0
-        if self.init_share + drift_share >= 1:
-            raise ValueError(f"init_share + drift_share must be < 1, got {self.init_share} + "
-                             f"{drift_share}")
-        min_leaf = real("min_leaf_records", 0, lo_open=False)
-        max_trees = self.max_trees
-        if max_trees is not None:
-            max_trees = integer("max_trees", 1)
-            if max_trees < self.n_trees + self.extra_trees:
-                raise ValueError(f"max_trees ({max_trees}) must be >= n_trees + extra_trees "
-                                 f"({self.n_trees + self.extra_trees}), or None")
-        retire_block = 1
-        if max_trees is not None:
-            if self.retire_block is None:
-                retire_block = max(1, max_trees // 10)
-            else:
-                retire_block = integer("retire_block", 1)
-                if retire_block > max_trees:
-                    raise ValueError(f"retire_block ({retire_block}) must be <= max_trees "
-                                     f"({max_trees})")
-        elif self.retire_block is not None:
-            integer("retire_block", 1)
-        return SGBDTConfig(
-            loss=self._loss, epsilon=real("epsilon", 0),
-            delta=check_delta(self.delta, allow_large=self.allow_large_delta),
-            n_trees=integer("n_trees", 1), extra_trees=integer("extra_trees", 0),
-            depth=int(self.depth), learning_rate=real("learning_rate", 0),
-            subsample=real("subsample", 0, 1, hi_open=False),
-            grad_clip=real("grad_clip", 0), label_clip=float(label_clip),
-            init_share=real("init_share", 0, 1, lo_open=False),
-            leaf_noise_split=real("leaf_noise_split", 0, 1), l2=real("l2", 0),
-            accountant=self.accountant, dynamic_leaf_noise=bool(self.dynamic_leaf_noise),
-            individual_filter=bool(self.individual_filter),
-            numeric_weight=real("numeric_weight", 0, lo_open=False),
-            cyclical_features=bool(self.cyclical_features), max_trees=max_trees,
-            retire_block=retire_block,
-            drift_share=drift_share, min_leaf_records=min_leaf,
-            split_levels=integer("split_levels", 0),
-            split_share=real("split_share", 0, 1) if self.split_levels else 0.0,
-            split_bins=integer("split_bins", 2),
-            split_decay=real("split_decay", 0, 1, lo_open=False, hi_open=True),
-            leaf_lambda=self._leaf_lambda(),
-            grid_share=real("grid_share", 0, 1, lo_open=False))
-
-    def _leaf_lambda(self) -> str:
-        if self.leaf_lambda not in ("max", "add"):
-            raise ValueError(f"leaf_lambda must be 'max' or 'add', got {self.leaf_lambda!r}")
-        return self.leaf_lambda
+        return validate_config(self)
 
     # ---------------------------------------------------------------- engine
     @property
     def engine(self) -> SGBDTEngine:
         """The training state (calibrated on first use)."""
         if self._engine is None:
-            self._engine = SGBDTEngine(self._config, self._encoder,
-                                       np.random.default_rng(self.seed))
+            multi = len(self._encoder.classes or ()) > 2
+            self._engine = (SGBDTMultiEngine if multi else SGBDTEngine)(
+                self._config, self._encoder, np.random.default_rng(self.seed))
         return self._engine
 
     def _flush(self) -> None:
@@ -368,7 +149,7 @@ class _SGBDTBase(ShortRepr, base.Estimator):
             y = np.array(self._buffer_y, dtype=np.float64)
             raw = self._buffer_raw
             known = parts = None
-            if None not in raw:
+            if not any(r is None for r in raw):
                 known = np.array(raw, dtype=np.float64)
                 if not any(p is None for p in self._buffer_parts):
                     parts = np.array(self._buffer_parts, dtype=np.float64)
@@ -467,6 +248,8 @@ class _SGBDTBase(ShortRepr, base.Estimator):
         absolute error on the scaled label."""
         if self._loss == "squared":
             return abs(min(max(raw, -1.0), 1.0) - target) / 2.0
+        if np.ndim(raw):   # K classes: the arg-max class against the label
+            return float(int(np.argmax(raw)) != int(target))
         return float((raw > 0.0) != (target > 0.5))
 
     def _new_generation(self) -> None:
@@ -701,9 +484,11 @@ class SGBDTRegressor(RawScoreRegressor, _SGBDTBase, base.Regressor):
 
 
 
-class SGBDTClassifier(RawScoreBinaryClassifier, _SGBDTBase, base.Classifier):
-    __doc__ = """Differentially private gradient-boosted classification trees (S-GBDT, binary,
-    logistic loss). The schema's target is ``binary``; its second value is the positive class.
+class SGBDTClassifier(RawScoreClassifier, _SGBDTBase, base.Classifier):
+    __doc__ = """Differentially private gradient-boosted classification trees (S-GBDT). A
+    ``binary`` target (or two classes) learns the logistic loss, its second value the positive
+    class; three or more ``categorical`` classes learn softmax boosting with K-vector leaves
+    at the same per-record cost (:mod:`~dpstream.models.boosting.sgbdt_multi`).
     Defaults were tuned on Adult at epsilon 0.54 by inner cross-validation inside the training
     folds (``benchmarks/sgbdt_tune.py``; ``docs/sgbdt.md``).
     """ + _PARAMS_DOC + """
@@ -743,8 +528,9 @@ class SGBDTClassifier(RawScoreBinaryClassifier, _SGBDTBase, base.Classifier):
         super().__init__(**own_args(locals()))
 
     def _check_target(self, encoder: RecordEncoder) -> None:
-        if encoder.schema.target.type != "binary":
-            raise ValueError("SGBDTClassifier needs a binary target in the schema, "
-                             f"got {encoder.schema.target.type!r}")
+        if encoder.classes is None or len(encoder.classes) < 2:
+            raise ValueError("SGBDTClassifier needs a binary or categorical target (two or "
+                             f"more classes) in the schema, got "
+                             f"{encoder.schema.target.type!r}")
 
 

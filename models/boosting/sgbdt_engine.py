@@ -468,7 +468,8 @@ class SGBDTEngine:
         if dropped:
             self._remove(old)
             self.records_dropped += dropped
-        self.score = np.full(len(self), self.base_score)
+        base = self.base_score   # (a K-vector for a multi-class engine)
+        self.score = np.full((len(self), *np.shape(base)), base)
         self.split_memory = {}
         self.refit_init = True
         self.generation_start = keep_from
@@ -617,24 +618,28 @@ class SGBDTEngine:
             value = noisy_s / np.maximum(c.l2, noisy_n)
         return -c.learning_rate * np.clip(value, -c.grad_clip, c.grad_clip)
 
+    def add_round_tree(self, tree, value: np.ndarray, prep: dict | None) -> None:
+        """Add the round's tree with leaf ``value`` and move the pool's scores by it."""
+        self._ensure_blocks()
+        t = self.forest.add_tree(feature=tree.feature, threshold=tree.threshold,
+                                 left=tree.left, value=np.zeros(tree.feature.size))
+        self.forest.set_values(t, self.leaves_of(tree), value)
+        nodes = self.pool_nodes(tree, prep) if prep is not None else None
+        if nodes is None:
+            nodes = self.forest.apply(t, self.X)
+        # the pool's routing through this tree, done once (the same bits as adding
+        # predict_tree's values)
+        self.forest.add_tree_values(self.score, t, nodes)
+        if self.blocks is not None:   # and to the block sums of the tree's slot
+            slot = self.blocks.slot_of(self.trees_retired + t)   # t: its place, live
+            self.forest.add_tree_values(self.blocks.column(slot, self._n), t, nodes)
+
     def end_round(self, tree, value: np.ndarray | None, prep: dict | None) -> dict:
         """Add ``tree`` with leaf ``value`` (``None``: an abandoned round, no tree), move the
         pool's scores, and let records that cannot afford another round go."""
         c = self.config
         if value is not None:
-            self._ensure_blocks()
-            t = self.forest.add_tree(feature=tree.feature, threshold=tree.threshold,
-                                     left=tree.left, value=np.zeros(tree.feature.size))
-            self.forest.set_values(t, self.leaves_of(tree), value)
-            nodes = self.pool_nodes(tree, prep) if prep is not None else None
-            if nodes is None:
-                nodes = self.forest.apply(t, self.X)
-            # the pool's routing through this tree, done once (the same bits as adding
-            # predict_tree's values)
-            self.forest.add_tree_values(self.score, t, nodes)
-            if self.blocks is not None:   # and to the block sums of the tree's slot
-                slot = self.blocks.slot_of(self.trees_retired + t)   # t: its place, live
-                self.forest.add_tree_values(self.blocks.column(slot, self._n), t, nodes)
+            self.add_round_tree(tree, value, prep)
         n_done = 0
         if prep is not None:
             cont, sampled = prep["cont"], prep["sampled"]

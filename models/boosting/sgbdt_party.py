@@ -78,6 +78,9 @@ class SGBDTParty:
         if not isinstance(model, _SGBDTBase):
             raise TypeError(f"a party wraps an SGBDTRegressor or SGBDTClassifier, "
                             f"got {type(model).__name__}")
+        if len(model._encoder.classes or ()) > 2:
+            raise ValueError("distributed S-GBDT parties train regression and binary models; "
+                             "a K-class model trains in one process")
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
         self.model = model

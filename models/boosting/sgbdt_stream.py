@@ -104,6 +104,8 @@ def _losses(model: Any, raw: np.ndarray, target: np.ndarray) -> np.ndarray:
     """``model._loss_of`` of each record, vectorised with the same floating-point steps."""
     if model._loss == "squared":
         return np.abs(np.minimum(np.maximum(raw, -1.0), 1.0) - target) / 2.0
+    if raw.ndim == 2:   # K classes: the arg-max class against the label
+        return (np.argmax(raw, axis=1) != target.astype(np.int64)).astype(np.float64)
     return ((raw > 0.0) != (target > 0.5)).astype(np.float64)
 
 
