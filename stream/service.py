@@ -259,7 +259,7 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                     member.poll()
                 if dist is not None:
                     party = runner.model
-                    out = dist.poll(want=party.new_records >= party.model.round_size)
+                    out = dist.poll(want=party.new_records >= party.model._round_size)
                     if out is not None and out.get("status") in ("complete", "abandoned"):
                         runner.checkpoint()   # the round's tree is saved before it is used
                 runner.maybe_checkpoint()

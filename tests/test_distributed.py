@@ -334,8 +334,19 @@ class _Recorder:
         return self.board.read(timeout_ms)
 
 
-def _run_parties(broker, topic, rounds, *, dies=None, round_timeout=20.0, threshold=None):
-    shards, schema = _shards()
+def _waveform_shards(k=3, n=4500):
+    """Three parties' shares of river's Waveform stream (three classes, issue 52)."""
+    from river.datasets import synth
+    rows = list(synth.Waveform(seed=4).take(n))
+    schema = {"features": {f: {"type": "numeric", "min": -5, "max": 10} for f in rows[0][0]},
+              "target": {"type": "categorical", "values": [0, 1, 2]}}
+    parts = np.array_split(np.arange(n), k)
+    return [([rows[i][0] for i in p], [rows[i][1] for i in p]) for p in parts], schema
+
+
+def _run_parties(broker, topic, rounds, *, dies=None, round_timeout=20.0, threshold=None,
+                 shards=None):
+    shards, schema = _shards() if shards is None else shards
     roster, keys = Roster.generate(NAMES, threshold)
     out, errors = {}, []
 
@@ -441,6 +452,32 @@ def test_three_parties_sum_exactly_and_agree_while_an_intruder_replays_and_forge
         assert dist.state.floor == 41 - KEEP_ROUNDS
         assert sorted(dist.state.rounds) == list(range(41 - KEEP_ROUNDS, 41))
         assert min(t for _, t in dist.posted) >= dist.state.floor
+
+
+@pytest.mark.filterwarnings("ignore::dpstream.models.params.SmallStreamWarning")
+def test_three_parties_train_one_three_class_model_through_the_board(broker):
+    """A K-class model (softmax, K-vector leaves) over the real broker: round 0 sums the
+    noisy class counts, every round the leaves' K-vectors, each sum exact; the parties end
+    with one model that beats chance."""
+    threads, out, errors, _ = _run_parties(broker, "board-multiclass", rounds=15,
+                                           shards=_waveform_shards())
+    _join_all(threads, errors)
+    for t in range(16):
+        assert {out[p]["rounds"][t]["status"] for p in NAMES} == {"complete"}
+        plain_sum = sum(out[p]["plain"][t] for p in NAMES)
+        for p in NAMES:
+            assert np.array_equal(out[p]["rounds"][t]["words"], plain_sum)
+    parties = [out[p]["party"] for p in NAMES]
+    assert parties[0].vector_size() == parties[0].engine.leaves.size * 3
+    assert parties[0].engine.init_score.shape == (3,)
+    shards, _ = _waveform_shards(k=1, n=5500)
+    test, labels = shards[0][0][4500:], shards[0][1][4500:]   # records no party learned
+    preds = [np.asarray(p.predict_many(test)) for p in parties]
+    assert all((preds[0] == q).all() for q in preds[1:])
+    acc = float(np.mean(preds[0] == np.asarray(labels)))
+    assert acc > 0.5, acc           # three classes: about 0.34 by chance
+    for p in parties:
+        assert p.privacy_report()["epsilon"] <= 1.0
 
 
 def test_fewer_than_t_survivors_abandon_the_round_and_say_why(broker):

@@ -172,7 +172,7 @@ def test_young_streams_grow_shallow_trees():
     depths = []
     for i, (x, y) in enumerate(synth.Agrawal(seed=2).take(2000)):
         model.learn_one(x, y)
-        if (i + 1) % model.round_size == 0:
+        if (i + 1) % model._round_size == 0:
             depths.append(e.round_depth())
     assert depths[0] == 1 and depths == sorted(depths) and depths[-1] < model.depth
     assert SGBDTClassifier(schema=AGRAWAL, min_leaf_records=0).engine.round_depth() == 6

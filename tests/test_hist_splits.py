@@ -122,7 +122,7 @@ def test_split_rounds_train_checkpoint_and_reset_on_a_new_generation():
     rows = _rows(3000, seed=2)
     y = [int(r["a"] <= 4.0) for r in rows]
     m = SGBDTClassifier(schema=schema, epsilon=2.0, seed=1)
-    assert m.split_levels == 1     # the classifier's stream default
+    assert m._config.split_levels == 1     # the classifier's stream default (two classes)
     for x, yi in zip(rows, y, strict=True):
         m.learn_one(x, yi)
     e = m.engine

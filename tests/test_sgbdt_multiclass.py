@@ -56,6 +56,20 @@ def test_three_classes_learn_and_predict_every_class():
     assert (e.filter.spent <= e.filter.bound + 1e-12).all()
 
 
+def test_the_classifier_picks_its_defaults_by_class_count():
+    _, schema = _waveform(1)
+    multi = SGBDTClassifier(schema=schema)
+    binary = SGBDTClassifier(schema={**schema, "target": {"type": "binary", "values": [0, 1]}})
+    assert (multi._round_size, multi._config.split_levels, multi._config.min_leaf_records) == \
+        (16, 0, 10.0)
+    assert (binary._round_size, binary._config.split_levels,
+            binary._config.min_leaf_records) == (32, 1, 20.0)
+    mine = SGBDTClassifier(schema=schema, round_size=8, split_levels=2, min_leaf_records=0.0)
+    assert (mine._round_size, mine._config.split_levels, mine._config.min_leaf_records) == \
+        (8, 2, 0.0)
+    assert multi.round_size is None   # river's get_params / clone keep the None
+
+
 def test_before_any_record_every_class_is_equally_likely():
     _, schema = _waveform(1)
     model = SGBDTClassifier(schema=schema, epsilon=1.0, seed=0)
@@ -151,7 +165,29 @@ def test_batch_training_trees_retire_and_generations_keep_vector_scores():
     assert len(e.forest) == 1
 
 
-def test_parties_refuse_a_k_class_model():
-    _, schema = _waveform(1)
-    with pytest.raises(ValueError, match="K-class"):
-        SGBDTParty(SGBDTClassifier(schema=schema, epsilon=1.0, seed=0))
+@pytest.mark.parametrize("aggregation", ["values", "sums"])
+def test_parties_train_one_k_class_model_by_secure_sums(aggregation):
+    """Three parties, their vectors summed as secure aggregation would: round 0 sums the
+    noisy class counts, every round the leaves' K-vectors (or counts and K-vector sums)."""
+    rows, schema = _waveform(6000, seed=3)
+    parties = [SGBDTParty(SGBDTClassifier(schema=schema, epsilon=1.0, seed=s, grid_share=0.0),
+                          aggregation=aggregation) for s in range(3)]
+    for p, part in zip(parties, np.array_split(np.arange(4500), 3), strict=True):
+        p.learn_many([rows[i][0] for i in part], [rows[i][1] for i in part])
+    init = sum(p.init_contribution() for p in parties)
+    assert init.shape == (3,)
+    for p in parties:
+        p.apply_init(init)
+    assert parties[0].engine.init_score.shape == (3,)
+    for r in range(40):
+        tree = parties[0].draw_tree(np.random.default_rng(r))
+        vectors = [p.contribute(tree) for p in parties]
+        assert all(v.size == parties[0].vector_size() for v in vectors)
+        for p in parties:
+            p.apply(tree, sum(vectors), members=3)
+    test = rows[4500:]
+    preds = [parties[1].predict_one(x) for x, _ in test]
+    assert preds == [parties[2].predict_one(x) for x, _ in test]   # one shared model
+    acc = np.mean([pr == y for pr, (_, y) in zip(preds, test, strict=True)])
+    assert acc > 0.55, acc          # three classes: 0.34 by chance
+    assert parties[0].privacy_report()["epsilon"] <= 1.0 + 1e-9

@@ -32,14 +32,14 @@ from ...accounting.rdp import rdp_to_epsilon
 from ..drift import DPDriftSignal
 from ..encoding import RecordEncoder
 from ..params import ShortRepr, warn_small_stream
-from ..schema import require_schema, river_check_schema
+from ..schema import coerce_schema, require_schema, river_check_schema
 from .hist_splits import split_report
 from .scores import RawScoreClassifier, RawScoreRegressor, own_args
 from .sgbdt_engine import SGBDTConfig, SGBDTEngine
 from .sgbdt_grid import grid_report
 from .sgbdt_multi import SGBDTMultiEngine
 from .sgbdt_params import PARAMS_DOC as _PARAMS_DOC
-from .sgbdt_params import validate_config
+from .sgbdt_params import resolved, validate_config
 from .sgbdt_stream import learn_stream
 
 __all__ = ["SGBDTRegressor", "SGBDTClassifier"]
@@ -75,6 +75,8 @@ class _SGBDTBase(ShortRepr, base.Estimator):
             setattr(self, name, params.pop(name))
         if params:  # pragma: no cover - the subclass signatures forbid it
             raise TypeError(f"unexpected parameters {sorted(params)}")
+        # the class count picks the classifier's defaults (sgbdt_params.CLASS_DEFAULTS)
+        self._n_classes = len(coerce_schema(schema).target.values or ())
         self._config = self._validate()
         self._encoder = RecordEncoder(schema, on_out_of_domain=self.on_out_of_domain,
                                       on_unknown=self.on_unknown)
@@ -218,22 +220,27 @@ class _SGBDTBase(ShortRepr, base.Estimator):
                 None if self._drift is None else self._drift.window - self._drift.pending)
 
     # ------------------------------------------------------- stream schedule
+    @property
+    def _round_size(self) -> int:
+        """``round_size``, or the classifier's default for its class count."""
+        return resolved(self, "round_size")
+
     def _round_interval(self, ahead: int = 0) -> int:
         """Arrivals per round once ``ahead`` more records are buffered: ``round_size``, or
         with ``pool_rounds`` ``max(round_size, ceil(min(a, max_active) / pool_rounds))``
         for ``a`` arrivals in this generation (public counts)."""
         if self.pool_rounds is None:
-            return self.round_size
+            return self._round_size
         e = self._engine
         arrived = len(self._buffer_y) + ahead
         if e is not None:
             arrived += e.records_added - e.generation_start
-        return max(self.round_size, -(-min(arrived, self.max_active) // self.pool_rounds))
+        return max(self._round_size, -(-min(arrived, self.max_active) // self.pool_rounds))
 
     def _arrivals_to_round(self) -> int:
         """How many more arrivals make the next round due (at least 1)."""
         b = len(self._buffer_y)
-        j = max(1, self.round_size - b)
+        j = max(1, self._round_size - b)
         while b + j < self._round_interval(j):   # the interval grows by 1 per pool_rounds
             j = self._round_interval(j) - b      # arrivals at most: a few steps
         return j
@@ -513,14 +520,14 @@ class SGBDTClassifier(RawScoreClassifier, _SGBDTBase, base.Classifier):
                  learning_rate: float = 0.3, subsample: float = 0.1, grad_clip: float = 1.0,
                  label_clip: float | None = None, init_share: float = 0.1,
                  leaf_noise_split: float = 0.05, l2: float = 15.0,
-                 round_size: int = 32, pool_rounds: int | None = POOL_ROUNDS,
+                 round_size: int | None = None, pool_rounds: int | None = POOL_ROUNDS,
                  max_active: int = 100_000,
                  max_trees: int | None = 1000, retire_block: int | None = None,
                  accountant: str = "tight",
                  dynamic_leaf_noise: bool = True, individual_filter: bool = True,
                  numeric_weight: float = 1.0, cyclical_features: bool = False,
                  drift: bool = True, drift_share: float = 0.05, drift_window: int | None = None,
-                 min_leaf_records: float = 20.0, split_levels: int = 1,
+                 min_leaf_records: float | None = None, split_levels: int | None = None,
                  split_share: float = 0.3, split_bins: int = 8, split_decay: float = 0.99,
                  seed: int | None = None, on_out_of_domain: str = "clip",
                  on_unknown: str = "ignore", allow_large_delta: bool = False,

@@ -13,7 +13,23 @@ from ..encoding import check_input_policy
 from ..params import check_delta, check_integer, check_real
 from .sgbdt_engine import SGBDTConfig
 
-__all__ = ["PARAMS_DOC", "validate_config"]
+__all__ = ["CLASS_DEFAULTS", "PARAMS_DOC", "resolved", "validate_config"]
+
+#: the classifier's defaults of the parameters it leaves ``None``, as (binary, three or more
+#: classes): binary streams were tuned on river's Agrawal streams, K classes on its Waveform,
+#: LED and RandomRBF streams (docs/sgbdt.md, "Multi-class S-GBDT")
+CLASS_DEFAULTS = {"round_size": (32, 16), "split_levels": (1, 0),
+                  "min_leaf_records": (20.0, 10.0)}
+
+
+def resolved(est: Any, name: str) -> Any:
+    """Parameter ``name`` of ``est``, a classifier's ``None`` replaced by its default for
+    the schema's class count (:data:`CLASS_DEFAULTS`)."""
+    value = getattr(est, name)
+    if value is None and name in CLASS_DEFAULTS:
+        binary, multi = CLASS_DEFAULTS[name]
+        return multi if getattr(est, "_n_classes", 2) > 2 else binary
+    return value
 
 #: the parameter section both estimators' docstrings share
 PARAMS_DOC = """
@@ -55,7 +71,8 @@ PARAMS_DOC = """
         default 32 spends the budget on streams from a few thousand records up: with the
         individual filter a well-fitted record pays little per round, so frequent rounds are
         what uses its budget before it leaves (measured in ``docs/sgbdt.md``). With
-        ``pool_rounds`` this is the shortest interval.
+        ``pool_rounds`` this is the shortest interval. The classifier's ``None``: 32 for two
+        classes, 16 for three or more (:data:`CLASS_DEFAULTS`).
     pool_rounds
         Streaming: rounds space out as the pool can grow. A round comes every
         ``max(round_size, ceil(min(a, max_active) / pool_rounds))`` arrivals, ``a`` being the
@@ -85,7 +102,8 @@ PARAMS_DOC = """
     min_leaf_records
         Streaming: while few records have arrived, trees are shallower — the largest depth
         (at most ``depth``) whose leaves expect this many Poisson-sampled records of this
-        generation's arrivals. ``0`` turns it off (always ``depth``).
+        generation's arrivals. ``0`` turns it off (always ``depth``). The classifier's
+        ``None``: 20 for two classes, 10 for three or more.
     max_active
         Streaming: records that arrived more than this many arrivals ago leave the active
         pool (an age, a public count — not the pool's size, which depends on how many other
@@ -119,7 +137,8 @@ PARAMS_DOC = """
         an additive model of one-feature step functions (public, data-independent choice).
     split_levels
         ``0`` (regressor default): every split is drawn at random from the public domains, as
-        in the paper. ``L > 0`` (classifier default 1): the top ``L`` levels of each tree are
+        in the paper. ``L > 0`` (the classifier's ``None``: 1 for two classes, 0 for three or
+        more): the top ``L`` levels of each tree are
         chosen from noisy gradient histograms over public candidate grids
         (:mod:`~dpstream.models.boosting.hist_splits`), paid from the same per-record round cost as
         the leaves — the calibration and the guarantee are unchanged; the leaves get less of
@@ -166,11 +185,11 @@ def validate_config(est: Any) -> SGBDTConfig:
     the engine's :class:`~dpstream.models.boosting.sgbdt_engine.SGBDTConfig`."""
 
     def real(name, lo=None, hi=None, lo_open=True, hi_open=True):
-        return check_real(name, getattr(est, name), lo, hi, lo_open=lo_open,
+        return check_real(name, resolved(est, name), lo, hi, lo_open=lo_open,
                           hi_open=hi_open)
 
     def integer(name, lo):
-        return check_integer(name, getattr(est, name), lo)
+        return check_integer(name, resolved(est, name), lo)
 
     check_input_policy(est.on_out_of_domain, est.on_unknown)
     if est.accountant not in ACCOUNTANTS:
@@ -233,7 +252,7 @@ def validate_config(est: Any) -> SGBDTConfig:
         retire_block=retire_block,
         drift_share=drift_share, min_leaf_records=min_leaf,
         split_levels=integer("split_levels", 0),
-        split_share=real("split_share", 0, 1) if est.split_levels else 0.0,
+        split_share=real("split_share", 0, 1) if resolved(est, "split_levels") else 0.0,
         split_bins=integer("split_bins", 2),
         split_decay=real("split_decay", 0, 1, lo_open=False, hi_open=True),
         leaf_lambda=_leaf_lambda(est),

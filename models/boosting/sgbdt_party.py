@@ -22,6 +22,11 @@ records have exactly the single-process guarantee whatever the other parties do.
 DP initial score: each party releases its noisy label sum and count
 (:meth:`SGBDTParty.init_contribution`) and the global score is their summed ratio.
 
+A K-class classifier (three or more classes, :mod:`~dpstream.models.boosting.sgbdt_multi`)
+takes part the same way: its vector holds each leaf's K-vector (``"values"``) or the leaf
+counts followed by each leaf's K-vector sum (``"sums"``), and round 0 sums the parties' noisy
+class counts.
+
 Examples
 --------
 >>> import numpy as np
@@ -52,9 +57,11 @@ from typing import Any
 
 import numpy as np
 
+from ...accounting import LaplaceMechanism
 from .random_splits import RandomTree, random_complete_tree
 from .scores import init_score_from_stats, noisy_label_stats
 from .sgbdt import _SGBDTBase
+from .sgbdt_multi import init_scores_from_counts
 
 __all__ = ["SGBDTParty", "AGGREGATIONS"]
 
@@ -78,9 +85,6 @@ class SGBDTParty:
         if not isinstance(model, _SGBDTBase):
             raise TypeError(f"a party wraps an SGBDTRegressor or SGBDTClassifier, "
                             f"got {type(model).__name__}")
-        if len(model._encoder.classes or ()) > 2:
-            raise ValueError("distributed S-GBDT parties train regression and binary models; "
-                             "a K-class model trains in one process")
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
         self.model = model
@@ -174,10 +178,15 @@ class SGBDTParty:
             raise RuntimeError("this party already released its initial-score statistics")
         self._flush()
         self.init_contributed = True
+        k = self._classes
         if c.epsilon_init <= 0:
-            return np.zeros(2)
+            return np.zeros(k if k > 2 else 2)
         take = e.charge_init(np.ones(len(e), dtype=bool))
         e.init_records = int(take.sum())
+        if k > 2:   # K classes: the noisy class counts (L1 sensitivity 1), summed by the union
+            counts = np.bincount(e.y[take].astype(np.int64), minlength=k).astype(np.float64)
+            return LaplaceMechanism(epsilon=c.epsilon_init, sensitivity=1.0,
+                                    rng=e.rng).release(counts)
         s, n = noisy_label_stats(e.y[take], loss=c.loss, epsilon=c.epsilon_init,
                                  label_clip=c.label_clip, rng=e.rng)
         return np.array([s, n])
@@ -189,7 +198,10 @@ class SGBDTParty:
         if e.init_score is not None:
             raise RuntimeError("the initial score is already set")
         if total is None or c.epsilon_init <= 0:
-            e.init_score = 0.0
+            e.init_score = e.base_score   # the public default (0; a zero K-vector)
+        elif self._classes > 2:
+            e.init_score = init_scores_from_counts(np.asarray(total, dtype=np.float64),
+                                                   label_clip=c.label_clip)
         else:
             e.init_score = init_score_from_stats(float(total[0]), float(total[1]), loss=c.loss,
                                                  label_clip=c.label_clip)
@@ -203,37 +215,45 @@ class SGBDTParty:
         self._flush()
         e = self.engine
         if e.init_score is None:
-            e.init_score = 0.0   # no initial-score round happened: the public default
+            e.init_score = e.base_score   # no initial-score round happened: the public default
         prep = e.begin_round()
         noisy_n, noisy_s = e.noisy_leaf_stats(tree, prep)
         if self.aggregation == "values":
-            vector = e.leaf_values(noisy_n, noisy_s)
+            vector = e.leaf_values(noisy_n, noisy_s).ravel()
         elif noisy_n is None:
-            vector = noisy_s
-        else:
-            vector = np.concatenate([noisy_n, noisy_s])
+            vector = noisy_s.ravel()
+        else:   # (K classes: each leaf's K-vector sum, leaf by leaf, after the counts)
+            vector = np.concatenate([noisy_n, noisy_s.ravel()])
         self.pending = prep
         self.rounds_contributed += 1
         # one round is owed per round_size arrivals, as in the single-process stream
-        self.new_records = max(0, self.new_records - self.model.round_size)
+        self.new_records = max(0, self.new_records - self.model._round_size)
         return vector
 
     def global_leaves(self, total: np.ndarray, members: int) -> np.ndarray:
         """Leaf values from the aggregate ``A`` of ``members`` vectors (post-processing)."""
         e, c = self.engine, self.model._config
-        if self.aggregation == "values":
-            return np.asarray(total, dtype=np.float64) / members
+        total = np.asarray(total, dtype=np.float64)
         n_leaves = e.leaves.size
+        shape = (n_leaves, self._classes) if self._classes > 2 else (n_leaves,)
+        if self.aggregation == "values":
+            return total.reshape(shape) / members
         if c.dynamic_leaf_noise:
-            return e.leaf_values(total[:n_leaves], total[n_leaves:])
+            return e.leaf_values(total[:n_leaves], total[n_leaves:].reshape(shape))
         # static leaf noise: s~ / lambda per party, so the union's leaf is sum s~ / (k lambda)
-        return e.leaf_values(None, np.asarray(total) / members)
+        return e.leaf_values(None, total.reshape(shape) / members)
 
     def vector_size(self) -> int:
         n_leaves = self.engine.leaves.size
         c = self.model._config
-        return n_leaves if (self.aggregation == "values" or not c.dynamic_leaf_noise) \
-            else 2 * n_leaves
+        width = self._classes if self._classes > 2 else 1   # values per leaf
+        return n_leaves * width if (self.aggregation == "values" or not c.dynamic_leaf_noise) \
+            else n_leaves * (1 + width)
+
+    @property
+    def _classes(self) -> int:
+        """The model's class count (0 for a regressor)."""
+        return len(self.model._encoder.classes or ())
 
     def apply(self, tree: RandomTree, total: np.ndarray, *, members: int,
               included: bool = True) -> dict:
@@ -242,7 +262,7 @@ class SGBDTParty:
         left out of the sum (it came after the round's cut); its charge stands."""
         e = self.engine
         if e.init_score is None:
-            e.init_score = 0.0
+            e.init_score = e.base_score
         if self.pending is None:
             self.rounds_followed += 1
         elif not included:

@@ -55,7 +55,9 @@ _METRIC = {"error": "test error, lower is better", "accuracy": "accuracy, higher
 _DATASETS = {"adult": "Adult", "abalone": "Abalone", "adult-late": "Adult, late arrivals",
              "abalone-late": "Abalone, late arrivals", "iris": "Iris", "wine": "Wine",
              "agrawal-drift": "Agrawal with a concept drift",
-             "elec2": "Elec2 (NSW electricity prices)"}
+             "elec2": "Elec2 (NSW electricity prices)",
+             "waveform": "Waveform (3 classes)", "led": "LED (10 classes, 10% noise)",
+             "random-rbf": "RandomRBF (5 classes)"}
 
 
 def _fmt(metric: str, v: float | None, std: float | None = None) -> str:

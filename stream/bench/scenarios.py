@@ -167,3 +167,31 @@ def load_agrawal_drift(n: int = 60_000, *, drift_at: int = 30_000, width: int = 
         X.append(dict(x))
         y.append(int(label))
     return Dataset(X, y, AGRAWAL_SCHEMA)
+
+
+#: river's multi-class generators the suite streams (issue 52): each one's public feature
+#: domain (from the generator's definition: waveforms of height <= 6 plus unit noise, LED
+#: segments 0/1, RBF centroids in [0, 1] with their spread) and its classes
+MULTICLASS_STREAMS: dict[str, tuple[float, float, int]] = {
+    "waveform": (-5.0, 10.0, 3), "led": (0.0, 1.0, 10), "random-rbf": (-1.5, 2.5, 5)}
+
+
+def load_multiclass(name: str, n: int = 20_000, *, seed: int = 0) -> Dataset:
+    """``n`` records of river's ``Waveform``, ``LED`` (10% noise) or ``RandomRBF`` (5 classes,
+    10 features), stream seed ``seed + 1``, with the public schema of
+    :data:`MULTICLASS_STREAMS` (values outside a domain follow the input policy: clipped)."""
+    from river.datasets import synth
+
+    if name not in MULTICLASS_STREAMS:
+        raise ValueError(f"unknown multi-class stream {name!r}; choose from "
+                         f"{sorted(MULTICLASS_STREAMS)}")
+    lo, hi, k = MULTICLASS_STREAMS[name]
+    stream = {"waveform": lambda: synth.Waveform(seed=seed + 1),
+              "led": lambda: synth.LED(seed=seed + 1, noise_percentage=0.1),
+              "random-rbf": lambda: synth.RandomRBF(seed_model=seed + 1, seed_sample=seed + 2,
+                                                    n_classes=k, n_features=10)}[name]()
+    rows = list(itertools.islice(stream, n))
+    schema = Schema.model_validate({
+        "features": {key: _num(lo, hi) for key in rows[0][0]},
+        "target": {"type": "categorical", "values": list(range(k))}})
+    return Dataset([dict(x) for x, _ in rows], [int(label) for _, label in rows], schema)

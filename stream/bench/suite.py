@@ -67,7 +67,8 @@ from .baselines import (
 )
 from .drift_streams import DRIFT_SCENARIOS, WINDOW_FORESTS, run_drift_stream
 from .memory import peak_rss_mib, reset_peak, status_mib, trim
-from .protocols import DEFAULT_FOLDS, run_bench
+from .protocols import DEFAULT_FOLDS, SGBDT_HOLDOUT, run_bench
+from .scenarios import MULTICLASS_STREAMS
 from .speed import SPEED_MODELS, run_speed_isolated
 from .throughput import RIVER_LEARNERS, RIVER_MODELS, run_stream
 
@@ -197,7 +198,10 @@ FULL_TABLES = (
     Table("abalone-late", "cv", (Row("sgbdt"), Row("sgbdt", _NO_IRF), Row("dpboost")),
           grid=False, baselines=False),
     Table("adult", "holdout", (Row("median-forest"), Row("rdt"))),
-    *(Table(d, "holdout", (Row("median-forest"), Row("rdt"))) for d in _HUANG_DATASETS),
+    # multi-class S-GBDT (issue 52) beside the median forest's Table 1 rows on Iris and Wine
+    *(Table(d, "holdout", (Row("median-forest"), Row("rdt"),
+                           *((Row("sgbdt"),) if d in SGBDT_HOLDOUT else ())))
+      for d in _HUANG_DATASETS),
     Table("adult", "holdout", (Row("median-forest"), Row("median-forest", _SSPE2), Row("rdt"),
                                Row("rdt-sharp", repeats=2)), labeled_fraction=0.2),
     Table("syn10d", "holdout", (Row("median-forest"), Row("median-forest", _SSPE2), Row("rdt"),
@@ -233,7 +237,8 @@ STREAM_RIVER: dict[str, tuple[str, ...]] = {"elec2": RIVER_LEARNERS}
 PROFILES: dict[str, Profile] = {
     "full": Profile(FULL_TABLES, GRID, {"cv": 5, "holdout": 10, "kfold": 2},
                     streams=(("adult", _STREAMERS), ("abalone", ("sgbdt",)),
-                             ("agrawal-drift", _STREAMERS), ("elec2", _STREAMERS)),
+                             ("agrawal-drift", _STREAMERS), ("elec2", _STREAMERS),
+                             *((m, _CLASSIFIERS) for m in MULTICLASS_STREAMS)),
                     drifts=tuple(DRIFT_SCENARIOS),
                     speeds=SPEED_MODELS),
     # <= 5 minutes on 2 cores with the bench extra: 5-fold instead of 10-fold CV for the

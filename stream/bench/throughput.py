@@ -46,7 +46,7 @@ import numpy as np
 from ...models.windows.window_forest import WindowForestBase
 from ..datasets import load_abalone, load_adult, load_elec2
 from .protocols import BENCH_MODELS, PUBLIC_UNLABELED
-from .scenarios import load_agrawal_drift
+from .scenarios import MULTICLASS_STREAMS, load_agrawal_drift, load_multiclass
 
 __all__ = ["CURVE_EVERY", "CURVE_WINDOW", "RIVER_LEARNERS", "RIVER_MODELS", "STREAMS",
            "STREAM_MODELS", "TIME_ORDERED", "prequential_curve", "run_stream", "time_batch"]
@@ -64,6 +64,9 @@ STREAMS: dict[str, Callable[[int], tuple]] = {
     "abalone": lambda seed: _shuffled(load_abalone, seed),
     "agrawal-drift": lambda seed: load_agrawal_drift(60_000, drift_at=30_000, seed=seed),
     "elec2": lambda seed: load_elec2(),     # a real stream: its time order, whatever the seed
+    # river's multi-class generators (issue 52), 20,000 records each
+    **{name: (lambda seed, name=name: load_multiclass(name, seed=seed))
+       for name in MULTICLASS_STREAMS},
 }
 #: the streams whose order is their time order (never shuffled)
 TIME_ORDERED = ("elec2",)
