@@ -95,7 +95,8 @@ log = logging.getLogger("dpstream.runner")
 
 #: models the service can run, by name -> (target type -> class)
 SERVICE_MODELS: dict[str, dict[str, type]] = {
-    "sgbdt": {"numeric": SGBDTRegressor, "binary": SGBDTClassifier},
+    "sgbdt": {"numeric": SGBDTRegressor, "binary": SGBDTClassifier,
+              "categorical": SGBDTClassifier},
     "median-forest": {"binary": MedianForestClassifier, "categorical": MedianForestClassifier},
     "random-forest": {"binary": RandomDecisionForestClassifier,
                       "categorical": RandomDecisionForestClassifier},

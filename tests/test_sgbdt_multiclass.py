@@ -191,3 +191,10 @@ def test_parties_train_one_k_class_model_by_secure_sums(aggregation):
     acc = np.mean([pr == y for pr, (_, y) in zip(preds, test, strict=True)])
     assert acc > 0.55, acc          # three classes: 0.34 by chance
     assert parties[0].privacy_report()["epsilon"] <= 1.0 + 1e-9
+
+
+def test_the_service_runs_a_k_class_sgbdt():
+    from dpstream.stream.runner import build_model
+    _, schema = _waveform(1)
+    model = build_model("sgbdt", schema, epsilon=1.0, seed=0)
+    assert isinstance(model, SGBDTClassifier) and isinstance(model.engine, SGBDTMultiEngine)
