@@ -234,6 +234,24 @@ def test_gridless_exponential_mechanism_within_epsilon_and_doubled_caught():
     assert lb_bad > EPS
 
 
+# ------------------------------------------------ S-GBDT rounds: the engines on D and D'
+
+def _engines_at_unit_z(cls, params: dict, D: list, yD: list, star: dict, y_star) -> list:
+    """The engines of ``cls(**params)`` holding D and D' = D + ``star`` (no round run), their
+    leaf sigma set so that a round's noise multiplier at |g| = g* is exactly 1."""
+    import dataclasses
+    engines = []
+    for X, y in ((D, yD), (D + [star], yD + [y_star])):
+        m = cls(**params)
+        m.learn_many(X, y, rounds=0)
+        e = m.engine
+        c = e.config
+        sigma = math.sqrt(2 * (c.r1 + (1 - c.r1) * c.grad_clip ** 2))   # z(g*) = 1 exactly
+        e.calibration = dataclasses.replace(e.calibration, sigma_leaf=sigma)
+        engines.append(e)
+    return engines
+
+
 # ------------------------------------------------ S-GBDT round with split selection
 
 def _split_round_llr(n: int, *, broken: bool, monkeypatch) -> tuple[np.ndarray, np.ndarray, float]:
@@ -243,7 +261,6 @@ def _split_round_llr(n: int, *, broken: bool, monkeypatch) -> tuple[np.ndarray, 
     histogram, noisy leaf counts and sums) under the *claimed* noise, on D' and on D, and the
     claimed noise multiplier z(g*) of the round. Subsampling is off (rate 1), so the round
     must be exactly a Gaussian mechanism with that z."""
-    import dataclasses
 
     from dpstream.models import SGBDTRegressor
     from dpstream.models.boosting import hist_splits
@@ -264,17 +281,7 @@ def _split_round_llr(n: int, *, broken: bool, monkeypatch) -> tuple[np.ndarray, 
         monkeypatch.setattr("dpstream.models.boosting.sgbdt_engine.histogram_sigma",
                             lambda s, *, levels, n_features, split_share:
                             real(s, levels=levels, n_features=1, split_share=split_share))
-    engines = []
-    for X, y in ((D, yD), (D + [star], yD + [y_star])):
-        m = SGBDTRegressor(**params)
-        m.learn_many(X, y, rounds=0)
-        e = m.engine
-        c = e.config
-        gstar = c.grad_clip
-        sigma = math.sqrt(2 * (c.r1 + (1 - c.r1) * gstar ** 2))   # z(g*) = 1 exactly
-        e.calibration = dataclasses.replace(e.calibration, sigma_leaf=sigma)
-        engines.append(e)
-    e_d, e_dp = engines
+    e_d, e_dp = _engines_at_unit_z(SGBDTRegressor, params, D, yD, star, y_star)
     c = e_d.config
     sigma = e_d.calibration.sigma_leaf
     s_h = histogram_sigma(sigma, levels=1, n_features=4, split_share=c.r_split)
@@ -342,7 +349,6 @@ def _multiclass_round_llr(n: int, *, broken: bool, monkeypatch):
     K-vector sums) under the *claimed* Gaussian, on D' and on D, and the claimed noise
     multiplier z(g*). The negative control clips each component to g* instead of the
     vector's norm: the record then moves the sums by about 1.9 g*."""
-    import dataclasses
 
     from dpstream.models import SGBDTClassifier
     from dpstream.models.boosting import sgbdt_multi
@@ -360,16 +366,7 @@ def _multiclass_round_llr(n: int, *, broken: bool, monkeypatch):
     if broken:
         monkeypatch.setattr(sgbdt_multi, "clip_rows",
                             lambda v, bound: np.clip(v, -bound, bound, out=v))
-    engines = []
-    for X, y in ((D, yD), (D + [star], yD + [y_star])):
-        m = SGBDTClassifier(**params)
-        m.learn_many(X, y, rounds=0)
-        e = m.engine
-        c = e.config
-        sigma = math.sqrt(2 * (c.r1 + (1 - c.r1) * c.grad_clip ** 2))   # z(g*) = 1 exactly
-        e.calibration = dataclasses.replace(e.calibration, sigma_leaf=sigma)
-        engines.append(e)
-    e_d, e_dp = engines
+    e_d, e_dp = _engines_at_unit_z(SGBDTClassifier, params, D, yD, star, y_star)
     c = e_d.config
     sigma = e_d.calibration.sigma_leaf
     s_n, s_s = sigma / math.sqrt(2 * c.r1), sigma / math.sqrt(2 * (1 - c.r1))

@@ -621,18 +621,28 @@ class SGBDTEngine:
     def add_round_tree(self, tree, value: np.ndarray, prep: dict | None) -> None:
         """Add the round's tree with leaf ``value`` and move the pool's scores by it."""
         self._ensure_blocks()
-        t = self.forest.add_tree(feature=tree.feature, threshold=tree.threshold,
-                                 left=tree.left, value=np.zeros(tree.feature.size))
-        self.forest.set_values(t, self.leaves_of(tree), value)
-        nodes = self.pool_nodes(tree, prep) if prep is not None else None
-        if nodes is None:
-            nodes = self.forest.apply(t, self.X)
+        t, nodes = self.store_round_tree(tree, value, prep)
         # the pool's routing through this tree, done once (the same bits as adding
         # predict_tree's values)
         self.forest.add_tree_values(self.score, t, nodes)
         if self.blocks is not None:   # and to the block sums of the tree's slot
             slot = self.blocks.slot_of(self.trees_retired + t)   # t: its place, live
             self.forest.add_tree_values(self.blocks.column(slot, self._n), t, nodes)
+
+    def store_round_tree(self, tree, value: np.ndarray,
+                         prep: dict | None) -> tuple[int, np.ndarray]:
+        """Add the round's tree to the forest with its leaf ``value`` (scalars; K-vectors in
+        the multi-class engine); returns its index and every pool record's local node."""
+        t = self.forest.add_tree(feature=tree.feature, threshold=tree.threshold,
+                                 left=tree.left, value=np.zeros(tree.feature.size))
+        if np.ndim(value) == 2:
+            self.forest.set_vectors(t, self.leaves_of(tree), value)
+        else:
+            self.forest.set_values(t, self.leaves_of(tree), value)
+        nodes = self.pool_nodes(tree, prep) if prep is not None else None
+        if nodes is None:
+            nodes = self.forest.apply(t, self.X)
+        return t, nodes
 
     def end_round(self, tree, value: np.ndarray | None, prep: dict | None) -> dict:
         """Add ``tree`` with leaf ``value`` (``None``: an abandoned round, no tree), move the

@@ -184,12 +184,8 @@ class SGBDTMultiEngine(SGBDTEngine):
         return -c.learning_rate * clip_rows(value, c.grad_clip)
 
     def add_round_tree(self, tree, value: np.ndarray, prep: dict | None) -> None:
-        t = self.forest.add_tree(feature=tree.feature, threshold=tree.threshold,
-                                 left=tree.left, value=np.zeros(tree.feature.size))
-        self.forest.set_vectors(t, self.leaves_of(tree), value)
-        nodes = self.pool_nodes(tree, prep) if prep is not None else None
-        if nodes is None:
-            nodes = self.forest.apply(t, self.X)
+        """Add the round's tree with its leaves' K-vectors; the pool's scores move by them."""
+        t, nodes = self.store_round_tree(tree, value, prep)
         self.score += self.forest.tree_vectors(t)[nodes]
 
     def retire_if_full(self) -> None:
