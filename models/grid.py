@@ -131,13 +131,17 @@ class FeatureGrid:
         out = np.array(X, dtype=np.float64, copy=True)
         if not self.columns or out.size == 0:
             return out
-        V = out[:, self._idx]
+        out[:, self._idx] = self.map_columns(out[:, self._idx])
+        return out
+
+    def map_columns(self, V: np.ndarray) -> np.ndarray:
+        """The mapped columns alone: ``V`` holds each mapped column's values (shape ``(rows,
+        len(columns))``, in :attr:`columns` order); a new array."""
         u = np.clip((V - self._lo) / np.where(self._span > 0, self._span, 1.0), 0.0, 1.0)
         off = 2.0 * np.arange(len(self.columns))
         mapped = np.interp(u + off, self._edges, self._knots) - off
         mapped = np.where(np.isnan(V), np.nan, self._lo + self._span * mapped)
-        out[:, self._idx] = np.where(self._span > 0, mapped, V)
-        return out
+        return np.where(self._span > 0, mapped, V)
 
     def raw_thresholds(self, feature: np.ndarray, threshold: np.ndarray) -> np.ndarray:
         """Thresholds of mapped space in raw units: ``g^-1(t)`` where ``feature`` (per node) is

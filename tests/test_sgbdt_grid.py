@@ -162,3 +162,19 @@ def test_grid_share_is_validated():
     for bad in (-0.1, 1.5):
         with pytest.raises(ValueError, match="grid_share"):
             SGBDTClassifier(schema=SCHEMA, grid_share=bad)
+
+
+def test_a_checkpoint_after_the_release_trains_on_exactly_as_the_original():
+    """The pool's mapped columns are derived state: a restored engine maps its pool again
+    and every later round is the one the original runs."""
+    X, y = _rows(GRID_RECORDS + 1200, seed=7)
+    model = _learn(SGBDTClassifier(schema=SCHEMA, epsilon=1.0, seed=3), X[:GRID_RECORDS + 400],
+                   y[:GRID_RECORDS + 400])
+    assert model.engine.gcols is not None
+    copy = pickle.loads(pickle.dumps(model))
+    assert copy.engine.gcols is None
+    for m in (model, copy):
+        _learn(m, X[GRID_RECORDS + 400:], y[GRID_RECORDS + 400:])
+    probe = X[:300]
+    assert [copy.predict_proba_one(x) for x in probe] == [model.predict_proba_one(x) for x in probe]
+    np.testing.assert_array_equal(copy.engine.gcols, model.engine.gcols)

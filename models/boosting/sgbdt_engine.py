@@ -177,6 +177,7 @@ class SGBDTEngine:
         self.grid = None          # the released feature grid (sgbdt_grid), once
         self.grid_info: dict = {}
         self.grid_blocked = False   # batch training releases none
+        self.gcols = None   # the pool's grid columns, mapped (rows as the pool's; derived)
 
     def _calibrate(self, rounds: int) -> None:
         """sigma for ``rounds`` worst-case rounds at epsilon_trees, the per-record round costs
@@ -283,6 +284,7 @@ class SGBDTEngine:
         # the pool travels compactly (one code per categorical feature, not its one-hot
         # columns) and without spare capacity: checkpoints stay small and fast
         state["_X"] = self.encoder.compact(self._X[:self._n])
+        state["gcols"] = None         # the pool's mapped columns: derived, mapped again on use
         state["_last_round"] = None   # a diagnostic of the round just run: not worth a pool's
         return state                  # size in every checkpoint
 
@@ -310,7 +312,8 @@ class SGBDTEngine:
                               # the filter: their bound is rho_max, the release paid apart
                               ("init_in_filter", False),
                               # checkpoints from before the feature grid
-                              ("grid", None), ("grid_info", {}), ("grid_blocked", False)):
+                              ("grid", None), ("grid_info", {}), ("grid_blocked", False),
+                              ("gcols", None)):
             state.setdefault(name, default)
         state.pop("last_round", None)   # checkpoints that stored the diagnostic
         state.setdefault("_last_round", None)
@@ -348,6 +351,9 @@ class SGBDTEngine:
         self.score = np.concatenate((self.score, self.raw_scores(X) if raw is None else raw))
         self.ids = np.concatenate((self.ids, self.records_added + np.arange(X.shape[0])))
         self.codes = np.concatenate((self.codes, category_codes(self.encoder, X)))
+        if self.grid is not None and self.gcols is not None:   # (each record mapped once)
+            self.gcols = np.concatenate((self.gcols,
+                                         self.grid.map_columns(X[:, self.grid._idx])))
         self.filter.add(X.shape[0])
         self.records_added += X.shape[0]
 
@@ -387,7 +393,8 @@ class SGBDTEngine:
             self._X = self._X[:max(2 * k, 1024)].copy(order="F")
         if self.blocks is not None and self.blocks.ready:
             self.blocks.compact(holes, movers, k, n, self._X.shape[0])
-        for name in ("y", "score", "ids", "codes"):
+        for name in ("y", "score", "ids", "codes") if self.gcols is None else \
+                ("y", "score", "ids", "codes", "gcols"):
             values = getattr(self, name)
             values[holes] = values[movers]
             setattr(self, name, values[:k])
@@ -518,12 +525,28 @@ class SGBDTEngine:
         prep["split_share"] = c.r_split
         X, rows, codes = self.X, np.flatnonzero(sampled), self.codes
         if self.grid is not None:   # grown on the mapped sample, stored in raw units
-            X, rows, codes = self.grid.forward(X[rows]), None, codes[rows]
+            X, rows, codes = self._mapped_sample(rows, levels), None, codes[rows]
         return raw_tree(self.grid, grow_tree(
             self.encoder, depth=depth, rng=self.rng, X=X, rows=rows, codes=codes,
             g=prep["g"][sampled], levels=levels, bins=c.split_bins, sigma=sigma,
             numeric_weight=c.numeric_weight, only_feature=only, memory=self.split_memory,
             decay=c.split_decay))
+
+    def _mapped_sample(self, rows: np.ndarray, levels: int) -> np.ndarray:
+        """The sampled pool rows for split selection, the grid's columns mapped. Selection
+        reads only the numeric columns (categorical ones come from ``codes``) unless a lower
+        selected level routes rows by a categorical split (``levels`` > 1): only then are the
+        other columns copied (Adult: 6 of 107 columns). Each pool record is mapped once
+        (``gcols``, kept beside the pool), not in every round that samples it."""
+        idx = self.grid._idx
+        if self.gcols is None or self.gcols.shape[0] != self._n:   # after a release or restore
+            self.gcols = self.grid.map_columns(self.X[:, idx])
+        if levels > 1:
+            out = self.X[rows]
+        else:   # the columns selection never reads are left unset
+            out = np.empty((rows.size, self._X.shape[1]), order="F")
+        out[:, idx] = self.gcols[rows]
+        return out
 
     def round_depth(self) -> int:
         """The depth of this round's tree, from public counts only: ``depth``, or with
