@@ -68,8 +68,14 @@ class BlockSums:
     # ---------------------------------------------------------------- layout
     def slots(self, *, first: int, n_trees: int) -> np.ndarray:
         """The slot of each of ``n_trees`` live trees, oldest first, whose serials start at
-        ``first``."""
-        return ((first + np.arange(n_trees)) // self.block) % self.n_slots
+        ``first`` (kept until the forest changes: every prediction asks for it)."""
+        key = (first, n_trees)
+        cached = getattr(self, "_slots", None)
+        if cached is None or cached[0] != key:
+            slots = ((first + np.arange(n_trees)) // self.block) % self.n_slots
+            slots.flags.writeable = False
+            self._slots = cached = (key, slots)
+        return cached[1]
 
     def slot_of(self, serial: int) -> int:
         return (serial // self.block) % self.n_slots
