@@ -32,7 +32,7 @@ from ...accounting.rdp import rdp_to_epsilon
 from ..drift import DPDriftSignal
 from ..encoding import RecordEncoder
 from ..params import ShortRepr, warn_small_stream
-from ..schema import coerce_schema, require_schema, river_check_schema
+from ..schema import require_schema, river_check_schema
 from .hist_splits import split_report
 from .scores import RawScoreClassifier, RawScoreRegressor, own_args
 from .sgbdt_engine import SGBDTConfig, SGBDTEngine
@@ -75,11 +75,10 @@ class _SGBDTBase(ShortRepr, base.Estimator):
             setattr(self, name, params.pop(name))
         if params:  # pragma: no cover - the subclass signatures forbid it
             raise TypeError(f"unexpected parameters {sorted(params)}")
-        # the class count picks the classifier's defaults (sgbdt_params.CLASS_DEFAULTS)
-        self._n_classes = len(coerce_schema(schema).target.values or ())
-        self._config = self._validate()
+        # (first: its class count picks the classifier's defaults, sgbdt_params.CLASS_DEFAULTS)
         self._encoder = RecordEncoder(schema, on_out_of_domain=self.on_out_of_domain,
                                       on_unknown=self.on_unknown)
+        self._config = self._validate()
         self._check_target(self._encoder)
         self._engine: SGBDTEngine | None = None
         # encoded rows: lists, or arrays where scoring already built them (a flush stacks

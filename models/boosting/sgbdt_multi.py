@@ -63,7 +63,7 @@ from ..forest import Forest
 from .scores import softmax
 from .sgbdt_engine import SGBDTConfig, SGBDTEngine
 
-__all__ = ["SGBDTMultiEngine", "clip_rows", "init_scores_from_counts"]
+__all__ = ["SGBDTMultiEngine", "clip_rows", "init_scores_from_counts", "noisy_class_counts"]
 
 
 def clip_rows(v: np.ndarray, bound: float) -> np.ndarray:
@@ -121,9 +121,8 @@ class SGBDTMultiEngine(SGBDTEngine):
         new = old
         if c.epsilon_init > 0 and fresh.any():
             fresh = self.charge_init(fresh)
-            counts = np.bincount(self.y[fresh].astype(np.int64), minlength=self.n_classes)
-            noisy = LaplaceMechanism(epsilon=c.epsilon_init, sensitivity=1.0,
-                                     rng=self.rng).release(counts.astype(np.float64))
+            noisy = noisy_class_counts(self.y[fresh], self.n_classes,
+                                       epsilon=c.epsilon_init, rng=self.rng)
             total = self.init_stats[0] + noisy
             self.init_stats = [total, float(total.sum())]
             self.init_records += int(fresh.sum())
@@ -197,6 +196,14 @@ class SGBDTMultiEngine(SGBDTEngine):
         self.score -= self.forest.tree_vectors(0)[self.forest.apply(0, self.X)]
         self.forest.drop_oldest(1)
         self.trees_retired += 1
+
+
+def noisy_class_counts(y: np.ndarray, k: int, *, epsilon: float,
+                       rng: np.random.Generator) -> np.ndarray:
+    """The class counts of the labels ``y`` (class indices) with Laplace noise of scale
+    ``1 / epsilon`` each: one record is in one class (L1 sensitivity 1), so epsilon-DP."""
+    counts = np.bincount(y.astype(np.int64), minlength=k).astype(np.float64)
+    return LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng).release(counts)
 
 
 def init_scores_from_counts(counts: np.ndarray, *, label_clip: float) -> np.ndarray:

@@ -28,7 +28,7 @@ def resolved(est: Any, name: str) -> Any:
     value = getattr(est, name)
     if value is None and name in CLASS_DEFAULTS:
         binary, multi = CLASS_DEFAULTS[name]
-        return multi if getattr(est, "_n_classes", 2) > 2 else binary
+        return multi if len(est._encoder.classes or ()) > 2 else binary
     return value
 
 #: the parameter section both estimators' docstrings share

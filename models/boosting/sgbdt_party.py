@@ -57,11 +57,10 @@ from typing import Any
 
 import numpy as np
 
-from ...accounting import LaplaceMechanism
 from .random_splits import RandomTree, random_complete_tree
 from .scores import init_score_from_stats, noisy_label_stats
 from .sgbdt import _SGBDTBase
-from .sgbdt_multi import init_scores_from_counts
+from .sgbdt_multi import init_scores_from_counts, noisy_class_counts
 
 __all__ = ["SGBDTParty", "AGGREGATIONS"]
 
@@ -184,9 +183,7 @@ class SGBDTParty:
         take = e.charge_init(np.ones(len(e), dtype=bool))
         e.init_records = int(take.sum())
         if k > 2:   # K classes: the noisy class counts (L1 sensitivity 1), summed by the union
-            counts = np.bincount(e.y[take].astype(np.int64), minlength=k).astype(np.float64)
-            return LaplaceMechanism(epsilon=c.epsilon_init, sensitivity=1.0,
-                                    rng=e.rng).release(counts)
+            return noisy_class_counts(e.y[take], k, epsilon=c.epsilon_init, rng=e.rng)
         s, n = noisy_label_stats(e.y[take], loss=c.loss, epsilon=c.epsilon_init,
                                  label_clip=c.label_clip, rng=e.rng)
         return np.array([s, n])
