@@ -72,7 +72,7 @@ import numpy as np
 
 from .schema import CategoricalFeature, Schema, coerce_schema
 
-__all__ = ["InvalidRecordError", "ON_OUT_OF_DOMAIN", "ON_UNKNOWN", "RecordEncoder",
+__all__ = ["EncodedRows", "InvalidRecordError", "ON_OUT_OF_DOMAIN", "ON_UNKNOWN", "RecordEncoder",
            "check_input_policy"]
 
 #: what an out-of-domain numeric value (feature or label) gets: clipped to the public domain,
@@ -119,6 +119,58 @@ def _is_missing(value: Any, frame: bool) -> bool:
     if not frame:
         return False
     return (isinstance(value, float) and value != value) or type(value).__name__ == "NAType"
+
+
+class EncodedRows:
+    """Records already validated and laid out in an encoder's columns.
+
+    The stream service validates a batch of messages into columns once
+    (:meth:`~dpstream.stream.messages.RecordValidator.validate_many`) and hands the rows to
+    the model's ``predict_many`` and ``learn_stream`` as they are: :meth:`RecordEncoder.encode_many`
+    returns :attr:`rows` unchanged when :attr:`columns` are its own, instead of encoding
+    dicts again. :meth:`take` keeps a link to the batch it was taken from, so a model that
+    remembers its last ``predict_many`` can tell that a learned subset is part of it.
+
+    Parameters
+    ----------
+    rows
+        ``(n, n_columns)`` float64 rows, as :meth:`RecordEncoder.encode_many` lays them out
+        (read-only from here on).
+    columns
+        The encoder's :attr:`RecordEncoder.columns` they were laid out for.
+
+    Examples
+    --------
+    >>> enc = RecordEncoder({"features": {"age": {"type": "numeric", "min": 17, "max": 90}},
+    ...                      "target": {"type": "binary", "values": [False, True]}})
+    >>> batch = EncodedRows(enc.encode_many([{"age": 30}, {"age": 50}]), enc.columns)
+    >>> len(batch), enc.encode_many(batch).tolist()
+    (2, [[0.0, 30.0], [0.0, 50.0]])
+    >>> part = batch.take([1]); part.rows.tolist(), part.parent is batch, part.index.tolist()
+    ([[0.0, 50.0]], True, [1])
+    """
+
+    __slots__ = ("rows", "columns", "parent", "index")
+
+    def __init__(self, rows: np.ndarray, columns: list[str], *, parent: EncodedRows | None = None,
+                 index: np.ndarray | None = None):
+        rows = np.asarray(rows, dtype=np.float64)
+        if rows.ndim != 2 or rows.shape[1] != len(columns):
+            raise ValueError(f"encoded rows: a 2-D array of {len(columns)} columns, got shape "
+                             f"{rows.shape}")
+        rows.flags.writeable = False
+        self.rows, self.columns = rows, list(columns)
+        self.parent, self.index = parent, index
+
+    def __len__(self) -> int:
+        return self.rows.shape[0]
+
+    def take(self, index: Any) -> EncodedRows:
+        """The rows at ``index`` (positions in this batch), linked to the original batch."""
+        index = np.asarray(index, dtype=np.intp)
+        root = self if self.parent is None else self.parent
+        where = index if self.parent is None else self.index[index]
+        return EncodedRows(self.rows[index], self.columns, parent=root, index=where)
 
 
 class RecordEncoder:
@@ -292,7 +344,12 @@ class RecordEncoder:
 
         Validation is the same as :meth:`encode_one`'s and the first bad record raises its
         :class:`InvalidRecordError`; clean batches are encoded column by column with numpy.
+        :class:`EncodedRows` laid out for this encoder's columns come back as they are.
         """
+        if type(X) is EncodedRows:
+            if X.columns != self.columns:
+                raise ValueError("encoded rows laid out for other columns than this encoder's")
+            return X.rows
         frame = hasattr(X, "to_dict") and hasattr(X, "columns")
         if not frame and not isinstance(X, list):
             X = list(X)

@@ -49,6 +49,8 @@ from typing import Any
 
 import numpy as np
 
+from ..encoding import EncodedRows
+
 __all__ = ["learn_stream", "reuse"]
 
 
@@ -58,13 +60,14 @@ def learn_stream(model: Any, X: Sequence, y: Sequence) -> None:
     n = len(y)
     if len(X) != n:
         raise ValueError(f"X has {len(X)} records but y has {n} labels")
-    if n <= 1:
+    encoded = type(X) is EncodedRows   # validated and encoded by the stream service
+    if n <= 1 and not encoded:
         for i in range(n):
             model.learn_one(X[i], y[i])
         return
     known = reuse(model, X)
     if known is None:
-        rows = model._encoder.encode_many(X if isinstance(X, list) else list(X))
+        rows = model._encoder.encode_many(X if isinstance(X, list) or encoded else list(X))
         scores = parts = None
     else:
         rows, scores, parts = known   # predict_many encoded and scored these records

@@ -44,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from ..encoding import EncodedRows
+
 __all__ = ["learn_stream", "rows_state", "rows_from_state"]
 
 UNLABELED = -1   # (window_forest.UNLABELED: that module imports this one)
@@ -59,11 +61,12 @@ def learn_stream(forest: Any, X: Sequence, y: Sequence, public: Sequence | None 
     flags = [False] * n if public is None else [bool(p) for p in public]
     if len(flags) != n or (t is not None and len(t) != n):
         raise ValueError(f"public and t need one value per record ({n})")
-    if forest.window_seconds is not None or n <= 1:
+    encoded = type(X) is EncodedRows   # validated and encoded by the stream service
+    if forest.window_seconds is not None or (n <= 1 and not encoded):
         for i in range(n):   # time windows close on each record's own arrival time
             forest.learn_one(X[i], y[i], public=flags[i], t=None if t is None else t[i])
         return
-    rows = forest._encoder.encode_many(X if isinstance(X, list) else list(X))
+    rows = forest._encoder.encode_many(X if isinstance(X, list) or encoded else list(X))
     labels = _label_codes(forest._encoder, y)
     forest._last = None
     drift = forest._drift
