@@ -58,7 +58,7 @@ import itertools
 import json
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -232,6 +232,15 @@ class RecordValidator:
             raise RejectedRecord(exc.reason, id=record_id) from None
         return ValidRecord(id=record_id, x=x, y=y, public=public,
                            clipped=clipped + label_clipped)
+
+    def validate_many(self, values: Sequence, slow: Callable[[int], ValidRecord] | None = None
+                      ) -> Any:
+        """Many messages at once, with the outcome :meth:`validate` gives each, the common
+        case validated column by column (:func:`~dpstream.stream.batches.validate_many`;
+        ``slow(i)`` decides a message the columns do not)."""
+        from .batches import validate_many   # (that module builds on this one)
+
+        return validate_many(self, values, slow)
 
     def _check_size(self, size: int) -> None:
         if size > self.max_message_bytes:

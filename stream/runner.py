@@ -62,6 +62,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
+
 from ..connectors import CheckpointStore, SourceRecord, sink_key
 from ..connectors.idmemory import IdMemory
 from ..models import (
@@ -73,6 +75,7 @@ from ..models import (
     SGBDTRegressor,
 )
 from ..models.boosting.sgbdt_party import SGBDTParty
+from ..models.encoding import EncodedRows
 from ..models.params import quiet_small_stream
 from .messages import (
     MAX_ID_BYTES,
@@ -363,35 +366,47 @@ class Runner:
                     if self.counters["learned"] != before:
                         learned.append(rec)
                 return learned
+            batch = self.validator.validate_many([rec.value for rec in recs],
+                                                 slow=lambda k: self._validate(recs[k]))
+            encoder = model._encoder
             learned, i = [], 0
             while i < len(recs):
                 room, labeled_room = (model.stream_room() if predicting
                                       else (len(recs), None))
-                admitted: list = []   # (source record, valid record, learned?)
+                admitted: list = []   # (position in recs, valid record, learned?)
                 n_learn = n_labeled = 0
                 while i < len(recs) and n_learn < room and (labeled_room is None
                                                             or n_labeled < labeled_room):
                     rec = recs[i]
+                    record = self._check(rec, batch.records[i])
                     i += 1
-                    record = self._check(rec)
                     if record is None:
                         continue
                     learn = self._accept(rec, record)
-                    admitted.append((rec, record, learn))
+                    admitted.append((i - 1, record, learn))
                     n_learn += learn
                     n_labeled += learn and record.labeled
-                if predicting and admitted:
-                    preds = self._predictor().predict_many([r.x for _, r, _ in admitted])
-                    for (rec, record, _), pred in zip(admitted, preds, strict=True):
-                        self._predicted(rec, record, pred)
-                batch = [(rec, record) for rec, record, ok in admitted if ok]
-                if batch:
+                if not admitted:
+                    continue
+                at = np.fromiter((k for k, _, _ in admitted), dtype=np.intp,
+                                 count=len(admitted))
+                rows = EncodedRows(encoder.expand({"numeric": batch.numeric[at],
+                                                   "codes": batch.codes[at]}), encoder.columns)
+                if predicting:
+                    preds = self._predictor().predict_many(rows)
+                    for (k, record, _), pred in zip(admitted, preds, strict=True):
+                        self._predicted(recs[k], record, pred)
+                keep = [j for j, (_, _, ok) in enumerate(admitted) if ok]
+                if keep:
+                    mine = [admitted[j] for j in keep]
                     rounds, epoch = model.training_rounds, _release_epoch(model)
-                    model.learn_stream([r.x for _, r in batch], [r.y for _, r in batch],
-                                       public=[r.public for _, r in batch])
-                    self._learned([rec for rec, _ in batch], model.training_rounds != rounds,
+                    model.learn_stream(rows if len(keep) == len(admitted) else rows.take(keep),
+                                       [r.y for _, r, _ in mine],
+                                       public=[r.public for _, r, _ in mine])
+                    done = [recs[k] for k, _, _ in mine]
+                    self._learned(done, model.training_rounds != rounds,
                                   _release_epoch(model) != epoch)
-                    learned.extend(rec for rec, _ in batch)
+                    learned.extend(done)
             return learned
 
     def _predictor(self) -> Any:
@@ -444,16 +459,23 @@ class Runner:
         if len(self.outbox) >= HOLD_LIMIT:
             self.checkpoint()   # bounds the outbox's memory and the checkpoint that saves it
 
-    def _check(self, rec: SourceRecord) -> Any:
+    def _check(self, rec: SourceRecord, decided: Any = None) -> Any:
         """The valid, new record in ``rec``, or ``None`` (already processed, dead-lettered or
-        a duplicate id: then its position moves past it here)."""
+        a duplicate id: then its position moves past it here). ``decided``: the record's
+        validation outcome when a batch was validated at once (a :class:`ValidRecord` or
+        the :class:`RejectedRecord`)."""
         if rec.offset < self.positions.get(rec.partition, 0):
             return None   # already processed (a re-fetch after a seek): never twice
         if self.first_record_at is None:
             self.first_record_at = time.monotonic()
         self.counters["seen"] += 1
         try:
-            record = self._validate(rec)
+            if decided is None:
+                record = self._validate(rec)
+            elif isinstance(decided, RejectedRecord):
+                raise decided
+            else:
+                record = decided
         except RejectedRecord as exc:
             self.counters["dead_letters"] += 1
             if self.dead_letters is not None:
