@@ -1,48 +1,79 @@
-"""Stream-service throughput and memory (docs/benchmark_notes.md, "Stream service").
+"""Stream-service throughput, latency, CPU by stage and memory (docs/benchmark_notes.md,
+"Stream service").
 
 Usage: python benchmarks/service_bench.py [--records N] [--soak N] [--model NAME]
-[--set NAME=JSON ...] [--predictions N] [--json]
+[--set NAME=JSON ...] [--kafka-client auto|kafka-python|confluent] [--latency-rate R]
+[--latency-seconds S] [--predictions N] [--json]
 
 ``--model``: any ``dpstream serve --model`` name (default ``sgbdt``, the service's default);
-``--set``: a model parameter, as ``dpstream serve --set`` takes it (e.g. ``pool_rounds=200``).
+``--set``: a model parameter, as ``dpstream serve --set`` takes it (e.g. ``pool_rounds=200``);
+``--kafka-client``: the Kafka client of the Kafka phases (default ``auto``: the fastest
+installed, confluent-kafka when it is there).
 
+* ``hoeffding_rows_per_s``: the yardstick, river's ``HoeffdingTreeClassifier``
+  (non-private) predicting then learning the same Adult records one at a time
+  (``min(N, 100,000)`` of them), in this run;
 * ``file_replay_rows_per_s``: ``replay()`` of a gzip JSONL file of N Adult records (cycled,
   unique ids) — read, validate, learn, checkpoint every 5 s;
 * ``kafka_msgs_per_s``: the same N messages pre-produced to a 2-partition topic on a local tansu
   broker, consumed to the end by ``replay("kafka://...")`` (consumer group, validation,
-  learning, checkpoints, offset commits); producing is not timed;
+  learning, checkpoints, offset commits); producing is not timed, nor is the group join;
+  ``kafka_vs_hoeffding`` is its ratio to the yardstick;
+* ``kafka_msgs_per_s_predicting``: the same, every record predicted before it is learned
+  (``replay(evaluate=True)``: what the yardstick does, and a service with a predictions
+  topic), and its ratio ``kafka_predicting_vs_hoeffding``;
 * ``kafka_steady``: the Kafka replay's rate between consecutive 100k-record marks, and the
   resident set size (RSS) at each;
-* ``soak``: a ``Runner`` fed ``--soak`` records (default 1,000,000) in process, in the
-  service's batches of 2,000 (``process_many``); resident set
-  size (RSS) and the model's active pool every 100k records.
-* ``predictions`` (only with ``--predictions N``): the same in-process runner, JSON messages,
-  publishing a prediction per record to a sink that only counts them, once with a checkpoint
-  after every training round (the default with a predictions topic) and once with
-  ``hold_predictions`` (``serve --hold-predictions``); ``maybe_checkpoint`` after each batch,
-  as the service loop calls it. The rate over the records after the first 110,000 (a full
-  S-GBDT pool), and how many checkpoints each wrote.
+* ``stages``: CPU microseconds per message by stage, this thread's (``time.thread_time``):
+  the Kafka client's poll of the same topic to its end (``consume``; the client's own
+  threads are ``client_threads``: the process's CPU less this thread's) and the runner's
+  batched path on the same messages in process, predicting every record before learning it
+  as a service with a predictions topic does (``validate``, ``bookkeeping`` — positions, ids,
+  counters —, ``encode``, ``predict``, ``publish`` — scoring each prediction —, ``learn``,
+  ``checkpoint``);
+* ``latency``: a producer writes ``--latency-rate`` messages a second (default 20,000) for
+  ``--latency-seconds`` (default 10) to a fresh topic while one consumer (the chosen client)
+  runs the runner, predicting every record: the p50 / p99 / max seconds from each record's
+  broker timestamp (its producer's create time, same machine) to the end of the batch that
+  predicted and learned it; ``latency.rate`` is the rate the consumer kept;
+* ``soak``: a ``Runner`` fed ``--soak`` JSON messages (default 1,000,000) in process, in the
+  service's batches of 2,000 (``process_many``); RSS and the model's active pool every 100k
+  records.
+* ``predictions`` (only with ``--predictions N``): the same in-process runner, publishing a
+  prediction per record to a sink that only counts them, once with a checkpoint after every
+  training round (the default with a predictions topic) and once with ``hold_predictions``
+  (``serve --hold-predictions``); ``maybe_checkpoint`` after each batch, as the service
+  loop calls it. The rate over the records after the first 110,000 (a full S-GBDT pool),
+  and how many checkpoints each wrote.
 """
 
 from __future__ import annotations
 
 import gzip
+import inspect
 import json
 import resource
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+
+import numpy as np
 
 from dpstream.connectors import CheckpointStore, SourceRecord
 from dpstream.connectors.local_broker import LocalBroker
 from dpstream.stream import load_adult
-from dpstream.stream.runner import Runner
+from dpstream.stream.runner import PrequentialScore, Runner
 from dpstream.stream.service import replay
 
 
 def _arg(name: str, default: int) -> int:
     return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
+
+
+def _sarg(name: str, default: str) -> str:
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
 
 
 def _params() -> dict:
@@ -64,14 +95,53 @@ def _rss_mib() -> float:
     return pages * resource.getpagesize() / 2**20
 
 
+def _message(X: list, y: list, i: int) -> bytes:
+    return json.dumps({"id": i, "x": X[i % len(X)], "y": y[i % len(X)]}).encode()
+
+
+def _client(name: str) -> str:
+    """The Kafka client ``name`` resolves to (``auto``: confluent-kafka when installed)."""
+    try:
+        from dpstream.connectors.kafka_clients import resolve_kafka_client
+    except ImportError:   # a tree without the client choice: kafka-python only
+        return "kafka-python"
+    return resolve_kafka_client(name)
+
+
+def _source(client: str, bootstrap: str, topic: str, group: str, **kwargs):
+    try:
+        from dpstream.connectors.kafka_clients import kafka_source
+    except ImportError:
+        from dpstream.connectors.kafka import KafkaSource
+        return KafkaSource(bootstrap, topic, group, **kwargs)
+    return kafka_source(client, bootstrap, topic, group, **kwargs)
+
+
+def hoeffding_rate(X: list, y: list, n: int) -> int:
+    """River's HoeffdingTreeClassifier predicting then learning ``n`` Adult records."""
+    from river import tree
+
+    model = tree.HoeffdingTreeClassifier()
+    t0 = time.perf_counter()
+    for i in range(n):
+        x = X[i % len(X)]
+        model.predict_one(x)
+        model.learn_one(x, y[i % len(X)])
+    return round(n / (time.perf_counter() - t0))
+
+
 def main() -> None:
     n, soak = _arg("--records", 200_000), _arg("--soak", 1_000_000)
     model = sys.argv[sys.argv.index("--model") + 1] if "--model" in sys.argv else "sgbdt"
+    client = _client(_sarg("--kafka-client", "auto"))
     X, y, schema = load_adult("all")
-    messages = [json.dumps({"id": i, "x": X[i % len(X)], "y": y[i % len(X)]}).encode()
-                for i in range(n)]
+    messages = [_message(X, y, i) for i in range(n)]
     params = _params()
-    out: dict = {"model": model, "records": n, **({"params": params} if params else {})}
+    out: dict = {"model": model, "records": n, "kafka_client": client,
+                 **({"params": params} if params else {})}
+    out["hoeffding_rows_per_s"] = hoeffding_rate(X, y, min(n, 100_000))
+    with_client = ({"kafka_client": client}
+                   if "kafka_client" in inspect.signature(replay).parameters else {})
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "records.jsonl.gz"
         path.write_bytes(gzip.compress(b"\n".join(messages) + b"\n", compresslevel=1))
@@ -81,7 +151,6 @@ def main() -> None:
         with LocalBroker() as broker:
             broker.create_topic("bench", partitions=2)
             broker.produce("bench", messages, partitions=2)
-            del messages
             marks: list = []   # (records, seconds, RSS) every 100k records of the replay
 
             def progress(done: int, _total: object) -> None:
@@ -91,35 +160,29 @@ def main() -> None:
             t0 = time.perf_counter()
             res = replay(f"kafka://{broker.bootstrap}/bench?group=bench", schema=schema,
                          model=model, epsilon=1.0, seed=0, params=params,
-                         progress=progress)
+                         progress=progress, **with_client)
             wall = time.perf_counter() - t0
             assert res["records_seen"] == n, res
             out["kafka_msgs_per_s"] = res["rows_per_s_streaming"]
+            out["kafka_vs_hoeffding"] = round(out["kafka_msgs_per_s"]
+                                              / out["hoeffding_rows_per_s"], 2)
             out["kafka_wall_s_incl_group_join"] = round(wall, 1)
             # steady state: the rate between consecutive 100k marks, and the RSS at each
             out["kafka_steady"] = [
                 {"records": b[0], "msgs_per_s": round((b[0] - a[0]) / (b[1] - a[1])),
                  "rss_mib": round(b[2], 1)} for a, b in zip(marks, marks[1:], strict=False)]
-
-        store = CheckpointStore(Path(tmp) / "soak")
-        runner = Runner.create(model, schema, store=store, epsilon=1.0, seed=0, params=params)
-        samples = []
-        t0 = time.perf_counter()
-        for start in range(0, soak, 2000):   # in the service's batches (process_many)
-            runner.process_many([SourceRecord({"id": i, "x": X[i % len(X)],
-                                               "y": y[i % len(X)]}, "soak", i)
-                                 for i in range(start, min(soak, start + 2000))])
-            if (start + 2000) % 100_000 == 0:
-                runner.maybe_checkpoint()
-                engine = getattr(runner.model, "engine", None)   # S-GBDT's pool and forest
-                samples.append({"records": start + 2000, "rss_mib": round(_rss_mib(), 1),
-                                "active": None if engine is None else len(engine),
-                                "trees": len(engine.forest) if engine is not None
-                                else getattr(runner.model, "n_trees_kept", 0)})
-        runner.checkpoint()
-        store.close()
-        out["soak_rows_per_s"] = round(soak / (time.perf_counter() - t0))
-        out["soak"] = samples
+            res = replay(f"kafka://{broker.bootstrap}/bench?group=bench-predicting",
+                         schema=schema, model=model, epsilon=1.0, seed=0, params=params,
+                         evaluate=True, **with_client)
+            out["kafka_msgs_per_s_predicting"] = res["rows_per_s_streaming"]
+            out["kafka_predicting_vs_hoeffding"] = round(
+                out["kafka_msgs_per_s_predicting"] / out["hoeffding_rows_per_s"], 2)
+            out["stages"] = {"consume": _consume_cpu(client, broker.bootstrap, n),
+                             **_stage_cpu(model, schema, params, messages, tmp)}
+            del messages
+            if _arg("--latency-rate", 20_000):
+                out["latency"] = _latency(client, broker, model, schema, params, X, y)
+        out["soak_rows_per_s"], out["soak"] = _soak(model, schema, params, X, y, soak, tmp)
     n_pred = _arg("--predictions", 0)
     if n_pred:
         out["predictions"] = {mode: _predictions_rate(model, schema, X, y, params, n_pred, mode)
@@ -127,19 +190,160 @@ def main() -> None:
     if "--json" in sys.argv:
         print(json.dumps(out))
     else:
-        for k, v in out.items():
-            if k not in ("soak", "kafka_steady"):
-                print(f"{k}: {v}")
-        for s in out["kafka_steady"]:
-            print(f"  Kafka, up to {s['records']:>9,} records: {s['msgs_per_s']:>7,} msgs/s, "
-                  f"RSS {s['rss_mib']:7.1f} MiB")
-        for mode, r in out.get("predictions", {}).items():
-            print(f"  with predictions, {mode}: {r['rows_per_s']:,} rows/s after the first "
-                  f"{r['warm']:,}, {r['checkpoints']} checkpoints")
-        for s in out["soak"]:
-            pool = "" if s["active"] is None else f"active pool {s['active']:6,}, "
-            print(f"  after {s['records']:>9,} records: RSS {s['rss_mib']:7.1f} MiB, "
-                  f"{pool}trees {s['trees']:5,}")
+        _print(out)
+
+
+def _print(out: dict) -> None:
+    for k, v in out.items():
+        if k not in ("soak", "kafka_steady", "stages", "latency", "predictions"):
+            print(f"{k}: {v}")
+    for s in out["kafka_steady"]:
+        print(f"  Kafka, up to {s['records']:>9,} records: {s['msgs_per_s']:>7,} msgs/s, "
+              f"RSS {s['rss_mib']:7.1f} MiB")
+    print("CPU µs per message by stage: " + ", ".join(
+        f"{k} {v}" for k, v in {**out["stages"].pop("consume"), **out["stages"]}.items()))
+    if "latency" in out:
+        lat = out["latency"]
+        print(f"latency at {lat['offered']:,} msgs/s offered ({lat['rate']:,} kept): p50 "
+              f"{lat['p50_s'] * 1000:.1f} ms, p99 {lat['p99_s'] * 1000:.1f} ms, max "
+              f"{lat['max_s'] * 1000:.1f} ms over {lat['records']:,} records")
+    for mode, r in out.get("predictions", {}).items():
+        print(f"  with predictions, {mode}: {r['rows_per_s']:,} rows/s after the first "
+              f"{r['warm']:,}, {r['checkpoints']} checkpoints")
+    for s in out["soak"]:
+        pool = "" if s["active"] is None else f"active pool {s['active']:6,}, "
+        print(f"  after {s['records']:>9,} records: RSS {s['rss_mib']:7.1f} MiB, "
+              f"{pool}trees {s['trees']:5,}")
+
+
+def _consume_cpu(client: str, bootstrap: str, n: int) -> dict:
+    """CPU per message of the client reading the ``bench`` topic to its end (a new group),
+    from the first poll that returned records: this thread (the client's calls and the
+    source records) and the client's own threads."""
+    stop = threading.Event()
+    source = _source(client, bootstrap, "bench", "bench-consume", position_of=lambda key: None,
+                     on_revoke=lambda: None, exclusive=True)
+    source.connect(stop)
+    got = 0
+    while got == 0:
+        got = len(source.poll(timeout_ms=200))
+    t_thread, t_proc = time.thread_time(), time.process_time()
+    counted = 0
+    while got < n:
+        batch = source.poll(timeout_ms=200)
+        got += len(batch)
+        counted += len(batch)
+    thread, proc = time.thread_time() - t_thread, time.process_time() - t_proc
+    source.close()
+    return {"consume": round(thread / counted * 1e6, 2),
+            "client_threads": round(max(0.0, proc - thread) / counted * 1e6, 2)}
+
+
+def _stage_cpu(model: str, schema, params: dict, messages: list, tmp: str) -> dict:
+    """The runner's CPU per message by stage (``Runner.stage_seconds``), on ``messages`` in
+    the service's batches of 2,000, every record predicted before it is learned."""
+    store = CheckpointStore(Path(tmp) / "stages")
+    runner = Runner.create(model, schema, store=store, epsilon=1.0, seed=0, params=params,
+                           scorer=PrequentialScore(schema.target.type != "numeric"))
+    runner.stage_seconds = {}
+    for start in range(0, len(messages), 2000):
+        runner.process_many([SourceRecord(m, "bench:0", start + j, raw=m)
+                             for j, m in enumerate(messages[start:start + 2000])])
+        runner.maybe_checkpoint()
+    store.close()
+    return {k: round(v / len(messages) * 1e6, 2) for k, v in runner.stage_seconds.items()}
+
+
+def _latency(client: str, broker: LocalBroker, model: str, schema, params: dict, X: list,
+             y: list) -> dict:
+    """Broker-to-prediction latency at an offered rate (module docstring)."""
+    rate, seconds = _arg("--latency-rate", 20_000), _arg("--latency-seconds", 10)
+    total = rate * seconds
+    broker.create_topic("live", partitions=2)
+    stop = threading.Event()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = CheckpointStore(Path(tmp) / "ck")
+        runner = Runner.create(model, schema, store=store, epsilon=1.0, seed=0, params=params,
+                               scorer=PrequentialScore(True))
+        source = _source(client, broker.bootstrap, "live", "live", position_of=runner.position_of,
+                         on_revoke=runner.checkpoint, exclusive=True)
+        source.connect(stop)
+        for _ in range(10):   # join the group before the producer starts
+            source.poll(timeout_ms=200)
+        producer = threading.Thread(target=_produce, args=(broker.bootstrap, "live", X, y,
+                                                           rate, total), daemon=True)
+        waits: list = []
+        t0 = time.perf_counter()
+        producer.start()
+        while len(waits) < total and time.perf_counter() - t0 < seconds * 3 + 30:
+            recs = source.poll(timeout_ms=100)
+            for start in range(0, len(recs), 2000):
+                chunk = recs[start:start + 2000]
+                runner.process_many(chunk)
+                now = time.time()
+                waits.extend(now - r.meta["timestamp"] for r in chunk)
+            runner.maybe_checkpoint()
+        wall = time.perf_counter() - t0
+        producer.join()
+        source.close()
+        store.close()
+    w = np.array(waits)
+    return {"offered": rate, "records": len(waits), "rate": round(len(waits) / wall),
+            "p50_s": round(float(np.percentile(w, 50)), 4),
+            "p99_s": round(float(np.percentile(w, 99)), 4), "max_s": round(float(w.max()), 4)}
+
+
+def _produce(bootstrap: str, topic: str, X: list, y: list, rate: int, total: int) -> None:
+    """``total`` messages at ``rate`` a second, in 10 ms bursts (confluent-kafka's producer
+    when installed: it keeps up at rates kafka-python's cannot on two cores)."""
+    try:
+        from confluent_kafka import Producer
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2})
+        send = producer.produce
+        poll, flush = producer.poll, producer.flush
+    except ImportError:
+        from kafka import KafkaProducer
+        kp = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=2)
+
+        def send(topic, value):
+            kp.send(topic, value)
+        poll, flush = (lambda timeout: None), kp.flush
+    t0 = time.perf_counter()
+    for i in range(total):
+        if i % max(1, rate // 100) == 0:
+            ahead = i / rate - (time.perf_counter() - t0)
+            if ahead > 0:
+                time.sleep(ahead)
+            poll(0)
+        while True:
+            try:
+                send(topic, value=_message(X, y, i))
+                break
+            except BufferError:   # confluent's queue is full: let it drain
+                poll(0.01)
+    flush()
+
+
+def _soak(model: str, schema, params: dict, X: list, y: list, soak: int, tmp: str) -> tuple:
+    """Records/s and the RSS, active pool and trees every 100k records of a soak (the
+    service's batches of JSON messages, in process)."""
+    store = CheckpointStore(Path(tmp) / "soak")
+    runner = Runner.create(model, schema, store=store, epsilon=1.0, seed=0, params=params)
+    samples = []
+    t0 = time.perf_counter()
+    for start in range(0, soak, 2000):
+        runner.process_many([SourceRecord(_message(X, y, i), "soak:0", i)
+                             for i in range(start, min(soak, start + 2000))])
+        if (start + 2000) % 100_000 == 0:
+            runner.maybe_checkpoint()
+            engine = getattr(runner.model, "engine", None)   # S-GBDT's pool and forest
+            samples.append({"records": start + 2000, "rss_mib": round(_rss_mib(), 1),
+                            "active": None if engine is None else len(engine),
+                            "trees": len(engine.forest) if engine is not None
+                            else getattr(runner.model, "n_trees_kept", 0)})
+    runner.checkpoint()
+    store.close()
+    return round(soak / (time.perf_counter() - t0)), samples
 
 
 class _CountingSink:
@@ -167,9 +371,7 @@ def _predictions_rate(model: str, schema, X, y, params: dict, n: int, mode: str,
         for start in range(0, warm + n, 2000):
             if start == warm:
                 t0, before = time.perf_counter(), runner.counters["checkpoints"]
-            runner.process_many([SourceRecord(json.dumps({"id": i, "x": X[i % len(X)],
-                                                          "y": y[i % len(X)]}).encode(),
-                                              "bench", i)
+            runner.process_many([SourceRecord(_message(X, y, i), "bench", i)
                                  for i in range(start, min(warm + n, start + 2000))])
             runner.maybe_checkpoint()
         rate = n / (time.perf_counter() - t0)

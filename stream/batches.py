@@ -38,8 +38,10 @@ Examples
 >>> b = v.validate_many([b'{"id": 1, "x": {"age": 95, "sex": "M"}, "y": true}',
 ...                      b'{"id": 2, "x": {"age": 40, "sex": "X"}, "y": false}',
 ...                      b'{"id": 3, "x": {"sex": "F"}}'])
->>> b.records[0], b.records[1].reason, b.records[2].labeled
-(ValidRecord(id=1, x=None, y=True, public=False, clipped=1), "x.sex: 'X' is not one of the declared categories", False)
+>>> b.records[0]
+ValidRecord(id=1, x=None, y=True, public=False, clipped=1)
+>>> b.records[1].reason, b.records[2].labeled
+("x.sex: 'X' is not one of the declared categories", False)
 >>> b.numeric[[0, 2]].tolist(), b.codes[[0, 2]].tolist()
 ([[90.0], [nan]], [[1], [0]])
 """
@@ -54,7 +56,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..models.schema import CategoricalFeature, NumericFeature
-from .messages import RejectedRecord, ValidRecord, _FastError, _fast_loads
+from .messages import RejectedRecord, ValidRecord, _fast_loads, _FastError
 
 __all__ = ["ValidBatch", "validate_many"]
 
@@ -88,6 +90,7 @@ class _Plan:
         for j, (name, f) in enumerate(schema.features.items()):
             if isinstance(f, CategoricalFeature):
                 text = {v: c for c, v in enumerate(f.values) if type(v) is str}
+                text[None] = -1   # missing
                 self.categorical.append((j, name, text, list(f.values)))
         self.required = [j for j, (_, f) in enumerate(schema.features.items()) if f.required]
         target = schema.target
@@ -135,12 +138,14 @@ def validate_many(validator: Any, values: Sequence, slow: Callable[[int], ValidR
     if take:
         ok, clipped, label_clipped, y_out = _columns(validator, plan, take, xs, ys, numeric,
                                                      codes)
-        for k, i in enumerate(take):
-            if ok[k]:
-                records[i] = ValidRecord(ids[k], None, y_out[k], pubs[k],
-                                         int(clipped[k]) + label_clipped[k])
-            else:
-                out_slow.add(i)
+        made = list(map(ValidRecord, ids, itertools.repeat(None, len(take)), y_out, pubs,
+                        (clipped + label_clipped).tolist()))
+        if len(take) == n and ok.all():   # the usual batch: every message decided here
+            records = made
+        else:
+            for k in np.flatnonzero(ok).tolist():
+                records[take[k]] = made[k]
+            out_slow.update(take[k] for k in np.flatnonzero(~ok).tolist())
     decide = slow if slow is not None else (lambda i: validator.validate(values[i]))
     for i in sorted(out_slow):
         try:
@@ -216,7 +221,7 @@ def _columns(validator: Any, plan: _Plan, take: list, xs: list, ys: list, numeri
     m = len(take)
     ok = np.ones(m, dtype=bool)
     cols = _transpose(plan, xs, ok)
-    clipped = np.zeros(m, dtype=np.int64)
+    clipped = np.zeros(m, dtype=np.int64)   # per record: values clipped
     rows = np.asarray(take, dtype=np.intp)
     clip = validator.on_out_of_domain == "clip"
     for c, (j, _name, lo, hi) in enumerate(plan.numeric):
@@ -244,14 +249,11 @@ def _columns(validator: Any, plan: _Plan, take: list, xs: list, ys: list, numeri
         numeric[rows, c] = arr
     for c, (j, _name, text, _values) in enumerate(plan.categorical):
         col = cols[j]
-        try:
+        try:   # (text holds None -> -1: missing)
             code = np.fromiter(map(text.get, col, itertools.repeat(-2, m)), dtype=np.int32,
                                count=m)
         except TypeError:   # an unhashable value
             code = np.array([_code(text, v) for v in col], dtype=np.int32)
-        missing = np.fromiter(map(operator.is_, col, itertools.repeat(None, m)), dtype=bool,
-                              count=m)
-        code[missing] = -1
         ok &= code != -2
         codes[rows, c] = np.maximum(code, -1)
     for j in plan.required:
@@ -268,7 +270,7 @@ def _code(text: dict, value: Any) -> int:
         return -2
 
 
-def _labels(validator: Any, plan: _Plan, ys: list, ok: np.ndarray) -> tuple[list, list]:
+def _labels(validator: Any, plan: _Plan, ys: list, ok: np.ndarray) -> tuple[list, np.ndarray]:
     """The declared label of each record and whether it was clipped; a label the lookup
     cannot place marks its record not ``ok`` (the record path decides it)."""
     m = len(ys)
@@ -285,7 +287,7 @@ def _labels(validator: Any, plan: _Plan, ys: list, ok: np.ndarray) -> tuple[list
                 ok[k] = False
             else:
                 out[k] = declared
-        return out, [0] * m
+        return out, np.zeros(m, dtype=np.int64)
     lo, hi = plan.target_range
     out, clip_flags = list(ys), [0] * m
     error = validator.on_out_of_domain != "clip"
@@ -303,7 +305,7 @@ def _labels(validator: Any, plan: _Plan, ys: list, ok: np.ndarray) -> tuple[list
                 continue
             v, clip_flags[k] = min(max(v, lo), hi), 1
         out[k] = v
-    return out, clip_flags
+    return out, np.array(clip_flags, dtype=np.int64)
 
 
 def _compact_row(plan: _Plan, x: dict, numeric: np.ndarray, codes: np.ndarray) -> None:

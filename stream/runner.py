@@ -83,6 +83,7 @@ from .messages import (
     RecordValidator,
     RejectedRecord,
     Schema,
+    ValidRecord,
     coerce_schema,
 )
 
@@ -257,6 +258,9 @@ class Runner:
         #: (a member tracks its open window's records and publishes after a round)
         self.on_learned: Callable[[list[SourceRecord], bool], None] | None = None
         self.first_record_at: float | None = None   # monotonic time of this process's first
+        #: with a dict: this thread's CPU seconds in each stage of :meth:`process_many`'s
+        #: batched path and of checkpoints are added to it (``benchmarks/service_bench.py``)
+        self.stage_seconds: dict[str, float] | None = None
 
     # ------------------------------------------------------------ life cycle
     @classmethod
@@ -353,6 +357,12 @@ class Runner:
         segment, so one ``predict_many`` gives every record of it the prediction
         :meth:`process` would, and the checkpoint after a round holds exactly the records up
         to the one that ended it. Other models and time windows go record by record.
+
+        The batch is validated at once into columns
+        (:meth:`~dpstream.stream.messages.RecordValidator.validate_many`), and each segment's
+        admitted records are laid out for the model once
+        (:class:`~dpstream.models.encoding.EncodedRows`) for both ``predict_many`` and
+        ``learn_stream``.
         """
         model = self.model
         predicting = self.predictions is not None or self.scorer is not None
@@ -366,9 +376,13 @@ class Runner:
                     if self.counters["learned"] != before:
                         learned.append(rec)
                 return learned
+            clock = _Stages(self.stage_seconds)
             batch = self.validator.validate_many([rec.value for rec in recs],
                                                  slow=lambda k: self._validate(recs[k]))
-            encoder = model._encoder
+            clock.lap("validate")
+            encoder, decided = model._encoder, batch.records
+            positions, counters, ids = self.positions, self.counters, self.ids
+            learns_unlabeled = bool(getattr(model, "learns_unlabeled", False))
             learned, i = [], 0
             while i < len(recs):
                 room, labeled_room = (model.stream_room() if predicting
@@ -377,25 +391,45 @@ class Runner:
                 n_learn = n_labeled = 0
                 while i < len(recs) and n_learn < room and (labeled_room is None
                                                             or n_labeled < labeled_room):
-                    rec = recs[i]
-                    record = self._check(rec, batch.records[i])
+                    rec, record = recs[i], decided[i]
                     i += 1
-                    if record is None:
-                        continue
-                    learn = self._accept(rec, record)
+                    if type(record) is ValidRecord and rec.offset >= positions.get(
+                            rec.partition, 0) and (key := (type(record.id).__name__, record.id)
+                                                   ) not in ids:
+                        # the usual record, as _check and _accept take it, inline
+                        if self.first_record_at is None:
+                            self.first_record_at = time.monotonic()
+                        counters["seen"] += 1
+                        counters["clipped"] += record.clipped
+                        ids.add(key)
+                        positions[rec.partition] = rec.offset + 1
+                        if record.y is None:
+                            counters["unlabeled"] += 1
+                            learn = learns_unlabeled
+                        else:
+                            learn = True
+                    else:
+                        record = self._check(rec, record)
+                        if record is None:
+                            continue
+                        learn = self._accept(rec, record)
                     admitted.append((i - 1, record, learn))
                     n_learn += learn
                     n_labeled += learn and record.labeled
+                clock.lap("bookkeeping")
                 if not admitted:
                     continue
                 at = np.fromiter((k for k, _, _ in admitted), dtype=np.intp,
                                  count=len(admitted))
                 rows = EncodedRows(encoder.expand({"numeric": batch.numeric[at],
                                                    "codes": batch.codes[at]}), encoder.columns)
+                clock.lap("encode")
                 if predicting:
                     preds = self._predictor().predict_many(rows)
+                    clock.lap("predict")
                     for (k, record, _), pred in zip(admitted, preds, strict=True):
                         self._predicted(recs[k], record, pred)
+                    clock.lap("publish")
                 keep = [j for j, (_, _, ok) in enumerate(admitted) if ok]
                 if keep:
                     mine = [admitted[j] for j in keep]
@@ -403,10 +437,12 @@ class Runner:
                     model.learn_stream(rows if len(keep) == len(admitted) else rows.take(keep),
                                        [r.y for _, r, _ in mine],
                                        public=[r.public for _, r, _ in mine])
+                    clock.lap("learn")
                     done = [recs[k] for k, _, _ in mine]
                     self._learned(done, model.training_rounds != rounds,
                                   _release_epoch(model) != epoch)
                     learned.extend(done)
+                    clock.lap("checkpoint")   # after a round (or the member's publish)
             return learned
 
     def _predictor(self) -> Any:
@@ -555,7 +591,9 @@ class Runner:
         with self.lock:
             due = time.monotonic() - self.last_checkpoint >= self.checkpoint_interval
             if due and (self.positions != self.saved_positions or self.outbox):
+                clock = _Stages(self.stage_seconds)
                 self.checkpoint()
+                clock.lap("checkpoint")
                 return True
             return False
 
@@ -657,6 +695,23 @@ def streaming_gc(young: int = 50_000) -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*old)
+
+
+class _Stages:
+    """Adds this thread's CPU time since the last lap to ``seconds[stage]`` (nothing when
+    ``seconds`` is ``None``)."""
+
+    __slots__ = ("seconds", "last")
+
+    def __init__(self, seconds: dict[str, float] | None):
+        self.seconds = seconds
+        self.last = time.thread_time() if seconds is not None else 0.0
+
+    def lap(self, stage: str) -> None:
+        if self.seconds is not None:
+            now = time.thread_time()
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self.last
+            self.last = now
 
 
 def _release_epoch(model: Any) -> int:
