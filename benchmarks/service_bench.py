@@ -64,7 +64,7 @@ import numpy as np
 from dpstream.connectors import CheckpointStore, SourceRecord
 from dpstream.connectors.local_broker import LocalBroker
 from dpstream.stream import load_adult
-from dpstream.stream.runner import PrequentialScore, Runner
+from dpstream.stream.runner import PrequentialScore, Runner, streaming_gc
 from dpstream.stream.service import replay
 
 
@@ -246,10 +246,11 @@ def _stage_cpu(model: str, schema, params: dict, messages: list, tmp: str) -> di
     runner = Runner.create(model, schema, store=store, epsilon=1.0, seed=0, params=params,
                            scorer=PrequentialScore(schema.target.type != "numeric"))
     runner.stage_seconds = {}
-    for start in range(0, len(messages), 2000):
-        runner.process_many([SourceRecord(m, "bench:0", start + j, raw=m)
-                             for j, m in enumerate(messages[start:start + 2000])])
-        runner.maybe_checkpoint()
+    with streaming_gc():   # as the service runs
+        for start in range(0, len(messages), 2000):
+            runner.process_many([SourceRecord(m, "bench:0", start + j, raw=m)
+                                 for j, m in enumerate(messages[start:start + 2000])])
+            runner.maybe_checkpoint()
     store.close()
     return {k: round(v / len(messages) * 1e6, 2) for k, v in runner.stage_seconds.items()}
 
@@ -326,21 +327,22 @@ def _produce(bootstrap: str, topic: str, X: list, y: list, rate: int, total: int
 
 def _soak(model: str, schema, params: dict, X: list, y: list, soak: int, tmp: str) -> tuple:
     """Records/s and the RSS, active pool and trees every 100k records of a soak (the
-    service's batches of JSON messages, in process)."""
+    service's batches of JSON messages, in process, with the service's GC thresholds)."""
     store = CheckpointStore(Path(tmp) / "soak")
     runner = Runner.create(model, schema, store=store, epsilon=1.0, seed=0, params=params)
     samples = []
     t0 = time.perf_counter()
-    for start in range(0, soak, 2000):
-        runner.process_many([SourceRecord(_message(X, y, i), "soak:0", i)
-                             for i in range(start, min(soak, start + 2000))])
-        if (start + 2000) % 100_000 == 0:
-            runner.maybe_checkpoint()
-            engine = getattr(runner.model, "engine", None)   # S-GBDT's pool and forest
-            samples.append({"records": start + 2000, "rss_mib": round(_rss_mib(), 1),
-                            "active": None if engine is None else len(engine),
-                            "trees": len(engine.forest) if engine is not None
-                            else getattr(runner.model, "n_trees_kept", 0)})
+    with streaming_gc():
+        for start in range(0, soak, 2000):
+            runner.process_many([SourceRecord(_message(X, y, i), "soak:0", i)
+                                 for i in range(start, min(soak, start + 2000))])
+            if (start + 2000) % 100_000 == 0:
+                runner.maybe_checkpoint()
+                engine = getattr(runner.model, "engine", None)   # S-GBDT's pool and forest
+                samples.append({"records": start + 2000, "rss_mib": round(_rss_mib(), 1),
+                                "active": None if engine is None else len(engine),
+                                "trees": len(engine.forest) if engine is not None
+                                else getattr(runner.model, "n_trees_kept", 0)})
     runner.checkpoint()
     store.close()
     return round(soak / (time.perf_counter() - t0)), samples
