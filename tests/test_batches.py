@@ -208,3 +208,25 @@ def test_encoded_rows_must_match_the_encoder_s_columns():
         enc.encode_many(rows)
     with pytest.raises(ValueError, match="2-D array of 2 columns"):
         EncodedRows(np.zeros((3, 4)), enc.columns)
+
+
+def test_stage_seconds_account_for_the_batched_path(tmp_path):
+    """``Runner.stage_seconds`` (the service benchmark's CPU by stage) collects every stage
+    of the batched path, and nothing when it is not set."""
+    from dpstream.stream.runner import PrequentialScore
+
+    recs = _stream(1200, seed=2)
+    store = CheckpointStore(tmp_path)
+    runner = Runner.create("median-forest", ADULT_SCHEMA, store=store, epsilon=1.0, seed=0,
+                           scorer=PrequentialScore(True), checkpoint_interval=0.0)
+    runner.process_many(recs[:100])
+    assert runner.stage_seconds is None
+    runner.stage_seconds = {}
+    for a in range(100, len(recs), 500):
+        runner.process_many(recs[a:a + 500])
+        runner.maybe_checkpoint()
+    store.close()
+    stages = runner.stage_seconds
+    assert {"validate", "bookkeeping", "encode", "predict", "publish", "learn",
+            "checkpoint"} <= set(stages)
+    assert all(v >= 0.0 for v in stages.values()) and stages["learn"] > 0.0
