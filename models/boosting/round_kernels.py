@@ -16,6 +16,20 @@ Examples
 >>> move_rows(pool, np.array([0, 1]), np.array([3, 2]))   # rows 3 and 2 fill holes 0 and 1
 >>> pool[:2].tolist()
 [[9.0, 10.0, 11.0], [6.0, 7.0, 8.0]]
+
+The start of a round: gradients, clip and costs in one pass (``g`` holds the sigmoid, or the
+scores, on entry), then the filter's charge and the Poisson subsample in another:
+
+>>> g, y = np.array([0.9, 0.2, 0.5]), np.array([0.0, 1.0, 1.0])
+>>> cost, bad = filter_costs(g, y, 1.0, np.linspace(0.0, 1.0, 3), np.array([0.1, 0.2, 0.3]),
+...                          True, 0.3)
+>>> g.tolist(), cost.tolist(), bad
+([0.9, -0.8, -0.5], [0.3, 0.3, 0.2], False)
+>>> spent = np.array([0.0, 0.0, 0.95])
+>>> cont, sampled, rows, n_cont = filter_charge(cost, spent, 1.0, np.array([0.05, 0.5, 0.01]),
+...                                             0.1)
+>>> cont.tolist(), rows.tolist(), n_cont, spent.tolist()
+([True, True, False], [0], 2, [0.3, 0.3, 0.95])
 """
 
 from __future__ import annotations
@@ -23,7 +37,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["leaf_counts_sums", "move_rows"]
+__all__ = ["add_leaf_values", "category_codes_into", "count_exhausted", "filter_charge",
+           "filter_costs", "leaf_counts_sums", "move_rows"]
 
 
 @njit(cache=True, nogil=True)
@@ -51,3 +66,103 @@ def move_rows(X, holes, movers):   # pragma: no cover - compiled
     for j in range(X.shape[1]):
         for i in range(holes.size):
             X[holes[i], j] = X[movers[i], j]
+
+
+@njit(cache=True, nogil=True)
+def filter_costs(g, y, grad_clip, grid, table, by_cost, max_cost):   # pragma: no cover
+    """The start of a round over the pool, the numpy steps it replaces fused, bit for bit:
+    ``g -= y`` in place (``g`` holds the scores, or their sigmoid), ``np.clip(g, -g*, g*)``
+    and each record's cost: ``RoundCostTable.cost``'s lookup when ``by_cost``, else
+    ``max_cost``. Returns ``(cost, bad)``; ``bad``: a gradient is NaN (the numpy steps
+    raise)."""
+    n = g.size
+    cost = np.empty(n)
+    last = grid.size - 1
+    scale = last / grad_clip
+    for k in range(n):
+        v = g[k] - y[k]
+        if v != v:
+            return cost, True
+        if v < -grad_clip:
+            v = -grad_clip
+        if v > grad_clip:
+            v = grad_clip
+        g[k] = v
+        if by_cost:   # RoundCostTable's lookup (accounting/accountant.py), step for step
+            a = abs(v)
+            if a > grad_clip:
+                a = grad_clip
+            i = min(int(np.ceil(a * scale)), last)
+            if grid[i] < a and i < last:
+                i += 1
+            if i > 0 and grid[i - 1] >= a:
+                i -= 1
+            cost[k] = table[i]
+        else:
+            cost[k] = max_cost
+    return cost, False
+
+
+@njit(cache=True, nogil=True)
+def filter_charge(cost, spent, bound, u, rate):   # pragma: no cover - compiled
+    """The individual filter's step (``IndividualRenyiFilter.charge``: a record whose
+    ``spent + cost`` stays within ``bound`` is charged and continues) and the Poisson
+    subsample ``cont & (u < rate)``, in place on ``spent``. Returns ``(cont, sampled, rows,
+    n_cont)``: ``rows`` the sampled positions in pool order."""
+    n = cost.size
+    cont = np.empty(n, np.bool_)
+    sampled = np.empty(n, np.bool_)
+    rows = np.empty(n, np.int64)
+    m = 0
+    n_cont = 0
+    for k in range(n):
+        after = spent[k] + cost[k]
+        ok = after <= bound
+        if ok:
+            spent[k] = after
+            n_cont += 1
+        cont[k] = ok
+        take = ok and u[k] < rate
+        sampled[k] = take
+        if take:
+            rows[m] = k
+            m += 1
+    return cont, sampled, rows[:m].copy(), n_cont
+
+
+@njit(cache=True, nogil=True)
+def add_leaf_values(score, column, values, nodes):   # pragma: no cover - compiled
+    """``score += values[nodes]`` in place — and the same values to ``column`` (a block
+    sum's slot) when it is not empty: ``Forest.add_tree_values`` of both, bit for bit."""
+    both = column.size > 0
+    for i in range(score.size):
+        v = 1.0 * values[nodes[i]]
+        score[i] += v
+        if both:
+            column[i] += v
+
+
+@njit(cache=True, nogil=True)
+def count_exhausted(spent, bound, floor):   # pragma: no cover - compiled
+    """How many records ``IndividualRenyiFilter.exhausted(min_cost=floor)`` marks
+    (``bound - spent < floor``), without the mask."""
+    m = 0
+    for i in range(spent.size):
+        if bound - spent[i] < floor:
+            m += 1
+    return m
+
+
+@njit(cache=True, nogil=True)
+def category_codes_into(X, starts, sizes, out):   # pragma: no cover - compiled
+    """``hist_splits.category_codes`` of the rows ``X`` written to ``out``: per categorical
+    feature (first column ``starts[k]``, ``sizes[k]`` values) the index of its first column
+    ``<= 0.5`` (the record's value), else ``sizes[k]`` (missing)."""
+    for r in range(X.shape[0]):
+        for k in range(starts.size):
+            code = sizes[k]
+            for j in range(sizes[k]):
+                if X[r, starts[k] + j] <= 0.5:
+                    code = j
+                    break
+            out[r, k] = code

@@ -42,6 +42,7 @@ fixed order is ``rho`` plus a constant), plus ``epsilon_drift``.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,11 +53,21 @@ from ..forest import Forest, complete_tree_layout
 from .block_sums import BlockSums
 from .hist_splits import category_codes, grow_tree, histogram_sigma
 from .random_splits import random_complete_tree, route_tree
-from .round_kernels import leaf_counts_sums, move_rows
+from .round_kernels import (
+    add_leaf_values,
+    category_codes_into,
+    count_exhausted,
+    filter_charge,
+    filter_costs,
+    leaf_counts_sums,
+    move_rows,
+)
 from .scores import init_score_from_stats, noisy_label_stats, sigmoid
 from .sgbdt_grid import grid_pending, raw_tree, release_grid
 
 __all__ = ["SGBDTConfig", "SGBDTEngine"]
+
+_NO_COLUMN = np.zeros(0)   # add_leaf_values without block sums
 
 #: the released record count after which the initial score stops being refined
 INIT_TARGET = 1000
@@ -64,6 +75,20 @@ INIT_TARGET = 1000
 #: Laplace noise of the released count then has a standard deviation of at most 28% of it;
 #: 10 beat 0, 20 and 40 on the Abalone stream, docs/sgbdt.md)
 INIT_NOISE = 10.0
+
+
+def _code_spans(encoder: RecordEncoder) -> tuple[np.ndarray, np.ndarray]:
+    """Each categorical feature's first column and number of values (a public layout, built
+    once per encoder)."""
+    spans = _SPANS.get(encoder)
+    if spans is None:
+        cats = encoder.categorical_columns()
+        spans = _SPANS[encoder] = (np.array([c[0] for c in cats], dtype=np.int64),
+                                   np.array([len(c) for c in cats], dtype=np.int64))
+    return spans
+
+
+_SPANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -178,6 +203,9 @@ class SGBDTEngine:
         self.grid_info: dict = {}
         self.grid_blocked = False   # batch training releases none
         self.gcols = None   # the pool's grid columns, mapped (rows as the pool's; derived)
+        # the buffers (the pool's capacity in rows) that y, score, ids, codes, gcols and the
+        # filter's spend view, so that add() writes new records in place (derived)
+        self._bufs: dict = {}
 
     def _calibrate(self, rounds: int) -> None:
         """sigma for ``rounds`` worst-case rounds at epsilon_trees, the per-record round costs
@@ -285,6 +313,7 @@ class SGBDTEngine:
         # columns) and without spare capacity: checkpoints stay small and fast
         state["_X"] = self.encoder.compact(self._X[:self._n])
         state["gcols"] = None         # the pool's mapped columns: derived, mapped again on use
+        state.pop("_bufs", None)      # the per-record arrays travel as views: their rows only
         state["_last_round"] = None   # a diagnostic of the round just run: not worth a pool's
         return state                  # size in every checkpoint
 
@@ -316,6 +345,7 @@ class SGBDTEngine:
                               ("gcols", None)):
             state.setdefault(name, default)
         state.pop("last_round", None)   # checkpoints that stored the diagnostic
+        state["_bufs"] = {}   # the per-record arrays are standalone: add() buffers them again
         state.setdefault("_last_round", None)
         if "codes" not in state:   # checkpoints from before split selection
             state["codes"] = category_codes(state["encoder"], state["_X"][:state["_n"]])
@@ -344,18 +374,44 @@ class SGBDTEngine:
             grown[:n] = self._X[:n]
             self._X = grown
         self._X[n:n + m] = X
+        cap = self._X.shape[0]
         if self.blocks is not None:
-            self.blocks.append(n, parts, self._X.shape[0])
-        self._n = n + m
-        self.y = np.concatenate((self.y, y))
-        self.score = np.concatenate((self.score, self.raw_scores(X) if raw is None else raw))
-        self.ids = np.concatenate((self.ids, self.records_added + np.arange(X.shape[0])))
-        self.codes = np.concatenate((self.codes, category_codes(self.encoder, X)))
+            self.blocks.append(n, parts, cap)
+        score = self.raw_scores(X) if raw is None else raw
+        end = n + m
+        self._n = end
+        # the per-record arrays grow in place, in buffers of the pool's capacity
+        self._buffer("y", self.y, n, cap)[n:end] = y
+        self._buffer("score", self.score, n, cap)[n:end] = score
+        self._buffer("ids", self.ids, n, cap)[n:end] = np.arange(
+            self.records_added, self.records_added + m)
+        codes = self._buffer("codes", self.codes, n, cap)
+        starts, sizes = _code_spans(self.encoder)
+        category_codes_into(X, starts, sizes, codes[n:end])   # (category_codes, compiled)
+        names = ("y", "score", "ids", "codes")
         if self.grid is not None and self.gcols is not None:   # (each record mapped once)
-            self.gcols = np.concatenate((self.gcols,
-                                         self.grid.map_columns(X[:, self.grid._idx])))
-        self.filter.add(X.shape[0])
-        self.records_added += X.shape[0]
+            self._buffer("gcols", self.gcols, n, cap)[n:end] = self.grid.map_columns(
+                X[:, self.grid._idx])
+            names += ("gcols",)
+        for name in names:
+            setattr(self, name, self._bufs[name][:end])
+        spent = self._buffer("spent", self.filter.spent, n, cap)
+        spent[n:end] = 0.0   # (the filter's add: a full budget)
+        self.filter.spent = spent[:end]
+        self.records_added += m
+
+    def _buffer(self, name: str, values: np.ndarray, n: int, cap: int) -> np.ndarray:
+        """The buffer of ``cap`` rows whose first ``n`` hold the pool's ``values`` of
+        ``name``: the one ``values`` views, or a new one they are copied into (after a
+        restore, a compaction that shrank the pool, or an assignment of a new array)."""
+        buf = self._bufs.get(name)
+        if (buf is None or values.base is not buf or buf.shape[0] != cap
+                or buf.shape[1:] != values.shape[1:] or buf.dtype != values.dtype
+                or values.ctypes.data != buf.ctypes.data):
+            buf = np.zeros((cap, *values.shape[1:]), dtype=values.dtype)
+            buf[:n] = values
+            self._bufs[name] = buf
+        return buf
 
     def evict_oldest(self, keep: int) -> int:
         """Records that arrived more than ``keep`` arrivals ago leave the pool
@@ -389,7 +445,8 @@ class SGBDTEngine:
         move_rows(self._X, holes, movers)   # self._X[holes] = self._X[movers]
         self._X[k:n] = 0.0   # removed records leave memory, not just the index range
         self._n = k
-        if k < self._X.shape[0] // 4 and self._X.shape[0] > 1024:
+        shrink = k < self._X.shape[0] // 4 and self._X.shape[0] > 1024
+        if shrink:
             self._X = self._X[:max(2 * k, 1024)].copy(order="F")
         if self.blocks is not None and self.blocks.ready:
             self.blocks.compact(holes, movers, k, n, self._X.shape[0])
@@ -397,8 +454,11 @@ class SGBDTEngine:
                 ("y", "score", "ids", "codes", "gcols"):
             values = getattr(self, name)
             values[holes] = values[movers]
-            setattr(self, name, values[:k])
+            setattr(self, name, values[:k].copy() if shrink else values[:k])
         self.filter.compact(holes, movers, k)
+        if shrink:   # the buffers follow the pool's capacity (add() makes new ones)
+            self.filter.spent = self.filter.spent.copy()
+            self._bufs = {}
 
     # ------------------------------------------------------------- init score
     def fit_init_score(self) -> None:
@@ -523,12 +583,15 @@ class SGBDTEngine:
                                 n_features=self.n_features, split_share=c.r_split)
         sampled = prep["sampled"]
         prep["split_share"] = c.r_split
-        X, rows, codes = self.X, np.flatnonzero(sampled), self.codes
+        rows = prep.get("rows")
+        if rows is None:
+            rows = np.flatnonzero(sampled)
+        X, codes, g = self.X, self.codes, prep["g"][rows]
         if self.grid is not None:   # grown on the mapped sample, stored in raw units
             X, rows, codes = self._mapped_sample(rows, levels), None, codes[rows]
         return raw_tree(self.grid, grow_tree(
             self.encoder, depth=depth, rng=self.rng, X=X, rows=rows, codes=codes,
-            g=prep["g"][sampled], levels=levels, bins=c.split_bins, sigma=sigma,
+            g=g, levels=levels, bins=c.split_bins, sigma=sigma,
             numeric_weight=c.numeric_weight, only_feature=only, memory=self.split_memory,
             decay=c.split_decay))
 
@@ -579,15 +642,25 @@ class SGBDTEngine:
         """Clipped gradients, per-record costs, the individual filter's step (which charges
         the records that continue) and the Poisson subsample."""
         c = self.config
-        g = self.gradients()
-        np.clip(g, -c.grad_clip, c.grad_clip, out=g)
-        if c.individual_filter:
-            cost = self.costs.cost(g)   # (by magnitude)
-        else:
-            cost = np.full(len(self), self.costs.max_cost)
-        cont = self.filter.step(cost)
-        sampled = cont & (self.rng.random(len(self)) < c.subsample)
-        return {"g": g, "cost": cost, "cont": cont, "sampled": sampled}
+        # the pool in compiled passes (round_kernels), the numpy steps below bit for bit
+        g = self.score.copy() if c.loss == "squared" else sigmoid(self.score)
+        t = self.costs
+        cost, bad = filter_costs(g, self.y, c.grad_clip, t.grid, t.table, c.individual_filter,
+                                 t.max_cost)
+        if bad or t.grad_clip != c.grad_clip:   # (a NaN gradient: the numpy steps raise)
+            g = self.gradients()
+            np.clip(g, -c.grad_clip, c.grad_clip, out=g)
+            cost = self.costs.cost(g) if c.individual_filter else \
+                np.full(len(self), self.costs.max_cost)
+            cont = self.filter.step(cost)
+            sampled = cont & (self.rng.random(len(self)) < c.subsample)
+            return {"g": g, "cost": cost, "cont": cont, "sampled": sampled}
+        # (the filter's step: charges exactly the records that continue)
+        cont, sampled, rows, n_cont = filter_charge(cost, self.filter.spent, self.filter.bound,
+                                                    self.rng.random(self._n), c.subsample)
+        self.filter.rounds += 1
+        return {"g": g, "cost": cost, "cont": cont, "sampled": sampled, "rows": rows,
+                "n_cont": n_cont}
 
     def retire_if_full(self) -> None:
         """Retire the oldest tree when ``max_trees`` are kept (post-processing: the pool
@@ -646,11 +719,15 @@ class SGBDTEngine:
         self._ensure_blocks()
         t, nodes = self.store_round_tree(tree, value, prep)
         # the pool's routing through this tree, done once (the same bits as adding
-        # predict_tree's values)
-        self.forest.add_tree_values(self.score, t, nodes)
-        if self.blocks is not None:   # and to the block sums of the tree's slot
-            slot = self.blocks.slot_of(self.trees_retired + t)   # t: its place, live
-            self.forest.add_tree_values(self.blocks.column(slot, self._n), t, nodes)
+        # predict_tree's values: Forest.add_tree_values), to the scores and to the block
+        # sums of the tree's slot
+        column = _NO_COLUMN
+        if self.blocks is not None:
+            column = self.blocks.column(self.blocks.slot_of(self.trees_retired + t), self._n)
+        f = self.forest
+        base = t * f.max_nodes   # (t: its place, live)
+        add_leaf_values(self.score, column, f.value[base:base + f.max_nodes],
+                        np.asarray(nodes, dtype=np.int64))
 
     def store_round_tree(self, tree, value: np.ndarray,
                          prep: dict | None) -> tuple[int, np.ndarray]:
@@ -680,17 +757,21 @@ class SGBDTEngine:
             floor = self.costs.min_cost if c.individual_filter else self.costs.max_cost
             if floor <= 0:  # static leaf noise: a zero gradient is free; drop at the next cost
                 floor = float(self.costs.table[1])
-            done = self.filter.exhausted(min_cost=floor)
-            n_done = int(done.sum())
+            if 0.0 < floor < math.inf:   # the filter's exhausted(), counted compiled
+                n_done = count_exhausted(self.filter.spent, self.filter.bound, floor)
+            else:
+                n_done = int(self.filter.exhausted(min_cost=floor).sum())
             # spent records leave in batches (removal moves O(pool) data): until then the
             # filter refuses them every round, so they are never charged, sampled or used
             if n_done >= max(64, self._n // 100):
-                self._remove(done)
+                self._remove(self.filter.exhausted(min_cost=floor))
                 self.records_exhausted += n_done
             else:
                 n_done = 0
         self.rounds += 1
-        active = int(prep["cont"].sum()) if prep is not None else 0
-        sampled_n = int(prep["sampled"].sum()) if prep is not None else 0
+        active = sampled_n = 0
+        if prep is not None:
+            active = prep["n_cont"] if "n_cont" in prep else int(prep["cont"].sum())
+            sampled_n = prep["rows"].size if "rows" in prep else int(prep["sampled"].sum())
         return {"round": self.rounds, "active": active, "sampled": sampled_n,
                 "exhausted": n_done}

@@ -1,0 +1,68 @@
+"""S-GBDT learn + predict throughput on the Adult stream: one record at a time and in batches.
+
+Usage: python benchmarks/sgbdt_learn_predict_speed.py [--repeats N] [--json]
+
+* ``stream_rows_per_s``: ``SGBDTClassifier(schema, epsilon=0.5, seed=0)`` over the 32,561
+  Adult training records, ``predict_one`` then ``learn_one`` per record — the last check of
+  ``shared/checks/sgbdt_streams.py``. A fresh model per pass, so its one-off calibration is
+  counted (as in the check); numba's one-off start-up is not (a small warm-up model runs
+  first, as the check's earlier streams do).
+* ``batch_rows_per_s``: the stream service's path on the same records: chunks of 2,000,
+  each ``predict_many`` before ``learn_stream``.
+
+Each figure is the median of ``--repeats`` passes (default 3), the two kinds interleaved.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+from _timing import emit  # a sibling: benchmarks/ is on sys.path
+
+from dpstream.models import SGBDTClassifier
+from dpstream.stream import load_adult
+
+CHUNK = 2000
+
+
+def stream_pass(X: list, y: list, schema) -> float:
+    model = SGBDTClassifier(schema=schema, epsilon=0.5, seed=0)
+    t0 = time.perf_counter()
+    for xi, yi in zip(X, y, strict=True):
+        model.predict_one(xi)
+        model.learn_one(xi, yi)
+    return len(X) / (time.perf_counter() - t0)
+
+
+def batch_pass(X: list, y: list, schema) -> float:
+    model = SGBDTClassifier(schema=schema, epsilon=0.5, seed=0)
+    t0 = time.perf_counter()
+    for s in range(0, len(X), CHUNK):
+        model.predict_many(X[s:s + CHUNK])
+        model.learn_stream(X[s:s + CHUNK], y[s:s + CHUNK])
+    return len(X) / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    repeats = int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else 3
+    X, y, schema = load_adult("train")
+    warm = SGBDTClassifier(schema=schema, epsilon=1.0, seed=1)   # numba's one-off start-up
+    for xi, yi in zip(X[:3000], y[:3000], strict=True):
+        warm.predict_one(xi)
+        warm.learn_one(xi, yi)
+    warm.predict_many(X[:500])
+    warm.learn_stream(X[3000:3500], y[3000:3500])
+    stream, batch = [], []
+    for _ in range(repeats):
+        stream.append(stream_pass(X, y, schema))
+        batch.append(batch_pass(X, y, schema))
+    emit({"records": len(X), "repeats": repeats,
+          "stream_rows_per_s": round(statistics.median(stream)),
+          "batch_rows_per_s": round(statistics.median(batch)),
+          "stream_all": [round(r) for r in stream], "batch_all": [round(r) for r in batch]})
+
+
+if __name__ == "__main__":
+    main()
