@@ -126,6 +126,11 @@ class _Cells:
         self.num_cols = np.array([c for c, _, _ in self.numeric], dtype=np.int64)
         self.cat_start = np.array([c[0] for c in self.categorical], dtype=np.int64)
         self.cat_size = np.array([len(c) for c in self.categorical], dtype=np.int64)
+        # (the same as Python lists, and every categorical column: _random_rest's set-up)
+        self.cat_sizes = self.cat_size.tolist()
+        self.cat_firsts = self.cat_start.tolist()
+        self.cat_columns = np.array([c for cols in self.categorical for c in cols],
+                                    dtype=np.int64)
 
     def numeric_cells(self, X: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """The numeric cell of each row within its node's interval ``[lo, hi]`` (per row)."""
@@ -282,11 +287,12 @@ def _best_split(H: np.ndarray, cells: _Cells, iv: list, cats: list, allowed: np.
         total = Hn.sum(axis=1, keepdims=True)
         left = np.cumsum(Hn[:, :B - 1], axis=1)
         score = -(left * (total - left)).sum(axis=2)
+        ks = score.argmax(axis=1).tolist()   # (each feature's first best cut, as argmax)
         for j in range(n_num):
             lo, hi = iv[j]
             if not allowed[j] or hi <= lo:
                 continue
-            k = int(np.argmax(score[j]))
+            k = ks[j]
             if score[j, k] > best_score:
                 best_score = float(score[j, k])
                 best = (cells.numeric[j][0], lo + (k + 1) * (hi - lo) / B, "num", j, None)
@@ -408,12 +414,20 @@ def _random_rest(cells: _Cells, n_columns: int, ivs: list, catss: list, level: i
     lo = np.zeros((n_internal, n_num))
     hi = np.zeros((n_internal, n_num))
     is_open = np.zeros((n_internal, n_columns), dtype=np.bool_)
+    every = cells.cat_columns
     for i, (iv, cats) in enumerate(zip(ivs, catss, strict=True)):
         if n_num:
             lo[start + i], hi[start + i] = zip(*iv, strict=True)
-        for cols in cats:
-            if cols is not None:
-                is_open[start + i, cols] = True
+        # the open columns: all of them, less those of features the path narrowed (a
+        # fancy assignment per feature cost more than the rest of the draw)
+        row = is_open[start + i]
+        row[every] = True
+        for cols, size, first in zip(cats, cells.cat_sizes, cells.cat_firsts, strict=True):
+            if cols is None:
+                row[first:first + size] = False
+            elif len(cols) != size:
+                row[first:first + size] = False
+                row[cols] = True
     u = rng.random(2 * (n_internal - start))
     _random_levels_kernel(u, start, n_internal, lo, hi, is_open, cells.num_cols,
                           cells.cat_start, cells.cat_size, float(numeric_weight), allowed,

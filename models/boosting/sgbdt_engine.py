@@ -50,6 +50,7 @@ import numpy as np
 from ...accounting import IndividualRenyiFilter, RoundCostTable, calibrate_sgbdt
 from ..encoding import RecordEncoder
 from ..forest import Forest, complete_tree_layout
+from ..forest_kernels import sum_one, sum_one_parts
 from .block_sums import BlockSums
 from .hist_splits import category_codes, grow_tree, histogram_sigma
 from .random_splits import random_complete_tree, route_tree
@@ -59,7 +60,7 @@ from .round_kernels import (
     count_exhausted,
     filter_charge,
     filter_costs,
-    leaf_counts_sums,
+    leaf_counts_sums_rows,
     move_rows,
 )
 from .scores import init_score_from_stats, noisy_label_stats, sigmoid
@@ -268,6 +269,16 @@ class SGBDTEngine:
 
     def raw_score_parts_one(self, row: np.ndarray) -> tuple[float, np.ndarray | None]:
         """:meth:`raw_scores_parts` of one encoded row (1-d)."""
+        f = self.forest
+        if f.n_trees and row.dtype == np.float64:   # the forest's kernels, called directly
+            if self.blocks is None:
+                return self.base_score + float(sum_one(
+                    row, f.n_trees, f.max_nodes, f.depths, f.feature, f.threshold, f.left,
+                    f.value, f.max_depth)), None
+            total, parts = sum_one_parts(row, f.n_trees, f.max_nodes, f.depths, f.feature,
+                                         f.threshold, f.left, f.value, f.max_depth,
+                                         self._slots(), self.blocks.n_slots)
+            return self.base_score + float(total), parts
         if self.blocks is None:
             return self.base_score + self.forest.predict_sum_one(row), None
         total, parts = self.forest.predict_sum_parts_one(row, self._slots(),
@@ -586,9 +597,9 @@ class SGBDTEngine:
         rows = prep.get("rows")
         if rows is None:
             rows = np.flatnonzero(sampled)
-        X, codes, g = self.X, self.codes, prep["g"][rows]
+        X, codes, g = self.X, self.codes, prep["g"].take(rows, axis=0)
         if self.grid is not None:   # grown on the mapped sample, stored in raw units
-            X, rows, codes = self._mapped_sample(rows, levels), None, codes[rows]
+            X, rows, codes = self._mapped_sample(rows, levels), None, codes.take(rows, axis=0)
         return raw_tree(self.grid, grow_tree(
             self.encoder, depth=depth, rng=self.rng, X=X, rows=rows, codes=codes,
             g=g, levels=levels, bins=c.split_bins, sigma=sigma,
@@ -608,7 +619,7 @@ class SGBDTEngine:
             out = self.X[rows]
         else:   # the columns selection never reads are left unset
             out = np.empty((rows.size, self._X.shape[1]), order="F")
-        out[:, idx] = self.gcols[rows]
+        out[:, idx] = self.gcols.take(rows, axis=0)   # (take: twice as fast as [rows])
         return out
 
     def round_depth(self) -> int:
@@ -689,7 +700,10 @@ class SGBDTEngine:
         leaves = self.leaves_of(tree)
         n_leaves = leaves.size
         sampled = prep["sampled"]
-        counts, sums = leaf_counts_sums(self.pool_nodes(tree, prep), int(leaves[0]), sampled,
+        rows = prep.get("rows")
+        if rows is None:
+            rows = np.flatnonzero(sampled)
+        counts, sums = leaf_counts_sums_rows(self.pool_nodes(tree, prep), int(leaves[0]), rows,
                                         prep["g"], n_leaves)
         # r2: the gradient share left to the leaves (all of 1 - r1 unless split histograms
         # were released in this round)
