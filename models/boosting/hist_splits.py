@@ -264,6 +264,74 @@ if njit is not None:
                         is_open[left, cat_start[k] + v] = False
                     is_open[left + 1, col] = False
 
+    @njit(cache=True, nogil=True)
+    def _numpy_sum(a, lo, n):   # pragma: no cover - compiled
+        # ``a[lo:lo + n].sum()`` exactly as numpy adds a contiguous float64 run: pairwise,
+        # eight accumulators per block of up to 128 (numpy's pairwise_sum), from 0.0
+        if n < 8:
+            res = 0.0
+            for i in range(n):
+                res += a[lo + i]
+            return res
+        if n > 128:
+            n2 = n // 2
+            n2 -= n2 % 8
+            return _numpy_sum(a, lo, n2) + _numpy_sum(a, lo + n2, n - n2)
+        r = a[lo:lo + 8].copy()
+        i = 8
+        while i < n - n % 8:
+            for j in range(8):
+                r[j] += a[lo + i + j]
+            i += 8
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        while i < n:
+            res += a[lo + i]
+            i += 1
+        return res
+
+    @njit(cache=True, nogil=True)
+    def _best_split_kernel(H, bins, num_ok, cat_off, cat_size,
+                           cat_ok):   # pragma: no cover - compiled
+        """:func:`_best_split` of a 1-d histogram whose categorical features are all open
+        or skipped (``cat_ok``), the same steps in the same float operations: ``(kind, j,
+        i)`` — kind 1: numeric feature ``j`` cut after cell ``i``; 2: categorical feature
+        ``j``'s ``i``-th value; 0: none."""
+        best = -np.inf
+        kind, bj, bi = 0, -1, -1
+        width = bins + 1
+        for j in range(num_ok.size):
+            if not num_ok[j]:
+                continue
+            base = j * width
+            total = _numpy_sum(H, base, width)
+            acc = 0.0
+            k, top = -1, 0.0
+            for b in range(bins - 1):   # np.cumsum, then -(left * (total - left)), argmax
+                acc = H[base] if b == 0 else acc + H[base + b]
+                v = -(acc * (total - acc))
+                if k < 0 or v > top or (v != v and top == top):
+                    k, top = b, v
+                if v != v:
+                    break
+            if k >= 0 and top > best:
+                best, kind, bj, bi = top, 1, j, k
+        for j in range(cat_ok.size):
+            if not cat_ok[j]:
+                continue
+            off, m = cat_off[j], cat_size[j]
+            total = _numpy_sum(H, off, m + 1)
+            k, top = -1, 0.0
+            for i in range(m):
+                h = H[off + i]
+                v = -h * (total - h)
+                if k < 0 or v > top or (v != v and top == top):
+                    k, top = i, v
+                if v != v:
+                    break
+            if top > best:
+                best, kind, bj, bi = top, 2, j, k
+        return kind, bj, bi
+
 
 def _level_histogram(cells: _Cells, X, codes, rows, pos, g, lo, hi,
                      width: int) -> np.ndarray:
@@ -279,9 +347,26 @@ def _level_histogram(cells: _Cells, X, codes, rows, pos, g, lo, hi,
 def _best_split(H: np.ndarray, cells: _Cells, iv: list, cats: list, allowed: np.ndarray):
     """The best-scoring candidate of one node's noisy histogram ``H``: ``(column, threshold,
     kind, index, cut)`` or ``None`` when no feature can split."""
-    best, best_score = None, -math.inf
     B = cells.bins
     n_num = len(cells.numeric)
+    if njit is not None and H.ndim == 1:   # compiled, when every category is open or skipped
+        cat_ok = [bool(allowed[n_num + k]) and c is not None and len(c) >= 2
+                  for k, c in enumerate(cats)]
+        if all(len(c) == len(cols) for c, cols, ok in zip(cats, cells.categorical, cat_ok,
+                                                              strict=True) if ok):
+            num_ok = np.array([bool(allowed[j]) and not hi <= lo
+                               for j, (lo, hi) in enumerate(iv)], dtype=np.bool_)
+            kind, j, i = _best_split_kernel(np.ascontiguousarray(H, dtype=np.float64), B,
+                                            num_ok, cells.cat_offset, cells.cat_size,
+                                            np.array(cat_ok, dtype=np.bool_))
+            if kind == 1:
+                lo, hi = iv[j]
+                return cells.numeric[j][0], lo + (i + 1) * (hi - lo) / B, "num", j, None
+            if kind == 2:
+                col = cats[j][i]
+                return col, 0.5, "cat", j, col
+            return None
+    best, best_score = None, -math.inf
     if n_num:
         Hn = H[:n_num * (B + 1)].reshape(n_num, B + 1, -1)   # (features, cells, K)
         total = Hn.sum(axis=1, keepdims=True)

@@ -179,9 +179,11 @@ class RawScoreClassifier(RawScoreBinaryClassifier):
                         strict=True))
 
     def predict_one(self, x: Mapping, **kwargs) -> Any:
-        if not self._multiclass:
-            return super().predict_one(x)
-        return self._encoder.classes[int(np.argmax(np.atleast_1d(self._raw_one(x))))]
+        classes = self._encoder.classes   # (the binary case inlined: the per-record path)
+        if len(classes) <= 2:
+            neg, pos = classes
+            return pos if self._raw_one(x) > 0.0 else neg
+        return classes[int(np.argmax(np.atleast_1d(self._raw_one(x))))]
 
     def predict_proba_many(self, X: Any) -> Any:
         if not self._multiclass:

@@ -254,7 +254,7 @@ class _SGBDTBase(ShortRepr, base.Estimator):
         absolute error on the scaled label."""
         if self._loss == "squared":
             return abs(min(max(raw, -1.0), 1.0) - target) / 2.0
-        if np.ndim(raw):   # K classes: the arg-max class against the label
+        if type(raw) is not float and np.ndim(raw):   # K classes: arg-max class against label
             return float(int(np.argmax(raw)) != int(target))
         return float((raw > 0.0) != (target > 0.5))
 
@@ -298,7 +298,13 @@ class _SGBDTBase(ShortRepr, base.Estimator):
 
     # ------------------------------------------------------------ predicting
     def _raw_one(self, x: Mapping) -> float:
-        row, raw, parts = self._scored_row(self._encoder._row(x))
+        row = self._encoder._row(x)
+        e = self._engine
+        if e is None:
+            raw, parts = 0.0, None
+        else:   # (_scored_row, inlined: the per-record path)
+            row = np.array(row)
+            raw, parts = e.raw_score_parts_one(row)
         self._last = (x, dict(x), row, raw, parts)
         return raw
 
