@@ -21,12 +21,14 @@ that these mechanisms pass.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import special
 
 from ._validate import as_generator, check_epsilon, check_finite_array, check_int, check_positive
 
-__all__ = ["ExponentialMechanism", "ReportNoisyMax"]
+__all__ = ["ExponentialMechanism", "ReportNoisyMax", "gumbel_argmax_core"]
 
 
 def _utilities(utilities) -> np.ndarray:
@@ -148,6 +150,31 @@ def _gumbel_argmax(rng: np.random.Generator, log_weights: np.ndarray, size: int 
         out[start:start + m] = np.argmax(
             log_weights + rng.gumbel(size=(m, log_weights.size)), axis=1)
     return out
+
+
+def gumbel_argmax_core(rng: np.random.Generator, log_weights: np.ndarray, n: int) -> int:
+    """:func:`_gumbel_argmax` (``size=None``) over ``log_weights[:n]``, one draw at a time.
+
+    Plain Python that numba compiles (a tree grower calls it from machine code, the Generator
+    passed in): the same mechanism with the same draws in the same order, hence the same index
+    for the same generator state. Each draw is numpy's own ``random_gumbel(loc=0, scale=1)``
+    (``rng.gumbel``): ``U = 1 - next_double``, redrawn while ``U == 1``, then
+    ``0 - 1 * log(-log(U))``; the first largest ``log w + G`` wins, as ``np.argmax``.
+
+    >>> lw = np.array([0.0, 1.5, -2.0])
+    >>> a = gumbel_argmax_core(np.random.default_rng(3), lw, 3)
+    >>> a == _gumbel_argmax(np.random.default_rng(3), lw, None)
+    True
+    """
+    best, pick = -math.inf, 0
+    for i in range(n):
+        u = 1.0 - rng.random()
+        while not u < 1.0:
+            u = 1.0 - rng.random()
+        v = log_weights[i] + (0.0 - math.log(-math.log(u)))
+        if i == 0 or v > best:
+            best, pick = v, i
+    return pick
 
 
 class ReportNoisyMax:

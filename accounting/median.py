@@ -18,7 +18,8 @@ import numpy as np
 from ._validate import as_generator, check_epsilon, check_finite_array, check_int
 from .exponential import ExponentialMechanism, _gumbel_argmax
 
-__all__ = ["PrivateMedian", "MEDIAN_SENSITIVITY"]
+__all__ = ["PrivateMedian", "MEDIAN_SENSITIVITY", "categorical_log_weights_core",
+           "median_log_weights_core"]
 
 #: Sensitivity of the rank utility (Huang et al., 2023, Section 4).
 MEDIAN_SENSITIVITY = 0.5
@@ -154,3 +155,61 @@ class PrivateMedian:
         factor = check_epsilon(epsilon) / (2.0 * MEDIAN_SENSITIVITY)
         return int(_gumbel_argmax(as_generator(rng), factor * -np.abs(counts - c.size / 2.0),
                                   None))
+
+
+# The two halves of PrivateMedian's releases before the exponential mechanism's draw, as plain
+# Python that numba compiles (a tree grower runs them in machine code with the Generator passed
+# in; followed by exponential.gumbel_argmax_core they are release_sorted and categorical: the
+# same candidates, weights and draws in the same order, checked in tests/test_median_forest.py).
+
+def median_log_weights_core(values: np.ndarray, m: int, epsilon: float, lower: float,
+                            upper: float, rng: np.random.Generator, cand: np.ndarray,
+                            logw: np.ndarray) -> None:
+    """:meth:`PrivateMedian.release_sorted`'s candidates and log-weights, into buffers.
+
+    ``values[:m]`` are the node's values, sorted; ``len(cand)`` uniform candidates are drawn
+    from ``[lower, upper]`` into ``cand`` (``lower + (upper - lower) * next_double`` each, as
+    ``rng.uniform``) and ``logw`` gets ``epsilon / (2 * 0.5) * -|rank - m / 2|``. The caller
+    checks epsilon and the bounds (finite, ``upper > lower``); values outside them raise.
+
+    >>> v = np.array([0.2, 0.4, 0.9])
+    >>> cand, logw = np.empty(4), np.empty(4)
+    >>> median_log_weights_core(v, 3, 1.0, 0.0, 1.0, np.random.default_rng(0), cand, logw)
+    >>> cand.round(2).tolist(), logw.tolist()
+    ([0.64, 0.27, 0.04, 0.02], [-0.5, -0.5, -1.5, -1.5])
+    """
+    if m > 0 and not (values[0] >= lower and values[m - 1] <= upper):
+        raise ValueError("values must be sorted, finite and within the public bounds")
+    for c in range(cand.shape[0]):
+        cand[c] = rng.uniform(lower, upper)
+    factor = epsilon / (2.0 * MEDIAN_SENSITIVITY)
+    half = m / 2.0
+    for c in range(cand.shape[0]):
+        x = cand[c]
+        lo, hi = 0, m   # rank = #{v <= x}: np.searchsorted(values, x, side="right")
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if values[mid] <= x:
+                lo = mid + 1
+            else:
+                hi = mid
+        logw[c] = factor * -abs(lo - half)
+
+
+def categorical_log_weights_core(counts: np.ndarray, k: int, epsilon: float,
+                                 logw: np.ndarray) -> None:
+    """:meth:`PrivateMedian.categorical`'s log-weights from the category counts ``counts[:k]``
+    into ``logw[:k]``: ``epsilon / (2 * 0.5) * -|count - n / 2|``, ``n`` the counts' sum.
+
+    >>> logw = np.empty(3)
+    >>> categorical_log_weights_core(np.array([1, 4, 1]), 3, 2.0, logw)
+    >>> logw.tolist()
+    [-4.0, -2.0, -4.0]
+    """
+    n = 0
+    for c in range(k):
+        n += counts[c]
+    factor = epsilon / (2.0 * MEDIAN_SENSITIVITY)
+    half = n / 2.0
+    for c in range(k):
+        logw[c] = factor * -abs(counts[c] - half)

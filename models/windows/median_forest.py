@@ -95,7 +95,7 @@ try:   # compiled scoring (numba); the base's numpy scoring gives the same sums 
 except ImportError:   # pragma: no cover - numba is a dependency
     _wk = None
 
-__all__ = ["MedianForestClassifier", "grow_median_tree"]
+__all__ = ["MedianForestClassifier", "grow_median_tree", "grow_median_tree_reference"]
 
 PRIVACY_SETTINGS = ("features_and_labels", "labels_only")
 
@@ -108,7 +108,10 @@ def grow_median_tree(X: np.ndarray, depth: int, *, numeric: list, categorical: l
 
     ``budgets[i]`` is the epsilon of every split at depth ``i`` (private medians); ``None``
     takes exact medians (features public). Returns ``(feature, threshold)``; leaves route
-    through column 0 with threshold ``+inf``.
+    through column 0 with threshold ``+inf``. Grown by the compiled
+    :func:`~dpstream.models.windows.window_kernels.grow_median`: the same draws from ``rng`` in
+    the same order as :func:`grow_median_tree_reference`, hence the same tree (the reference
+    runs when numba is missing).
 
     >>> rng = np.random.default_rng(0)
     >>> X = np.c_[np.zeros(100), np.arange(100.0)]
@@ -116,6 +119,47 @@ def grow_median_tree(X: np.ndarray, depth: int, *, numeric: list, categorical: l
     ...                         budgets=None)
     >>> f.tolist(), t.tolist()
     ([1, 0, 0], [49.5, inf, inf])
+    """
+    if (_wk is None or not isinstance(rng, np.random.Generator)   # pragma: no cover
+            or len(numeric) + len(categorical) > 128):   # the kernel's sum: up to 128
+        return grow_median_tree_reference(X, depth, numeric=numeric, categorical=categorical,
+                                          rng=rng, budgets=budgets, n_candidates=n_candidates,
+                                          weights=weights)
+    private = budgets is not None
+    eps = np.asarray(budgets if private else [], dtype=np.float64)
+    if private and (eps.size < depth or not np.all(np.isfinite(eps) & (eps > 0))):
+        raise ValueError("need epsilon > 0 and finite bounds with upper > lower")
+    for _, lo, hi in numeric:   # release_sorted's checks on the public bounds (the root's)
+        if private and not (math.isfinite(lo) and math.isfinite(hi)):
+            raise ValueError("need epsilon > 0 and finite bounds with upper > lower")
+    if n_candidates < 1:
+        raise ValueError("need epsilon > 0 and finite bounds with upper > lower")
+    sizes = [len(c) for c in categorical]
+    w = np.zeros(0) if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
+    return _wk.grow_median(
+        np.ascontiguousarray(X, dtype=np.float64), int(depth),
+        np.array([c for c, _, _ in numeric], dtype=np.int64),
+        np.array([lo for _, lo, _ in numeric], dtype=np.float64),
+        np.array([hi for _, _, hi in numeric], dtype=np.float64),
+        np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64),
+        np.array([c for cols in categorical for c in cols], dtype=np.int64),
+        rng, eps, private, int(n_candidates), w, weights is not None)
+
+
+def grow_median_tree_reference(X: np.ndarray, depth: int, *, numeric: list, categorical: list,
+                               rng: np.random.Generator, budgets: list[float] | None,
+                               n_candidates: int = 256, weights: np.ndarray | None = None
+                               ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`grow_median_tree` in numpy, node by node: the reference the compiled grower
+    reproduces (``tests/test_median_forest.py``).
+
+    >>> X = np.c_[np.zeros(100), np.arange(100.0)]
+    >>> a = grow_median_tree_reference(X, 2, numeric=[(1, 0.0, 99.0)], categorical=[],
+    ...                                rng=np.random.default_rng(0), budgets=[0.5, 0.7])
+    >>> b = grow_median_tree(X, 2, numeric=[(1, 0.0, 99.0)], categorical=[],
+    ...                      rng=np.random.default_rng(0), budgets=[0.5, 0.7])
+    >>> all(np.array_equal(u, v) for u, v in zip(a, b))
+    True
     """
     n_nodes = 2 ** (depth + 1) - 1
     n_internal = 2 ** depth - 1

@@ -23,6 +23,11 @@ released outputs and public structure only; nothing here draws noise, so privacy
 * :func:`packed_scores` — the median forest's heap trees (a packed
   :class:`~dpstream.models.forest.Forest`) and their per-node class-distribution table;
 * :func:`routing_rows` and :func:`bin_codes` — the per-record encodings the walks read;
+* :func:`grow_median` — the median forest's tree growth (it DOES draw: the private medians of
+  :mod:`~dpstream.accounting.median` and the exponential mechanism's Gumbel draws, compiled
+  from their plain-Python cores there, on the caller's Generator — the same draws in the same
+  order as :func:`~dpstream.models.windows.median_forest.grow_median_tree_reference`, so the
+  same trees bit for bit);
 * batch scoring of the random and greedy forests through per-tree tries lives in
   :mod:`~dpstream.models.windows.trie_kernels` (the same sums as the per-row walks, 2-3x fewer
   cycles per row on Adult).
@@ -43,8 +48,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["bin_codes", "greedy_votes", "implicit_cells", "implicit_keys", "implicit_votes",
-           "implicit_votes_row", "packed_scores", "routing_rows"]
+from ...accounting.exponential import gumbel_argmax_core
+from ...accounting.median import categorical_log_weights_core, median_log_weights_core
+
+__all__ = ["bin_codes", "greedy_votes", "grow_median", "implicit_cells", "implicit_keys",
+           "implicit_votes", "implicit_votes_row", "packed_scores", "routing_rows"]
 
 # splitmix64 (as models/windows/random_trees.py): every constant a uint64 so numba keeps
 # integer maths
@@ -544,3 +552,176 @@ def bin_codes(X, num_cols, lo, hi, n_bins, group_start, group_size):   # pragma:
             out[i, s + g] = group_size[g] - 1 if c != c else np.int64(c)
     return out
 
+
+
+_em_pick = njit(cache=True, nogil=True)(gumbel_argmax_core)
+_median_logw = njit(cache=True, nogil=True)(median_log_weights_core)
+_category_logw = njit(cache=True, nogil=True)(categorical_log_weights_core)
+
+
+@njit(cache=True, nogil=True)
+def _np_sum(a, n):   # pragma: no cover - compiled
+    # np.sum of a[:n] (float64, contiguous, n <= 128) as numpy adds: eight accumulators
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[i]
+        return res
+    r = a[:8].copy()
+    i = 8
+    while i < n - (n % 8):
+        for q in range(8):
+            r[q] += a[i + q]
+        i += 8
+    res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    while i < n:
+        res += a[i]
+        i += 1
+    return res
+
+
+@njit(cache=True, nogil=True)
+def _draw_option(rng, options, n_opt, weights, weighted, p):   # pragma: no cover - compiled
+    # grow_median_tree_reference's attribute draw: rng.integers(n_opt), or the inverse-CDF
+    # draw of weights[options] (np.sum, divide, np.cumsum, normalise, searchsorted "right")
+    if not weighted:
+        return options[rng.integers(0, n_opt)]
+    for q in range(n_opt):
+        p[q] = weights[options[q]]
+    total = _np_sum(p, n_opt)
+    acc = 0.0
+    for q in range(n_opt):
+        acc += p[q] / total
+        p[q] = acc
+    last = p[n_opt - 1]
+    for q in range(n_opt):
+        p[q] /= last
+    u = rng.random()
+    q = 0
+    while q < n_opt and p[q] <= u:
+        q += 1
+    return options[q]
+
+
+@njit(cache=True, nogil=True)
+def grow_median(X, depth, num_col, num_lo, num_hi, cat_ptr, cat_col, rng, budgets, private,
+                n_candidates, weights, weighted):   # pragma: no cover - compiled
+    """:func:`~dpstream.models.windows.median_forest.grow_median_tree_reference` compiled:
+    the same nodes in the same order, the same draws from ``rng``; returns ``(feature,
+    threshold)``. Categorical feature ``k`` owns columns ``cat_col[cat_ptr[k]:cat_ptr[k+1]]``;
+    ``private``: medians are released with ``budgets[level]``, else exact."""
+    n, n_num, n_cat = X.shape[0], num_col.shape[0], cat_ptr.shape[0] - 1
+    n_nodes = 2 ** (depth + 1) - 1
+    feature = np.zeros(n_nodes, dtype=np.int32)
+    threshold = np.full(n_nodes, np.inf)
+    widest = 1
+    for k in range(n_cat):
+        widest = max(widest, cat_ptr[k + 1] - cat_ptr[k])
+    # each row's value per categorical feature: its first zero column's index, else missing
+    value = np.empty((n, max(n_cat, 1)), dtype=np.int64)
+    for i in range(n):
+        for k in range(n_cat):
+            a, b = cat_ptr[k], cat_ptr[k + 1]
+            value[i, k] = b - a
+            for c in range(a, b):
+                if X[i, cat_col[c]] == 0.0:
+                    value[i, k] = c - a
+                    break
+    # per node: its numeric intervals, the categorical columns still splittable, its records
+    lo = np.empty((n_nodes, n_num))
+    hi = np.empty((n_nodes, n_num))
+    alive = np.ones((n_nodes, cat_col.shape[0]), dtype=np.bool_)
+    lo[0], hi[0] = num_lo, num_hi
+    seg = np.zeros(n_nodes + 1, dtype=np.int64)   # node's records: order[seg[node]:end[node]]
+    end = np.zeros(n_nodes, dtype=np.int64)
+    end[0] = n
+    order = np.arange(n)
+    right = np.empty(n, dtype=np.int64)
+    vals = np.empty(n)
+    options = np.empty(n_num + n_cat, dtype=np.int64)
+    p = np.empty(n_num + n_cat)
+    cand = np.empty(n_candidates)
+    logw = np.empty(max(n_candidates, widest))
+    pos = np.empty(widest + 1, dtype=np.int64)
+    counts = np.empty(widest, dtype=np.int64)
+    for level in range(depth):
+        first = 2 ** level - 1
+        for node in range(first, 2 * first + 1):
+            s, e = seg[node], end[node]
+            n_opt = 0
+            for j in range(n_num):
+                if hi[node, j] > lo[node, j]:
+                    options[n_opt] = j
+                    n_opt += 1
+            for k in range(n_cat):
+                if alive[node, cat_ptr[k]:cat_ptr[k + 1]].sum() > 1:
+                    options[n_opt] = n_num + k
+                    n_opt += 1
+            kids = (2 * node + 1, 2 * node + 2)
+            for kid in kids:
+                lo[kid], hi[kid], alive[kid] = lo[node], hi[node], alive[node]
+            f, t = 0, np.inf   # no option: a pass-through node, column 0 <= inf
+            if n_opt > 0:
+                j = _draw_option(rng, options, n_opt, weights, weighted, p)
+                if j < n_num:
+                    f = num_col[j]
+                    m = 0
+                    for q in range(s, e):
+                        v = X[order[q], f]
+                        if v == v:
+                            vals[m] = v
+                            m += 1
+                    vals[:m].sort()
+                    if private:
+                        _median_logw(vals, m, budgets[level], lo[node, j], hi[node, j], rng,
+                                     cand, logw)
+                        t = cand[_em_pick(rng, logw, n_candidates)]
+                    elif m % 2 == 1:   # np.median
+                        t = vals[m // 2]
+                    elif m > 0:
+                        t = (vals[m // 2 - 1] + vals[m // 2]) / 2.0
+                    else:   # an empty node: the public midpoint
+                        t = (lo[node, j] + hi[node, j]) / 2.0
+                    hi[kids[0], j], lo[kids[1], j] = t, t
+                else:
+                    k = j - n_num
+                    a, b = cat_ptr[k], cat_ptr[k + 1]
+                    na = 0   # each column's position among the node's live columns, or -1
+                    for c in range(a, b):
+                        pos[c - a] = na if alive[node, c] else -1
+                        na += alive[node, c]
+                    pos[b - a] = -1   # missing
+                    counts[:na] = 0
+                    for q in range(s, e):
+                        c = pos[value[order[q], k]]
+                        if c >= 0:
+                            counts[c] += 1
+                    if private:
+                        _category_logw(counts, na, budgets[level], logw)
+                        pick = _em_pick(rng, logw, na)
+                    else:   # np.argmin(|counts - size / 2|)
+                        half = counts[:na].sum() / 2.0
+                        pick, best = 0, np.inf
+                        for c in range(na):
+                            if abs(counts[c] - half) < best:
+                                pick, best = c, abs(counts[c] - half)
+                    for c in range(a, b):
+                        if pos[c - a] == pick:
+                            f = cat_col[c]
+                            alive[kids[0], a:b] = False
+                            alive[kids[1], c] = False
+                    t = 0.5   # left iff == the category
+            feature[node], threshold[node] = f, t
+            nl, nr = 0, 0   # route: left iff x[f] <= t (missing goes right)
+            for q in range(s, e):
+                r = order[q]
+                if X[r, f] <= t:
+                    order[s + nl] = r
+                    nl += 1
+                else:
+                    right[nr] = r
+                    nr += 1
+            order[s + nl:e] = right[:nr]
+            seg[kids[0]], end[kids[0]] = s, s + nl
+            seg[kids[1]], end[kids[1]] = s + nl, e
+    return feature, threshold

@@ -1,0 +1,68 @@
+"""The median forest as the stream service drives it: ``predict_many`` then ``learn_stream``
+on chunks of 2,000 Adult records (``dpstream serve --model median-forest``, defaults,
+epsilon 1, seed 0), model cost only.
+
+Usage: python benchmarks/median_forest_service_speed.py [--records N] [--repeats R] [--json]
+
+* ``rows_per_s``: records through predict_many + learn_stream per second (median of R runs);
+* ``learn_us_per_row`` / ``predict_us_per_row``: the two calls' shares (medians);
+* ``fingerprint``: a hash of every chunk's predicted probabilities and of the privacy
+  report — equal fingerprints across two versions mean the same trees, bit for bit.
+
+For a same-run A/B against another checkout, alternate runs with ``PYTHONPATH`` pointing at a
+directory holding that checkout as ``dpstream/`` (e.g. ``git archive`` of the base commit).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+import sys
+import time
+
+from _timing import emit  # a sibling: benchmarks/ is on sys.path
+
+from dpstream.stream import load_adult
+from dpstream.stream.runner import build_model
+
+
+def _arg(name: str, default: int) -> int:
+    return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
+
+
+def run(X: list, y: list, schema, chunk: int = 2_000) -> tuple[float, float, str]:
+    """One pass: (learn seconds, predict seconds, fingerprint)."""
+    model = build_model("median-forest", schema, epsilon=1.0, seed=0, params={})
+    digest = hashlib.sha256()
+    learn = predict = 0.0
+    for s in range(0, len(X), chunk):
+        t0 = time.perf_counter()
+        proba = model.predict_many(X[s:s + chunk])
+        t1 = time.perf_counter()
+        model.learn_stream(X[s:s + chunk], y[s:s + chunk])
+        t2 = time.perf_counter()
+        predict += t1 - t0
+        learn += t2 - t1
+        digest.update(repr(proba).encode())
+    digest.update(repr(model.privacy_report()).encode())
+    return learn, predict, digest.hexdigest()[:16]
+
+
+def main() -> None:
+    n, repeats = _arg("--records", 200_000), _arg("--repeats", 3)
+    X0, y0, schema = load_adult("all")
+    X = [X0[i % len(X0)] for i in range(n)]
+    y = [y0[i % len(y0)] for i in range(n)]
+    run(X[:20_000], y[:20_000], schema)   # warm: compiled kernels loaded
+    runs = [run(X, y, schema) for _ in range(repeats)]
+    learn = statistics.median(r[0] for r in runs)
+    predict = statistics.median(r[1] for r in runs)
+    total = statistics.median(r[0] + r[1] for r in runs)
+    emit({"records": n, "rows_per_s": round(n / total),
+          "learn_us_per_row": round(1e6 * learn / n, 2),
+          "predict_us_per_row": round(1e6 * predict / n, 2),
+          "fingerprint": runs[0][2], "same_every_run": len({r[2] for r in runs}) == 1})
+
+
+if __name__ == "__main__":
+    main()
