@@ -1,7 +1,7 @@
 """What a member's Kafka clients cost it: a record read, and a poll of the model topic.
 
 Usage: python benchmarks/kafka_client_cost.py [--records N] [--partitions 12,3] [--polls N]
-[--repeat R]
+[--repeat R] [--clients kafka-python,confluent]
 
 Starts a local tansu broker (:class:`~dpstream.connectors.local_broker.LocalBroker`) and
 prints one JSON line per measurement:
@@ -22,6 +22,9 @@ prints one JSON line per measurement:
   :data:`~dpstream.stream.members.ADOPT_EVERY` records and after each batch of the source.
 
 ``--repeat``: the partition counts are measured this many times, alternating.
+``--clients``: the source's Kafka clients (:mod:`~dpstream.connectors.kafka_clients`; default
+kafka-python), each measured on each partition count; a ``source`` line names its ``client``
+and its rate (``msgs_per_s``, records over wall time).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import sys
 import threading
 import time
 
-from dpstream.connectors.kafka import KafkaSource
+from dpstream.connectors.kafka_clients import kafka_source
 from dpstream.connectors.local_broker import LocalBroker
 from dpstream.connectors.model_topic import ModelTopic
 
@@ -47,12 +50,13 @@ def messages(n: int) -> list[bytes]:
             for i, (x, y) in enumerate(synth.Agrawal(seed=0).take(n))]
 
 
-def source_cost(broker: LocalBroker, values: list[bytes], partitions: int) -> dict:
+def source_cost(broker: LocalBroker, values: list[bytes], partitions: int,
+                client: str = "kafka-python") -> dict:
     topic = f"records-{partitions}-{time.monotonic_ns()}"
     broker.create_topic(topic, partitions=partitions)
     broker.produce(topic, values, partitions=partitions)
-    source = KafkaSource(broker.bootstrap, topic, f"g-{topic}", position_of=lambda key: None,
-                         on_revoke=lambda: None)
+    source = kafka_source(client, broker.bootstrap, topic, f"g-{topic}",
+                          position_of=lambda key: None, on_revoke=lambda: None)
     if not source.connect(threading.Event()):
         raise SystemExit(f"no broker at {broker.bootstrap}")
     try:
@@ -73,9 +77,10 @@ def source_cost(broker: LocalBroker, values: list[bytes], partitions: int) -> di
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     finally:
         source.close()
-    return {"measure": "source", "partitions": partitions, "records": got, "read": first + got,
-            "cpu_us_per_record": round(cpu / got * 1e6, 1),
+    return {"measure": "source", "client": client, "partitions": partitions, "records": got,
+            "read": first + got, "cpu_us_per_record": round(cpu / got * 1e6, 1),
             "wall_us_per_record": round(wall / got * 1e6, 1),
+            "msgs_per_s": round(got / wall),
             "polls": polls, "mean_poll_records": round(got / polls)}
 
 
@@ -102,12 +107,14 @@ def main() -> int:
     parts = [int(p) for p in _arg("--partitions", "12,3").split(",")]
     polls = int(_arg("--polls", "2000"))
     repeat = int(_arg("--repeat", "2"))
+    clients = _arg("--clients", "kafka-python").split(",")
     values = messages(n)
     with LocalBroker() as broker:
         print(json.dumps(model_topic_cost(broker, polls)), flush=True)
         for _ in range(repeat):
             for p in parts:
-                print(json.dumps(source_cost(broker, values, p)), flush=True)
+                for client in clients:
+                    print(json.dumps(source_cost(broker, values, p, client)), flush=True)
     return 0
 
 

@@ -146,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--connect-timeout", type=float, metavar="S", help="give up (exit status 1) "
                     "if the broker is unreachable S seconds after the first try (default 60)")
     sv.add_argument("--session-timeout-ms", type=int, metavar="MS", help="default 6000")
+    sv.add_argument("--kafka-client", **KAFKA)
     sv.add_argument("--seed", type=int, help="seed for tests only (default: OS entropy)")
     sv.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="model parameter, e.g. --set round_size=1024 (repeatable)")
@@ -184,6 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--max-dead-letter-share", type=float, default=0.1, metavar="F",
                     dest="max_share", help="exit status 1 if more than this share of the "
                     "records are dead letters (default 0.1)")
+    rp.add_argument("--kafka-client", default="auto", **KAFKA)
     rp.add_argument("--seed", type=int, help="seed for tests and benchmarks only")
     rp.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="repeatable")
     rp.add_argument("--json", action="store_true", help="print one JSON summary")
@@ -213,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+KAFKA = {"choices": ("auto", "kafka-python", "confluent"), "help": "auto: confluent if installed"}
 SERVE_HELP = """\
 Consume a Kafka topic as a consumer-group member and train the model record by record, with
 exactly-once checkpoints (docs/service.md). Every flag is also an environment variable
@@ -362,7 +365,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return replay_command(args.source, as_json=args.json, schema=args.schema, model=args.model,
                           epsilon=args.epsilon, checkpoint_dir=args.checkpoint_dir,
                           dead_letter_file=args.dead_letter_file, label=args.label, seed=args.seed,
-                          params=_parse_sets(args.set), max_dead_letter_share=args.max_share)
+                          params=_parse_sets(args.set), max_dead_letter_share=args.max_share,
+                          kafka_client=args.kafka_client)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

@@ -80,6 +80,10 @@ class ServeSettings(BaseSettings):
     checkpoint_interval: float = Field(5.0, gt=0)
     connect_timeout: float = Field(60.0, gt=0, description="seconds from the first attempt to "
                                    "reach the broker at start before giving up (exit status 1)")
+    kafka_client: str = Field("auto", pattern="^(auto|kafka-python|confluent)$",
+                              description="Kafka client of the records, predictions and dead "
+                              "letters: auto (confluent when installed), kafka-python or "
+                              "confluent (pip install 'dpstream[fast]')")
     session_timeout_ms: int = Field(6000, gt=0)
     heartbeat_interval_ms: int = Field(1000, gt=0)
     board_topic: str | None = Field(None, description="distributed S-GBDT: the board topic")
@@ -168,15 +172,19 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
     """Consume ``settings.topic`` until stopped; returns the exit status. A broker not
     reachable within ``settings.connect_timeout`` seconds of the first attempt raises
     :class:`~dpstream.connectors.kafka.BrokerUnreachable`."""
-    from ..connectors.kafka import (
-        KafkaDeadLetterSink,
-        KafkaSink,
-        KafkaSource,
-        connect_deadline,
+    from ..connectors.kafka import connect_deadline
+    from ..connectors.kafka_clients import (
+        client_version,
+        kafka_dead_letter_sink,
+        kafka_sink,
+        kafka_source,
+        resolve_kafka_client,
     )
     from .metrics import CURATOR_WARNING, MetricsServer, ServiceCollector
 
     stop = stop or threading.Event()
+    client = resolve_kafka_client(settings.kafka_client)
+    log.info("Kafka client: %s (records, predictions, dead letters)", client_version(client))
     schema = Schema.load(settings.schema_path)
     store = CheckpointStore(settings.checkpoint_dir)
     sinks: list[Any] = []
@@ -185,8 +193,8 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
     startup.enter_context(connect_deadline(settings.connect_timeout))
     try:
         if settings.dead_letter_topic:   # room for a message just under the size limit
-            dead = KafkaDeadLetterSink(
-                settings.bootstrap, settings.dead_letter_topic, stop=stop,
+            dead = kafka_dead_letter_sink(
+                client, settings.bootstrap, settings.dead_letter_topic, stop=stop,
                 producer_config={"max_request_size": max(1 << 20,
                                                          settings.max_message_bytes + 65536)})
         else:
@@ -195,7 +203,8 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         sinks.append(dead)
         preds = None
         if settings.predictions_topic:
-            preds = KafkaSink(settings.bootstrap, settings.predictions_topic, stop=stop)
+            preds = kafka_sink(client, settings.bootstrap, settings.predictions_topic,
+                               stop=stop)
             sinks.append(preds)
         if stop.is_set():
             return 0
@@ -212,16 +221,17 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         if settings.model_topic:
             member = _start_member(settings, runner, stop)
             sinks.append(member.topic)
-        source = KafkaSource(settings.bootstrap, settings.topic, settings.group,
-                             position_of=runner.position_of if member is None
-                             else member.position_of,
-                             on_revoke=runner.checkpoint if member is None else member.on_revoke,
-                             consumer_config={
-                                 "session_timeout_ms": settings.session_timeout_ms,
-                                 "heartbeat_interval_ms": settings.heartbeat_interval_ms},
-                             exclusive=member is None,
-                             on_assigned=None if member is None or settings.whole_windows
-                             else member.on_assigned)
+        source = kafka_source(client, settings.bootstrap, settings.topic, settings.group,
+                              position_of=runner.position_of if member is None
+                              else member.position_of,
+                              on_revoke=runner.checkpoint if member is None
+                              else member.on_revoke,
+                              consumer_config={
+                                  "session_timeout_ms": settings.session_timeout_ms,
+                                  "heartbeat_interval_ms": settings.heartbeat_interval_ms},
+                              exclusive=member is None,
+                              on_assigned=None if member is None or settings.whole_windows
+                              else member.on_assigned)
         def lag() -> int | None:
             return source.lag(runner.positions) if source.consumer is not None else None
 
@@ -374,7 +384,7 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
            checkpoint_dir: str | None = None, dead_letter_file: str | None = None,
            label: str | None = "y", seed: int | None = None, params: dict | None = None,
            progress: Any = None, stop: threading.Event | None = None, evaluate: bool = False,
-           connect_timeout: float | None = 60.0) -> dict:
+           connect_timeout: float | None = 60.0, kafka_client: str | None = "auto") -> dict:
     """Run the runner over a file (CSV / JSONL, optionally gzip), a bundled dataset
     (``adult``, ``abalone``) or a Kafka topic (``kafka://HOST:PORT/TOPIC?group=G``) until its
     end; returns the summary. With ``checkpoint_dir`` a second replay resumes where the first
@@ -391,13 +401,18 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
     :class:`~dpstream.stream.runner.PrequentialScore`; each record predicted before it is
     learned). All of it is the curator's: exact functions of the data, not DP.
     ``connect_timeout``: seconds a topic's broker may stay unreachable at start (then the
-    summary's ``error`` says so)."""
+    summary's ``error`` says so). ``kafka_client``: a topic's client (``auto``,
+    ``kafka-python`` or ``confluent``:
+    :func:`~dpstream.connectors.kafka_clients.resolve_kafka_client`)."""
     from ..connectors.deadletter import ReasonTally
 
     stop = stop or threading.Event()
     file_source = None
     if source not in BUNDLED and not source.startswith("kafka://"):
         file_source = FileSource(source)   # an absent or unnamed file: a usage error, early
+    elif source.startswith("kafka://"):   # a client not installed: a usage error, early
+        from ..connectors.kafka_clients import resolve_kafka_client
+        kafka_client = resolve_kafka_client(kafka_client)
     tmp = None
     if checkpoint_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="dpstream-replay-")
@@ -424,7 +439,8 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
         try:
             with streaming_gc():
                 if source.startswith("kafka://"):
-                    _replay_kafka(source, runner, stop, progress, connect_timeout)
+                    _replay_kafka(source, runner, stop, progress, connect_timeout,
+                                  kafka_client)
                 else:
                     if bundled:
                         partition = f"bundled:{source}"
@@ -491,16 +507,19 @@ def _chunks(records: Any, stop: threading.Event, size: int = 2000):
 
 
 def _replay_kafka(url: str, runner: Runner, stop: threading.Event, progress: Any,
-                  connect_timeout: float | None) -> None:
-    from ..connectors.kafka import KafkaSource, connect_deadline
+                  connect_timeout: float | None, kafka_client: str | None = "auto") -> None:
+    from ..connectors.kafka import connect_deadline
+    from ..connectors.kafka_clients import client_version, kafka_source, resolve_kafka_client
 
     u = urlparse(url)
     topic = u.path.strip("/")
     if not u.netloc or not topic:
         raise ValueError(f"expected kafka://HOST:PORT/TOPIC[?group=G], got {url!r}")
     group = parse_qs(u.query).get("group", ["dpstream-replay"])[0]
-    source = KafkaSource(u.netloc, topic, group, position_of=runner.position_of,
-                         on_revoke=runner.checkpoint, exclusive=True)
+    client = resolve_kafka_client(kafka_client)
+    log.info("Kafka client: %s", client_version(client))
+    source = kafka_source(client, u.netloc, topic, group, position_of=runner.position_of,
+                          on_revoke=runner.checkpoint, exclusive=True)
     try:
         with connect_deadline(connect_timeout):
             if not source.connect(stop):

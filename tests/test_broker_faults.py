@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_service import _serve, _status, _stop, _wait_for
+from test_service import CLIENTS, _serve, _status, _stop, _wait_for
 
 from dpstream.connectors import SinkError
 from dpstream.connectors.idmemory import saved_keys
@@ -35,6 +35,16 @@ def broker():
     b = Broker().start()
     yield b
     b.stop()
+
+
+def _source(client: str, *args, **kwargs):
+    from dpstream.connectors.kafka_clients import kafka_source
+    return kafka_source(client, *args, **kwargs)
+
+
+def _sink(client: str, *args, **kwargs):
+    from dpstream.connectors.kafka_clients import kafka_sink
+    return kafka_sink(client, *args, **kwargs)
 
 
 def _producer(bootstrap: str):
@@ -113,7 +123,8 @@ def _trickle_keyed(broker: Broker, stream: list, tmp_path: Path, at: dict) -> No
     producer.close()
 
 
-def test_odd_messages_reach_the_dead_letter_topic_with_their_reasons(broker, tmp_path):
+@pytest.mark.parametrize("client", CLIENTS)
+def test_odd_messages_reach_the_dead_letter_topic_with_their_reasons(broker, tmp_path, client):
     """Odd messages on a real topic into ``dpstream serve``, which is killed -9 once midway and
     restarted: the sinks are at-least-once, so each dead letter and prediction is there at
     least once under its key, and a dead letter's repeats are identical to its first copy."""
@@ -131,7 +142,8 @@ def test_odd_messages_reach_the_dead_letter_topic_with_their_reasons(broker, tmp
                                 daemon=True)
     producer.start()                                    # never 350 ahead of the checkpoint:
     sinks = ("--dead-letter-topic", "dlq", "--predictions-topic", "predictions",
-             "--session-timeout-ms", "3000")   # the killed member's partitions free up sooner
+             "--session-timeout-ms", "3000",   # the killed member's partitions free up sooner
+             "--kafka-client", client)
     proc = _serve(broker, tmp_path, *sinks)             # the kill lands mid-stream
     _wait_for(lambda: (s := _status(tmp_path)) and s["seen"] >= 250, 120, "250 messages",
               proc, tmp_path)
@@ -369,7 +381,8 @@ def test_a_retriable_error_raised_out_of_poll_is_counted_and_retried(broker):
     source.close()
 
 
-def test_an_exclusive_member_trains_nothing_while_another_shares_its_group(broker):
+@pytest.mark.parametrize("client", CLIENTS)
+def test_an_exclusive_member_trains_nothing_while_another_shares_its_group(broker, client):
     """``serve`` without ``--model-topic`` trains one model from its own checkpoint: a second
     member in its group would read the partitions it gets from that member's own (older)
     positions and train their records into a second model. Both members pause while they
@@ -379,18 +392,16 @@ def test_an_exclusive_member_trains_nothing_while_another_shares_its_group(broke
     join in one poll (:data:`~dpstream.connectors.kafka.JOIN_WAIT_MS`), kafka-python 3.0.12
     dropped every join round trip that finished between two polls and sent a fresh
     JoinGroup, and the two members could rebalance for the whole minute without the second
-    ever holding a partition."""
-    from dpstream.connectors.kafka import KafkaSource
-
+    ever holding a partition. The same with confluent-kafka's source."""
     broker.create_topic("records", partitions=2)
     broker.produce("records", [b"%d" % i for i in range(10)], partitions=2)
     done: dict = {}
 
     def member(positions):
-        return KafkaSource(broker.bootstrap, "records", "g", position_of=positions.get,
-                           on_revoke=lambda: None, exclusive=True,
-                           consumer_config={"session_timeout_ms": 6000,
-                                            "heartbeat_interval_ms": 500})
+        return _source(client, broker.bootstrap, "records", "g", position_of=positions.get,
+                       on_revoke=lambda: None, exclusive=True,
+                       consumer_config={"session_timeout_ms": 6000,
+                                        "heartbeat_interval_ms": 500})
 
     a = member(done)
     assert a.connect(threading.Event())
@@ -488,13 +499,12 @@ def test_an_exclusive_member_trains_nothing_until_it_knows_the_partition_count(b
 
 
 # ------------------------------------------------------------------ sinks
-def test_a_send_the_producer_gives_up_on_fails_the_next_flush(broker):
-    from dpstream.connectors.kafka import KafkaSink
-
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_send_the_producer_gives_up_on_fails_the_next_flush(broker, client):
     broker.create_topic("predictions")
-    sink = KafkaSink(broker.bootstrap, "predictions", stop=threading.Event(),
-                     producer_config={"delivery_timeout_ms": 2000, "request_timeout_ms": 1000,
-                                      "linger_ms": 0, "retries": 0})
+    sink = _sink(client, broker.bootstrap, "predictions", stop=threading.Event(),
+                 producer_config={"delivery_timeout_ms": 2000, "request_timeout_ms": 1000,
+                                  "linger_ms": 0, "retries": 0})
     sink.send_json({"id": 1}, key=b"k1")
     sink.flush()                                        # delivered
     broker.freeze()
@@ -513,16 +523,15 @@ def test_a_send_the_producer_gives_up_on_fails_the_next_flush(broker):
     assert (b"k1", 1) in got and (b"k3", 3) in got
 
 
-def test_keyed_sink_messages_land_on_the_default_partitioners_partition(broker):
+@pytest.mark.parametrize("client", CLIENTS)
+def test_keyed_sink_messages_land_on_the_default_partitioners_partition(broker, client):
     """The sink picks each keyed message's partition itself (compiled murmur2): the same one
     kafka-python's default partitioner picks, so a repeated prediction lands where the first
-    one did."""
+    one did; confluent-kafka's sink (librdkafka's murmur2_random partitioner) picks it too."""
     from kafka.partitioner.default import murmur2
 
-    from dpstream.connectors.kafka import KafkaSink
-
     broker.create_topic("keyed", partitions=5)
-    sink = KafkaSink(broker.bootstrap, "keyed", stop=threading.Event())
+    sink = _sink(client, broker.bootstrap, "keyed", stop=threading.Event())
     keys = [sink_key(f"records:{i % 3}", i, i * 7) for i in range(300)]
     for i, key in enumerate(keys):
         sink.send_json({"id": i}, key=key)

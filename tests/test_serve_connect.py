@@ -1,6 +1,7 @@
 """``dpstream serve`` with no broker: bounded retries, one log line per attempt (kafka-python's
-own connection errors silenced meanwhile), then one error naming the address and exit status 1.
-A broker lost mid-run is still retried without end (tests/test_broker_faults.py)."""
+own connection errors silenced meanwhile, librdkafka's too), then one error naming the address
+and exit status 1, with either Kafka client. A broker lost mid-run is still retried without end
+(tests/test_broker_faults.py)."""
 
 from __future__ import annotations
 
@@ -42,8 +43,10 @@ def _attempt_lines(stderr: str, port: int) -> tuple[list[str], list[str]]:
     return retries, errors
 
 
-def test_serve_against_a_closed_port_gives_up_after_the_connect_timeout(tmp_path):
-    out, port, seconds = _serve_nowhere(tmp_path, "--connect-timeout", "3")
+@pytest.mark.parametrize("client", ("kafka-python", "confluent"))
+def test_serve_against_a_closed_port_gives_up_after_the_connect_timeout(tmp_path, client):
+    out, port, seconds = _serve_nowhere(tmp_path, "--connect-timeout", "3",
+                                        "--kafka-client", client)
     assert out.returncode == 1, out.stderr[-2000:]
     retries, errors = _attempt_lines(out.stderr, port)
     assert len(errors) == 1, out.stderr                 # kafka-python's own: silenced
@@ -53,6 +56,7 @@ def test_serve_against_a_closed_port_gives_up_after_the_connect_timeout(tmp_path
     assert "kafka." not in out.stderr and "ECONNREFUSED" not in out.stderr
     assert seconds < 3 + 30   # the interpreter's start, imports and warm-up, then 3 s of tries
     assert "Traceback" not in out.stderr
+    assert f"Kafka client: {client}" in out.stderr
 
 
 def test_the_connect_timeout_comes_from_the_environment_and_retries_meanwhile(tmp_path):

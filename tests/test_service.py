@@ -1,5 +1,7 @@
 """The stream service against a real Kafka-protocol broker (tansu): exactly-once training
-across kill -9, a frozen broker, a broker absent at start, graceful SIGTERM, metrics."""
+across kill -9, a frozen broker, a broker absent at start, graceful SIGTERM, metrics. The
+tests marked with ``client`` run against both Kafka clients (kafka-python and confluent-kafka);
+the others against the default choice (``auto``: confluent-kafka where installed)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import pytest
 from dpstream.connectors import CheckpointStore
 from dpstream.connectors.local_broker import LocalBroker as Broker
 from dpstream.connectors.local_broker import free_port
+from dpstream.connectors.partitioning import key_partition
 from dpstream.stream import ADULT_SCHEMA, load_adult
 
 pytestmark = pytest.mark.kafka
@@ -57,8 +60,15 @@ def _schema_file(tmp_path: Path) -> Path:
     return path
 
 
+#: the Kafka clients a test runs against (``--kafka-client``; the default, auto, takes
+#: confluent-kafka, which the test extra installs)
+CLIENTS = ("kafka-python", "confluent")
+
+
 def _serve(broker: Broker, tmp_path: Path, *extra: str, metrics_port: int = 0,
-           bootstrap: str | None = None) -> subprocess.Popen:
+           bootstrap: str | None = None, client: str | None = None) -> subprocess.Popen:
+    if client is not None:
+        extra = (*extra, "--kafka-client", client)
     log = open(tmp_path / "serve.log", "ab")
     cmd = [*DPSTREAM, "serve", "--bootstrap", bootstrap or broker.bootstrap, "--topic", "records",
            "--group", "dp", "--schema", str(_schema_file(tmp_path)), "--epsilon", "1.0",
@@ -126,7 +136,8 @@ def _trickle(broker: Broker, topic: str, values: list[bytes], tmp_path: Path, *,
     return thread
 
 
-def test_kill_9_mid_stream_learns_each_record_exactly_once(broker, tmp_path):
+@pytest.mark.parametrize("client", CLIENTS)
+def test_kill_9_mid_stream_learns_each_record_exactly_once(broker, tmp_path, client):
     n = 3000
     values, m = _messages(n, bad_every=37)
     broker.create_topic("records", partitions=2)
@@ -135,7 +146,8 @@ def test_kill_9_mid_stream_learns_each_record_exactly_once(broker, tmp_path):
     for pause in (0.3, 0.1, 0.45):       # kill -9 at several points, restart each time
         base = (_status(tmp_path) or {"seen": 0})["seen"]
         port = free_port()
-        proc = _serve(broker, tmp_path, "--checkpoint-interval", "2", metrics_port=port)
+        proc = _serve(broker, tmp_path, "--checkpoint-interval", "2", metrics_port=port,
+                      client=client)
         _wait_for(lambda b=base: (s := _status(tmp_path)) and s["seen"] >= b + 100, 90,
                   "progress", proc, tmp_path)
         time.sleep(pause)
@@ -147,7 +159,7 @@ def test_kill_9_mid_stream_learns_each_record_exactly_once(broker, tmp_path):
         unsaved.append(in_memory - saved)
     # at least one kill lost processed-but-unsaved records, which the restart had to redo
     assert max(unsaved) > 0, unsaved
-    proc = _serve(broker, tmp_path)
+    proc = _serve(broker, tmp_path, client=client)
     _wait_for(lambda: (s := _status(tmp_path)) and s["seen"] >= n and s, 120,
               "all records", proc, tmp_path)
     producer.join(10)
@@ -200,10 +212,11 @@ def test_frozen_broker_is_survived(broker, tmp_path):
     assert (s["seen"], s["learned"], s["dup"]) == (2000, 2000, 0)
 
 
-def test_absent_broker_is_retried_then_used(tmp_path):
+@pytest.mark.parametrize("client", CLIENTS)
+def test_absent_broker_is_retried_then_used(tmp_path, client):
     port = free_port()
     broker = Broker(port)
-    proc = _serve(broker, tmp_path, bootstrap=f"127.0.0.1:{port}")
+    proc = _serve(broker, tmp_path, bootstrap=f"127.0.0.1:{port}", client=client)
     try:
         _wait_for(lambda: "retrying in" in (tmp_path / "serve.log").read_text(), 60,
                   "a retry log line", proc, tmp_path)
@@ -218,21 +231,24 @@ def test_absent_broker_is_retried_then_used(tmp_path):
         assert _status(tmp_path)["learned"] == 500
         log = (tmp_path / "serve.log").read_text()
         assert f"Kafka broker 127.0.0.1:{port} unreachable" in log
+        assert f"Kafka client: {client}" in log
     finally:
         if proc.poll() is None:
             proc.kill()
         broker.stop()
 
 
-def test_metrics_health_predictions_and_dead_letter_topic(broker, tmp_path):
+@pytest.mark.parametrize("client", CLIENTS)
+def test_metrics_health_predictions_and_dead_letter_topic(broker, tmp_path, client):
     values, m = _messages(600, bad_every=50)
     broker.create_topic("records")
-    broker.create_topic("predictions")
+    broker.create_topic("predictions", partitions=3)
     broker.create_topic("dlq")
     broker.produce("records", values)
     port = free_port()
     proc = _serve(broker, tmp_path, "--predictions-topic", "predictions",
-                  "--dead-letter-topic", "dlq", "--curator-metrics", metrics_port=port)
+                  "--dead-letter-topic", "dlq", "--curator-metrics", metrics_port=port,
+                  client=client)
     try:
         _wait_for(lambda: (s := _status(tmp_path)) and s["seen"] >= 600, 90, "records",
                   proc, tmp_path)
@@ -255,6 +271,9 @@ def test_metrics_health_predictions_and_dead_letter_topic(broker, tmp_path):
     preds = broker.consume_all("predictions", 600 - m)
     assert len(preds) == 600 - m
     assert {"id", "prediction"} <= set(json.loads(preds[0].value))
+    # keyed: each on the partition Kafka's default (murmur2) partitioner gives its key
+    assert {p.partition for p in preds} == {0, 1, 2}
+    assert all(p.partition == key_partition(p.key, 3) for p in preds)
     out = subprocess.run([*DPSTREAM, "status", "--checkpoint-dir", str(tmp_path / "ck"),
                           "--json", "--curator"], capture_output=True, text=True, check=True)
     status = json.loads(out.stdout)
@@ -315,14 +334,15 @@ def test_settings_come_from_the_environment(broker, tmp_path):
     assert _status(tmp_path)["model"].epsilon == 0.5
 
 
-def test_replay_of_a_topic_runs_to_its_end_and_resumes(broker, tmp_path):
+@pytest.mark.parametrize("client", CLIENTS)
+def test_replay_of_a_topic_runs_to_its_end_and_resumes(broker, tmp_path, client):
     values, m = _messages(800, bad_every=100)
     broker.create_topic("records", partitions=2)
     broker.produce("records", values[:500], partitions=2)
     schema = _schema_file(tmp_path)
     url = f"kafka://{broker.bootstrap}/records?group=replayer"
     cmd = [*DPSTREAM, "replay", "--source", url, "--schema", str(schema), "--epsilon", "1",
-           "--checkpoint-dir", str(tmp_path / "ck"), "--json"]
+           "--checkpoint-dir", str(tmp_path / "ck"), "--json", "--kafka-client", client]
     first = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
                                       timeout=180).stdout)
     assert first["records_seen"] == 500 and first["dead_letters"] == 5
