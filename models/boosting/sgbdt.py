@@ -30,7 +30,7 @@ from river import base
 
 from ...accounting.rdp import rdp_to_epsilon
 from ..drift import DPDriftSignal
-from ..encoding import RecordEncoder
+from ..encoding import EncodedRows, RecordEncoder
 from ..params import ShortRepr, warn_small_stream
 from ..schema import require_schema, river_check_schema
 from .hist_splits import split_report
@@ -321,11 +321,16 @@ class _SGBDTBase(ShortRepr, base.Estimator):
 
     def _raw_many(self, X: Any) -> np.ndarray:
         Xe = self._encoder.encode_many(X)
-        raw, parts = np.zeros(Xe.shape[0]), None
-        if self._engine is not None:
-            raw, parts = self._engine.raw_scores_parts(Xe)
-        if type(X) is list:   # learn_stream of these records may reuse the work
-            self._last_many = (X, [dict(x) for x in X], Xe, raw, self._score_state(), parts)
+        raw, parts, sums = np.zeros(Xe.shape[0]), None, None
+        e = self._engine
+        if type(e) is SGBDTEngine:   # (raw_scores_parts, its tree sums kept for learn_stream)
+            sums, parts = e.tree_sums_parts(Xe)
+            raw = e.base_score + sums
+        elif e is not None:
+            raw, parts = e.raw_scores_parts(Xe)
+        if type(X) is list or type(X) is EncodedRows:   # learn_stream may reuse the work
+            copies = [dict(x) for x in X] if type(X) is list else None
+            self._last_many = (X, copies, Xe, raw, self._score_state(), parts, sums)
         return raw
 
     def _score_state(self) -> tuple:

@@ -267,6 +267,13 @@ class SGBDTEngine:
         total, parts = self.forest.predict_sum_parts(X, self._slots(), self.blocks.n_slots)
         return self.base_score + total, parts
 
+    def tree_sums_parts(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Each row's sum of the live trees' values — :meth:`raw_scores_parts` is the initial
+        score plus it, bit for bit — and its per-block sums (``None`` without)."""
+        if self.blocks is None:
+            return self.forest.predict_sum(X), None
+        return self.forest.predict_sum_parts(X, self._slots(), self.blocks.n_slots)
+
     def raw_score_parts_one(self, row: np.ndarray) -> tuple[float, np.ndarray | None]:
         """:meth:`raw_scores_parts` of one encoded row (1-d)."""
         f = self.forest

@@ -66,18 +66,24 @@ def learn_stream(model: Any, X: Sequence, y: Sequence) -> None:
             model.learn_one(X[i], y[i])
         return
     known = reuse(model, X)
+    sums = None
     if known is None:
         rows = model._encoder.encode_many(X if isinstance(X, list) or encoded else list(X))
         scores = parts = None
-    else:
-        rows, scores, parts = known   # predict_many encoded and scored these records
+    else:   # predict_many encoded and scored these records
+        rows, scores, parts, sums = known
+        if sums is not None:   # its tree sums: each round's tree is added to them (_advance)
+            sums, parts = sums.copy(), None if parts is None else parts.copy()
     targets = model._encoder.encode_targets(list(y))
     model._last = None
     drift = model._drift
     i = 0
     while i < n:
         end = min(n, i + model._arrivals_to_round())
-        raw = None if scores is None else scores[i:end]
+        if sums is not None:   # (raw_scores_parts: the initial score plus the tree sums)
+            raw = model._engine.base_score + sums[i:end]
+        else:
+            raw = None if scores is None else scores[i:end]
         part = None if raw is None or parts is None else parts[i:end]
         if drift is not None:
             e = model._engine
@@ -91,16 +97,45 @@ def learn_stream(model: Any, X: Sequence, y: Sequence) -> None:
                 _append(model, rows[i:i + k], targets[i:i + k], raw[:k],
                         None if part is None else part[:k])
                 model._new_generation()
-                scores = parts = None   # the trees they were scored by are retired
+                scores = parts = sums = None   # the trees they were scored by are retired
                 _append(model, rows[i + k:i + k + 1], targets[i + k:i + k + 1], None, None)
                 i += k + 1
                 if _round_if_due(model):
-                    scores = parts = None
+                    scores = parts = sums = None
                 continue
         _append(model, rows[i:end], targets[i:end], raw, part)
         i = end
-        if _round_if_due(model):
-            scores = parts = None   # a new tree: the rest of the batch is scored afresh
+        key = _forest_key(model)
+        if _round_if_due(model):   # a new tree: the rest of the batch moves by it, or is
+            scores = None          # scored afresh
+            sums, parts = _advance(model, rows, i, sums, parts, key)
+
+
+def _forest_key(model: Any) -> tuple | None:
+    e = model._engine
+    return None if e is None else (id(e), len(e.forest), e.trees_retired, e.generation)
+
+
+def _advance(model: Any, rows: np.ndarray, i: int, sums: np.ndarray | None,
+             parts: np.ndarray | None,
+             key: tuple | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """After a round: the tree sums (and per-block sums) of the batch's records from ``i`` on
+    with the round's one new tree's values added, in place — the same bits as scoring them
+    afresh, which adds every live tree's value in tree order from 0.0. ``(None, None)`` when
+    the forest changed otherwise (trees retired: the sums would start at another tree)."""
+    e = model._engine
+    if sums is None or key is None or i >= sums.size or key != (
+            id(e), len(e.forest) - 1, e.trees_retired, e.generation):
+        return None, None
+    t = len(e.forest) - 1
+    nodes = e.forest.apply(t, rows[i:])
+    e.forest.add_tree_values(sums[i:], t, nodes)
+    if parts is not None:   # (the tree's block slot: a column of the per-block sums)
+        slot = e.blocks.slot_of(e.trees_retired + t)
+        column = np.ascontiguousarray(parts[i:, slot])
+        e.forest.add_tree_values(column, t, nodes)
+        parts[i:, slot] = column
+    return sums, parts
 
 
 def _losses(model: Any, raw: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -129,21 +164,31 @@ def _round_if_due(model: Any) -> bool:
     return False
 
 
-def reuse(model: Any, X: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
-    """The encoded rows, raw scores and per-block sums (``None`` without block retirement)
-    of ``X`` from the model's last ``predict_many`` (the service predicts a batch, then
-    learns it or part of it), or ``None``.
+def reuse(model: Any, X: Any) -> tuple | None:
+    """The encoded rows, raw scores, per-block sums (``None`` without block retirement) and
+    tree sums (the raw scores less the initial score; ``None`` for a K-class model) of ``X``
+    from the model's last ``predict_many`` (the service predicts a batch, then learns it or
+    part of it), or ``None``.
 
     They are reused only if ``X`` is a list of the very records predicted, in their order
-    (any subset of them), each still equal to the copy taken when it was predicted, and the
-    forest has not changed since (:meth:`_score_state`): then they are exactly what encoding
-    and scoring ``X`` again would give. The memo is used once.
+    (any subset of them), each still equal to the copy taken when it was predicted — or the
+    very :class:`~dpstream.models.encoding.EncodedRows` predicted, or rows taken from them
+    (read-only) — and the forest has not changed since (:meth:`_score_state`): then they are
+    exactly what encoding and scoring ``X`` again would give. The memo is used once.
     """
     last = getattr(model, "_last_many", None)
     model._last_many = None
-    if last is None or type(X) is not list or last[4] != model._score_state():
+    if last is None or len(last) < 7 or last[4] != model._score_state():
         return None
-    seen, copies, rows, raw, _, parts = last
+    seen, copies, rows, raw, _, parts, sums = last
+    if type(X) is EncodedRows and type(seen) is EncodedRows:
+        if X is seen:
+            return rows, raw, parts, sums
+        if X.parent is not seen:
+            return None
+        return _pick(X.index, rows, raw, parts, sums)
+    if type(X) is not list or type(seen) is not list:
+        return None
     idx, j, m = [], 0, len(seen)
     for x in X:
         while j < m and seen[j] is not x:
@@ -153,6 +198,11 @@ def reuse(model: Any, X: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None
         idx.append(j)
         j += 1
     if len(idx) == m:
-        return rows, raw, parts
-    pick = np.array(idx, dtype=np.intp)
-    return rows[pick], raw[pick], None if parts is None else parts[pick]
+        return rows, raw, parts, sums
+    return _pick(np.array(idx, dtype=np.intp), rows, raw, parts, sums)
+
+
+def _pick(pick: np.ndarray, rows: np.ndarray, raw: np.ndarray, parts: np.ndarray | None,
+          sums: np.ndarray | None) -> tuple:
+    return (rows[pick], raw[pick], None if parts is None else parts[pick],
+            None if sums is None else sums[pick])
