@@ -98,3 +98,80 @@ def test_compiled_mechanism_cores_are_the_accounting_releases(seed):
     lw = g.normal(size=k) * 30
     assert gumbel_argmax_core(np.random.default_rng(seed), lw, k) == \
         _gumbel_argmax(np.random.default_rng(seed), lw, None)
+
+
+def _old_pack(trees, n_classes, weights=None):
+    """pack_trees as it was: one Forest.add_tree per tree."""
+    from dpstream.models.forest import Forest
+    from dpstream.models.windows.window_trees import leaf_proba
+    stride = max((tr.feature.size for tr in trees), default=1)
+    forest = Forest(max_nodes=stride, max_depth=max((tr.depth for tr in trees), default=0))
+    table = np.zeros((max(1, len(trees)) * stride, n_classes))
+    for i, tr in enumerate(trees):
+        forest.add_tree(feature=tr.feature, threshold=tr.threshold, left=tr.left,
+                        value=np.zeros(tr.feature.size))
+        table[i * stride:i * stride + tr.feature.size] = leaf_proba(tr.counts) * (
+            1.0 if weights is None else weights[i])
+    return forest, table
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_pack_trees_is_add_tree_per_tree(seed):
+    from dpstream.models.windows.window_trees import WindowTree, pack_trees
+    g = np.random.default_rng(seed)
+    trees, k = [], int(g.integers(1, 13))
+    for _ in range(int(g.integers(0, 40))):
+        d = int(g.integers(0, 7))
+        size = 2 ** (d + 1) - 1 if g.random() < 0.9 else int(g.integers(1, 40))
+        trees.append(WindowTree(g.integers(0, 9, size).astype(np.int32), g.normal(size=size),
+                                g.normal(size=(size, k)) * g.choice([0, 1, 100]), d))
+    weights = None if g.random() < 0.3 else list(g.random(len(trees)))
+    (f1, t1), (f2, t2) = _old_pack(trees, k, weights), pack_trees(trees, k, weights)
+    assert set(f1.__dict__) == set(f2.__dict__)
+    for key, v in f1.__dict__.items():
+        if isinstance(v, np.ndarray):
+            assert v.dtype == f2.__dict__[key].dtype
+            np.testing.assert_array_equal(v, f2.__dict__[key])
+        else:
+            assert v == f2.__dict__[key]
+    assert t1.shape == t2.shape and np.array_equal(t1.view(np.int64), t2.view(np.int64))
+
+
+def test_label_codes_match_the_per_label_path():
+    from dpstream.models.encoding import RecordEncoder
+    from dpstream.models.windows.window_stream import UNLABELED, _label_codes
+    schema = {"features": {"a": {"type": "numeric", "min": 0, "max": 1}},
+              "target": {"type": "binary", "values": [False, True]}}
+    enc = RecordEncoder(schema)
+    y = [True, False, None, np.True_, 1, 0, np.int64(1), True, 0.0]
+    want = [UNLABELED if v is None else int(enc.encode_target_one(v)) for v in y]
+    assert _label_codes(enc, y).tolist() == want
+    assert _label_codes(enc, [True, False] * 3).tolist() == [1, 0] * 3
+    with pytest.raises((ValueError, TypeError)):
+        _label_codes(enc, [True, 5])
+    with pytest.raises((ValueError, TypeError)):
+        _label_codes(enc, [True, [1]])
+
+
+def test_scores_memo_gives_the_walks_numbers():
+    """The kept scores of the last batch answer only the same rows (or their first ones) on
+    the same trees; anything else is walked; a checkpoint does not carry them."""
+    import pickle
+
+    from dpstream.models import MedianForestClassifier
+    from dpstream.stream import load_adult
+    X, y, schema = load_adult("train")
+    m = MedianForestClassifier(schema=schema, epsilon=1.0, seed=0)
+    m.learn_stream(X[:6_000], y[:6_000])
+    E = m._encoder.encode_many(X[6_000:8_000])
+
+    def walked(rows):
+        forest, table = m._serve()
+        return wk.packed_scores(np.ascontiguousarray(rows), len(forest), forest.max_nodes,
+                                forest.feature, forest.threshold, forest.left,
+                                forest.max_depth, table)
+    for rows in (E, E, E[:700], E[5:900], E[::-1], E + 0.0):
+        np.testing.assert_array_equal(m._scores(rows), walked(rows))
+    assert "_scored" in m.__dict__ and "_scored" not in pickle.loads(pickle.dumps(m)).__dict__
+    m.learn_stream(X[8_000:10_000], y[8_000:10_000])   # a window closes: new trees
+    np.testing.assert_array_equal(m._scores(E[:700]), walked(E[:700]))

@@ -98,6 +98,8 @@ except ImportError:   # pragma: no cover - numba is a dependency
 __all__ = ["MedianForestClassifier", "grow_median_tree", "grow_median_tree_reference"]
 
 PRIVACY_SETTINGS = ("features_and_labels", "labels_only")
+_UNSET = object()
+_MEMO_ROWS = 64   # batches at least this large keep their scores for the next call
 
 
 def grow_median_tree(X: np.ndarray, depth: int, *, numeric: list, categorical: list,
@@ -381,11 +383,13 @@ class MedianForestClassifier(WindowForestBase):
 
     def _grow(self, X: np.ndarray, depth: int, budgets: list[float] | None) -> tuple:
         enc = self._encoder
+        weights = self.__dict__.get("_attribute_weights", _UNSET)   # the window's, if set
+        if weights is _UNSET:
+            weights = None if self._relevance is None else self._relevance.weights()
         return grow_median_tree(X, depth, numeric=enc.numeric_columns(),
                                 categorical=enc.categorical_columns(), rng=self._rng,
                                 budgets=budgets, n_candidates=self.n_candidates,
-                                weights=None if self._relevance is None
-                                else self._relevance.weights())
+                                weights=weights)
 
     def _tree(self, feature, threshold, depth, X_lab, y_lab, eps_l: float | None) -> WindowTree:
         """Fill the leaves with class counts (Laplace noise of ``eps_l``; ``None``: exact)."""
@@ -416,6 +420,15 @@ class MedianForestClassifier(WindowForestBase):
         lab = np.flatnonzero(y != UNLABELED)
         if self._relevance is not None:   # released first: this window's trees use it too
             self._release_relevance(X[lab], y[lab], eps_r)
+        # the attribute weights are post-processing of the releases so far, which no tree of
+        # the window changes: computed once for all of them
+        self._attribute_weights = None if self._relevance is None else self._relevance.weights()
+        try:
+            return self._train_trees(X, y, lab, eps)
+        finally:
+            del self._attribute_weights
+
+    def _train_trees(self, X: np.ndarray, y: np.ndarray, lab: np.ndarray, eps: float):
         unl = np.flatnonzero(y == UNLABELED)
         algo = self.algorithm_for(lab.size, unl.size)
         nt = self._window_trees or self.n_trees
@@ -457,15 +470,41 @@ class MedianForestClassifier(WindowForestBase):
     # ------------------------------------------------------------- predicting
     def _scores(self, X: np.ndarray) -> np.ndarray:
         """Summed leaf class distributions over every kept tree (the base's
-        ``table[forest.nodes(X)].sum(1)``), walked and summed by a compiled kernel."""
+        ``table[forest.nodes(X)].sum(1)``), walked and summed by a compiled kernel.
+
+        The last batch's scores are kept with a copy of its rows and the serving trees they
+        were computed with: the service scores a chunk (``predict_many``) and then learns it
+        (``learn_stream`` scores the same labeled rows for the drift signal, up to the record
+        that closes the window), so the second call finds the same bytes (all of them or the
+        first rows) and the same trees and returns the same numbers without the walk. Any
+        other rows or trees (a window closed: ``_serving`` is rebuilt) walk."""
         if _wk is None:
             return super()._scores(X)
-        forest, table = self._serve()
+        serving = self._serve()
+        forest, table = serving
         if len(forest) == 0:
             return np.zeros((X.shape[0], table.shape[1]))
-        return _wk.packed_scores(np.ascontiguousarray(X, dtype=np.float64), len(forest),
-                                 forest.max_nodes, forest.feature, forest.threshold,
-                                 forest.left, forest.max_depth, table)
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        memo = self.__dict__.get("_scored")
+        m = X.shape[0]
+        if (memo is not None and memo[0] is serving and memo[3] >= m
+                and memo[1].shape[1:] == X.shape[1:]
+                and np.array_equal(memo[1][:m].view(np.int64), X.view(np.int64))):
+            return memo[2][:m].copy()
+        out = _wk.packed_scores(X, len(forest), forest.max_nodes, forest.feature,
+                                forest.threshold, forest.left, forest.max_depth, table)
+        if m >= _MEMO_ROWS:   # batches: a record at a time is not scored twice
+            # the rows' copy goes into the last one's buffer when it fits (fresh pages cost)
+            fits = memo is not None and memo[1].shape[0] >= m and memo[1].shape[1:] == X.shape[1:]
+            rows = memo[1] if fits else np.empty_like(X)
+            rows[:m] = X
+            self._scored = (serving, rows, out.copy(), m)
+        return out
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state.pop("_scored", None)   # a cache of the serving trees' scores
+        return state
 
     def _score_row(self, row: np.ndarray) -> np.ndarray:
         if _wk is None:

@@ -485,20 +485,26 @@ def packed_scores(X, n_trees, stride, feature, threshold, left, depth,
                   table):   # pragma: no cover - compiled
     """Per encoded row, the sum over the packed heap trees (roots ``0, stride, ...``) of the
     ``table`` row of the node it reaches (go left iff ``x[feature] <= threshold``; missing goes
-    right; a leaf is its own left child)."""
+    right; a leaf is its own left child). Eight trees walk side by side (a leaf stays put), so
+    that their chains of dependent loads overlap; their rows are added in tree order."""
     m, k = X.shape[0], table.shape[1]
     out = np.zeros((m, k))
+    g = np.empty(8, dtype=np.int64)
     for i in range(m):
         x = X[i]
-        for t in range(n_trees):
-            g = t * stride
+        for t0 in range(0, n_trees, 8):
+            nb = min(8, n_trees - t0)
+            for lane in range(nb):
+                g[lane] = (t0 + lane) * stride
             for _ in range(depth):
-                nxt = left[g]
-                if nxt == g:
-                    break
-                g = nxt + (not (x[feature[g]] <= threshold[g]))
-            for c in range(k):
-                out[i, c] += table[g, c]
+                for lane in range(nb):
+                    at = g[lane]
+                    nxt = left[at]
+                    step = nxt + (not (x[feature[at]] <= threshold[at]))
+                    g[lane] = at if nxt == at else step
+            for lane in range(nb):
+                for c in range(k):
+                    out[i, c] += table[g[lane], c]
     return out
 
 

@@ -97,9 +97,19 @@ def learn_stream(forest: Any, X: Sequence, y: Sequence, public: Sequence | None 
 def _label_codes(encoder: Any, y: Sequence) -> np.ndarray:
     """Class codes (``UNLABELED`` for ``None``), as ``encode_target_one`` gives them."""
     classes = encoder.classes
+    # first by (type, value): a label of a class's own type (most of them) is that class;
+    # the rest (None, numpy scalars, other types) take the per-label path below
+    exact = {(c.__class__, c): code for code, c in enumerate(classes)}
+    try:
+        codes = [exact.get((v.__class__, v)) for v in y]
+    except TypeError:   # an unhashable label: the per-label path raises with the reason
+        codes = [None] * len(y)
+    if None not in codes:
+        return np.array(codes, dtype=np.int64)
     fast = {(isinstance(c, bool), c): code for code, c in enumerate(classes)}
-    out = np.empty(len(y), dtype=np.int64)
-    for j, v in enumerate(y):
+    out = np.array([-2 if c is None else c for c in codes], dtype=np.int64)
+    for j in np.flatnonzero(out == -2).tolist():
+        v = y[j]
         if v is None:
             out[j] = UNLABELED
             continue

@@ -74,13 +74,44 @@ def pack_trees(trees: list[WindowTree], n_classes: int,
                weights: list[float] | None = None) -> tuple[Forest, np.ndarray]:
     """Trees in one :class:`Forest`, plus each node's leaf class distribution
     (:func:`leaf_proba`, times the tree's weight) in a table indexed by global node:
-    ``table[forest.nodes(X)].sum(1)`` scores a batch."""
+    ``table[forest.nodes(X)].sum(1)`` scores a batch.
+
+    The forest's arrays are written in one pass (a window forest repacks its kept trees each
+    time a window closes): the arrays, tree depths and capacity that
+    :meth:`Forest.add_tree <dpstream.models.forest.Forest.add_tree>` of each tree in turn
+    would leave, and the table :func:`leaf_proba` of each tree's counts gives (row-wise).
+
+    >>> a = WindowTree(np.array([1, 0, 0], np.int32), np.array([0.5, np.inf, np.inf]),
+    ...                np.array([[0.0, 0.0], [3.0, 1.0], [-1.0, 2.0]]), 1)
+    >>> forest, table = pack_trees([a, a], 2, [1.0, 0.5])
+    >>> forest.left[:6].tolist(), table[3:].tolist()
+    ([1, 1, 2, 4, 4, 5], [[0.0, 0.0], [0.375, 0.125], [0.0, 0.5]])
+    """
     stride = max((tr.feature.size for tr in trees), default=1)
     forest = Forest(max_nodes=stride, max_depth=max((tr.depth for tr in trees), default=0))
-    table = np.zeros((max(1, len(trees)) * stride, n_classes))
+    n = len(trees)
+    table = np.zeros((max(1, n) * stride, n_classes))
+    if n == 0:
+        return forest, table
+    cap = forest.feature.size // stride   # trees' room: Forest doubles it as add_tree would
+    while cap < n:
+        cap *= 2
+    feature = np.zeros(cap * stride, dtype=np.int32)
+    threshold = np.full(cap * stride, np.inf)
+    left = np.zeros(cap * stride, dtype=np.int32)
+    left[:n * stride] = np.arange(n * stride, dtype=np.int32)   # leaves and padding: loops
+    depths = np.full(cap, -1, dtype=np.int64)
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)[:n]
     for i, tr in enumerate(trees):
-        forest.add_tree(feature=tr.feature, threshold=tr.threshold, left=tr.left,
-                        value=np.zeros(tr.feature.size))
-        table[i * stride:i * stride + tr.feature.size] = leaf_proba(tr.counts) * (
-            1.0 if weights is None else weights[i])
+        base, size = i * stride, tr.feature.size
+        feature[base:base + size] = tr.feature
+        threshold[base:base + size] = tr.threshold
+        internal = (size - 1) // 2   # WindowTree.left: heap children of the first half
+        left[base:base + internal] = base + 2 * np.arange(internal, dtype=np.int32) + 1
+        d = (internal + 1).bit_length() - 1   # complete_depth of that heap layout
+        depths[i] = d if (1 << d) - 1 == internal else -1
+        table[base:base + size] = tr.counts
+    table = leaf_proba(table) * np.repeat(w, stride)[:, None]
+    forest.feature, forest.threshold, forest.left = feature, threshold, left
+    forest.value, forest.depths, forest.n_trees = np.zeros(cap * stride), depths, n
     return forest, table
