@@ -482,7 +482,10 @@ class ConfluentSink:
     ``delivery_timeout_ms``), and the next :meth:`flush` raises
     :class:`~dpstream.connectors.records.SinkError` — as does a message librdkafka refuses at
     once (one over ``max_request_size``). ``producer_config`` takes kafka-python names or
-    librdkafka's. A keyed message goes to the Java client's murmur2 partition.
+    librdkafka's. A keyed message goes to the Java client's murmur2 partition of the topic's
+    partition count as librdkafka last read it (its metadata, refreshed every 10 s; the
+    kafka-python sink looks it up after every flush). Idempotent unless ``retries`` is 0 or
+    ``acks`` is not ``all`` (kafka-python 3's default).
     """
 
     def __init__(self, bootstrap: str, topic: str, *, stop: threading.Event,
@@ -497,8 +500,11 @@ class ConfluentSink:
         self._last_error = -float("inf")
         deadline = _active_deadline()
         conf = {"bootstrap.servers": bootstrap, "partitioner": "murmur2_random",
-                "delivery.report.only.error": True, **rdkafka_config(config),
-                "on_delivery": self._delivered, "logger": RDKAFKA_LOG}
+                "delivery.report.only.error": True, "topic.metadata.refresh.interval.ms": 10000,
+                **rdkafka_config(config), "on_delivery": self._delivered, "logger": RDKAFKA_LOG}
+        if (config.get("retries", 1) != 0 and str(conf.get("acks")) in ("all", "-1")
+                and "enable.idempotence" not in conf):   # as kafka-python 3 does by default
+            conf["enable.idempotence"] = True
 
         def factory() -> Any:
             wait = _within(config, deadline).get("bootstrap_timeout_ms", 5000) / 1000

@@ -334,15 +334,15 @@ def test_settings_come_from_the_environment(broker, tmp_path):
     assert _status(tmp_path)["model"].epsilon == 0.5
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_replay_of_a_topic_runs_to_its_end_and_resumes(broker, tmp_path, client):
+def test_replay_of_a_topic_runs_to_its_end_and_resumes(broker, tmp_path):
+    """(With the default client; tests/test_kafka_clients.py replays one topic through both.)"""
     values, m = _messages(800, bad_every=100)
     broker.create_topic("records", partitions=2)
     broker.produce("records", values[:500], partitions=2)
     schema = _schema_file(tmp_path)
     url = f"kafka://{broker.bootstrap}/records?group=replayer"
     cmd = [*DPSTREAM, "replay", "--source", url, "--schema", str(schema), "--epsilon", "1",
-           "--checkpoint-dir", str(tmp_path / "ck"), "--json", "--kafka-client", client]
+           "--checkpoint-dir", str(tmp_path / "ck"), "--json"]
     first = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
                                       timeout=180).stdout)
     assert first["records_seen"] == 500 and first["dead_letters"] == 5
