@@ -28,7 +28,8 @@ from scipy import special
 
 from ._validate import as_generator, check_epsilon, check_finite_array, check_int, check_positive
 
-__all__ = ["ExponentialMechanism", "ReportNoisyMax", "gumbel_argmax_core"]
+__all__ = ["ExponentialMechanism", "ReportNoisyMax", "gumbel_argmax_core",
+           "gumbel_argmax_grouped_core"]
 
 
 def _utilities(utilities) -> np.ndarray:
@@ -174,6 +175,53 @@ def gumbel_argmax_core(rng: np.random.Generator, log_weights: np.ndarray, n: int
         v = log_weights[i] + (0.0 - math.log(-math.log(u)))
         if i == 0 or v > best:
             best, pick = v, i
+    return pick
+
+
+def gumbel_argmax_grouped_core(rng: np.random.Generator, log_weights: np.ndarray,
+                               group: np.ndarray, n: int, u: np.ndarray,
+                               top: np.ndarray) -> int:
+    """:func:`gumbel_argmax_core`'s index — the same draws, the same result — computing the
+    Gumbel noise only of the candidates that can win.
+
+    ``group[i]`` (an integer in ``[0, len(top))``) labels candidates whose log-weights are the
+    same float (a private median's candidates of equal rank distance). Every uniform is drawn,
+    in order, as ``gumbel_argmax_core`` draws them (into ``u``: ``U = 1 - next_double``, redrawn
+    while 1). Within a group the noise ``g(U) = -log(-log U)`` is increasing, so only the
+    draws near the group's largest ``U`` can reach the largest ``log w + g``: for
+    ``U < top (1 - delta)``, ``g(top) - g(U) = int dU / (U (-log U)) >= delta / 36.8``
+    (``-log U <= 53 log 2 < 36.8``), which with ``delta = 1e-9 + 2000 * spacing(|log w| + 64)``
+    exceeds twice the error of the computed ``g`` (``< 1e-14``) plus the two roundings of
+    ``log w + g`` (``<= spacing(|log w| + 37)`` each) many times over: such a candidate's
+    computed value is strictly below its group's largest, never the first largest overall.
+    The rest ("near" their group's largest: a handful) are computed exactly as the plain core
+    computes them and compared in index order with the same strict ``>``, so ties and any
+    non-monotone rounding of ``log`` resolve as there. Log-weights are finite or ``-inf``.
+
+    >>> lw = np.array([0.0, 1.5, 0.0, -2.0, 1.5])
+    >>> group = np.array([0, 1, 0, 2, 1])
+    >>> a = gumbel_argmax_grouped_core(np.random.default_rng(3), lw, group, 5, np.empty(5),
+    ...                                np.empty(3))
+    >>> a == gumbel_argmax_core(np.random.default_rng(3), lw, 5)
+    True
+    """
+    for i in range(n):
+        x = 1.0 - rng.random()
+        while not x < 1.0:
+            x = 1.0 - rng.random()
+        u[i] = x
+        top[group[i]] = -1.0
+    for i in range(n):
+        if u[i] > top[group[i]]:
+            top[group[i]] = u[i]
+    best, pick = -math.inf, 0
+    for i in range(n):
+        lw = log_weights[i]
+        delta = 1e-9 + 2000.0 * np.spacing(abs(lw) + 64.0)
+        if u[i] >= top[group[i]] * (1.0 - delta):   # near its group's largest draw
+            v = lw + (0.0 - math.log(-math.log(u[i])))
+            if v > best:
+                best, pick = v, i
     return pick
 
 

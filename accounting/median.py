@@ -164,19 +164,22 @@ class PrivateMedian:
 
 def median_log_weights_core(values: np.ndarray, m: int, epsilon: float, lower: float,
                             upper: float, rng: np.random.Generator, cand: np.ndarray,
-                            logw: np.ndarray) -> None:
+                            logw: np.ndarray, distance: np.ndarray) -> None:
     """:meth:`PrivateMedian.release_sorted`'s candidates and log-weights, into buffers.
 
     ``values[:m]`` are the node's values, sorted; ``len(cand)`` uniform candidates are drawn
     from ``[lower, upper]`` into ``cand`` (``lower + (upper - lower) * next_double`` each, as
-    ``rng.uniform``) and ``logw`` gets ``epsilon / (2 * 0.5) * -|rank - m / 2|``. The caller
-    checks epsilon and the bounds (finite, ``upper > lower``); values outside them raise.
+    ``rng.uniform``) and ``logw`` gets ``epsilon / (2 * 0.5) * -|rank - m / 2|``;
+    ``distance`` gets ``|2 rank - m|`` (equal distances, equal log-weights: the groups of
+    :func:`~dpstream.accounting.exponential.gumbel_argmax_grouped_core`). The caller checks
+    epsilon and the bounds (finite, ``upper > lower``); values outside them raise.
 
     >>> v = np.array([0.2, 0.4, 0.9])
-    >>> cand, logw = np.empty(4), np.empty(4)
-    >>> median_log_weights_core(v, 3, 1.0, 0.0, 1.0, np.random.default_rng(0), cand, logw)
-    >>> cand.round(2).tolist(), logw.tolist()
-    ([0.64, 0.27, 0.04, 0.02], [-0.5, -0.5, -1.5, -1.5])
+    >>> cand, logw, dist = np.empty(4), np.empty(4), np.empty(4, dtype=np.int64)
+    >>> median_log_weights_core(v, 3, 1.0, 0.0, 1.0, np.random.default_rng(0), cand, logw,
+    ...                         dist)
+    >>> cand.round(2).tolist(), logw.tolist(), dist.tolist()
+    ([0.64, 0.27, 0.04, 0.02], [-0.5, -0.5, -1.5, -1.5], [1, 1, 3, 3])
     """
     if m > 0 and not (values[0] >= lower and values[m - 1] <= upper):
         raise ValueError("values must be sorted, finite and within the public bounds")
@@ -194,6 +197,7 @@ def median_log_weights_core(values: np.ndarray, m: int, epsilon: float, lower: f
             else:
                 hi = mid
         logw[c] = factor * -abs(lo - half)
+        distance[c] = abs(2 * lo - m)
 
 
 def categorical_log_weights_core(counts: np.ndarray, k: int, epsilon: float,

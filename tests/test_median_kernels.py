@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 
 from dpstream.accounting import PrivateMedian
-from dpstream.accounting.exponential import _gumbel_argmax, gumbel_argmax_core
+from dpstream.accounting.exponential import (
+    _gumbel_argmax,
+    gumbel_argmax_core,
+    gumbel_argmax_grouped_core,
+)
 from dpstream.accounting.median import categorical_log_weights_core, median_log_weights_core
 from dpstream.models.windows import window_kernels as wk
 from dpstream.models.windows.median_forest import grow_median_tree, grow_median_tree_reference
@@ -79,13 +83,18 @@ def test_compiled_mechanism_cores_are_the_accounting_releases(seed):
     eps, nc = float(g.uniform(0.01, 5)), int(g.integers(1, 300))
     want = PrivateMedian.release_sorted(v, epsilon=eps, lower=lo, upper=hi, n_candidates=nc,
                                         rng=np.random.default_rng(seed))
-    cand, logw = np.empty(nc), np.empty(nc)
+    cand, logw, dist = np.empty(nc), np.empty(nc), np.empty(nc, dtype=np.int64)
     for compiled in (False, True):
-        rng = np.random.default_rng(seed)
-        (wk._median_logw if compiled else median_log_weights_core)(v, v.size, eps, lo, hi, rng,
-                                                                   cand, logw)
-        pick = (wk._em_pick if compiled else gumbel_argmax_core)(rng, logw, nc)
-        assert cand[pick] == want
+        for grouped in (False, True):
+            rng = np.random.default_rng(seed)
+            (wk._median_logw if compiled else median_log_weights_core)(
+                v, v.size, eps, lo, hi, rng, cand, logw, dist)
+            if grouped:
+                pick = (wk._em_pick_grouped if compiled else gumbel_argmax_grouped_core)(
+                    rng, logw, dist, nc, np.empty(nc), np.empty(v.size + 1))
+            else:
+                pick = (wk._em_pick if compiled else gumbel_argmax_core)(rng, logw, nc)
+            assert cand[pick] == want
     k = int(g.integers(1, 9))
     codes = g.integers(0, k, size=int(g.integers(0, 40)))
     want = PrivateMedian.categorical(codes, n_categories=k, epsilon=eps, rng=seed)
@@ -175,3 +184,26 @@ def test_scores_memo_gives_the_walks_numbers():
     assert "_scored" in m.__dict__ and "_scored" not in pickle.loads(pickle.dumps(m)).__dict__
     m.learn_stream(X[8_000:10_000], y[8_000:10_000])   # a window closes: new trees
     np.testing.assert_array_equal(m._scores(E[:700]), walked(E[:700]))
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_grouped_gumbel_argmax_is_the_plain_one(seed):
+    """Skipping the noise of the draws far below their group's largest changes nothing: the
+    same index as computing every draw, whatever the scale of the log-weights (ties of equal
+    values in other groups, huge and tiny factors, one group, many)."""
+    g = np.random.default_rng(10_000 + seed)
+    n, groups = int(g.integers(1, 300)), int(g.integers(1, 40))
+    key = g.integers(0, groups, n)
+    level = g.normal(size=groups) * float(g.choice([0.0, 1e-300, 1e-3, 1.0, 30.0, 1e6, 1e12]))
+    if g.random() < 0.3:
+        level = np.round(level)   # equal values in different groups
+    if g.random() < 0.1:
+        level = np.where(g.random(groups) < 0.5, -np.inf, level)   # groups that never win
+    lw = level[key]
+    want = gumbel_argmax_core(np.random.default_rng(seed), lw, n)
+    for fn in (gumbel_argmax_grouped_core, wk._em_pick_grouped):
+        rng = np.random.default_rng(seed)
+        assert fn(rng, lw, key, n, np.empty(n), np.empty(groups)) == want
+        check = np.random.default_rng(seed)
+        gumbel_argmax_core(check, lw, n)
+        assert rng.random() == check.random()   # the same draws

@@ -48,7 +48,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ...accounting.exponential import gumbel_argmax_core
+from ...accounting.exponential import gumbel_argmax_core, gumbel_argmax_grouped_core
 from ...accounting.median import categorical_log_weights_core, median_log_weights_core
 
 __all__ = ["bin_codes", "greedy_votes", "grow_median", "implicit_cells", "implicit_keys",
@@ -561,6 +561,7 @@ def bin_codes(X, num_cols, lo, hi, n_bins, group_start, group_size):   # pragma:
 
 
 _em_pick = njit(cache=True, nogil=True)(gumbel_argmax_core)
+_em_pick_grouped = njit(cache=True, nogil=True)(gumbel_argmax_grouped_core)
 _median_logw = njit(cache=True, nogil=True)(median_log_weights_core)
 _category_logw = njit(cache=True, nogil=True)(categorical_log_weights_core)
 
@@ -648,6 +649,9 @@ def grow_median(X, depth, num_col, num_lo, num_hi, cat_ptr, cat_col, rng, budget
     p = np.empty(n_num + n_cat)
     cand = np.empty(n_candidates)
     logw = np.empty(max(n_candidates, widest))
+    dist = np.empty(n_candidates, dtype=np.int64)   # the median's candidate groups
+    draws = np.empty(n_candidates)
+    top = np.empty(n + 1)
     pos = np.empty(widest + 1, dtype=np.int64)
     counts = np.empty(widest, dtype=np.int64)
     for level in range(depth):
@@ -680,8 +684,8 @@ def grow_median(X, depth, num_col, num_lo, num_hi, cat_ptr, cat_col, rng, budget
                     vals[:m].sort()
                     if private:
                         _median_logw(vals, m, budgets[level], lo[node, j], hi[node, j], rng,
-                                     cand, logw)
-                        t = cand[_em_pick(rng, logw, n_candidates)]
+                                     cand, logw, dist)
+                        t = cand[_em_pick_grouped(rng, logw, dist, n_candidates, draws, top)]
                     elif m % 2 == 1:   # np.median
                         t = vals[m // 2]
                     elif m > 0:
