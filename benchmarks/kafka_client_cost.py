@@ -1,7 +1,7 @@
 """What a member's Kafka clients cost it: a record read, and a poll of the model topic.
 
 Usage: python benchmarks/kafka_client_cost.py [--records N] [--partitions 12,3] [--polls N]
-[--repeat R] [--clients kafka-python,confluent]
+[--repeat R] [--clients kafka-python,confluent] [--fetch-kb 64,1024]
 
 Starts a local tansu broker (:class:`~dpstream.connectors.local_broker.LocalBroker`) and
 prints one JSON line per measurement:
@@ -24,7 +24,8 @@ prints one JSON line per measurement:
 ``--repeat``: the partition counts are measured this many times, alternating.
 ``--clients``: the source's Kafka clients (:mod:`~dpstream.connectors.kafka_clients`; default
 kafka-python), each measured on each partition count; a ``source`` line names its ``client``
-and its rate (``msgs_per_s``, records over wall time).
+and its rate (``msgs_per_s``, records over wall time). ``--fetch-kb``: the consumer's
+``max_partition_fetch_bytes`` in KiB (default 64, the service's), each measured.
 """
 
 from __future__ import annotations
@@ -51,12 +52,14 @@ def messages(n: int) -> list[bytes]:
 
 
 def source_cost(broker: LocalBroker, values: list[bytes], partitions: int,
-                client: str = "kafka-python") -> dict:
+                client: str = "kafka-python", fetch_kb: int | None = None) -> dict:
     topic = f"records-{partitions}-{time.monotonic_ns()}"
     broker.create_topic(topic, partitions=partitions)
     broker.produce(topic, values, partitions=partitions)
     source = kafka_source(client, broker.bootstrap, topic, f"g-{topic}",
-                          position_of=lambda key: None, on_revoke=lambda: None)
+                          position_of=lambda key: None, on_revoke=lambda: None,
+                          consumer_config=None if fetch_kb is None
+                          else {"max_partition_fetch_bytes": fetch_kb << 10})
     if not source.connect(threading.Event()):
         raise SystemExit(f"no broker at {broker.bootstrap}")
     try:
@@ -77,7 +80,8 @@ def source_cost(broker: LocalBroker, values: list[bytes], partitions: int,
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     finally:
         source.close()
-    return {"measure": "source", "client": client, "partitions": partitions, "records": got,
+    return {"measure": "source", "client": client, "partitions": partitions,
+            "fetch_kb": fetch_kb or 64, "records": got,
             "read": first + got, "cpu_us_per_record": round(cpu / got * 1e6, 1),
             "wall_us_per_record": round(wall / got * 1e6, 1),
             "msgs_per_s": round(got / wall),
@@ -108,13 +112,16 @@ def main() -> int:
     polls = int(_arg("--polls", "2000"))
     repeat = int(_arg("--repeat", "2"))
     clients = _arg("--clients", "kafka-python").split(",")
+    fetches = [int(k) for k in _arg("--fetch-kb", "64").split(",")]
     values = messages(n)
     with LocalBroker() as broker:
         print(json.dumps(model_topic_cost(broker, polls)), flush=True)
         for _ in range(repeat):
             for p in parts:
                 for client in clients:
-                    print(json.dumps(source_cost(broker, values, p, client)), flush=True)
+                    for kb in fetches:
+                        print(json.dumps(source_cost(broker, values, p, client, kb)),
+                              flush=True)
     return 0
 
 
