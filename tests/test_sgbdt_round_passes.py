@@ -1,0 +1,143 @@
+"""The compiled passes of an S-GBDT round equal the numpy steps they replace, bit for bit, and
+the pool's in-place buffers and learn_stream's reuse leave every result unchanged."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from dpstream.accounting import IndividualRenyiFilter, RoundCostTable
+from dpstream.models import SGBDTClassifier
+from dpstream.models.boosting import hist_splits as hs
+from dpstream.models.boosting.round_kernels import (
+    category_codes_into,
+    filter_charge,
+    filter_costs,
+    leaf_counts_sums,
+    leaf_counts_sums_rows,
+)
+from dpstream.models.boosting.scores import sigmoid
+from dpstream.models.encoding import EncodedRows, RecordEncoder
+from dpstream.stream import load_adult
+
+
+@pytest.fixture(scope="module")
+def adult():
+    X, y, schema = load_adult("train")
+    return X[:6000], y[:6000], schema
+
+
+@pytest.mark.parametrize("bins", [2, 8, 32])
+def test_best_split_kernel_equals_the_numpy_path(adult, bins, monkeypatch):
+    cells = hs._cells_of(RecordEncoder(adult[2]), bins)
+    rng = np.random.default_rng(bins)
+    n_feat = len(cells.numeric) + len(cells.categorical)
+    for trial in range(600):
+        H = rng.normal(0.0, 10.0 ** rng.uniform(-2, 3), cells.size)
+        if trial % 7 == 0:
+            H[rng.integers(0, cells.size, 9)] = 0.0
+        iv = [(lo, hi) for _, lo, hi in cells.numeric]
+        if trial % 5 == 1:
+            iv[0] = (3.0, 3.0)   # an empty interval: never split
+        cats = [list(c) for c in cells.categorical]
+        if trial % 4 == 2:
+            cats[1] = None       # fixed by the path
+        if trial % 9 == 4:
+            cats[2] = cats[2][1:]   # narrowed: the numpy path
+        allowed = np.ones(n_feat, dtype=bool)
+        if trial % 6 == 3:
+            allowed[rng.integers(0, n_feat, 3)] = False
+        got = hs._best_split(H, cells, iv, cats, allowed)
+        with monkeypatch.context() as m:
+            m.setattr(hs, "njit", None)
+            want = hs._best_split(H, cells, iv, cats, allowed)
+        assert got == want
+
+
+def test_round_passes_equal_the_numpy_steps():
+    rng = np.random.default_rng(3)
+    table = RoundCostTable(order=8.0, sigma_leaf=3.0, leaf_noise_split=0.2, sample_rate=0.1,
+                           grad_clip=0.5)
+    for loss in ("logistic", "squared"):
+        score = rng.normal(0.0, 2.0, 5000)
+        y = (rng.random(5000) < 0.4).astype(float)
+        spent = rng.uniform(0.0, 1.0, 5000)
+        u = rng.random(5000)
+        for by_cost in (True, False):
+            g = score - y if loss == "squared" else sigmoid(score) - y
+            np.clip(g, -0.5, 0.5, out=g)
+            cost = table.cost(g) if by_cost else np.full(g.size, table.max_cost)
+            f = IndividualRenyiFilter(order=8.0, bound=1.0)
+            f.add(g.size)
+            f.spent = spent.copy()
+            cont = f.step(cost)
+            sampled = cont & (u < 0.1)
+
+            g2 = score.copy() if loss == "squared" else sigmoid(score)
+            cost2, bad = filter_costs(g2, y, 0.5, table.grid, table.table, by_cost,
+                                      table.max_cost)
+            spent2 = spent.copy()
+            cont2, sampled2, rows, n_cont = filter_charge(cost2, spent2, 1.0, u, 0.1)
+            assert not bad
+            assert np.array_equal(g, g2) and np.array_equal(cost, cost2)
+            assert np.array_equal(cont, cont2) and np.array_equal(sampled, sampled2)
+            assert np.array_equal(f.spent, spent2) and n_cont == int(cont.sum())
+            assert np.array_equal(rows, np.flatnonzero(sampled))
+            nodes = rng.integers(3, 7, g.size)
+            a = leaf_counts_sums(nodes, 3, sampled, g, 4)
+            b = leaf_counts_sums_rows(nodes, 3, rows, g, 4)
+            assert all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
+    g = np.array([0.1, np.nan])
+    assert filter_costs(g, np.zeros(2), 0.5, table.grid, table.table, True, 1.0)[1]
+
+
+def test_category_codes_into_equals_category_codes(adult):
+    enc = RecordEncoder(adult[2])
+    X = enc.encode_many(adult[0][:500] + [{"age": 30.0}])   # the last: categories missing
+    want = hs.category_codes(enc, X)
+    cats = enc.categorical_columns()
+    out = np.zeros(want.shape, dtype=np.int16)
+    category_codes_into(X, np.array([c[0] for c in cats]), np.array([len(c) for c in cats]),
+                        out)
+    assert np.array_equal(out, want)
+
+
+def test_the_pool_buffers_follow_assignments_and_stay_out_of_checkpoints(adult):
+    X, y, schema = adult
+    m = SGBDTClassifier(schema=schema, epsilon=1.0, seed=0)
+    for xi, yi in zip(X[:3000], y[:3000], strict=True):
+        m.learn_one(xi, yi)
+    e = m.engine
+    assert e._bufs and e.score.base is e._bufs["score"]
+    state = e.__getstate__()
+    assert "_bufs" not in state and state["score"].base is e._bufs["score"]   # a view: its rows
+    clone = pickle.loads(pickle.dumps(m))
+    assert clone.engine._bufs == {} and np.array_equal(clone.engine.score, e.score)
+    e.score = e.score + 0.0   # a new array (as the distributed party assigns one)
+    for model in (m, clone):
+        for xi, yi in zip(X[3000:4000], y[3000:4000], strict=True):
+            model.learn_one(xi, yi)
+    for name in ("y", "score", "ids", "codes"):
+        assert np.array_equal(getattr(m.engine, name), getattr(clone.engine, name))
+    assert np.array_equal(m.engine.filter.spent, clone.engine.filter.spent)
+    assert m.privacy_report() == clone.privacy_report()
+
+
+def test_learn_stream_reuses_encoded_rows_with_the_result_of_learn_one(adult):
+    X, y, schema = adult
+    a = SGBDTClassifier(schema=schema, epsilon=1.0, seed=0)
+    b = SGBDTClassifier(schema=schema, epsilon=1.0, seed=0)
+    enc = b._encoder
+    for s in range(0, 6000, 1500):
+        batch = EncodedRows(enc.encode_many(X[s:s + 1500]), enc.columns)
+        keep = [j for j in range(1500) if j % 7 != 2]
+        pa = [a.predict_one(X[s + j]) for j in range(1500)]
+        assert b.predict_many(batch).tolist() == pa
+        for j in keep:
+            a.learn_one(X[s + j], y[s + j])
+        b.learn_stream(batch.take(keep), [y[s + j] for j in keep])
+    assert a.training_rounds == b.training_rounds > 100
+    assert a.privacy_report() == b.privacy_report()
+    assert [a.predict_proba_one(x) for x in X[:300]] == [b.predict_proba_one(x) for x in X[:300]]
