@@ -142,3 +142,33 @@ def test_replay_of_a_topic_learns_the_same_model_through_either_client(broker, t
     if hasattr(first, "predict_proba_one"):
         assert ([first.predict_proba_one(x) for x in rows]
                 == [second.predict_proba_one(x) for x in rows])
+
+
+def test_a_poll_across_a_rebalance_keeps_each_held_partitions_messages_once_in_order():
+    """confluent-kafka may return, in the poll during which the assignment changed, messages
+    fetched before it along with those fetched after: the source keeps only the partitions it
+    still holds, from each one's assigned position on, each offset once."""
+    pytest.importorskip("confluent_kafka")
+    from dpstream.connectors.kafka_confluent import ConfluentSource
+
+    class Msg:
+        def __init__(self, partition, offset):
+            self.p, self.o = partition, offset
+
+        def error(self):
+            return None
+
+        def partition(self):
+            return self.p
+
+        def offset(self):
+            return self.o
+
+    source = ConfluentSource("h:1", "records", "g", position_of=lambda k: None,
+                             on_revoke=lambda: None)
+    source.assigned = {"records:0", "records:2"}      # records:1 went to another member
+    source._starts = {0: 5, 2: -1}                    # records:2 from its beginning
+    before = [Msg(0, 5), Msg(0, 6), Msg(1, 9), Msg(2, 0)]   # fetched before the change
+    after = [Msg(0, 5), Msg(0, 6), Msg(0, 7), Msg(2, 0), Msg(2, 1), Msg(0, 3)]
+    kept = [(m.partition(), m.offset()) for m in source._current(before + after)]
+    assert kept == [(0, 5), (0, 6), (2, 0), (0, 7), (2, 1)]
