@@ -93,6 +93,25 @@ def test_round_passes_equal_the_numpy_steps():
     assert filter_costs(g, np.zeros(2), 0.5, table.grid, table.table, True, 1.0)[1]
 
 
+def test_raw_tree_equals_the_grids_raw_thresholds(adult):
+    from dpstream.models.boosting.random_splits import random_complete_tree
+    from dpstream.models.boosting.sgbdt_grid import raw_tree
+    from dpstream.models.grid import FeatureGrid
+    enc = RecordEncoder(adult[2])
+    grid = FeatureGrid.release(enc.encode_many(adult[0][:3000]), enc.numeric_columns(),
+                               epsilon=1.0, rng=0)
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        tree = random_complete_tree(enc, depth=6, rng=rng)
+        threshold = tree.threshold.copy()
+        threshold[rng.integers(0, 63, 3)] = [np.nan, -1e9, 1e12]   # outside: kept
+        tree = tree._replace(threshold=threshold)
+        want = grid.raw_thresholds(tree.feature, tree.threshold)
+        got = raw_tree(grid, tree).threshold
+        assert np.array_equal(got, want, equal_nan=True)
+        assert np.array_equal(tree.threshold, threshold, equal_nan=True)   # not changed
+
+
 def test_category_codes_into_equals_category_codes(adult):
     enc = RecordEncoder(adult[2])
     X = enc.encode_many(adult[0][:500] + [{"age": 30.0}])   # the last: categories missing

@@ -303,7 +303,7 @@ class _SGBDTBase(ShortRepr, base.Estimator):
         if e is None:
             raw, parts = 0.0, None
         else:   # (_scored_row, inlined: the per-record path)
-            row = np.array(row)
+            row = np.fromiter(row, np.float64, len(row))   # (np.array's values, sooner)
             raw, parts = e.raw_score_parts_one(row)
         self._last = (x, dict(x), row, raw, parts)
         return raw

@@ -41,6 +41,7 @@ True
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -99,10 +100,33 @@ def release_grid(engine: Any) -> None:
 
 
 def raw_tree(grid: FeatureGrid | None, tree: RandomTree) -> RandomTree:
-    """``tree`` grown on mapped rows, with its thresholds in raw units."""
+    """``tree`` grown on mapped rows, with its thresholds in raw units:
+    :meth:`~dpstream.models.grid.FeatureGrid.raw_thresholds`, the same float operations on
+    the nodes it converts (a mapped column, a threshold inside the column's domain), the
+    nodes picked in plain Python (a round's tree has a few dozen) and the inverse maps read
+    in one ``np.interp``."""
     if grid is None:
         return tree
-    return tree._replace(threshold=grid.raw_thresholds(tree.feature, tree.threshold))
+    if not grid.columns or tree.feature.size == 0:
+        return tree._replace(threshold=grid.raw_thresholds(tree.feature, tree.threshold))
+    threshold = np.array(tree.threshold, dtype=np.float64, copy=True)
+    pos = {int(c): k for k, c in enumerate(grid._idx.tolist())}
+    lo, span = grid._lo.tolist(), grid._span.tolist()
+    nodes, ks, xs = [], [], []
+    for node, (f, t) in enumerate(zip(tree.feature.tolist(), threshold.tolist(), strict=True)):
+        k = pos.get(f)
+        if k is None or not span[k] > 0:
+            continue
+        u = (t - lo[k]) / span[k]
+        if math.isfinite(u) and 0.0 <= u <= 1.0:
+            nodes.append(node)
+            ks.append(k)
+            xs.append(u + 2 * k)
+    if nodes:
+        kk = np.array(ks, dtype=np.int64)
+        raw = np.interp(np.array(xs), grid._knots, grid._edges) - 2 * kk
+        threshold[nodes] = grid._lo[kk] + grid._span[kk] * raw
+    return tree._replace(threshold=threshold)
 
 
 def grid_report(engine: Any) -> dict:
