@@ -112,6 +112,26 @@ def test_raw_tree_equals_the_grids_raw_thresholds(adult):
         assert np.array_equal(tree.threshold, threshold, equal_nan=True)   # not changed
 
 
+def test_grid_mapping_equals_the_grids_map_columns(adult):
+    from dpstream.models.boosting.sgbdt_grid import map_grid_columns
+    from dpstream.models.grid import FeatureGrid
+    enc = RecordEncoder(adult[2])
+    columns = enc.numeric_columns() + [(0, 2.0, 2.0)]   # and a column with an empty domain
+    grid = FeatureGrid.release(enc.encode_many(adult[0][:3000]), columns, epsilon=1.0, rng=0)
+    rng = np.random.default_rng(9)
+    lo = np.array([c[1] for c in columns])
+    hi = np.array([c[2] for c in columns])
+    for _ in range(50):
+        V = lo + (hi - lo) * rng.uniform(-0.1, 1.1, (64, len(columns)))
+        V[rng.random(V.shape) < 0.05] = np.nan
+        V[0, 0], V[1, 1] = lo[0], hi[1]   # the domain's ends
+        want = grid.map_columns(V)
+        got = map_grid_columns(grid, V)
+        nan = np.isnan(want)
+        assert np.array_equal(np.isnan(got), nan)
+        assert np.array_equal(got[~nan].view(np.int64), want[~nan].view(np.int64))   # bits
+
+
 def test_category_codes_into_equals_category_codes(adult):
     enc = RecordEncoder(adult[2])
     X = enc.encode_many(adult[0][:500] + [{"age": 30.0}])   # the last: categories missing

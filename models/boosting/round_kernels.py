@@ -41,7 +41,8 @@ import numpy as np
 from numba import njit
 
 __all__ = ["add_leaf_values", "category_codes_into", "count_exhausted", "filter_charge",
-           "filter_costs", "leaf_counts_sums", "leaf_counts_sums_rows", "move_rows"]
+           "filter_costs", "grid_map_finish", "grid_map_start", "leaf_counts_sums",
+           "leaf_counts_sums_rows", "move_rows"]
 
 
 @njit(cache=True, nogil=True)
@@ -184,3 +185,35 @@ def category_codes_into(X, starts, sizes, out):   # pragma: no cover - compiled
                     code = j
                     break
             out[r, k] = code
+
+
+@njit(cache=True, nogil=True)
+def grid_map_start(V, lo, span):   # pragma: no cover - compiled
+    """``FeatureGrid.map_columns`` up to its ``np.interp``, the same float operations:
+    ``clip((V - lo) / (span or 1), 0, 1) + 2k`` for column ``k`` (NaN stays NaN)."""
+    out = np.empty(V.shape)
+    for i in range(V.shape[0]):
+        for k in range(V.shape[1]):
+            s = span[k] if span[k] > 0 else 1.0
+            u = (V[i, k] - lo[k]) / s
+            if u == u:   # np.clip's steps (NaN passes)
+                u = u if u > 0.0 else 0.0
+                u = u if u < 1.0 else 1.0
+            out[i, k] = u + 2.0 * k
+    return out
+
+
+@njit(cache=True, nogil=True)
+def grid_map_finish(V, lo, span, r):   # pragma: no cover - compiled
+    """``FeatureGrid.map_columns`` after its ``np.interp`` (``r``), in place on ``r``: less
+    ``2k``, ``lo + span * mapped``, NaN where ``V`` is, ``V`` where the span is empty."""
+    for i in range(V.shape[0]):
+        for k in range(V.shape[1]):
+            v = V[i, k]
+            if not span[k] > 0:
+                r[i, k] = v
+            elif v != v:
+                r[i, k] = np.nan
+            else:
+                r[i, k] = lo[k] + span[k] * (r[i, k] - 2.0 * k)
+    return r

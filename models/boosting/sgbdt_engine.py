@@ -64,7 +64,7 @@ from .round_kernels import (
     move_rows,
 )
 from .scores import init_score_from_stats, noisy_label_stats, sigmoid
-from .sgbdt_grid import grid_pending, raw_tree, release_grid
+from .sgbdt_grid import grid_pending, map_grid_columns, raw_tree, release_grid
 
 __all__ = ["SGBDTConfig", "SGBDTEngine"]
 
@@ -408,8 +408,8 @@ class SGBDTEngine:
         category_codes_into(X, starts, sizes, codes[n:end])   # (category_codes, compiled)
         names = ("y", "score", "ids", "codes")
         if self.grid is not None and self.gcols is not None:   # (each record mapped once)
-            self._buffer("gcols", self.gcols, n, cap)[n:end] = self.grid.map_columns(
-                X[:, self.grid._idx])
+            self._buffer("gcols", self.gcols, n, cap)[n:end] = map_grid_columns(
+                self.grid, X[:, self.grid._idx])
             names += ("gcols",)
         for name in names:
             setattr(self, name, self._bufs[name][:end])
