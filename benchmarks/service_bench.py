@@ -269,8 +269,9 @@ def _latency(client: str, broker: LocalBroker, model: str, schema, params: dict,
         source = _source(client, broker.bootstrap, "live", "live", position_of=runner.position_of,
                          on_revoke=runner.checkpoint, exclusive=True)
         source.connect(stop)
-        for _ in range(10):   # join the group before the producer starts
-            source.poll(timeout_ms=200)
+        joined = time.perf_counter() + 60
+        while not source.assigned and time.perf_counter() < joined:
+            source.poll(timeout_ms=200)   # join the group before the producer starts
         producer = threading.Thread(target=_produce, args=(broker.bootstrap, "live", X, y,
                                                            rate, total), daemon=True)
         waits: list = []

@@ -45,10 +45,15 @@ log = logging.getLogger("dpstream.kafka")
 #: which kept a group member's windows tens of thousands of records of the stream apart
 #: across its own partitions (docs/benchmark_notes.md); one process's rate is the same as
 #: with 8 MB (22.1k against 22.0k msgs/s, median forest, 300,000 messages)
+#: A fetch waits at most 50 ms for new records (both clients default to 500): tansu holds
+#: a fetch for its whole wait when it finds nothing new, so at 10,000 msgs/s with 500 ms a
+#: record waited 140 ms (p50) from the broker to its prediction, with 20 ms 14 ms
+#: (docs/benchmark_notes.md, "One process at 100k messages a second"); an idle consumer
+#: asks 20 times a second.
 DEFAULT_CONSUMER = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000,
                     "max_poll_interval_ms": 300000, "auto_offset_reset": "earliest",
                     "bootstrap_timeout_ms": 5000, "max_poll_records": 2000,
-                    "max_partition_fetch_bytes": 64 * 2**10}
+                    "max_partition_fetch_bytes": 64 * 2**10, "fetch_max_wait_ms": 50}
 
 
 #: The longest a :meth:`KafkaSource.poll` waits while its member (re)joins the group.
