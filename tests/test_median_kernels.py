@@ -207,3 +207,34 @@ def test_grouped_gumbel_argmax_is_the_plain_one(seed):
         check = np.random.default_rng(seed)
         gumbel_argmax_core(check, lw, n)
         assert rng.random() == check.random()   # the same draws
+
+
+@pytest.mark.parametrize("depth", range(0, 9))
+def test_heap_leaves_are_forest_apply(depth):
+    from dpstream.models.forest import Forest
+    from dpstream.models.windows.window_trees import WindowTree
+    g = np.random.default_rng(depth)
+    size = 2 ** (depth + 1) - 1
+    X = g.normal(size=(500, 6))
+    X[g.random(X.shape) < 0.1] = np.nan
+    internal = 2 ** depth - 1
+    feature = np.where(np.arange(size) < internal, g.integers(0, 6, size), 0).astype(np.int32)
+    threshold = np.where(np.arange(size) < internal, g.normal(size=size), np.inf)
+    tree = WindowTree(feature, threshold, np.zeros((size, 2)), depth)
+    forest = Forest(max_nodes=size, max_depth=depth)
+    forest.add_tree(feature=feature, threshold=threshold, left=tree.left, value=np.zeros(size))
+    np.testing.assert_array_equal(tree.leaves(X), forest.apply(0, X))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_leaf_proba_compiled_is_numpys(seed):
+    from dpstream.models.windows.window_trees import leaf_proba
+    g = np.random.default_rng(seed)
+    C = g.normal(size=(int(g.integers(0, 200)), int(g.integers(1, 40)))) * g.choice([1e-3, 1e6])
+    C[g.random(C.shape) < 0.2] = 0.0
+    C[g.random(C.shape) < 0.05] = -0.0
+    c = np.maximum(C, 0.0)
+    total = c.sum(axis=1, keepdims=True)
+    want = np.divide(c, total, out=np.zeros_like(c), where=total > 0)
+    got = leaf_proba(C)
+    assert got.shape == want.shape and np.array_equal(got.view(np.int64), want.view(np.int64))

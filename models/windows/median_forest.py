@@ -399,8 +399,8 @@ class MedianForestClassifier(WindowForestBase):
         leaf = tree.leaves(X_lab)
         if y_lab.ndim == 2:    # soft labels: a class distribution per record
             np.add.at(counts, leaf, y_lab)
-        else:
-            np.add.at(counts, (leaf, y_lab), 1.0)
+        else:   # whole counts: np.add.at's (leaf, class) += 1, as one bincount
+            counts += np.bincount(leaf * k + y_lab, minlength=counts.size).reshape(counts.shape)
         first_leaf = 2 ** depth - 1
         if eps_l is not None:   # each record is in one leaf: sensitivity 1 per count vector
             counts[first_leaf:] = LaplaceMechanism(epsilon=eps_l, sensitivity=1.0,

@@ -219,8 +219,10 @@ class AttributeRelevance:
         mech = LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng)
         released = [np.zeros_like(c) for c in self.counts]
         for j, part in zip(own, parts, strict=True):
-            hist = np.zeros((self._cells[j], self.n_classes))
-            np.add.at(hist, (self._cell(j, X[part]), y[part]), 1.0)
+            k = self._cells[j] * self.n_classes   # whole counts: np.add.at's += 1, binned
+            hist = np.bincount(self._cell(j, X[part]) * self.n_classes + y[part],
+                               minlength=k).reshape(self._cells[j], self.n_classes)
+            hist = hist.astype(np.float64)
             released[j] = mech.release(hist)
             self.counts[j] += released[j]
         self.releases += 1

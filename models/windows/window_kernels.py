@@ -51,8 +51,9 @@ from numba import njit
 from ...accounting.exponential import gumbel_argmax_core, gumbel_argmax_grouped_core
 from ...accounting.median import categorical_log_weights_core, median_log_weights_core
 
-__all__ = ["bin_codes", "greedy_votes", "grow_median", "implicit_cells", "implicit_keys",
-           "implicit_votes", "implicit_votes_row", "packed_scores", "routing_rows"]
+__all__ = ["bin_codes", "greedy_votes", "grow_median", "heap_leaves", "implicit_cells",
+           "implicit_keys", "implicit_votes", "implicit_votes_row", "leaf_proba_rows",
+           "packed_scores", "routing_rows"]
 
 # splitmix64 (as models/windows/random_trees.py): every constant a uint64 so numba keeps
 # integer maths
@@ -505,6 +506,39 @@ def packed_scores(X, n_trees, stride, feature, threshold, left, depth,
             for lane in range(nb):
                 for c in range(k):
                     out[i, c] += table[g[lane], c]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def leaf_proba_rows(counts):   # pragma: no cover - compiled
+    """:func:`~dpstream.models.windows.window_trees.leaf_proba` (rows of at most 128
+    classes): ``np.maximum(counts, 0)`` (NaN kept, ``-0.0`` to ``0.0``), each row over its
+    numpy sum (pairwise, :func:`_np_sum`), zero where the sum is not positive."""
+    n, k = counts.shape
+    out = np.zeros((n, k))
+    c = np.empty(k)
+    for i in range(n):
+        for j in range(k):
+            x = counts[i, j]
+            c[j] = x if (x > 0.0 or x != x) else 0.0
+        total = _np_sum(c, k)
+        if total > 0:
+            for j in range(k):
+                out[i, j] = c[j] / total
+    return out
+
+
+@njit(cache=True, nogil=True)
+def heap_leaves(X, feature, threshold, depth):   # pragma: no cover - compiled
+    """The node each row reaches in a complete heap-layout tree of ``depth``
+    (:class:`~dpstream.models.windows.window_trees.WindowTree`): node ``g < 2**depth - 1``
+    sends a row to ``2g + 1`` iff ``x[feature[g]] <= threshold[g]`` (missing goes right)."""
+    out = np.empty(X.shape[0], dtype=np.int64)
+    for i in range(X.shape[0]):
+        g = 0
+        for _ in range(depth):
+            g = 2 * g + 1 + (not (X[i, feature[g]] <= threshold[g]))
+        out[i] = g
     return out
 
 

@@ -100,6 +100,11 @@ def _label_codes(encoder: Any, y: Sequence) -> np.ndarray:
     # first by (type, value): a label of a class's own type (most of them) is that class;
     # the rest (None, numpy scalars, other types) take the per-label path below
     exact = {(c.__class__, c): code for code, c in enumerate(classes)}
+    bools = (exact.get((bool, False)), exact.get((bool, True)))
+    if None not in bools and len(y) and y[0].__class__ is bool:   # [False, True] classes
+        arr = np.asarray(y)
+        if arr.dtype == np.bool_ and arr.ndim == 1:   # every label a bool: no None
+            return np.array(bools, dtype=np.int64)[arr.view(np.uint8)]
     try:
         codes = [exact.get((v.__class__, v)) for v in y]
     except TypeError:   # an unhashable label: the per-label path raises with the reason

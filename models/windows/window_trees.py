@@ -7,6 +7,7 @@ split of a budget in a ledger's decimals (:func:`split_exact`).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -14,6 +15,11 @@ from fractions import Fraction
 import numpy as np
 
 from ..forest import Forest
+
+try:   # the compiled heap walk (numba); Forest.apply gives the same nodes without it
+    from . import window_kernels as _wk
+except ImportError:   # pragma: no cover - numba is a dependency
+    _wk = None
 
 __all__ = ["WindowTree", "leaf_proba", "pack_trees", "split_exact"]
 
@@ -27,6 +33,12 @@ def split_exact(total: float, share: float) -> tuple[float, float]:
     >>> split_exact(1.0, 0.2)
     (0.8, 0.2)
     """
+    return _split_exact(float(total), float(share))
+
+
+@functools.lru_cache(maxsize=256)
+def _split_exact(total: float, share: float) -> tuple[float, float]:
+    # a pure function of two floats, asked the same few pairs at every window: remembered
     whole = Fraction(repr(float(total)))
     rest = float(whole * (1 - Fraction(repr(float(share)))))
     part = float(whole - Fraction(repr(rest)))
@@ -42,6 +54,9 @@ def leaf_proba(counts: np.ndarray) -> np.ndarray:
     >>> leaf_proba(np.array([[3.0, 1.0], [-0.5, 2.0], [0.0, -1.0]])).tolist()
     [[0.75, 0.25], [0.0, 1.0], [0.0, 0.0]]
     """
+    if (_wk is not None and type(counts) is np.ndarray and counts.ndim == 2
+            and counts.dtype == np.float64 and 0 < counts.shape[1] <= 128):
+        return _wk.leaf_proba_rows(counts)   # compiled: the same numbers
     c = np.maximum(counts, 0.0)
     total = c.sum(axis=1, keepdims=True)
     return np.divide(c, total, out=np.zeros_like(c), where=total > 0)
@@ -64,6 +79,10 @@ class WindowTree:
 
     def leaves(self, X: np.ndarray) -> np.ndarray:
         """The node (heap index) each encoded row of ``X`` reaches."""
+        if _wk is not None and self.feature.size == 2 ** (self.depth + 1) - 1:
+            # a complete heap of its depth, walked compiled: the nodes Forest.apply gives
+            return _wk.heap_leaves(np.ascontiguousarray(X, dtype=np.float64), self.feature,
+                                   self.threshold, self.depth)
         forest = Forest(max_nodes=self.feature.size, max_depth=self.depth)
         forest.add_tree(feature=self.feature, threshold=self.threshold, left=self.left,
                         value=np.zeros(self.feature.size))
