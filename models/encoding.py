@@ -310,7 +310,12 @@ class RecordEncoder:
             code = codes.get(value)
         except TypeError:
             code = None
-        if code is None or (isinstance(value, bool) is not self._bool_code[name][code]):
+        if code is not None and isinstance(value, bool) is not self._bool_code[name][code]:
+            # True == 1 == 1.0 share one key of ``codes``: a schema may declare both kinds
+            values = self.schema.features[name].values
+            code = next((j for j, v in enumerate(values) if v == value
+                         and isinstance(v, bool) == isinstance(value, bool)), None)
+        if code is None:
             raise InvalidRecordError(
                 name, f"{_describe(value)} is not one of the declared categories")
         row[start:start + k] = self._blocks[name][3][code]

@@ -230,3 +230,13 @@ def test_stage_seconds_account_for_the_batched_path(tmp_path):
     assert {"validate", "bookkeeping", "encode", "predict", "publish", "learn",
             "checkpoint"} <= set(stages)
     assert all(v >= 0.0 for v in stages.values()) and stages["learn"] > 0.0
+
+
+def test_a_category_declared_as_both_1_and_true_encodes_each_to_its_own_column():
+    """``True == 1``: the encoder told them apart only by one shared dictionary key, and
+    refused ``1`` when the schema declared both (found by the batch test above)."""
+    enc = RecordEncoder(MIXED)
+    start = enc.columns.index("n=1")
+    assert enc.columns[start:start + 3] == ["n=1", "n=2", "n=True"]
+    assert enc.encode_one({"w": 0.0, "n": 1})[start:start + 3].tolist() == [0.0, 1.0, 1.0]
+    assert enc.encode_one({"w": 0.0, "n": True})[start:start + 3].tolist() == [1.0, 1.0, 0.0]
