@@ -139,15 +139,17 @@ class DPDriftSignal:
         >>> a.history == b.history
         True
         """
-        values = [min(max(v, 0.0), 1.0) if v == v else 1.0
-                  for v in np.asarray(losses, dtype=np.float64).tolist()]
-        i, n = 0, len(values)
+        values = np.asarray(losses, dtype=np.float64)
+        # update's clamp (NaN counts as a loss of 1), elementwise: the same values
+        values = np.where(values != values, 1.0, np.minimum(np.maximum(values, 0.0), 1.0))
+        i, n = 0, values.size
         while i < n:
             take = min(n - i, self.window - self._count)
-            total = self._sum
-            for v in values[i:i + take]:   # the same additions, in the same order, as update
-                total += v
-            self._sum = total
+            # the same additions, in the same order, as update: add.accumulate is sequential
+            run = np.empty(take + 1)
+            run[0] = self._sum
+            run[1:] = values[i:i + take]
+            self._sum = float(np.add.accumulate(run)[-1])
             self._count += take
             i += take
             if self._count >= self.window and self._release():
