@@ -34,8 +34,8 @@ from typing import Any
 from .partitioning import key_partition
 from .records import SinkError, SourceError, SourceRecord
 
-__all__ = ["KafkaSource", "KafkaSink", "KafkaDeadLetterSink", "connect_with_backoff",
-           "connect_deadline", "BrokerUnreachable", "partition_key"]
+__all__ = ["KafkaSource", "KafkaSink", "KafkaDeadLetterSink", "GroupSource", "DeadLetterSend",
+           "connect_with_backoff", "connect_deadline", "BrokerUnreachable", "partition_key"]
 
 log = logging.getLogger("dpstream.kafka")
 
@@ -170,7 +170,44 @@ def connect_with_backoff(factory: Callable[[], Any], *, what: str, stop: threadi
     return None
 
 
-class KafkaSource:
+class GroupSource:
+    """What every Kafka client's group source keeps: its settings, callbacks and counters
+    (:class:`KafkaSource` on kafka-python, :class:`~dpstream.connectors.kafka_confluent.
+    ConfluentSource` on confluent-kafka), and the error an exclusive member logs while it
+    shares its group."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, *,
+                 position_of: Callable[[str], int | None], on_revoke: Callable[[], None],
+                 consumer_config: dict | None = None, exclusive: bool = False,
+                 on_assigned: Callable[[list[int], int], None] | None = None):
+        self.bootstrap, self.topic, self.group = bootstrap, topic, group
+        self.position_of = position_of
+        self.on_revoke = on_revoke
+        self.on_assigned = on_assigned
+        self.config = {**DEFAULT_CONSUMER, **(consumer_config or {})}
+        self.exclusive = exclusive
+        self.consumer: Any = None
+        self.assigned: set[str] = set()
+        self.rebalances = 0
+        self.poll_errors = 0
+        self.shared = False          # exclusive, and another member holds some partitions
+        self._total_unknown = False  # exclusive, and the topic's partition count not known yet
+        self.shared_assignments = 0
+        self._last_poll_warning = -float("inf")
+        self._last_shared_error = -float("inf")
+
+    def _shared_error(self) -> None:
+        now = time.monotonic()
+        if now - self._last_shared_error > 30:
+            log.error("another member of consumer group %r holds partitions of %r: this "
+                      "service trains one model from its own checkpoint and must be the "
+                      "group's only member (use --model-topic for window forests across "
+                      "members); paused, training nothing, until it has every partition",
+                      self.group, self.topic)
+            self._last_shared_error = now
+
+
+class KafkaSource(GroupSource):
     """A consumer-group member reading one topic (see the module docstring).
 
     Parameters
@@ -199,25 +236,6 @@ class KafkaSource:
         assignment resumes.
     """
 
-    def __init__(self, bootstrap: str, topic: str, group: str, *,
-                 position_of: Callable[[str], int | None], on_revoke: Callable[[], None],
-                 consumer_config: dict | None = None, exclusive: bool = False,
-                 on_assigned: Callable[[list[int], int], None] | None = None):
-        self.bootstrap, self.topic, self.group = bootstrap, topic, group
-        self.position_of = position_of
-        self.on_revoke = on_revoke
-        self.on_assigned = on_assigned
-        self.config = {**DEFAULT_CONSUMER, **(consumer_config or {})}
-        self.exclusive = exclusive
-        self.consumer: Any = None
-        self.assigned: set[str] = set()
-        self.rebalances = 0
-        self.poll_errors = 0
-        self.shared = False          # exclusive, and another member holds some partitions
-        self._total_unknown = False  # exclusive, and the topic's partition count not known yet
-        self.shared_assignments = 0
-        self._last_poll_warning = -float("inf")
-        self._last_shared_error = -float("inf")
 
     def connect(self, stop: threading.Event) -> bool:
         """Create the consumer and subscribe (retrying while the broker is away, up to the
@@ -301,16 +319,6 @@ class KafkaSource:
                 self.consumer.seek_to_beginning(tp)
             else:
                 self.consumer.seek(tp, pos)
-
-    def _shared_error(self) -> None:
-        now = time.monotonic()
-        if now - self._last_shared_error > 30:
-            log.error("another member of consumer group %r holds partitions of %r: this "
-                      "service trains one model from its own checkpoint and must be the "
-                      "group's only member (use --model-topic for window forests across "
-                      "members); paused, training nothing, until it has every partition",
-                      self.group, self.topic)
-            self._last_shared_error = now
 
     def poll(self, timeout_ms: int = 200) -> list[SourceRecord]:
         """The next records (``[]`` while the broker is unreachable: kafka-python 3 raises a
@@ -501,14 +509,19 @@ class KafkaSink:
                 self.producer = None
 
 
-class KafkaDeadLetterSink(KafkaSink):
-    """Dead letters to a topic: the value is the original bytes, untouched (only a message over
-    the size limit is cut to its first bytes, as the reason says); the key is
-    :func:`~dpstream.connectors.records.sink_key`; headers carry ``dpstream-reason`` and
-    ``dpstream-position`` (JSON). Flushed before every checkpoint (at-least-once, like the file
-    sink)."""
+class DeadLetterSend:
+    """A dead letter as every Kafka client's dead-letter sink sends it (through the sink's
+    ``_send``): the original bytes, the key, and the reason and position as headers."""
 
     def send(self, raw: bytes, reason: str, position: dict, key: bytes | None = None) -> None:
         headers = [("dpstream-reason", reason.encode("utf-8")),
                    ("dpstream-position", json.dumps(position).encode("utf-8"))]
         self._send(raw, key, headers)
+
+
+class KafkaDeadLetterSink(DeadLetterSend, KafkaSink):
+    """Dead letters to a topic: the value is the original bytes, untouched (only a message over
+    the size limit is cut to its first bytes, as the reason says); the key is
+    :func:`~dpstream.connectors.records.sink_key`; headers carry ``dpstream-reason`` and
+    ``dpstream-position`` (JSON). Flushed before every checkpoint (at-least-once, like the file
+    sink)."""

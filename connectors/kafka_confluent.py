@@ -36,7 +36,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .kafka import DEFAULT_CONSUMER, _active_deadline, _within, connect_with_backoff, partition_key
+from .kafka import (
+    DeadLetterSend,
+    GroupSource,
+    _active_deadline,
+    _within,
+    connect_with_backoff,
+    partition_key,
+)
 from .records import SinkError, SourceRecord
 
 __all__ = ["ConfluentSource", "ConfluentSink", "ConfluentDeadLetterSink", "rdkafka_config"]
@@ -125,7 +132,7 @@ def _reason(exc: Exception) -> str:
     return err.str() if hasattr(err, "str") else str(exc)
 
 
-class ConfluentSource:
+class ConfluentSource(GroupSource):
     """A consumer-group member reading one topic: :class:`~dpstream.connectors.kafka.
     KafkaSource`'s parameters, attributes and methods, on confluent-kafka (module docstring).
 
@@ -141,19 +148,9 @@ class ConfluentSource:
                  position_of: Callable[[str], int | None], on_revoke: Callable[[], None],
                  consumer_config: dict | None = None, exclusive: bool = False,
                  on_assigned: Callable[[list[int], int], None] | None = None):
-        self.bootstrap, self.topic, self.group = bootstrap, topic, group
-        self.position_of = position_of
-        self.on_revoke = on_revoke
-        self.on_assigned = on_assigned
-        self.config = {**DEFAULT_CONSUMER, **(consumer_config or {})}
-        self.exclusive = exclusive
-        self.consumer: Any = None
-        self.assigned: set[str] = set()
-        self.rebalances = 0
-        self.poll_errors = 0
-        self.shared = False
-        self._total_unknown = False
-        self.shared_assignments = 0
+        super().__init__(bootstrap, topic, group, position_of=position_of, on_revoke=on_revoke,
+                         consumer_config=consumer_config, exclusive=exclusive,
+                         on_assigned=on_assigned)
         self._batch = int(self.config.get("max_poll_records", BATCH))
         self._changes = 0            # assignments and revocations so far
         self._starts: dict[int, int] = {}   # partition -> the position it was assigned at
@@ -161,8 +158,6 @@ class ConfluentSource:
         self._closing = False
         self._cooperative = "cooperative" in str(
             self.config.get("partition.assignment.strategy", ""))
-        self._last_poll_warning = -float("inf")
-        self._last_shared_error = -float("inf")
         self._highs: dict[str, int] = {}   # partition key -> high watermark (last fetches)
         self._highs_at = -float("inf")
 
@@ -299,16 +294,6 @@ class ConfluentSource:
                                                   OFFSET_BEGINNING if pos is None else pos))
             except KafkaException as exc:   # not fetching yet: still at its assigned position
                 log.debug("seek of %s: %s", tp, exc)
-
-    def _shared_error(self) -> None:
-        now = time.monotonic()
-        if now - self._last_shared_error > 30:
-            log.error("another member of consumer group %r holds partitions of %r: this "
-                      "service trains one model from its own checkpoint and must be the "
-                      "group's only member (use --model-topic for window forests across "
-                      "members); paused, training nothing, until it has every partition",
-                      self.group, self.topic)
-            self._last_shared_error = now
 
     # ------------------------------------------------------------ errors
     def _error(self, err: Any) -> None:   # librdkafka's client errors (error_cb), in poll
@@ -588,12 +573,7 @@ class ConfluentSink:
                 self.producer = None   # librdkafka's handle goes with its last reference
 
 
-class ConfluentDeadLetterSink(ConfluentSink):
+class ConfluentDeadLetterSink(DeadLetterSend, ConfluentSink):
     """Dead letters to a topic: :class:`~dpstream.connectors.kafka.KafkaDeadLetterSink` on
     confluent-kafka (the original bytes; key and headers ``dpstream-reason`` and
     ``dpstream-position`` alike)."""
-
-    def send(self, raw: bytes, reason: str, position: dict, key: bytes | None = None) -> None:
-        headers = [("dpstream-reason", reason.encode("utf-8")),
-                   ("dpstream-position", json.dumps(position).encode("utf-8"))]
-        self._send(raw, key, headers)
