@@ -493,12 +493,7 @@ class KafkaSink:
         with self._lock:
             failed, first, unsettled = self.failed, self._first_error, self.sent - self._settled
             self.failed, self._first_error = 0, None
-        if failed or unsettled:
-            what = (f"first: {type(first).__name__}: {first}" if failed
-                    else f"{unsettled} unconfirmed")
-            raise SinkError(f"{failed or unsettled} message(s) to topic {self.topic!r} were not "
-                            f"delivered ({what}); no checkpoint moves past them, a restart "
-                            f"sends them again")
+        undelivered(self.topic, failed, first, unsettled)
 
     def close(self) -> None:
         if self.producer is not None:
@@ -507,6 +502,17 @@ class KafkaSink:
             finally:
                 self.producer.close()
                 self.producer = None
+
+
+def undelivered(topic: str, failed: int, first: BaseException | None, unsettled: int) -> None:
+    """A Kafka sink's flush outcome: :class:`SinkError` if ``failed`` sends failed (``first``
+    the first error) or ``unsettled`` were not confirmed; nothing if all were delivered."""
+    if failed or unsettled:
+        what = (f"first: {type(first).__name__}: {first}" if failed
+                else f"{unsettled} unconfirmed")
+        raise SinkError(f"{failed or unsettled} message(s) to topic {topic!r} were not "
+                        f"delivered ({what}); no checkpoint moves past them, a restart "
+                        f"sends them again")
 
 
 class DeadLetterSend:

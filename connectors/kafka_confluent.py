@@ -43,8 +43,9 @@ from .kafka import (
     _within,
     connect_with_backoff,
     partition_key,
+    undelivered,
 )
-from .records import SinkError, SourceRecord
+from .records import SourceRecord
 
 __all__ = ["ConfluentSource", "ConfluentSink", "ConfluentDeadLetterSink", "rdkafka_config"]
 
@@ -558,12 +559,7 @@ class ConfluentSink:
         with self._lock:
             failed, first = self.failed, self._first_error
             self.failed, self._first_error = 0, None
-        if failed or unsettled:
-            what = (f"first: {type(first).__name__}: {first}" if failed
-                    else f"{unsettled} unconfirmed")
-            raise SinkError(f"{failed or unsettled} message(s) to topic {self.topic!r} were not "
-                            f"delivered ({what}); no checkpoint moves past them, a restart "
-                            f"sends them again")
+        undelivered(self.topic, failed, first, unsettled)
 
     def close(self) -> None:
         if self.producer is not None:
