@@ -177,7 +177,7 @@ def main() -> None:
             out["kafka_msgs_per_s_predicting"] = res["rows_per_s_streaming"]
             out["kafka_predicting_vs_hoeffding"] = round(
                 out["kafka_msgs_per_s_predicting"] / out["hoeffding_rows_per_s"], 2)
-            out["stages"] = {"consume": _consume_cpu(client, broker.bootstrap, n),
+            out["stages"] = {**_consume_cpu(client, broker.bootstrap, n),
                              **_stage_cpu(model, schema, params, messages, tmp)}
             del messages
             if _arg("--latency-rate", 20_000):
@@ -201,7 +201,7 @@ def _print(out: dict) -> None:
         print(f"  Kafka, up to {s['records']:>9,} records: {s['msgs_per_s']:>7,} msgs/s, "
               f"RSS {s['rss_mib']:7.1f} MiB")
     print("CPU µs per message by stage: " + ", ".join(
-        f"{k} {v}" for k, v in {**out["stages"].pop("consume"), **out["stages"]}.items()))
+        f"{k} {v}" for k, v in out["stages"].items()))
     if "latency" in out:
         lat = out["latency"]
         print(f"latency at {lat['offered']:,} msgs/s offered ({lat['rate']:,} kept): p50 "
