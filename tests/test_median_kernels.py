@@ -162,30 +162,6 @@ def test_label_codes_match_the_per_label_path():
         _label_codes(enc, [True, [1]])
 
 
-def test_scores_memo_gives_the_walks_numbers():
-    """The kept scores of the last batch answer only the same rows (or their first ones) on
-    the same trees; anything else is walked; a checkpoint does not carry them."""
-    import pickle
-
-    from dpstream.models import MedianForestClassifier
-    from dpstream.stream import load_adult
-    X, y, schema = load_adult("train")
-    m = MedianForestClassifier(schema=schema, epsilon=1.0, seed=0)
-    m.learn_stream(X[:6_000], y[:6_000])
-    E = m._encoder.encode_many(X[6_000:8_000])
-
-    def walked(rows):
-        forest, table = m._serve()
-        return wk.packed_scores(np.ascontiguousarray(rows), len(forest), forest.max_nodes,
-                                forest.feature, forest.threshold, forest.left,
-                                forest.max_depth, table)
-    for rows in (E, E, E[:700], E[5:900], E[::-1], E + 0.0):
-        np.testing.assert_array_equal(m._scores(rows), walked(rows))
-    assert "_scored" in m.__dict__ and "_scored" not in pickle.loads(pickle.dumps(m)).__dict__
-    m.learn_stream(X[8_000:10_000], y[8_000:10_000])   # a window closes: new trees
-    np.testing.assert_array_equal(m._scores(E[:700]), walked(E[:700]))
-
-
 @pytest.mark.parametrize("seed", range(200))
 def test_grouped_gumbel_argmax_is_the_plain_one(seed):
     """Skipping the noise of the draws far below their group's largest changes nothing: the

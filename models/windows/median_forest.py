@@ -99,7 +99,6 @@ __all__ = ["MedianForestClassifier", "grow_median_tree", "grow_median_tree_refer
 
 PRIVACY_SETTINGS = ("features_and_labels", "labels_only")
 _UNSET = object()
-_MEMO_ROWS = 64   # batches at least this large keep their scores for the next call
 
 
 def grow_median_tree(X: np.ndarray, depth: int, *, numeric: list, categorical: list,
@@ -472,39 +471,18 @@ class MedianForestClassifier(WindowForestBase):
         """Summed leaf class distributions over every kept tree (the base's
         ``table[forest.nodes(X)].sum(1)``), walked and summed by a compiled kernel.
 
-        The last batch's scores are kept with a copy of its rows and the serving trees they
-        were computed with: the service scores a chunk (``predict_many``) and then learns it
-        (``learn_stream`` scores the same labeled rows for the drift signal, up to the record
-        that closes the window), so the second call finds the same bytes (all of them or the
-        first rows) and the same trees and returns the same numbers without the walk. Any
-        other rows or trees (a window closed: ``_serving`` is rebuilt) walk."""
+        (A memo of the last batch's scores, reused by ``learn_stream``'s drift scoring, was
+        tried and removed: a member's window views copy the model's ``__dict__``, and the
+        memo went with it to objects scoring other trees; one member's prequential accuracy
+        on the scale-out stream fell from 0.85 to 0.63-0.77.)"""
         if _wk is None:
             return super()._scores(X)
-        serving = self._serve()
-        forest, table = serving
+        forest, table = self._serve()
         if len(forest) == 0:
             return np.zeros((X.shape[0], table.shape[1]))
-        X = np.ascontiguousarray(X, dtype=np.float64)
-        memo = self.__dict__.get("_scored")
-        m = X.shape[0]
-        if (memo is not None and memo[0] is serving and memo[3] >= m
-                and memo[1].shape[1:] == X.shape[1:]
-                and np.array_equal(memo[1][:m].view(np.int64), X.view(np.int64))):
-            return memo[2][:m].copy()
-        out = _wk.packed_scores(X, len(forest), forest.max_nodes, forest.feature,
-                                forest.threshold, forest.left, forest.max_depth, table)
-        if m >= _MEMO_ROWS:   # batches: a record at a time is not scored twice
-            # the rows' copy goes into the last one's buffer when it fits (fresh pages cost)
-            fits = memo is not None and memo[1].shape[0] >= m and memo[1].shape[1:] == X.shape[1:]
-            rows = memo[1] if fits else np.empty_like(X)
-            rows[:m] = X
-            self._scored = (serving, rows, out.copy(), m)
-        return out
-
-    def __getstate__(self) -> dict:
-        state = super().__getstate__()
-        state.pop("_scored", None)   # a cache of the serving trees' scores
-        return state
+        return _wk.packed_scores(np.ascontiguousarray(X, dtype=np.float64), len(forest),
+                                 forest.max_nodes, forest.feature, forest.threshold,
+                                 forest.left, forest.max_depth, table)
 
     def _score_row(self, row: np.ndarray) -> np.ndarray:
         if _wk is None:
