@@ -288,3 +288,21 @@ def test_window_decay_enters_the_configuration_digest_only_when_it_changes_the_v
     del old.__dict__["window_decay"]          # as a model pickled before the parameter
     assert window_config(old) == window_config(_model("median", 1, window_decay=1.0))
     assert window_config(old) != window_config(_model("median", 1, window_decay=0.9))
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_consecutive_batches_through_a_members_views_get_their_own_scores(name, adult):
+    """A member's window views start as copies of the model: each batch they score, one
+    after another and between the model's own batches, gets its own rows' predictions (a
+    score memo that went with the copies once answered a view with another batch's
+    scores)."""
+    X, y, probe = adult
+    model = _model(name, 5)
+    model.learn_stream(X[:1600], y[:1600])
+    model.predict_many(probe[:150])   # the model scores a batch before the views exist
+    ens = WindowEnsemble(model, "solo")
+    ens.local_updates()
+    for a, b in ((0, 150), (150, 300), (0, 150), (75, 225)):
+        batch = probe[a:b]
+        model.predict_many(batch)
+        assert list(ens.predict_many(batch)) == [ens.predict_one(x) for x in batch]
