@@ -96,6 +96,45 @@ class IndividualRenyiFilter:
         self.spent = np.where(cont, after, self.spent)
         return cont
 
+    def step_sample(self, costs, u, rate: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`step` and then the Poisson subsample of the CONT records, ``cont & (u <
+        rate)``: returns ``(cont, sampled, rows)``, ``rows`` the sampled positions in pool
+        order. One compiled pass over the pool where numba is installed (the same
+        comparisons and additions as :meth:`charge`); ``costs`` are checked as there, before
+        anything is charged.
+
+        >>> f = IndividualRenyiFilter(order=8.0, bound=1.0)
+        >>> _ = f.add(3); f.spent[:] = [0.1, 0.95, 0.5]
+        >>> cont, sampled, rows = f.step_sample(np.array([0.1, 0.1, 0.2]),
+        ...                                     np.array([0.5, 0.0, 0.01]), 0.1)
+        >>> cont, rows, f.spent, f.rounds
+        (array([ True, False,  True]), array([2]), array([0.2 , 0.95, 0.7 ]), 1)
+        """
+        c = np.asarray(costs, dtype=np.float64)
+        u = np.asarray(u, dtype=np.float64)
+        if c.ndim != 1 or c.size != self.spent.size or u.shape != c.shape:
+            raise ValueError(f"costs and u must hold one value per pool record "
+                             f"({self.spent.size}), got {c.shape} and {u.shape}")
+        kernels = _kernels()
+        if kernels is None:   # pragma: no cover - numba is a dependency of the package
+            cont = self.step(c)
+            sampled = cont & (u < rate)
+            return cont, sampled, np.flatnonzero(sampled)
+        cont, sampled, rows, bad = kernels[0](c, self.spent, self.bound, u, float(rate))
+        if bad:   # nothing was charged: the error charge() gives
+            check_finite_array("costs", c, ndim=1, allow_empty=True)
+            raise ValueError("costs must be >= 0")
+        self.rounds += 1
+        return cont, sampled, rows
+
+    def count_exhausted(self, *, min_cost: float) -> int:
+        """How many records :meth:`exhausted` marks, without building the mask."""
+        m = check_positive("min_cost", min_cost)
+        kernels = _kernels()
+        if kernels is None:   # pragma: no cover - numba is a dependency of the package
+            return int(self.exhausted(min_cost=m).sum())
+        return int(kernels[1](self.spent, self.bound, m))
+
     def remaining(self) -> np.ndarray:
         """Budget left per record."""
         return self.bound - self.spent
@@ -169,3 +208,53 @@ class IndividualRenyiFilter:
         f.spent = spent
         f.rounds = check_int("rounds", state.get("rounds", 0), minimum=0)
         return f
+
+
+def _step_sample_kernel(cost, spent, bound, u, rate):   # pragma: no cover - compiled
+    # IndividualRenyiFilter.step_sample: every cost checked first (finite, >= 0: else
+    # nothing is charged), then charge's comparison and addition per record, and the sample
+    n = cost.size
+    cont = np.empty(n, np.bool_)
+    sampled = np.empty(n, np.bool_)
+    rows = np.empty(n, np.int64)
+    for k in range(n):
+        if not (cost[k] >= 0.0 and cost[k] < np.inf):
+            return cont, sampled, rows[:0].copy(), True
+    m = 0
+    for k in range(n):
+        after = spent[k] + cost[k]
+        ok = after <= bound
+        if ok:
+            spent[k] = after
+        cont[k] = ok
+        take = ok and u[k] < rate
+        sampled[k] = take
+        if take:
+            rows[m] = k
+            m += 1
+    return cont, sampled, rows[:m].copy(), False
+
+
+def _count_below_kernel(spent, bound, floor):   # pragma: no cover - compiled
+    # IndividualRenyiFilter.count_exhausted: (bound - spent < floor).sum()
+    m = 0
+    for k in range(spent.size):
+        if bound - spent[k] < floor:
+            m += 1
+    return m
+
+
+_COMPILED: list = []   # the compiled kernels, built on first use (None without numba)
+
+
+def _kernels():
+    """The filter's kernels compiled by numba (imported lazily), or ``None``."""
+    if not _COMPILED:
+        try:
+            from numba import njit
+        except ImportError:   # pragma: no cover - numba is a dependency
+            _COMPILED.append(None)
+        else:
+            _COMPILED.append((njit(cache=True, nogil=True)(_step_sample_kernel),
+                              njit(cache=True, nogil=True)(_count_below_kernel)))
+    return _COMPILED[0]

@@ -70,38 +70,33 @@ def client_version(client: str) -> str:
     return f"kafka-python {getattr(kafka, '__version__', '?')}"
 
 
+#: the class of each role on each client (kafka-python's, confluent-kafka's)
+_CLASSES = {"source": ("KafkaSource", "ConfluentSource"),
+            "sink": ("KafkaSink", "ConfluentSink"),
+            "dead_letter_sink": ("KafkaDeadLetterSink", "ConfluentDeadLetterSink")}
+
+
+def _build(role: str, client: str | None, args: tuple, kwargs: dict) -> Any:
+    confluent = resolve_kafka_client(client) == "confluent"
+    module = importlib.import_module(".kafka_confluent" if confluent else ".kafka",
+                                     __package__)
+    return getattr(module, _CLASSES[role][confluent])(*args, **kwargs)
+
+
 def kafka_source(client: str | None, *args: Any, **kwargs: Any) -> Any:
     """A :class:`~dpstream.connectors.kafka.KafkaSource` or a
     :class:`~dpstream.connectors.kafka_confluent.ConfluentSource` (``client`` as for
     :func:`resolve_kafka_client`; the other arguments are the source's)."""
-    if resolve_kafka_client(client) == "confluent":
-        from .kafka_confluent import ConfluentSource
-
-        return ConfluentSource(*args, **kwargs)
-    from .kafka import KafkaSource
-
-    return KafkaSource(*args, **kwargs)
+    return _build("source", client, args, kwargs)
 
 
 def kafka_sink(client: str | None, *args: Any, **kwargs: Any) -> Any:
     """A :class:`~dpstream.connectors.kafka.KafkaSink` or a
     :class:`~dpstream.connectors.kafka_confluent.ConfluentSink`."""
-    if resolve_kafka_client(client) == "confluent":
-        from .kafka_confluent import ConfluentSink
-
-        return ConfluentSink(*args, **kwargs)
-    from .kafka import KafkaSink
-
-    return KafkaSink(*args, **kwargs)
+    return _build("sink", client, args, kwargs)
 
 
 def kafka_dead_letter_sink(client: str | None, *args: Any, **kwargs: Any) -> Any:
     """A :class:`~dpstream.connectors.kafka.KafkaDeadLetterSink` or a
     :class:`~dpstream.connectors.kafka_confluent.ConfluentDeadLetterSink`."""
-    if resolve_kafka_client(client) == "confluent":
-        from .kafka_confluent import ConfluentDeadLetterSink
-
-        return ConfluentDeadLetterSink(*args, **kwargs)
-    from .kafka import KafkaDeadLetterSink
-
-    return KafkaDeadLetterSink(*args, **kwargs)
+    return _build("dead_letter_sink", client, args, kwargs)

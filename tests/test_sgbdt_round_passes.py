@@ -13,8 +13,7 @@ from dpstream.models import SGBDTClassifier
 from dpstream.models.boosting import hist_splits as hs
 from dpstream.models.boosting.round_kernels import (
     category_codes_into,
-    filter_charge,
-    filter_costs,
+    clip_gradients,
     leaf_counts_sums,
     leaf_counts_sums_rows,
 )
@@ -76,21 +75,27 @@ def test_round_passes_equal_the_numpy_steps():
             sampled = cont & (u < 0.1)
 
             g2 = score.copy() if loss == "squared" else sigmoid(score)
-            cost2, bad = filter_costs(g2, y, 0.5, table.grid, table.table, by_cost,
-                                      table.max_cost)
-            spent2 = spent.copy()
-            cont2, sampled2, rows, n_cont = filter_charge(cost2, spent2, 1.0, u, 0.1)
-            assert not bad
-            assert np.array_equal(g, g2) and np.array_equal(cost, cost2)
+            assert not clip_gradients(g2, y, 0.5)
+            assert np.array_equal(g, g2)
+            f2 = IndividualRenyiFilter(order=8.0, bound=1.0)
+            f2.add(g.size)
+            f2.spent = spent.copy()
+            cont2, sampled2, rows = f2.step_sample(cost, u, 0.1)
             assert np.array_equal(cont, cont2) and np.array_equal(sampled, sampled2)
-            assert np.array_equal(f.spent, spent2) and n_cont == int(cont.sum())
+            assert np.array_equal(f.spent, f2.spent) and f2.rounds == f.rounds == 1
             assert np.array_equal(rows, np.flatnonzero(sampled))
+            assert f2.count_exhausted(min_cost=0.05) == int(f.exhausted(min_cost=0.05).sum())
             nodes = rng.integers(3, 7, g.size)
             a = leaf_counts_sums(nodes, 3, sampled, g, 4)
             b = leaf_counts_sums_rows(nodes, 3, rows, g, 4)
             assert all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
-    g = np.array([0.1, np.nan])
-    assert filter_costs(g, np.zeros(2), 0.5, table.grid, table.table, True, 1.0)[1]
+    assert clip_gradients(np.array([0.1, np.nan]), np.zeros(2), 0.5)
+    f = IndividualRenyiFilter(order=8.0, bound=1.0)
+    f.add(3)
+    for bad in ([0.1, np.nan, 0.1], [0.1, -0.2, 0.1], [np.inf, 0.0, 0.0]):
+        with pytest.raises(ValueError):   # checked before anything is charged
+            f.step_sample(np.array(bad), np.zeros(3), 0.5)
+        assert f.spent.tolist() == [0.0, 0.0, 0.0] and f.rounds == 0
 
 
 def test_raw_tree_equals_the_grids_raw_thresholds(adult):

@@ -20,19 +20,13 @@ Examples
 >>> pool[:2].tolist()
 [[9.0, 10.0, 11.0], [6.0, 7.0, 8.0]]
 
-The start of a round: gradients, clip and costs in one pass (``g`` holds the sigmoid, or the
-scores, on entry), then the filter's charge and the Poisson subsample in another:
+The start of a round: gradients and clip in one pass (``g`` holds the sigmoid, or the scores,
+on entry; the costs, the filter's charge and the subsample are the accountant's:
+``RoundCostTable.cost``, ``IndividualRenyiFilter.step_sample``):
 
 >>> g, y = np.array([0.9, 0.2, 0.5]), np.array([0.0, 1.0, 1.0])
->>> cost, bad = filter_costs(g, y, 1.0, np.linspace(0.0, 1.0, 3), np.array([0.1, 0.2, 0.3]),
-...                          True, 0.3)
->>> g.tolist(), cost.tolist(), bad
-([0.9, -0.8, -0.5], [0.3, 0.3, 0.2], False)
->>> spent = np.array([0.0, 0.0, 0.95])
->>> cont, sampled, rows, n_cont = filter_charge(cost, spent, 1.0, np.array([0.05, 0.5, 0.01]),
-...                                             0.1)
->>> cont.tolist(), rows.tolist(), n_cont, spent.tolist()
-([True, True, False], [0], 2, [0.3, 0.3, 0.95])
+>>> clip_gradients(g, y, 0.6), g.tolist()
+(False, [0.6, -0.6, -0.5])
 """
 
 from __future__ import annotations
@@ -40,9 +34,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["add_leaf_values", "category_codes_into", "count_exhausted", "filter_charge",
-           "filter_costs", "grid_map_finish", "grid_map_start", "leaf_counts_sums",
-           "leaf_counts_sums_rows", "move_rows"]
+__all__ = ["add_leaf_values", "category_codes_into", "clip_gradients", "grid_map_finish",
+           "grid_map_start", "leaf_counts_sums", "leaf_counts_sums_rows", "move_rows"]
 
 
 @njit(cache=True, nogil=True)
@@ -88,65 +81,21 @@ def move_rows(X, holes, movers):   # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def filter_costs(g, y, grad_clip, grid, table, by_cost, max_cost):   # pragma: no cover
+def clip_gradients(g, y, grad_clip):   # pragma: no cover - compiled
     """The start of a round over the pool, the numpy steps it replaces fused, bit for bit:
-    ``g -= y`` in place (``g`` holds the scores, or their sigmoid), ``np.clip(g, -g*, g*)``
-    and each record's cost: ``RoundCostTable.cost``'s lookup when ``by_cost``, else
-    ``max_cost``. Returns ``(cost, bad)``; ``bad``: a gradient is NaN (the numpy steps
-    raise)."""
-    n = g.size
-    cost = np.empty(n)
-    last = grid.size - 1
-    scale = last / grad_clip
-    for k in range(n):
+    ``g -= y`` in place (``g`` holds the scores, or their sigmoid) and ``np.clip(g, -g*,
+    g*)``. Returns whether a gradient is NaN (the numpy steps raise; ``g`` is then partly
+    written)."""
+    for k in range(g.size):
         v = g[k] - y[k]
         if v != v:
-            return cost, True
+            return True
         if v < -grad_clip:
             v = -grad_clip
         if v > grad_clip:
             v = grad_clip
         g[k] = v
-        if by_cost:   # RoundCostTable's lookup (accounting/accountant.py), step for step
-            a = abs(v)
-            if a > grad_clip:
-                a = grad_clip
-            i = min(int(np.ceil(a * scale)), last)
-            if grid[i] < a and i < last:
-                i += 1
-            if i > 0 and grid[i - 1] >= a:
-                i -= 1
-            cost[k] = table[i]
-        else:
-            cost[k] = max_cost
-    return cost, False
-
-
-@njit(cache=True, nogil=True)
-def filter_charge(cost, spent, bound, u, rate):   # pragma: no cover - compiled
-    """The individual filter's step (``IndividualRenyiFilter.charge``: a record whose
-    ``spent + cost`` stays within ``bound`` is charged and continues) and the Poisson
-    subsample ``cont & (u < rate)``, in place on ``spent``. Returns ``(cont, sampled, rows,
-    n_cont)``: ``rows`` the sampled positions in pool order."""
-    n = cost.size
-    cont = np.empty(n, np.bool_)
-    sampled = np.empty(n, np.bool_)
-    rows = np.empty(n, np.int64)
-    m = 0
-    n_cont = 0
-    for k in range(n):
-        after = spent[k] + cost[k]
-        ok = after <= bound
-        if ok:
-            spent[k] = after
-            n_cont += 1
-        cont[k] = ok
-        take = ok and u[k] < rate
-        sampled[k] = take
-        if take:
-            rows[m] = k
-            m += 1
-    return cont, sampled, rows[:m].copy(), n_cont
+    return False
 
 
 @njit(cache=True, nogil=True)
@@ -159,17 +108,6 @@ def add_leaf_values(score, column, values, nodes):   # pragma: no cover - compil
         score[i] += v
         if both:
             column[i] += v
-
-
-@njit(cache=True, nogil=True)
-def count_exhausted(spent, bound, floor):   # pragma: no cover - compiled
-    """How many records ``IndividualRenyiFilter.exhausted(min_cost=floor)`` marks
-    (``bound - spent < floor``), without the mask."""
-    m = 0
-    for i in range(spent.size):
-        if bound - spent[i] < floor:
-            m += 1
-    return m
 
 
 @njit(cache=True, nogil=True)

@@ -57,9 +57,7 @@ from .random_splits import random_complete_tree, route_tree
 from .round_kernels import (
     add_leaf_values,
     category_codes_into,
-    count_exhausted,
-    filter_charge,
-    filter_costs,
+    clip_gradients,
     leaf_counts_sums_rows,
     move_rows,
 )
@@ -262,9 +260,7 @@ class SGBDTEngine:
     def raw_scores_parts(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """:meth:`raw_scores` (bit for bit) and, with block retirement, each row's per-block
         sums for :meth:`add` (``None`` without)."""
-        if self.blocks is None:
-            return self.raw_scores(X), None
-        total, parts = self.forest.predict_sum_parts(X, self._slots(), self.blocks.n_slots)
+        total, parts = self.tree_sums_parts(X)
         return self.base_score + total, parts
 
     def tree_sums_parts(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -660,25 +656,19 @@ class SGBDTEngine:
         """Clipped gradients, per-record costs, the individual filter's step (which charges
         the records that continue) and the Poisson subsample."""
         c = self.config
-        # the pool in compiled passes (round_kernels), the numpy steps below bit for bit
+        # the gradients and clip in one compiled pass (round_kernels), the numpy steps bit
+        # for bit; a NaN gradient takes the numpy steps, which raise before any charge
         g = self.score.copy() if c.loss == "squared" else sigmoid(self.score)
-        t = self.costs
-        cost, bad = filter_costs(g, self.y, c.grad_clip, t.grid, t.table, c.individual_filter,
-                                 t.max_cost)
-        if bad or t.grad_clip != c.grad_clip:   # (a NaN gradient: the numpy steps raise)
+        if clip_gradients(g, self.y, c.grad_clip):
             g = self.gradients()
             np.clip(g, -c.grad_clip, c.grad_clip, out=g)
-            cost = self.costs.cost(g) if c.individual_filter else \
-                np.full(len(self), self.costs.max_cost)
-            cont = self.filter.step(cost)
-            sampled = cont & (self.rng.random(len(self)) < c.subsample)
-            return {"g": g, "cost": cost, "cont": cont, "sampled": sampled}
-        # (the filter's step: charges exactly the records that continue)
-        cont, sampled, rows, n_cont = filter_charge(cost, self.filter.spent, self.filter.bound,
-                                                    self.rng.random(self._n), c.subsample)
-        self.filter.rounds += 1
-        return {"g": g, "cost": cost, "cont": cont, "sampled": sampled, "rows": rows,
-                "n_cont": n_cont}
+        cost = self.costs.cost(g) if c.individual_filter else \
+            np.full(len(self), self.costs.max_cost)
+        # the filter's step (it charges exactly the records that continue), then the
+        # Poisson subsample of those
+        cont, sampled, rows = self.filter.step_sample(cost, self.rng.random(len(self)),
+                                                      c.subsample)
+        return {"g": g, "cost": cost, "cont": cont, "sampled": sampled, "rows": rows}
 
     def retire_if_full(self) -> None:
         """Retire the oldest tree when ``max_trees`` are kept (post-processing: the pool
@@ -778,10 +768,7 @@ class SGBDTEngine:
             floor = self.costs.min_cost if c.individual_filter else self.costs.max_cost
             if floor <= 0:  # static leaf noise: a zero gradient is free; drop at the next cost
                 floor = float(self.costs.table[1])
-            if 0.0 < floor < math.inf:   # the filter's exhausted(), counted compiled
-                n_done = count_exhausted(self.filter.spent, self.filter.bound, floor)
-            else:
-                n_done = int(self.filter.exhausted(min_cost=floor).sum())
+            n_done = self.filter.count_exhausted(min_cost=floor)
             # spent records leave in batches (removal moves O(pool) data): until then the
             # filter refuses them every round, so they are never charged, sampled or used
             if n_done >= max(64, self._n // 100):
@@ -792,7 +779,7 @@ class SGBDTEngine:
         self.rounds += 1
         active = sampled_n = 0
         if prep is not None:
-            active = prep["n_cont"] if "n_cont" in prep else int(prep["cont"].sum())
+            active = int(prep["cont"].sum())
             sampled_n = prep["rows"].size if "rows" in prep else int(prep["sampled"].sum())
         return {"round": self.rounds, "active": active, "sampled": sampled_n,
                 "exhausted": n_done}

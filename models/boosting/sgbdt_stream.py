@@ -178,7 +178,7 @@ def reuse(model: Any, X: Any) -> tuple | None:
     """
     last = getattr(model, "_last_many", None)
     model._last_many = None
-    if last is None or len(last) < 7 or last[4] != model._score_state():
+    if last is None or last[4] != model._score_state():
         return None
     seen, copies, rows, raw, _, parts, sums = last
     if type(X) is EncodedRows and type(seen) is EncodedRows:
