@@ -513,7 +513,7 @@ def packed_scores(X, n_trees, stride, feature, threshold, left, depth,
 def leaf_proba_rows(counts):   # pragma: no cover - compiled
     """:func:`~dpstream.models.windows.window_trees.leaf_proba` (rows of at most 128
     classes): ``np.maximum(counts, 0)`` (NaN kept, ``-0.0`` to ``0.0``), each row over its
-    numpy sum (pairwise, :func:`_np_sum`), zero where the sum is not positive."""
+    numpy sum (pairwise, :func:`_pairwise`), zero where the sum is not positive."""
     n, k = counts.shape
     out = np.zeros((n, k))
     c = np.empty(k)
@@ -521,7 +521,7 @@ def leaf_proba_rows(counts):   # pragma: no cover - compiled
         for j in range(k):
             x = counts[i, j]
             c[j] = x if (x > 0.0 or x != x) else 0.0
-        total = _np_sum(c, k)
+        total = _pairwise(c, k)
         if total > 0:
             for j in range(k):
                 out[i, j] = c[j] / total
@@ -601,27 +601,6 @@ _category_logw = njit(cache=True, nogil=True)(categorical_log_weights_core)
 
 
 @njit(cache=True, nogil=True)
-def _np_sum(a, n):   # pragma: no cover - compiled
-    # np.sum of a[:n] (float64, contiguous, n <= 128) as numpy adds: eight accumulators
-    if n < 8:
-        res = 0.0
-        for i in range(n):
-            res += a[i]
-        return res
-    r = a[:8].copy()
-    i = 8
-    while i < n - (n % 8):
-        for q in range(8):
-            r[q] += a[i + q]
-        i += 8
-    res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
-    while i < n:
-        res += a[i]
-        i += 1
-    return res
-
-
-@njit(cache=True, nogil=True)
 def _draw_option(rng, options, n_opt, weights, weighted, p):   # pragma: no cover - compiled
     # grow_median_tree_reference's attribute draw: rng.integers(n_opt), or the inverse-CDF
     # draw of weights[options] (np.sum, divide, np.cumsum, normalise, searchsorted "right")
@@ -629,7 +608,7 @@ def _draw_option(rng, options, n_opt, weights, weighted, p):   # pragma: no cove
         return options[rng.integers(0, n_opt)]
     for q in range(n_opt):
         p[q] = weights[options[q]]
-    total = _np_sum(p, n_opt)
+    total = _pairwise(p, n_opt)
     acc = 0.0
     for q in range(n_opt):
         acc += p[q] / total
