@@ -50,7 +50,6 @@ installed, confluent-kafka when it is there).
 from __future__ import annotations
 
 import gzip
-import inspect
 import json
 import resource
 import sys
@@ -62,6 +61,7 @@ from pathlib import Path
 import numpy as np
 
 from dpstream.connectors import CheckpointStore, SourceRecord
+from dpstream.connectors.kafka_clients import kafka_source, resolve_kafka_client
 from dpstream.connectors.local_broker import LocalBroker
 from dpstream.stream import load_adult
 from dpstream.stream.runner import PrequentialScore, Runner, streaming_gc
@@ -99,24 +99,6 @@ def _message(X: list, y: list, i: int) -> bytes:
     return json.dumps({"id": i, "x": X[i % len(X)], "y": y[i % len(X)]}).encode()
 
 
-def _client(name: str) -> str:
-    """The Kafka client ``name`` resolves to (``auto``: confluent-kafka when installed)."""
-    try:
-        from dpstream.connectors.kafka_clients import resolve_kafka_client
-    except ImportError:   # a tree without the client choice: kafka-python only
-        return "kafka-python"
-    return resolve_kafka_client(name)
-
-
-def _source(client: str, bootstrap: str, topic: str, group: str, **kwargs):
-    try:
-        from dpstream.connectors.kafka_clients import kafka_source
-    except ImportError:
-        from dpstream.connectors.kafka import KafkaSource
-        return KafkaSource(bootstrap, topic, group, **kwargs)
-    return kafka_source(client, bootstrap, topic, group, **kwargs)
-
-
 def hoeffding_rate(X: list, y: list, n: int) -> int:
     """River's HoeffdingTreeClassifier predicting then learning ``n`` Adult records."""
     from river import tree
@@ -133,15 +115,13 @@ def hoeffding_rate(X: list, y: list, n: int) -> int:
 def main() -> None:
     n, soak = _arg("--records", 200_000), _arg("--soak", 1_000_000)
     model = sys.argv[sys.argv.index("--model") + 1] if "--model" in sys.argv else "sgbdt"
-    client = _client(_sarg("--kafka-client", "auto"))
+    client = resolve_kafka_client(_sarg("--kafka-client", "auto"))
     X, y, schema = load_adult("all")
     messages = [_message(X, y, i) for i in range(n)]
     params = _params()
     out: dict = {"model": model, "records": n, "kafka_client": client,
                  **({"params": params} if params else {})}
     out["hoeffding_rows_per_s"] = hoeffding_rate(X, y, min(n, 100_000))
-    with_client = ({"kafka_client": client}
-                   if "kafka_client" in inspect.signature(replay).parameters else {})
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "records.jsonl.gz"
         path.write_bytes(gzip.compress(b"\n".join(messages) + b"\n", compresslevel=1))
@@ -160,7 +140,7 @@ def main() -> None:
             t0 = time.perf_counter()
             res = replay(f"kafka://{broker.bootstrap}/bench?group=bench", schema=schema,
                          model=model, epsilon=1.0, seed=0, params=params,
-                         progress=progress, **with_client)
+                         progress=progress, kafka_client=client)
             wall = time.perf_counter() - t0
             assert res["records_seen"] == n, res
             out["kafka_msgs_per_s"] = res["rows_per_s_streaming"]
@@ -173,7 +153,7 @@ def main() -> None:
                  "rss_mib": round(b[2], 1)} for a, b in zip(marks, marks[1:], strict=False)]
             res = replay(f"kafka://{broker.bootstrap}/bench?group=bench-predicting",
                          schema=schema, model=model, epsilon=1.0, seed=0, params=params,
-                         evaluate=True, **with_client)
+                         evaluate=True, kafka_client=client)
             out["kafka_msgs_per_s_predicting"] = res["rows_per_s_streaming"]
             out["kafka_predicting_vs_hoeffding"] = round(
                 out["kafka_msgs_per_s_predicting"] / out["hoeffding_rows_per_s"], 2)
@@ -221,8 +201,8 @@ def _consume_cpu(client: str, bootstrap: str, n: int) -> dict:
     from the first poll that returned records: this thread (the client's calls and the
     source records) and the client's own threads."""
     stop = threading.Event()
-    source = _source(client, bootstrap, "bench", "bench-consume", position_of=lambda key: None,
-                     on_revoke=lambda: None, exclusive=True)
+    source = kafka_source(client, bootstrap, "bench", "bench-consume",
+                          position_of=lambda key: None, on_revoke=lambda: None, exclusive=True)
     source.connect(stop)
     got = 0
     while got == 0:
@@ -266,8 +246,9 @@ def _latency(client: str, broker: LocalBroker, model: str, schema, params: dict,
         store = CheckpointStore(Path(tmp) / "ck")
         runner = Runner.create(model, schema, store=store, epsilon=1.0, seed=0, params=params,
                                scorer=PrequentialScore(True))
-        source = _source(client, broker.bootstrap, "live", "live", position_of=runner.position_of,
-                         on_revoke=runner.checkpoint, exclusive=True)
+        source = kafka_source(client, broker.bootstrap, "live", "live",
+                              position_of=runner.position_of, on_revoke=runner.checkpoint,
+                              exclusive=True)
         source.connect(stop)
         joined = time.perf_counter() + 60
         while not source.assigned and time.perf_counter() < joined:

@@ -638,7 +638,7 @@ def _transpose(plan: _Plan, xs: list, ok: np.ndarray) -> list:
     names, name_set = plan.names, plan.name_set
     cols = [[None] * m for _ in names]
     for k, x in enumerate(xs):
-        if len(x) == width and x.keys() == name_set or x.keys() <= name_set:
+        if x.keys() <= name_set:
             for j, name in enumerate(names):
                 cols[j][k] = x.get(name)
         else:
