@@ -26,7 +26,9 @@ Writing is atomic: ``checkpoint.tmp`` is written, flushed and ``fsync``-ed, ``os
 leaves either the old or the new checkpoint, never a mix. A write that fails (disk full,
 read-only directory) raises :class:`CheckpointError`, removes the temporary file and keeps the
 previous checkpoint. One process at a time may use a directory: :class:`CheckpointStore` takes
-an exclusive ``flock`` on ``DIR/lock`` (released by the kernel when the process dies).
+an exclusive ``flock`` on ``DIR/lock`` (released by the kernel when the process dies), and
+removes the file on a clean close; a lock file left by a killed process is taken over with a
+logged message.
 
 Examples
 --------
@@ -57,6 +59,7 @@ import fcntl
 import hashlib
 import hmac
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -65,6 +68,8 @@ from typing import Any
 import numpy as np
 
 from .safe_state import StateError, array_from_bytes, array_meta, decode, encode
+
+log = logging.getLogger(__name__)
 
 __all__ = ["CheckpointStore", "CheckpointError", "CheckpointLocked", "read_checkpoint",
            "FORMAT", "FILENAME", "KEY_ENV"]
@@ -243,20 +248,10 @@ class CheckpointStore:
         self._lock_fd: int | None = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._lock_fd = os.open(self.directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise CheckpointError(f"cannot use checkpoint directory {self.directory}: "
                                   f"{exc.strerror or exc}") from None
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-            raise CheckpointLocked(
-                f"{self.directory} is in use by another dpstream process (lock file "
-                f"{self.directory / 'lock'}); one writer per checkpoint directory") from None
-        os.ftruncate(self._lock_fd, 0)
-        os.write(self._lock_fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = self._take_lock()
         tmp = self.directory / "checkpoint.tmp"
         try:   # a leftover of a crash mid-write goes; a read-only directory fails here
             os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
@@ -274,9 +269,53 @@ class CheckpointStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _take_lock(self) -> int:
+        """Open and ``flock`` ``DIR/lock``, write our pid, return the descriptor.
+
+        A lock file left by a process that ended without closing its store (``kill -9``, a
+        power cut) is not locked any more - the kernel released its ``flock`` - and is taken
+        over with a logged message naming the pid it held. A clean :meth:`close` removes the
+        file; as another process may unlink it between our ``open`` and ``flock``, the lock is
+        ours only once the locked file is still the one at ``DIR/lock`` (else we try again).
+        """
+        path = self.directory / "lock"
+        while True:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:   # a read-only directory fails here, before any record
+                raise CheckpointError(f"checkpoint directory {self.directory} is not writable "
+                                      f"({exc.strerror or exc})") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise CheckpointLocked(
+                    f"{self.directory} is in use by another dpstream process (lock file "
+                    f"{path}); one writer per checkpoint directory") from None
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)   # unlinked by a closing owner after our open: take the new file
+        held = os.read(fd, 64).decode("ascii", "replace").strip()
+        if held:   # a previous writer did not close cleanly: its lock file is stale
+            log.warning("checkpoint directory %s: taking over the lock of process %s, which "
+                        "ended without releasing it (killed or crashed); its last checkpoint "
+                        "is used as usual", self.directory, held)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        return fd
+
     def close(self) -> None:
-        """Release the lock (the checkpoint stays)."""
+        """Release the lock and remove the lock file (the checkpoint stays)."""
         if self._lock_fd is not None:
+            try:   # unlinked while still locked: a process that opened it retries (_take_lock)
+                os.unlink(self.directory / "lock")
+            except OSError:
+                pass
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)
             self._lock_fd = None
