@@ -12,7 +12,8 @@ The core, shared by every family:
 ``forest``             the shared array forest (feature, threshold, left, value)
 ``forest_kernels``     its compiled routing and score updates (numba)
 ``drift``              the DP drift signal
-``params``             hyper-parameter checks, the short repr, the small-stream warning
+``params``             hyper-parameter checks, the short repr, the small-stream and
+                       clipped-input warnings
 =====================  ==============================================================
 
 and one sub-package per algorithm family: :mod:`~dpstream.models.boosting` (S-GBDT, DPBoost)
@@ -24,7 +25,7 @@ from __future__ import annotations
 from .boosting import DPBoostClassifier, DPBoostRegressor, SGBDTClassifier, SGBDTRegressor
 from .encoding import InvalidRecordError, RecordEncoder
 from .forest import Forest
-from .params import SmallStreamWarning
+from .params import ClippedInputWarning, SmallStreamWarning
 from .schema import Schema
 from .windows import (
     GreedyForestClassifier,
@@ -33,7 +34,7 @@ from .windows import (
     RDTClassifier,
 )
 
-__all__ = ["DPBoostClassifier", "DPBoostRegressor", "Forest", "GreedyForestClassifier",
-           "InvalidRecordError", "MedianForestClassifier", "RDTClassifier",
-           "RandomDecisionForestClassifier", "RecordEncoder", "SGBDTClassifier",
+__all__ = ["ClippedInputWarning", "DPBoostClassifier", "DPBoostRegressor", "Forest",
+           "GreedyForestClassifier", "InvalidRecordError", "MedianForestClassifier",
+           "RDTClassifier", "RandomDecisionForestClassifier", "RecordEncoder", "SGBDTClassifier",
            "SGBDTRegressor", "Schema", "SmallStreamWarning"]

@@ -21,7 +21,9 @@ messages with the same two choices, :mod:`dpstream.stream.messages`):
   ``[min, max]`` — or a numeric label outside the target range — is clipped to the domain.
   Clipping to a *public* domain is free under DP (a function of the record and public
   constants); no count of clipped values is kept, because such a count would be a function of
-  private data. ``"error"``: it raises :class:`InvalidRecordError` instead.
+  private data, but the model warns once, at the first clipped value
+  (:class:`~dpstream.models.params.ClippedInputWarning`: scaled features miss a domain declared
+  for raw ones). ``"error"``: it raises :class:`InvalidRecordError` instead.
 * ``on_unknown="ignore"`` (default): a feature the schema does not declare is skipped (river
   pipelines add features freely). ``"error"``: it raises :class:`InvalidRecordError`.
 * Always errors, whatever the policy: NaN or infinity, a value of the wrong type, and a
@@ -70,6 +72,7 @@ from typing import Any
 
 import numpy as np
 
+from .params import warn_clipped_input
 from .schema import CategoricalFeature, Schema, coerce_schema
 
 __all__ = ["EncodedRows", "InvalidRecordError", "ON_OUT_OF_DOMAIN", "ON_UNKNOWN", "RecordEncoder",
@@ -334,6 +337,7 @@ class RecordEncoder:
                 raise InvalidRecordError(
                     name, f"{_describe(value)} is not a finite number (only a finite value "
                           f"is clipped to {what})")
+            warn_clipped_input(self, name, value, lo, hi, label=label)   # once per model
             return lo if v < lo else hi
         raise InvalidRecordError(
             name, f"{'label' if label else 'value'} {_describe(value)} is outside {what} "
@@ -426,6 +430,7 @@ class RecordEncoder:
                     # "error" policy goes to _row, which raises for the first bad record
                     if self.on_out_of_domain != "clip" or not np.isfinite(present).all():
                         return None
+                    warn_clipped_input(self, name, present, lo, hi)   # once per model
                     values = np.where(values < lo, lo, np.where(values > hi, hi, values))
                 out[:, c] = values
                 continue

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
+import sys
 import warnings
 import weakref
 from typing import Any
@@ -35,9 +37,10 @@ import numpy as np
 
 from ..accounting import check_delta as accounting_check_delta
 
-__all__ = ["LARGE_DELTA", "SMALL_STREAM_SCALE", "ShortRepr", "SmallStreamWarning",
-           "check_delta", "check_integer", "check_real", "records_needed", "short_repr",
-           "quiet_small_stream", "warn_small_stream"]
+__all__ = ["ClippedInputWarning", "LARGE_DELTA", "SMALL_STREAM_SCALE", "ShortRepr",
+           "SmallStreamWarning", "check_delta", "check_integer", "check_real", "records_needed",
+           "short_repr", "quiet_clipped_inputs", "quiet_small_stream", "warn_clipped_input",
+           "warn_small_stream"]
 
 #: the smallest delta refused without ``allow_large_delta=True``
 LARGE_DELTA = 1e-3
@@ -184,3 +187,79 @@ def warn_small_stream(model: Any, records: int, epsilon: float, *, stacklevel: i
         f"warnings.filterwarnings('ignore', category=SmallStreamWarning))",
         SmallStreamWarning, stacklevel=stacklevel)
     return True
+
+
+# ------------------------------------------------------------------ clipped inputs
+class ClippedInputWarning(UserWarning):
+    """A model was given a value outside the schema's public domain and clipped it to the
+    domain (``on_out_of_domain="clip"``, the default).
+
+    The declared domain is what counts: the model's noise and its splits are calibrated to it,
+    whatever values it is given. Scaling features before a dpstream model (river's
+    ``preprocessing.StandardScaler()`` in a pipeline, say) moves them outside a domain declared
+    for the raw values, and the model then sees mostly the domain's ends. A model warns once
+    (the first clipped value); the stream service does not warn, it counts clipped values
+    (``clipped``, a curator-only read-out). Silence it with
+    ``warnings.filterwarnings("ignore", category=ClippedInputWarning)``.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from dpstream.models import MedianForestClassifier
+    >>> model = MedianForestClassifier({"features": {"f": {"type": "numeric", "min": 0, "max": 1}},
+    ...                                 "target": {"type": "binary", "values": [False, True]}})
+    >>> with warnings.catch_warnings(record=True) as got:
+    ...     warnings.simplefilter("always")
+    ...     model.learn_one({"f": -1.3}, True); model.learn_one({"f": 2.0}, False)
+    >>> [w.category.__name__ for w in got]
+    ['ClippedInputWarning']
+    >>> print(str(got[0].message)[:78])
+    feature 'f' = -1.3 is outside the schema's domain [0, 1] and was clipped to 0:
+    """
+
+
+#: the encoders that warned already, or must not (:func:`quiet_clipped_inputs`); kept outside
+#: them, as :data:`_WARNED`, so that a warning never changes a model's pickled state
+_CLIPPED: weakref.WeakSet = weakref.WeakSet()
+
+
+def quiet_clipped_inputs(model: Any) -> None:
+    """Never warn about ``model``'s clipped inputs: the stream service counts them instead."""
+    _CLIPPED.add(model._encoder)
+
+
+def warn_clipped_input(encoder: Any, name: Any, value: Any, lo: float, hi: float, *,
+                       label: bool = False) -> bool:
+    """Warn once per ``encoder`` (a model's: :class:`ClippedInputWarning`) that ``value`` of
+    feature ``name`` (or the ``label``) was clipped to ``[lo, hi]``; ``value`` may be an array
+    of values, the first outside the domain is named. ``True`` if it warned."""
+    if encoder in _CLIPPED:
+        return False
+    _CLIPPED.add(encoder)
+    if isinstance(value, np.ndarray):
+        value = value[(value < lo) | (value > hi)][0]
+    if isinstance(value, np.generic):
+        value = value.item()
+    what = "the label" if label else f"feature {name!r}"
+    warnings.warn(
+        f"{what} = {value!r} is outside the schema's {'target range' if label else 'domain'} "
+        f"[{lo:g}, {hi:g}] and was clipped "
+        f"to {min(max(value, lo), hi):g}: the schema's declared domain is what counts, not the "
+        f"values given. Scaling features before a dpstream model (river's "
+        f"preprocessing.StandardScaler(), for example) puts them outside a domain declared for "
+        f"the raw values: give the model raw values, or declare the domain of the values it "
+        f"gets. (Warned once per model; silence it with warnings.filterwarnings('ignore', "
+        f"category=ClippedInputWarning))", ClippedInputWarning, stacklevel=_caller_level())
+    return True
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside dpstream's library (the user's call, or
+    a pipeline's), counted from the caller of this function."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    inside = tuple(os.path.join(root, p) + os.sep
+                   for p in ("accounting", "models", "stream", "connectors"))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(inside):
+        frame, level = frame.f_back, level + 1
+    return level
