@@ -3,7 +3,7 @@
 * The format comes from the name (``.csv``, ``.jsonl`` / ``.ndjson`` / ``.json``, each optionally
   ``.gz``); gzip is recognised by its magic bytes whatever the name.
 * A UTF-8 byte-order mark and CRLF line ends are accepted; blank lines are skipped (they still
-  count as lines, so positions stay stable).
+  count as lines, so positions stay stable) and counted in :attr:`FileSource.blank_lines`.
 * Each data line is one record at offset = its 0-based data-line number (the CSV header is not a
   data line). ``start`` skips the lines a checkpoint says were already processed.
 * A line that does not parse is *still yielded* (the validator rejects it with a reason and the
@@ -21,6 +21,10 @@ Examples
 ...     print(r.offset, r.value, r.meta.get("error"))
 0 {'age': '40', 'sex': 'M', 'y': '1'} None
 1 None line has 2 fields, the header 3
+>>> _ = open(path, "a", encoding="utf-8").write("\\r\\n42,F,0\\r\\n  \\n")
+>>> source = FileSource(path)
+>>> [r.offset for r in source], source.blank_lines
+([0, 1, 3], 2)
 """
 
 from __future__ import annotations
@@ -64,6 +68,14 @@ class FileSource:
         First data line to yield (0-based); earlier lines are read and skipped.
     fmt
         ``"csv"`` or ``"jsonl"``; by default from the name.
+
+    Attributes
+    ----------
+    lines_read
+        Lines read so far (the header and skipped lines included).
+    blank_lines
+        Blank data lines skipped so far, from line ``start`` on (a replay's summary shows
+        them: a curator-only count).
     """
 
     def __init__(self, path: str | os.PathLike, *, start: int = 0, fmt: str | None = None):
@@ -76,6 +88,7 @@ class FileSource:
         self.start = int(start)
         self.partition = f"file:{self.path.resolve()}"
         self.lines_read = 0
+        self.blank_lines = 0
 
     def _open(self) -> IO[bytes]:
         fh = open(self.path, "rb")
@@ -115,7 +128,10 @@ class FileSource:
         for line in lines:
             self.lines_read += 1
             offset += 1
-            if offset < self.start or not line.strip():
+            if offset < self.start:
+                continue
+            if not line.strip():
+                self.blank_lines += 1
                 continue
             yield self._record(line, offset, header)
 

@@ -49,9 +49,12 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from ..models.params import SMALL_STREAM_SCALE, records_needed
+
 __all__ = ["MetricsServer", "ServiceCollector", "PUBLIC_SERIES", "CURATOR_SERIES",
            "CURATOR_REPORT_KEYS", "CURATOR_SUMMARY_KEYS", "CURATOR_WARNING", "is_public_series",
-           "public_report", "public_summary", "format_status"]
+           "public_report", "public_summary", "format_status", "input_counts", "stop_lines",
+           "summary_warnings"]
 
 #: ``/metrics`` series anyone may read, as exported (a sample name covers all its labels;
 #: ``name{label="value"}`` one series). Arrival counts and offsets (``seen``; the consumer's
@@ -81,7 +84,8 @@ PUBLIC_SERIES: frozenset[str] = frozenset({
 #: ``/metrics`` series for the data curator only: exact functions of private data, not
 #: differentially private. Dead letters and duplicates depend on the records' content, and
 #: ``learned`` = seen - dead letters - duplicates - unlabeled reveals them; one out-of-domain
-#: value moves the clipped count; S-GBDT's per-record Rényi spend and the records still holding
+#: value moves the clipped count, one record's absent features or 0/1 label the missing
+#: features and coerced labels; S-GBDT's per-record Rényi spend and the records still holding
 #: budget move with one record's gradient (a top-range label); the open window's record count
 #: counts valid records before any release.
 CURATOR_SERIES: frozenset[str] = frozenset({
@@ -89,6 +93,8 @@ CURATOR_SERIES: frozenset[str] = frozenset({
     'dpstream_records_total{outcome="dead_letters"}',
     'dpstream_records_total{outcome="duplicates"}',
     "dpstream_clipped_values_total",
+    "dpstream_missing_features_total",
+    "dpstream_coerced_labels_total",
     "dpstream_record_budget_spent_fraction",
     "dpstream_active_records",
     "dpstream_window_pending_records",
@@ -106,14 +112,17 @@ CURATOR_REPORT_KEYS: frozenset[str] = frozenset({
 })
 
 #: Keys of a runner summary (:func:`dpstream.stream.runner.describe`) for the curator only:
-#: the outcome counters that depend on the records' content.
+#: the outcome counters that depend on the records' content, a replay's blank lines, and the
+#: curator's warnings (:func:`summary_warnings`).
 CURATOR_SUMMARY_KEYS: frozenset[str] = frozenset({
     "records_learned", "dead_letters", "duplicates", "clipped", "predictions",
+    "missing_features", "coerced_labels", "blank_lines_this_run", "warnings",
 })
 
 #: The warning logged or printed wherever a curator-only read-out is turned on.
 CURATOR_WARNING = ("the curator-only read-outs (records learned, dead letters, duplicates, "
-                   "clipped values, per-record budget statistics) are exact functions of "
+                   "clipped values, missing features, coerced labels, per-record budget "
+                   "statistics) are exact functions of "
                    "private data, not differentially private: do not expose them beyond the "
                    "data curator")
 
@@ -203,6 +212,12 @@ class ServiceCollector:
         yield CounterMetricFamily("dpstream_clipped_values",
                                   "Numeric values clipped to the public domain",
                                   value=counters.get("clipped", 0))
+        yield CounterMetricFamily("dpstream_missing_features",
+                                  "Declared features absent or null in valid records",
+                                  value=counters.get("missing_features", 0))
+        yield CounterMetricFamily("dpstream_coerced_labels",
+                                  "Labels read as a boolean class from a number (0/1)",
+                                  value=counters.get("coerced_labels", 0))
         yield CounterMetricFamily("dpstream_checkpoints", "Checkpoints written",
                                   value=counters.get("checkpoints", 0))
         yield GaugeMetricFamily("dpstream_epsilon",
@@ -332,6 +347,8 @@ def format_status(out: dict) -> str:
         if key in out:
             counts.append(f"{name} {out[key]}")
     lines += [f"  {', '.join(counts)}", f"  offsets {out['offsets']}"]
+    inputs = input_counts(out)
+    lines += [f"  {inputs}"] if inputs else []
     if "windows_closed" in p:
         pending = (f", {p['records_pending']} records in the open window"
                    if "records_pending" in p else "")
@@ -365,4 +382,70 @@ def format_status(out: dict) -> str:
     if (u or {}).get("members_retired"):
         lines.append(f"  members that left the group, their windows retired: "
                      f"{', '.join(u['members_retired'])}")
-    return "\n".join(lines)
+    return "\n".join(lines + [f"  {w}" for w in out.get("warnings", ())])
+
+
+#: the curator-only counts of how the records fitted the schema, by summary key
+INPUT_COUNTS = (("clipped", "clipped values"), ("missing_features", "missing features"),
+                ("coerced_labels", "labels coerced (0/1 -> false/true)"),
+                ("blank_lines_this_run", "blank lines skipped"))
+
+
+def input_counts(out: dict) -> str:
+    """The line of a curator's summary on how the records fitted the schema: the
+    :data:`INPUT_COUNTS` that ``out`` holds (``""`` if none: a public summary).
+
+    >>> input_counts({"clipped": 2, "missing_features": 5, "coerced_labels": 1})
+    'inputs: clipped values 2, missing features 5, labels coerced (0/1 -> false/true) 1'
+    """
+    counts = [f"{name} {out[key]}" for key, name in INPUT_COUNTS if key in out]
+    return f"inputs: {', '.join(counts)}" if counts else ""
+
+
+def stop_lines(out: dict, *, curator: bool = False) -> list[str]:
+    """What ``dpstream serve`` logs on stop after its public line (``out``: the runner's
+    summary): the :func:`summary_warnings` (from public counts) and, with ``curator``
+    (``--curator-metrics``: the operator asked for the curator's read-outs), the curator's
+    counts, marked as such; the service log otherwise carries public counts only.
+
+    >>> out = {"records_seen": 9000, "records_learned": 8990, "dead_letters": 10,
+    ...        "duplicates": 0, "clipped": 3, "privacy": {"epsilon": 1.0}}
+    >>> stop_lines(out), stop_lines(out, curator=True)[0][:46]
+    ([], 'curator-only summary (not DP, do not publish):')
+    """
+    lines = summary_warnings(out)
+    if curator:
+        lines.append(f"curator-only summary (not DP, do not publish): learned "
+                     f"{out['records_learned']}, dead letters {out['dead_letters']}, duplicates "
+                     f"{out['duplicates']}; {input_counts(out)}")
+    return lines
+
+
+def summary_warnings(out: dict, score: dict | None = None) -> list[str]:
+    """The curator summary's warnings for ``out`` (a runner summary) and ``score`` (a
+    prequential score): a classifier that did not beat the most frequent label, and a stream
+    shorter than :func:`~dpstream.models.params.records_needed` of the epsilon asked for (the
+    :class:`~dpstream.models.params.SmallStreamWarning` rule, from public counts).
+
+    >>> out = {"records_seen": 203, "privacy": {"epsilon": 0.9, "epsilon_budget": 1.0}}
+    >>> for line in summary_warnings(out, {"accuracy": 0.58, "majority_share": 0.76}):
+    ...     print(line)
+    warning: the model did not beat predicting the most frequent label (accuracy 0.5800,
+      most frequent label 0.7600)
+    warning: 203 records at epsilon 1 is a short stream for this budget: about 5,000 are
+      wanted (n·ε ≥ 5,000); expect low, seed-dependent accuracy (docs/privacy.md, "Small
+      streams")
+    """
+    lines = []
+    if score and "accuracy" in score and score["accuracy"] <= score["majority_share"]:
+        lines.append(f"warning: the model did not beat predicting the most frequent label "
+                     f"(accuracy {score['accuracy']:.4f}, most frequent label "
+                     f"{score['majority_share']:.4f})")
+    p, seen = out["privacy"], out["records_seen"]
+    epsilon = p.get("epsilon_budget", p["epsilon"])
+    if 0 < seen < records_needed(epsilon):
+        lines.append(f"warning: {seen:,} records at epsilon {epsilon:g} is a short stream for "
+                     f"this budget: about {records_needed(epsilon):,} are wanted (n·ε ≥ "
+                     f"{SMALL_STREAM_SCALE:,}); expect low, seed-dependent accuracy "
+                     f"(docs/privacy.md, \"Small streams\")")
+    return lines

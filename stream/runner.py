@@ -3,7 +3,8 @@
 One :class:`Runner` owns a model and everything needed to resume it exactly:
 
 * ``positions`` — per source partition, the next offset to process;
-* ``counters`` — records seen / learned / dead-lettered / duplicates / unlabeled / clipped;
+* ``counters`` — records seen / learned / dead-lettered / duplicates / unlabeled, values
+  clipped, declared features missing, labels coerced (``0`` / ``1`` for ``false`` / ``true``);
 * a bounded memory of recent record ids (a redelivered id is counted as a duplicate and not
   learned);
 * the model itself (with its accountant and RNG state).
@@ -76,7 +77,7 @@ from ..models import (
 )
 from ..models.boosting.sgbdt_party import SGBDTParty
 from ..models.encoding import EncodedRows
-from ..models.params import quiet_small_stream
+from ..models.params import quiet_clipped_inputs, quiet_small_stream
 from .messages import (
     MAX_ID_BYTES,
     MAX_MESSAGE_BYTES,
@@ -109,7 +110,7 @@ SERVICE_MODELS: dict[str, dict[str, type]] = {
 }
 
 COUNTERS = ("seen", "learned", "dead_letters", "duplicates", "unlabeled", "clipped",
-            "predictions", "checkpoints")
+            "predictions", "checkpoints", "missing_features", "coerced_labels")
 
 
 def build_model(name: str, schema: Schema | dict | str, *, epsilon: float,
@@ -216,6 +217,7 @@ class Runner:
                  scorer: Callable[[Any, Any], None] | None = None):
         self.model = model
         quiet_small_stream(model)   # its report is read at every checkpoint, from the start
+        quiet_clipped_inputs(model)   # counted here (``clipped``), not warned about
         self.scorer = scorer
         #: the model's privacy report as of the last checkpoint (or as given): what public
         #: read-outs (``/metrics``) show, so no release a restart could redraw is visible
@@ -401,6 +403,8 @@ class Runner:
                             self.first_record_at = time.monotonic()
                         counters["seen"] += 1
                         counters["clipped"] += record.clipped
+                        counters["missing_features"] += record.missing
+                        counters["coerced_labels"] += record.coerced
                         ids.add(key)
                         positions[rec.partition] = rec.offset + 1
                         if record.y is None:
@@ -527,6 +531,8 @@ class Runner:
             self.positions[rec.partition] = rec.offset + 1
             return None
         self.counters["clipped"] += record.clipped
+        self.counters["missing_features"] += record.missing
+        self.counters["coerced_labels"] += record.coerced
         return record
 
     def _accept(self, rec: SourceRecord, record: Any) -> bool:
@@ -544,8 +550,11 @@ class Runner:
         if value is None:
             raise RejectedRecord(rec.meta.get("error", "empty record"))
         if isinstance(value, dict) and "x" not in value:   # a CSV row
-            value = csv_message(value, self.schema, label=self.csv_label,
-                                id_value=f"{rec.partition}@{rec.offset}")
+            record = self.validator.validate(csv_message(
+                value, self.schema, label=self.csv_label, id_value=f"{rec.partition}@{rec.offset}"))
+            if type(record.y) is bool and str(record.y) != value[self.csv_label].strip():
+                return record._replace(coerced=1)   # True read from "1" or "true": coerced
+            return record
         return self.validator.validate(value)
 
     def _remember(self, key: tuple) -> None:

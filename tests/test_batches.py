@@ -89,6 +89,7 @@ def _agree(schema, values, **policy) -> None:
         got = batch.records[i]
         assert not isinstance(got, RejectedRecord), (raw, got.reason)
         assert (got.id, got.public, got.clipped) == (want.id, want.public, want.clipped)
+        assert (got.missing, got.coerced) == (want.missing, want.coerced), raw
         assert type(got.y) is type(want.y) and got.y == want.y, (raw, got.y, want.y)
         assert type(got.id) is type(want.id)
         compact = enc.compact(enc.encode_many([want.x]))
@@ -139,7 +140,8 @@ def test_the_column_path_keeps_missing_values_and_clips_out_of_domain_ones():
 
 
 def _stream(n: int, seed: int) -> list[SourceRecord]:
-    """Adult messages with bad ones, duplicate ids, unlabeled records and a re-fetch."""
+    """Adult messages with bad ones, duplicate ids, unlabeled records, missing features,
+    0 / 1 labels and a re-fetch."""
     X, y, _ = load_adult("train")
     rng = random.Random(seed)
     out, offset = [], 0
@@ -154,6 +156,11 @@ def _stream(n: int, seed: int) -> list[SourceRecord]:
             del msg["y"]
         elif roll < 0.10:
             msg["x"]["age"] = 150
+        elif roll < 0.12:
+            msg["x"].pop("education", None)
+            msg["x"]["sex"] = None
+        elif roll < 0.14:
+            msg["y"] = int(msg["y"])   # 0 / 1 for false / true: coerced
         raw = json.dumps(msg).encode() if roll > 0.01 else b'{"id": 3, "x": {'
         out.append(SourceRecord(raw, "t:0", offset, raw=raw))
         offset += 1
@@ -198,6 +205,7 @@ def test_process_many_is_process_one_at_a_time(tmp_path, model):
     assert one[2] == many[2] and one[3] == many[3]
     assert one[4] == many[4] and one[5] == many[5]
     assert one[2]["dead_letters"] > 50 and one[2]["duplicates"] > 10
+    assert one[2]["missing_features"] > 50 and one[2]["coerced_labels"] > 25
 
 
 def test_encoded_rows_must_match_the_encoder_s_columns():
