@@ -35,6 +35,7 @@ from ..connectors import (
     read_checkpoint,
 )
 from .messages import MAX_ID_BYTES, MAX_MESSAGE_BYTES, Schema, coerce_schema
+from .metrics import input_counts, stop_lines, summary_warnings
 from .runner import PrequentialScore, Runner, describe, streaming_gc
 
 __all__ = ["ServeSettings", "serve", "replay", "install_signal_handlers", "serve_command",
@@ -289,6 +290,8 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         s = runner.summary()
         log.info("stopped: %d messages seen; checkpoint in %s", s["records_seen"],
                  settings.checkpoint_dir)   # public counts only: `dpstream status --curator`
+        for line in stop_lines(s, curator=settings.curator_metrics):   # (curator: marked)
+            log.info("%s", line)
         return 0
     finally:
         startup.close()
@@ -475,10 +478,12 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
                                               - before["dead_letters"]),
                     "dead_letter_reasons": dead.top(),
                     "prequential": None if score is None else score.summary(),
+                    "blank_lines_this_run": getattr(file_source, "blank_lines", 0),
                     "error": error,
                     "checkpoint_dir": None if tmp else str(checkpoint_dir),
                     "dead_letter_file": (None if tmp and not dead_letter_file
                                          else str(dead.sink.path))})
+        out["warnings"] = summary_warnings(out, out["prequential"])
         return out
     finally:
         dead.close()
@@ -648,7 +653,7 @@ def format_replay(res: dict) -> str:
              f"{res['seconds']:.1f} s ({res['rows_per_s']} rows/s)",
              f"  learned {res['records_learned']}, dead letters {res['dead_letters']} "
              f"(-> {res['dead_letter_file']}), duplicates {res['duplicates']}, unlabeled "
-             f"{res['unlabeled']}, clipped values {res['clipped']}"]
+             f"{res['unlabeled']}", f"  {input_counts(res)}"]
     if res["dead_letter_reasons"]:
         lines.append("  top dead-letter reasons (this run):")
         lines += [f"    {r['count']:>8}  {r['reason']}" for r in res["dead_letter_reasons"]]
@@ -660,6 +665,7 @@ def format_replay(res: dict) -> str:
     elif score:
         lines.append(f"  prequential R2 {score['r2']:.4f}, MAE {score['mae']:.4g} on "
                      f"{score['records']} labeled records, each predicted before it was learned")
+    lines += [f"  {w}" for w in res.get("warnings", ())]
     lines.append(f"  guarantee: ({p['epsilon']:.4g}, {p['delta']:g})-DP per record; "
                  f"{p['trees']} trees")
     if res["checkpoint_dir"]:
@@ -686,6 +692,7 @@ def status_command(checkpoint_dir: str, *, as_json: bool = False,
            "checkpoint_integrity": info["integrity"]}
     if curator:
         print(f"dpstream status: warning: --curator: {CURATOR_WARNING}", file=sys.stderr)
+        out["warnings"] = summary_warnings(out)
     else:
         out = public_summary(out)
     print(json.dumps(out) if as_json else format_status(out))
