@@ -17,19 +17,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from river import datasets, preprocessing
 
+from dpstream import models
 from dpstream.connectors import CheckpointStore, SourceRecord
-from dpstream.models import (
-    ClippedInputWarning,
-    DPBoostClassifier,
-    DPBoostRegressor,
-    GreedyForestClassifier,
-    MedianForestClassifier,
-    RandomDecisionForestClassifier,
-    RDTClassifier,
-    SGBDTClassifier,
-    SGBDTRegressor,
-    SmallStreamWarning,
-)
+from dpstream.models import ClippedInputWarning, MedianForestClassifier, SmallStreamWarning
 from dpstream.models.schema import river_check_schema
 from dpstream.stream import ADULT_SCHEMA, load_adult
 from dpstream.stream.cli import main
@@ -238,18 +228,18 @@ def test_serve_logs_the_curator_summary_on_stop_only_with_curator_metrics(curato
 # --------------------------------------------------------------------------- the models
 PHISHING = river_check_schema("binary")
 REGRESSION = river_check_schema("regression")
-ALL = [SGBDTClassifier, DPBoostClassifier, MedianForestClassifier,
-       RandomDecisionForestClassifier, RDTClassifier, GreedyForestClassifier, SGBDTRegressor,
-       DPBoostRegressor]
+#: every estimator dpstream.models exports
+ALL = [cls for name in models.__all__
+       if hasattr(cls := getattr(models, name), "privacy_report")]
 
 
 def _clipped_warnings(record) -> list:
     return [w for w in record if issubclass(w.category, ClippedInputWarning)]
 
 
-@pytest.mark.parametrize("cls", ALL)
+@pytest.mark.parametrize("cls", ALL, ids=lambda cls: cls.__name__)
 def test_a_model_warns_once_when_it_clips_its_inputs(cls):
-    schema = REGRESSION if cls in (SGBDTRegressor, DPBoostRegressor) else PHISHING
+    schema = REGRESSION if cls.__name__.endswith("Regressor") else PHISHING
     name = next(iter(schema["features"]))
     lo, hi = schema["features"][name]["min"], schema["features"][name]["max"]
     label = 5.0 if schema is REGRESSION else True
