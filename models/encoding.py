@@ -67,6 +67,7 @@ import itertools
 import math
 import numbers
 import operator
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -76,7 +77,18 @@ from .params import warn_clipped_input
 from .schema import CategoricalFeature, Schema, coerce_schema
 
 __all__ = ["EncodedRows", "InvalidRecordError", "ON_OUT_OF_DOMAIN", "ON_UNKNOWN", "RecordEncoder",
-           "check_input_policy"]
+           "check_input_policy", "is_frame"]
+
+
+def is_frame(X: Any) -> bool:
+    """Whether ``X`` is a pandas DataFrame, without importing pandas (an optional package:
+    when it was never imported, nothing can be a DataFrame).
+
+    >>> is_frame([{"age": 30}]), is_frame(EncodedRows(np.zeros((1, 1)), ("age",)))
+    (False, False)
+    """
+    pd = sys.modules.get("pandas")
+    return pd is not None and isinstance(X, pd.DataFrame)
 
 #: what an out-of-domain numeric value (feature or label) gets: clipped to the public domain,
 #: or an error
@@ -359,7 +371,7 @@ class RecordEncoder:
             if X.columns != self.columns:
                 raise ValueError("encoded rows laid out for other columns than this encoder's")
             return X.rows
-        frame = hasattr(X, "to_dict") and hasattr(X, "columns")
+        frame = is_frame(X)
         if not frame and not isinstance(X, list):
             X = list(X)
         paused = gc.isenabled()

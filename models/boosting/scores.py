@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ...accounting import LaplaceMechanism
+from ..encoding import is_frame
 
 __all__ = ["RawScoreBinaryClassifier", "RawScoreClassifier", "RawScoreRegressor",
            "dp_init_score", "init_score_from_stats", "like", "noisy_label_stats", "own_args",
@@ -110,7 +111,7 @@ def own_args(scope: dict) -> dict:
 
 def like(X: Any, values: np.ndarray) -> Any:
     """A pandas Series indexed like ``X`` when X is a DataFrame, else the numpy array."""
-    if hasattr(X, "index") and hasattr(X, "columns"):
+    if is_frame(X):
         import pandas as pd
         return pd.Series(values, index=X.index)
     return values
@@ -150,7 +151,7 @@ class RawScoreBinaryClassifier:
             import pandas as pd
         except ImportError:  # pragma: no cover - pandas is optional
             return {neg: 1.0 - p, pos: p}
-        index = X.index if hasattr(X, "columns") else None
+        index = X.index if is_frame(X) else None
         return pd.DataFrame({neg: 1.0 - p, pos: p}, index=index)
 
     def predict_many(self, X: Any) -> Any:
@@ -194,7 +195,7 @@ class RawScoreClassifier(RawScoreBinaryClassifier):
             import pandas as pd
         except ImportError:  # pragma: no cover - pandas is optional
             return {c: p[:, i] for i, c in enumerate(self._encoder.classes)}
-        index = X.index if hasattr(X, "columns") else None
+        index = X.index if is_frame(X) else None
         return pd.DataFrame(p, columns=list(self._encoder.classes), index=index)
 
     def predict_many(self, X: Any) -> Any:

@@ -85,7 +85,7 @@ from river import base
 
 from ...accounting import BudgetLedger
 from ..drift import DPDriftSignal
-from ..encoding import RecordEncoder, check_input_policy
+from ..encoding import RecordEncoder, check_input_policy, is_frame
 from ..forest import Forest
 from ..grid import FeatureGrid
 from ..params import ShortRepr, check_integer, check_real, warn_small_stream
@@ -646,7 +646,7 @@ class WindowForestBase(ShortRepr, base.Classifier):
     def predict_many(self, X: Any) -> Any:
         scores = self._scores(self._encoder.encode_many(X))
         out = np.array(self._encoder.classes, dtype=object).take(np.argmax(scores, axis=1))
-        if hasattr(X, "index") and hasattr(X, "columns"):
+        if is_frame(X):
             import pandas as pd
             return pd.Series(out, index=X.index)
         return out

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import MissingExtraError
 from ...accounting import BudgetLedger, LaplaceMechanism
 from ...models import SGBDTClassifier
 from ...models.encoding import RecordEncoder
@@ -185,6 +186,8 @@ def missing_optional(exc: BaseException) -> str | None:
     """
     seen: BaseException | None = exc
     while seen is not None:
+        if isinstance(seen, MissingExtraError):   # its message names the extra already
+            return str(seen)
         name = getattr(seen, "name", None) if isinstance(seen, ImportError) else None
         top = (name or "").split(".")[0]
         if top in OPTIONAL_MODULES:

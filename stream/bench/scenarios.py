@@ -31,6 +31,7 @@ import math
 
 import numpy as np
 
+from ... import import_extra
 from ..datasets import Dataset
 from ..messages import Schema
 
@@ -71,11 +72,8 @@ AGRAWAL_SCHEMA = Schema.model_validate({
 
 
 def _sklearn(name: str):
-    try:
-        from sklearn import datasets
-    except ImportError as exc:   # pragma: no cover - depends on the environment
-        raise ImportError(f"the {name!r} benchmark dataset is scikit-learn's bundled copy: "
-                          "pip install 'dpstream[bench]'") from exc
+    datasets = import_extra("sklearn.datasets", "bench",
+                            f"the {name!r} benchmark dataset (scikit-learn's bundled copy)")
     return getattr(datasets, f"load_{name}")()
 
 
@@ -97,13 +95,15 @@ def load_wine() -> Dataset:
     return _bundled("wine", WINE_SCHEMA)
 
 
+def _make_classification():
+    return import_extra("sklearn.datasets", "bench",
+                        "synthetic benchmark data (scikit-learn's make_classification)"
+                        ).make_classification
+
+
 def load_synthetic(d: int, n: int = 3000, *, random_state: int = 0) -> Dataset:
     """Huang et al.'s SynNd: ``make_classification(n_samples=n, n_features=d, n_classes=2)``."""
-    try:
-        from sklearn.datasets import make_classification
-    except ImportError as exc:   # pragma: no cover - depends on the environment
-        raise ImportError("synthetic benchmark data needs scikit-learn: "
-                          "pip install 'dpstream[bench]'") from exc
+    make_classification = _make_classification()
     Xa, ya = make_classification(n_samples=n, n_features=d, n_classes=2,
                                  random_state=random_state)
     return _numeric_dataset(Xa, ya, d)
@@ -126,11 +126,7 @@ def load_synth(letter: str, n: int = 30_000, *, random_state: int = 0) -> Datase
         raise ValueError(f"unknown synthetic set {letter!r}; choose from synth-a .. synth-g")
     informative, useless = SYNTH_TABLE[key]
     d = informative + useless
-    try:
-        from sklearn.datasets import make_classification
-    except ImportError as exc:   # pragma: no cover - depends on the environment
-        raise ImportError("synthetic benchmark data needs scikit-learn: "
-                          "pip install 'dpstream[bench]'") from exc
+    make_classification = _make_classification()
     Xa, ya = make_classification(n_samples=n, n_features=d, n_informative=informative,
                                  n_redundant=0, n_repeated=0, n_classes=2,
                                  random_state=random_state)
