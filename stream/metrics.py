@@ -1,5 +1,6 @@
 """What the service publishes: ``/metrics`` (Prometheus text format), ``/healthz`` and the
-``dpstream status`` read-out, each either public or for the data curator only.
+``dpstream status`` read-out, each either public or for the data curator only; and the
+curator's own read-out of a replay (:func:`format_replay`, :func:`replay_verdict`).
 
 Everything the service shows to other readers is either a differentially private release
 charged to the accountant or a function of public quantities only: arrival counts and source
@@ -54,7 +55,7 @@ from ..models.params import SMALL_STREAM_SCALE, records_needed
 __all__ = ["MetricsServer", "ServiceCollector", "PUBLIC_SERIES", "CURATOR_SERIES",
            "CURATOR_REPORT_KEYS", "CURATOR_SUMMARY_KEYS", "CURATOR_WARNING", "is_public_series",
            "public_report", "public_summary", "format_status", "input_counts", "stop_lines",
-           "summary_warnings"]
+           "summary_warnings", "MAX_DEAD_LETTER_SHARE", "replay_verdict", "format_replay"]
 
 #: ``/metrics`` series anyone may read, as exported (a sample name covers all its labels;
 #: ``name{label="value"}`` one series). Arrival counts and offsets (``seen``; the consumer's
@@ -449,3 +450,60 @@ def summary_warnings(out: dict, score: dict | None = None) -> list[str]:
                      f"{SMALL_STREAM_SCALE:,}); expect low, seed-dependent accuracy "
                      f"(docs/privacy.md, \"Small streams\")")
     return lines
+
+
+#: ``dpstream replay``'s default ``--max-dead-letter-share``
+MAX_DEAD_LETTER_SHARE = 0.1
+CURATOR_NOTE = ("this summary is the curator's: exact counts and scores of the data, not DP; "
+                "do not publish it")
+
+
+def replay_verdict(res: dict, max_dead_letter_share: float = MAX_DEAD_LETTER_SHARE) -> list[str]:
+    """Why a replay summary is a failure (empty: it is not): a source error, nothing learned
+    (this run, or at all), or a share of dead letters above ``max_dead_letter_share``."""
+    out = [f"source error: {res['error']}"] if res.get("error") else []
+    n, dead = res["records_this_run"], res["dead_letters_this_run"]
+    if res["learned_this_run"] == 0 and (n > 0 or res["records_learned"] == 0):
+        why = ("every record was a dead letter" if n and dead == n
+               else "no record in the source" if not n else "no record was learned")
+        out.append(f"nothing was learned ({why})")
+    if n and dead / n > max_dead_letter_share:
+        out.append(f"{dead} of {n} records ({dead / n:.1%}) were dead letters, more than "
+                   f"--max-dead-letter-share {max_dead_letter_share:g}")
+    return out
+
+
+def format_replay(res: dict) -> str:
+    """The text summary of ``dpstream replay`` (:func:`replay`'s result)."""
+    p = res["privacy"]
+    lines = [f"replayed {res['source']}: {res['records_this_run']} records in "
+             f"{res['seconds']:.1f} s ({res['rows_per_s']} rows/s)",
+             f"  learned {res['records_learned']}, dead letters {res['dead_letters']} "
+             f"(-> {res['dead_letter_file'] or 'the temporary folder, removed'}), "
+             f"duplicates {res['duplicates']}, unlabeled {res['unlabeled']}",
+             f"  {input_counts(res)}"]
+    if res["dead_letter_reasons"]:
+        lines.append("  top dead-letter reasons (this run):")
+        lines += [f"    {r['count']:>8}  {r['reason']}" for r in res["dead_letter_reasons"]]
+    score = res.get("prequential")
+    if score and "accuracy" in score:
+        lines.append(f"  prequential accuracy {score['accuracy']:.4f} on {score['records']} "
+                     f"labeled records, each predicted before it was learned (most frequent "
+                     f"label: {score['majority_share']:.4f})")
+    elif score:
+        lines.append(f"  prequential R2 {score['r2']:.4f}, MAE {score['mae']:.4g} on "
+                     f"{score['records']} labeled records, each predicted before it was learned")
+    lines += [f"  {w}" for w in res.get("warnings", ())]
+    lines.append(f"  guarantee: ({p['epsilon']:.4g}, {p['delta']:g})-DP per record; "
+                 f"{p['trees']} trees")
+    if res["checkpoint_dir"]:
+        lines.append(f"  checkpoint: {res['checkpoint_dir']} (the trained model and the "
+                     f"records it still holds - the curator's, keep it private; resume with "
+                     f"--checkpoint-dir, load it as in docs/service.md, 'Using the model')")
+    else:
+        lines.append("  checkpoint: none kept (it holds records: it was in a temporary folder, "
+                     "removed at exit; --checkpoint-dir DIR or --keep-checkpoint keeps it)")
+    if res["error"]:
+        lines.append(f"  source error: {res['error']}")
+    lines.append(f"  ({CURATOR_NOTE})")
+    return "\n".join(lines)

@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,8 @@ from ..connectors import (
     read_checkpoint,
 )
 from .messages import MAX_ID_BYTES, MAX_MESSAGE_BYTES, Schema, coerce_schema
-from .metrics import input_counts, stop_lines, summary_warnings
+from .metrics import (MAX_DEAD_LETTER_SHARE, format_replay, replay_verdict, stop_lines,
+                      summary_warnings)
 from .runner import PrequentialScore, Runner, describe, streaming_gc
 
 __all__ = ["ServeSettings", "serve", "replay", "install_signal_handlers", "serve_command",
@@ -167,6 +169,22 @@ def install_signal_handlers(stop: threading.Event) -> None:
         stop.set()
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+
+
+@contextlib.contextmanager
+def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
+    """:func:`install_signal_handlers` for the block, the previous handlers after it (in the
+    main thread; elsewhere signals cannot be handled and nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    install_signal_handlers(stop)
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> int:
@@ -575,12 +593,6 @@ def serve_command(options: dict[str, Any]) -> int:
         return 1
 
 
-#: ``dpstream replay``'s default ``--max-dead-letter-share``
-MAX_DEAD_LETTER_SHARE = 0.1
-CURATOR_NOTE = ("this summary is the curator's: exact counts and scores of the data, not DP; "
-                "do not publish it")
-
-
 def default_replay_dir(root: str | Path = "reports") -> Path:
     """``reports/replay-<time>`` (``-2``, ``-3``... if taken): where ``dpstream replay`` keeps
     its checkpoint and dead letters when no ``--checkpoint-dir`` is given."""
@@ -592,33 +604,20 @@ def default_replay_dir(root: str | Path = "reports") -> Path:
     return path
 
 
-def replay_verdict(res: dict, max_dead_letter_share: float = MAX_DEAD_LETTER_SHARE) -> list[str]:
-    """Why a replay summary is a failure (empty: it is not): a source error, nothing learned
-    (this run, or at all), or a share of dead letters above ``max_dead_letter_share``."""
-    out = [f"source error: {res['error']}"] if res.get("error") else []
-    n, dead = res["records_this_run"], res["dead_letters_this_run"]
-    if res["learned_this_run"] == 0 and (n > 0 or res["records_learned"] == 0):
-        why = ("every record was a dead letter" if n and dead == n
-               else "no record in the source" if not n else "no record was learned")
-        out.append(f"nothing was learned ({why})")
-    if n and dead / n > max_dead_letter_share:
-        out.append(f"{dead} of {n} records ({dead / n:.1%}) were dead letters, more than "
-                   f"--max-dead-letter-share {max_dead_letter_share:g}")
-    return out
-
-
 def replay_command(source: str, *, as_json: bool = False,
-                   max_dead_letter_share: float = MAX_DEAD_LETTER_SHARE, **kwargs: Any) -> int:
+                   max_dead_letter_share: float = MAX_DEAD_LETTER_SHARE,
+                   keep_checkpoint: bool = False, **kwargs: Any) -> int:
     """``dpstream replay``: :func:`replay` with a progress line (on a terminal only) and a
-    printed summary; the checkpoint goes to :func:`default_replay_dir` unless
-    ``checkpoint_dir`` is given. Exit status 1 when :func:`replay_verdict` finds a failure
-    (each reason on stderr), else 0."""
+    printed summary. Without ``checkpoint_dir`` the checkpoint (which holds records: S-GBDT's
+    pool, a window's buffer) and the dead letters live in a temporary folder removed at exit,
+    unless ``keep_checkpoint`` puts them in :func:`default_replay_dir`. Exit status 1 when
+    :func:`replay_verdict` finds a failure (each reason on stderr), else 0."""
     if not 0 <= max_dead_letter_share <= 1:
         raise ValueError(f"--max-dead-letter-share is a share in [0, 1], got "
                          f"{max_dead_letter_share!r}")
     configure_logging()
     kwargs.setdefault("evaluate", True)
-    if kwargs.get("checkpoint_dir") is None:
+    if kwargs.get("checkpoint_dir") is None and keep_checkpoint:
         kwargs["checkpoint_dir"] = str(default_replay_dir())
     shown = [0]
     progress = None
@@ -628,8 +627,10 @@ def replay_command(source: str, *, as_json: bool = False,
                 shown[0] = done
                 of = f"/{total}" if total else ""
                 print(f"\r  {done}{of} records", end="", file=sys.stderr, flush=True)
+    kwargs.setdefault("stop", threading.Event())
     try:
-        res = replay(source, progress=progress, **kwargs)
+        with _stopped_by_signals(kwargs["stop"]):   # SIGTERM / Ctrl-C: the temporary folder goes
+            res = replay(source, progress=progress, **kwargs)
     finally:
         if shown[0]:
             print(file=sys.stderr, flush=True)   # the progress line ends before anything else
@@ -644,37 +645,6 @@ def replay_command(source: str, *, as_json: bool = False,
     for failure in failures:
         print(f"dpstream replay: failed: {failure}", file=sys.stderr)
     return 1 if failures else 0
-
-
-def format_replay(res: dict) -> str:
-    """The text summary of ``dpstream replay`` (:func:`replay`'s result)."""
-    p = res["privacy"]
-    lines = [f"replayed {res['source']}: {res['records_this_run']} records in "
-             f"{res['seconds']:.1f} s ({res['rows_per_s']} rows/s)",
-             f"  learned {res['records_learned']}, dead letters {res['dead_letters']} "
-             f"(-> {res['dead_letter_file']}), duplicates {res['duplicates']}, unlabeled "
-             f"{res['unlabeled']}", f"  {input_counts(res)}"]
-    if res["dead_letter_reasons"]:
-        lines.append("  top dead-letter reasons (this run):")
-        lines += [f"    {r['count']:>8}  {r['reason']}" for r in res["dead_letter_reasons"]]
-    score = res.get("prequential")
-    if score and "accuracy" in score:
-        lines.append(f"  prequential accuracy {score['accuracy']:.4f} on {score['records']} "
-                     f"labeled records, each predicted before it was learned (most frequent "
-                     f"label: {score['majority_share']:.4f})")
-    elif score:
-        lines.append(f"  prequential R2 {score['r2']:.4f}, MAE {score['mae']:.4g} on "
-                     f"{score['records']} labeled records, each predicted before it was learned")
-    lines += [f"  {w}" for w in res.get("warnings", ())]
-    lines.append(f"  guarantee: ({p['epsilon']:.4g}, {p['delta']:g})-DP per record; "
-                 f"{p['trees']} trees")
-    if res["checkpoint_dir"]:
-        lines.append(f"  checkpoint: {res['checkpoint_dir']} (the trained model; resume with "
-                     f"--checkpoint-dir, load it as in docs/service.md, 'Using the model')")
-    if res["error"]:
-        lines.append(f"  source error: {res['error']}")
-    lines.append(f"  ({CURATOR_NOTE})")
-    return "\n".join(lines)
 
 
 def status_command(checkpoint_dir: str, *, as_json: bool = False,

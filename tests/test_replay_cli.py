@@ -51,7 +51,7 @@ def _schema(tmp_path: Path) -> str:
 def test_a_replay_that_rejects_every_record_fails_and_says_why(tmp_path):
     src = _records(tmp_path / "bad.jsonl", 300, all_bad=True)
     out = run(tmp_path, "replay", "--source", str(src), "--schema", _schema(tmp_path),
-              "--epsilon", "1")
+              "--epsilon", "1", "--keep-checkpoint")
     assert out.returncode == 1, out.stderr
     assert re.search(r"^\s+300  x\.colour: unknown feature \(not declared in the schema\)$",
                      out.stdout, re.M), out.stdout
@@ -67,6 +67,22 @@ def test_a_replay_that_rejects_every_record_fails_and_says_why(tmp_path):
     # ... next to the checkpoint it names (the model, nothing learned)
     ck = re.search(r"checkpoint: (\S+)", out.stdout).group(1)
     assert (tmp_path / ck / "checkpoint.dpck").is_file() and path.parent == tmp_path / ck
+    assert not (tmp_path / ck / "lock").exists()   # removed on a clean exit
+
+
+def test_a_replay_without_a_checkpoint_dir_leaves_no_record_behind(tmp_path):
+    src = _records(tmp_path / "some-bad.jsonl", 300, bad_every=10)
+    schema = _schema(tmp_path)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    out = run(tmp_path, "replay", "--source", str(src), "--schema", schema,
+              "--epsilon", "1", "--model", "median-forest", env={**os.environ, "TMPDIR": str(temp)})
+    assert out.returncode == 0, out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before   # no reports/, no checkpoint
+    assert not list(temp.iterdir())   # the temporary checkpoint folder is gone
+    assert "checkpoint: none kept (it holds records" in out.stdout
+    assert "dead letters 30 (-> the temporary folder, removed)" in out.stdout
 
 
 def test_the_dead_letter_share_threshold(tmp_path, capsys):
