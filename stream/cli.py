@@ -3,12 +3,12 @@
 Each command's work lives with its package: ``privacy`` in
 :mod:`dpstream.accounting.calculator`, ``run`` in :mod:`dpstream.stream.run`, ``serve`` /
 ``replay`` / ``status`` in :mod:`dpstream.stream.service`, ``bench`` / ``suite`` in
-:mod:`dpstream.stream.bench.commands`.
+:mod:`dpstream.stream.bench.commands`, ``broker`` in :mod:`dpstream.connectors.local_broker`.
 
 Commands: ``privacy`` (the privacy calculator), ``run`` (the main job), ``bench`` (accuracy by
 cross-validation), ``serve`` (the Kafka service), ``replay`` (a file, bundled dataset or topic
-to its end), ``status`` (a checkpoint's counters and privacy report) and
-``migrate-checkpoint`` (convert a trusted pickled checkpoint of older versions).
+to its end), ``status`` (a checkpoint's counters and privacy report), ``migrate-checkpoint``
+(convert a trusted pickled checkpoint of older versions) and ``broker`` (a local broker).
 Every command has ``--help``; ``--json`` prints one JSON object per result line.
 """
 
@@ -199,6 +199,15 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--curator", action="store_true", help=CURATOR_HELP)
     st.set_defaults(func=_cmd_status)
 
+    bk = sub.add_parser("broker", help="a local Kafka broker (tansu) for trying serve",
+                        description=BROKER_HELP,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    bk.add_argument("--port", type=int, default=9092, help="on 127.0.0.1 (default 9092; 0: any)")
+    bk.add_argument("--topic", action="append", default=[], metavar="NAME[:PARTITIONS]",
+                    help="create this topic once started (repeatable; default 1 partition)")
+    bk.add_argument("--json", action="store_true", help='one line {"bootstrap", "pid"} (tansu\'s)')
+    bk.set_defaults(func=_cmd_broker)
+
     mg = sub.add_parser("migrate-checkpoint",
                         help="convert a trusted pickled checkpoint (format /1) to format /2",
                         description=MIGRATE_HELP,
@@ -238,6 +247,15 @@ dead letters over --max-dead-letter-share, or a broken source (docs/service.md, 
 examples:
   dpstream replay --source adult --epsilon 1.0 --json
   dpstream replay --source records.jsonl.gz --schema schema.json --epsilon 0.5 --checkpoint-dir ck
+"""
+
+BROKER_HELP = """\
+Run tansu, the Kafka-protocol broker of pip install 'dpstream[broker]', on 127.0.0.1 until
+Ctrl-C or SIGTERM: for trying the service, not for production (in memory: topics vanish when it
+stops; on Linux it stops when this command dies, even by SIGKILL). Exit status 0 when stopped,
+1 if tansu exits by itself, 2 without the extra or with the port taken (docs/service.md).
+
+example:  dpstream broker --topic records:2 --topic records-dlq
 """
 
 MIGRATE_HELP = """\
@@ -380,6 +398,12 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
     return migrate_checkpoint_command(args.checkpoint_dir, trust_pickle=args.trust_pickle,
                                       trust_unsigned=args.trust_unsigned, as_json=args.json)
+
+
+def _cmd_broker(args: argparse.Namespace) -> int:
+    from ..connectors.local_broker import broker_command
+
+    return broker_command(args.port, args.topic, as_json=args.json)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
