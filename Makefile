@@ -11,7 +11,7 @@ PIP_FLAGS ?= -q --disable-pip-version-check
 # repository root *is* the package here, so the notice says nothing and is filtered
 EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 
-.PHONY: run test bench bench-quick bench-extra lint clean venv demo
+.PHONY: run test test-core bench bench-quick bench-extra lint clean venv demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,7 +59,24 @@ PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); \
 	if [ $$n -lt 2 ]; then n=2; elif [ $$n -gt 4 ]; then n=4; fi; echo $$n)
 
 # pytest exits 5 when it collected no test; that must fail loudly, never pass.
-test: $(VENV)/.stamp-test
+# The core install is a configuration of its own: a second venv made by `pip install .` alone
+# (no extra) runs every command and every example that declares no extra
+# (.ci/core_install.py, about 2 minutes). It is rebuilt from scratch when pyproject.toml changes;
+# the package itself is reinstalled each time.
+CORE_VENV := .venv-core
+$(CORE_VENV)/.stamp: pyproject.toml
+	rm -rf $(CORE_VENV)
+	$(PYTHON) -m venv $(CORE_VENV)
+	$(CORE_VENV)/bin/python -m pip install $(PIP_FLAGS) --upgrade pip
+	@touch $@
+
+test-core: $(CORE_VENV)/.stamp $(VENV)/.stamp-test
+	rm -rf build   # setuptools builds in ./build: a module deleted since must not come back
+	$(CORE_VENV)/bin/python -m pip install $(PIP_FLAGS) .
+	$(CORE_VENV)/bin/python -m pip install $(PIP_FLAGS) --no-deps --force-reinstall .
+	$(BIN)/python .ci/core_install.py --venv $(CORE_VENV)
+
+test: test-core
 	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests -- failing" >&2; exit 1; fi; \
 	exit $$rc
@@ -120,4 +137,4 @@ lint: $(VENV)/.stamp-lint
 	$(BIN)/ruff check accounting models stream connectors tests examples benchmarks
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis reports
+	rm -rf $(VENV) $(CORE_VENV) build *.egg-info .pytest_cache .hypothesis reports

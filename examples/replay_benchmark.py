@@ -10,6 +10,7 @@ Run: ``python examples/replay_benchmark.py`` (needs the bench extra:
    ``make bench-quick`` runs the quick profile into reports/suite-quick/; ``make bench`` the
    full one into the project's docs/benchmarks.md (``dpstream suite --render-docs``).
 """
+# needs: dpstream[bench]
 
 from __future__ import annotations
 

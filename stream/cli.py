@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
-from .. import __version__
+from .. import MissingExtraError, __version__
 from ..accounting import ACCOUNTANTS
 
 __all__ = ["main", "build_parser"]
@@ -37,7 +38,8 @@ examples:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="dpstream", description="Differentially private decision-tree ensembles on streams.")
+        prog="dpstream", description="Differentially private decision-tree ensembles on streams.",
+        epilog=TOP_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -180,8 +182,12 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--epsilon", type=float, required=True, help="total privacy budget")
     rp.add_argument("--label", default="y", help="CSV column holding the label (default y)")
     rp.add_argument("--checkpoint-dir", metavar="DIR",
-                    help="resume from / save to DIR (default: a new reports/replay-<time>)")
-    rp.add_argument("--dead-letter-file", metavar="PATH", help="default DIR/dead-letters.jsonl")
+                    help="resume from / save to DIR (default: a temporary folder removed at "
+                         "exit: the checkpoint holds records)")
+    rp.add_argument("--keep-checkpoint", action="store_true", help="without --checkpoint-dir: "
+                    "keep the checkpoint and dead letters in a new reports/replay-<time>")
+    rp.add_argument("--dead-letter-file", metavar="PATH", help="default DIR/dead-letters.jsonl "
+                    "(removed with a temporary DIR)")
     rp.add_argument("--max-dead-letter-share", type=float, default=0.1, metavar="F",
                     dest="max_share", help="exit status 1 if more than this share of the "
                     "records are dead letters (default 0.1)")
@@ -194,7 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="counters and privacy report of a checkpoint",
                         description="Print a checkpoint's public counters, offsets and privacy "
                                     "report (no lock: works while `dpstream serve` runs).")
-    st.add_argument("--checkpoint-dir", required=True, metavar="DIR")
+    st.add_argument("--checkpoint-dir", required=True, metavar="DIR",
+                    help="the folder a serve or replay checkpoints to (its --checkpoint-dir)")
     st.add_argument("--json", action="store_true", help="print one JSON object")
     st.add_argument("--curator", action="store_true", help=CURATOR_HELP)
     st.set_defaults(func=_cmd_status)
@@ -212,7 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="convert a trusted pickled checkpoint (format /1) to format /2",
                         description=MIGRATE_HELP,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    mg.add_argument("--checkpoint-dir", required=True, metavar="DIR")
+    mg.add_argument("--checkpoint-dir", required=True, metavar="DIR",
+                    help="the checkpoint directory to convert or sign")
     mg.add_argument("--trust-pickle", action="store_true",
                     help="required to convert DIR/checkpoint.pkl: it is unpickled, which runs "
                          "code named by the file")
@@ -224,6 +232,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+TOP_HELP = """\
+Every command has --help; start with `dpstream run` (the main job on the bundled Adult data).
+Documentation: README.md and docs/ of the source tree - docs/service.md (serve, replay, status,
+the local broker), docs/privacy.md (what is guaranteed and what each output reveals), one page
+per model (docs/sgbdt.md, docs/median_forest.md, ...). In Python: help(dpstream.models).
+"""
 KAFKA = {"choices": ("auto", "kafka-python", "confluent"), "help": "auto: confluent if installed"}
 SERVE_HELP = """\
 Consume a Kafka topic as a consumer-group member and train the model record by record, with
@@ -241,7 +255,8 @@ Replay a file (CSV with a header, or JSONL messages; plain or gzip), a bundled d
 abalone) or a Kafka topic (kafka://HOST:PORT/TOPIC?group=G) through the service's runner until
 its end; print the curator's summary (exact counts, dead-letter reasons, prequential score:
 not DP, not to publish). The model's checkpoint stays in --checkpoint-dir (a later replay
-resumes, learning nothing twice) or a new reports/replay-<time>. Exit status 1: nothing learned,
+resumes, learning nothing twice); without it, in a temporary folder removed at exit (it holds
+records), or with --keep-checkpoint in a new reports/replay-<time>. Exit status 1: nothing learned,
 dead letters over --max-dead-letter-share, or a broken source (docs/service.md, "Replay").
 
 examples:
@@ -384,7 +399,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
                           epsilon=args.epsilon, checkpoint_dir=args.checkpoint_dir,
                           dead_letter_file=args.dead_letter_file, label=args.label, seed=args.seed,
                           params=_parse_sets(args.set), max_dead_letter_share=args.max_share,
-                          kafka_client=args.kafka_client)
+                          kafka_client=args.kafka_client, keep_checkpoint=args.keep_checkpoint)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -412,11 +427,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ..connectors import CheckpointError, CheckpointLocked, SinkError, SourceError
 
     try:
-        return int(args.func(args))
+        status = int(args.func(args))
+        sys.stdout.flush()   # a closed pipe shows here, not at exit
+        return status
+    except BrokenPipeError:
+        return _closed_pipe()
     except (ValueError, TypeError, OSError, CheckpointError, CheckpointLocked,
-            SinkError, SourceError) as exc:
+            SinkError, SourceError, MissingExtraError) as exc:
         parser.exit(2, f"dpstream {args.command}: error: {exc}\n")
     return 0  # pragma: no cover
+
+
+def _closed_pipe() -> int:
+    """The reader of our output went away (``dpstream status --json | head``): end quietly,
+    as a Unix tool killed by SIGPIPE would (status 141), with stdout pointed at /dev/null so
+    that the interpreter's final flush raises nothing either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + 13
 
 
 if __name__ == "__main__":  # pragma: no cover

