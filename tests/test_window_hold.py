@@ -105,6 +105,26 @@ def test_a_held_window_survives_a_checkpoint_and_a_dropped_one_gives_back_its_co
     assert model._ledger.spent > 0                      # the charge stays: an upper bound
 
 
+@pytest.mark.parametrize("published", [False, True])
+def test_training_goes_on_after_a_dropped_held_window(adult, published):
+    """The documented restart path (issue 62): a member drops its checkpoint's held window
+    and trains on. The dropped window's charge stays in the ledger's maximum, its index is
+    taken by the next window, which charges afresh (it raised BudgetExceededError: the next
+    close charged ``window-N/tree-t`` a second time)."""
+    X, y = adult
+    model = _model()
+    model.hold = True
+    _learn(model, X[:400], y[:400])
+    spent = model._ledger.spent
+    assert model.drop_held(published=published) == 300
+    _learn(model, X[400:1300], y[400:1300])             # two more windows close
+    assert model.windows_closed >= 1 and model.held is not None
+    assert model.grow_held()
+    report = model.privacy_report()
+    assert report["epsilon"] == pytest.approx(spent) and report["epsilon"] <= model.epsilon
+    assert model.predict_one(X[0]) in (False, True)
+
+
 def test_a_marked_window_releases_no_relevance(adult):
     X, y = adult
     model = _model()

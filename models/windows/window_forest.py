@@ -937,11 +937,19 @@ class WindowForestBase(ShortRepr, base.Classifier):
         member may train its records); returns its records. Unless its release was
         ``published``, the release leaves this member's evidence too (the records' next
         owner releases their relevance; a release nobody saw must not count twice). The
-        charge stays in the ledger (an upper bound). Counters go back as for the open window
-        (:func:`~dpstream.models.windows.window_exchange.discard_open_window`)."""
+        charge stays in the ledger's maximum (an upper bound), under closed names: the next
+        window takes the dropped one's index (window numbers stay contiguous) and charges
+        ``window-N/...`` afresh. That is sound because the dropped window grew no trees and
+        its records are trained again only as a window that releases no relevance for them
+        (``relevance_spent``), so no record's spend passes one window's. Counters go back as
+        for the open window (:func:`~dpstream.models.windows.window_exchange.discard_open_window`)."""
         h = self.__dict__.pop("_held", None)
         if h is None:
             return 0
+        prefix = f"window-{h['index']}/"
+        for name in self._ledger.open_partitions:
+            if name.startswith(prefix):
+                self._ledger.close(name)
         if not published and h["relevance"] is not None:
             self._relevance.merge(h["relevance"], sign=-1.0)
             self._relevance.releases -= 1
