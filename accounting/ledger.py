@@ -147,6 +147,22 @@ class BudgetLedger:
             self._closed_max = max(self._closed_max, spend)
             self._closed_count += 1
 
+    def close_prefix(self, prefix: str) -> int:
+        """:meth:`close` every open partition whose name starts with ``prefix``; returns how
+        many. Only for partitions whose records will never be charged under those names again
+        except as the caller's privacy argument allows (a window dropped untrained whose
+        number the next window takes).
+
+        >>> ledger = BudgetLedger(total_epsilon=1.0)
+        >>> ledger.charge(0.5, partition="window-3/tree-0")
+        >>> ledger.close_prefix("window-3/"), ledger.open_partitions, ledger.spent
+        (1, [], 0.5)
+        """
+        names = [name for name in self._partitions if name.startswith(prefix)]
+        for name in names:
+            self.close(name)
+        return len(names)
+
     # ------------------------------------------------------------------ reports & state
     def report(self) -> dict:
         return {

@@ -665,13 +665,13 @@ class WindowForestBase(ShortRepr, base.Classifier):
             state.update(warmup=None, drift=False, drift_share=0.0, drift_window=None,
                          _drift=None, generation=0, generation_windows=0,
                          windows_retired_by_drift=0)
-        state.setdefault("_buffer_fed", False)   # no drift signal then: nothing fed
-        state.setdefault("_training_epsilon", None)
-        state.setdefault("min_tree_records", None)   # from before small windows' tree counts
+        # older checkpoints: no drift signal (nothing fed), no small windows' tree counts
+        for name, default in (("_buffer_fed", False), ("_training_epsilon", None),
+                              ("min_tree_records", None), ("_window_trees", None)):
+            state.setdefault(name, default)
         if "attributes" not in state and "_relevance" not in state:
             # from before relevance: the papers' uniform attributes
             state.update(attributes="uniform", relevance_share=0.0, _relevance=None)
-        state.setdefault("_window_trees", None)
         if isinstance(state.get("_buffer_X"), np.ndarray):   # (older checkpoints: lists)
             state["_buffer_X"] = rows_from_state(state["_buffer_X"], len(state["_buffer_y"]))
         self.__dict__.update(state)
@@ -946,10 +946,7 @@ class WindowForestBase(ShortRepr, base.Classifier):
         h = self.__dict__.pop("_held", None)
         if h is None:
             return 0
-        prefix = f"window-{h['index']}/"
-        for name in self._ledger.open_partitions:
-            if name.startswith(prefix):
-                self._ledger.close(name)
+        self._ledger.close_prefix(f"window-{h['index']}/")
         if not published and h["relevance"] is not None:
             self._relevance.merge(h["relevance"], sign=-1.0)
             self._relevance.releases -= 1
