@@ -40,4 +40,5 @@ def import_extra(module: str, extra: str, feature: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError:
         raise MissingExtraError(f"{feature} needs the {module} package, which is not "
-                                f"installed: pip install 'dpstream[{extra}]'") from None
+                                f"installed: pip install 'dpstream[{extra}]'",
+                                name=module) from None

@@ -12,11 +12,11 @@ import pytest
 import dpstream
 
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
-MODULES = sorted(
+MODULES = ["dpstream", *sorted(
     m.name for sub in ("accounting", "models", "stream", "connectors")
     for m in pkgutil.walk_packages(importlib.import_module(f"dpstream.{sub}").__path__,
                                    prefix=f"dpstream.{sub}.")
-)
+)]
 DOCS = sorted((Path(__file__).resolve().parent.parent / "docs").glob("*.md"))
 
 

@@ -186,12 +186,12 @@ def missing_optional(exc: BaseException) -> str | None:
     """
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, MissingExtraError):   # its message names the extra already
-            return str(seen)
         name = getattr(seen, "name", None) if isinstance(seen, ImportError) else None
         top = (name or "").split(".")[0]
         if top in OPTIONAL_MODULES:
             return f"{OPTIONAL_MODULES[top]} is not installed: {BENCH_EXTRA}"
+        if isinstance(seen, MissingExtraError):   # its message names the extra
+            return str(seen)
         seen = seen.__cause__
     return None
 
