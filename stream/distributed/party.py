@@ -37,7 +37,7 @@ from .secure_aggregation import (
 )
 from .signed_board import SignedBoard
 
-__all__ = ["DistributedParty", "RoundTimeout", "share_aad"]
+__all__ = ["DistributedParty", "RollbackError", "RoundTimeout", "share_aad"]
 
 log = logging.getLogger("dpstream.distributed")
 
@@ -51,6 +51,12 @@ TIMINGS_KEPT = 1000
 
 class RoundTimeout(RuntimeError):
     """The board did not resolve a round in time (the broker is unreachable)."""
+
+
+class RollbackError(ValueError):
+    """The board holds this party's signed vectors of rounds its checkpoint has not applied:
+    the checkpoint is older than the party's releases (a restored backup), and starting from
+    it would spend its records' budget again (``dpstream serve`` exits with status 2)."""
 
 
 def _b64(data: bytes) -> str:
@@ -144,8 +150,11 @@ class DistributedParty:
         if round_number is not None:
             self.posted.add((kind, round_number))
 
-    def _read(self, timeout_ms: int = 20) -> None:
+    def _read(self, timeout_ms: int = 20, own: dict[int, str] | None = None) -> None:
         for msg in self.board.read(timeout_ms):
+            if own is not None and msg["party"] == self.name and msg["type"] == "masked" \
+                    and msg["round"] > self.proto["applied"]:
+                own[msg["round"]] = msg.get("data")   # this party's vectors, not applied yet
             self.state.apply(msg)
 
     @property
@@ -154,10 +163,12 @@ class DistributedParty:
 
     def start(self, catch_up_s: float = 1.0) -> None:
         """Read the log to its end, agree on the config, say hello, re-post a pending
-        vector."""
+        vector. Raises :class:`RollbackError` (before posting anything) when the checkpoint
+        is older than this party's vectors on the board."""
         t0 = time.monotonic()
+        own: dict[int, str] = {}
         while time.monotonic() - t0 < catch_up_s or not self.board.caught_up():
-            self._read(100)
+            self._read(100, own)
             if time.monotonic() - t0 > 120:
                 raise RoundTimeout("could not read the board to its end within 120 s")
         config = {"params": self.params, "roster": self.roster.fingerprint}
@@ -167,6 +178,7 @@ class DistributedParty:
         if self.state.config != config:
             raise ValueError(f"the board's config for session {self.session!r} differs from "
                              f"this party's: {self.state.config} vs {config}")
+        self._refuse_rollback(own)
         self._post("hello", enc_public=_b64(self.enc.public))
         self._wait(lambda: self.state.keys.get(self.name) == self.enc.public,
                    "this party's hello")
@@ -180,6 +192,37 @@ class DistributedParty:
             if r is not None and r.status == "sealed" and self.name not in r.masked:
                 self._post("masked", pending["round"], **pending["body"])
         self.follow()
+
+    def _refuse_rollback(self, own: dict[int, str]) -> None:
+        """Refuse a checkpoint older than this party's releases. ``own``: its signed vectors
+        on the board for rounds after the checkpoint's last applied one. A vector is computed
+        (its records charged) only in the round after the last applied one, with the
+        checkpoint written before it is posted (write-ahead) and the round applied before the
+        next one; so a checkpoint may know of one unapplied vector, its pending one, posted
+        or not, and only with the same payload. Any other is a release the checkpoint's
+        filter has not charged: following those rounds and training on would spend the same
+        records again."""
+        pending = self.proto["post"]
+        later = sorted(t for t, data in own.items()
+                       if pending is None or t != pending["round"]
+                       or data != pending["body"]["data"])
+        if not later:
+            return
+        applied, newest = self.proto["applied"], later[-1]
+        held = "no pending vector" if pending is None else \
+            f"pending: its vector of round {pending['round']}"
+        raise RollbackError(
+            f"party {self.name!r} refuses to start from a checkpoint older than its own "
+            f"releases: the checkpoint's last applied round is {applied} ({held}), but the "
+            f"board of session {self.session!r} holds this party's signed vectors for "
+            f"{len(later)} round(s) after it, the newest for round {newest}. Its records were "
+            f"charged for those vectors in a later state that this checkpoint lacks: starting "
+            f"from it would spend their budget again. Start the party from its newest checkpoint "
+            f"(last applied round {newest - 1} or later: the one written just before its "
+            f"vector of round {newest} was posted, or a later one). If that is lost, the party "
+            f"cannot rejoin this session: leave it stopped (the others train on without it); "
+            f"its data can only join a new session, from fresh checkpoints, with records no "
+            f"release of this one used (docs/distributed.md, \"Restoring a checkpoint\")")
 
     def _wait(self, condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
