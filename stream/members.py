@@ -73,7 +73,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..connectors.model_topic import ModelTopic
-from ..models.windows.window_exchange import WindowEnsemble, close_open_window, discard_open_window
+from ..models.windows.window_exchange import (WindowEnsemble, close_open_window,
+                                               discard_open_window, record_ranges)
 from .runner import Runner
 
 __all__ = ["WindowMember"]
@@ -140,6 +141,8 @@ class WindowMember:
         self.published_positions: dict[str, int] = {}   # handoff positions at the last publish
         # partition -> offset below which records are in a published held-window release
         self.spent: dict[str, int] = {}
+        self._tombstones: list[str | None] = []  # own windows voided after their publish
+        self.claimed: set[str] = set()           # partitions whose own claim is the newest read
         self.own_released: set[int] = set()      # seqs of own releases read on the topic
         #                                          (the current hold's and newer)
         self._held_since: tuple[int, float] | None = None   # (seq, monotonic time)
@@ -168,16 +171,9 @@ class WindowMember:
                 close_open_window(model)
                 self.pending.clear()
             if model._buffer_y or model.held_records:
-                runner.positions = self.handoff_positions()   # below the open window
-                n = model.drop_held(model.__dict__.get("windows_held", 0) in self.own_released)
-                n += discard_open_window(model)
-                self.pending.clear()
-                self.discarded += n
-                runner.ids.drop_newest(n)   # their ids: the last n remembered
-                runner.counters["learned"] -= n
-                log.warning("member %s: discarded %d records of an unpublished open window "
-                            "(a crash); partitions rewound to %s", self.member, n,
-                            runner.positions)
+                self._discard_unfinished()
+                log.warning("member %s: discarded the unpublished open window of a crash; "
+                            "partitions rewound to %s", self.member, runner.positions)
                 runner.checkpoint()
             self.publish()
         runner.predictor = self.ensemble   # predictions come from every member's windows
@@ -185,6 +181,64 @@ class WindowMember:
     def stop(self) -> None:
         """Close and publish the open window (a graceful stop leaves nothing unpublished)."""
         self.on_revoke()
+
+    def _unpublished(self) -> dict[str, list[int]]:
+        """Per partition, ``[first, end)`` of the records in this member's finished windows
+        not yet published (kept on the model, so a checkpoint between a window's close and
+        its publish knows them: a restart may find them claimed by another member)."""
+        return self.runner.model.__dict__.setdefault("member_unpublished", {})
+
+    def _discard_unfinished(self, fenced: bool = False) -> int:
+        """Forget untrained the records in no published window - the held and open windows
+        and, when ``fenced``, the finished windows not yet published (voided: their trees
+        go) - and rewind each partition to the first of them; returns how many. Their ids
+        leave the runner's memory (the newest ones) and its learned count."""
+        runner, model = self.runner, self.runner.model
+        n_open = len(model._buffer_y) + model.held_records
+        gone = self.pending if fenced else self.pending[len(self.pending) - n_open:]
+        starts = {p: r[0] for p, r in record_ranges(gone).items()}
+        if fenced:
+            for p, (first, _end) in self._unpublished().items():
+                starts[p] = min(starts.get(p, first), first)
+            self._unpublished().clear()
+        for p, first in starts.items():
+            runner.positions[p] = min(runner.positions.get(p, first), first)
+        n = 0
+        if fenced:
+            first = model.windows_closed - len(model._windows)
+            for index in range(first, model.windows_closed):
+                if index not in self.ensemble._own:
+                    n += int(model._windows[index - first].records)
+                    self.ensemble.void(index)
+        n += model.drop_held(model.__dict__.get("windows_held", 0) in self.own_released)
+        n += discard_open_window(model)
+        self.pending.clear()
+        self.discarded += n
+        runner.ids.drop_newest(n)   # their ids: the last n remembered
+        runner.counters["learned"] -= n
+        return n
+
+    def _lose(self, partitions: set[str], why: str) -> None:
+        """This member no longer owns ``partitions`` (another member claimed them, or the
+        group took them: an eviction): nothing it read of them after its last publish may
+        enter a release. Its open and held windows and its finished windows not yet
+        published are dropped untrained, every partition rewound to its last handoff, and it
+        trains nothing until its next assignment (which reads the partitions it gets from
+        there: :meth:`position_of`)."""
+        partitions = set(partitions) & (self.owned | {p for p, _ in self.pending}
+                                        | set(self._unpublished()))
+        if not partitions:
+            return
+        # the group has moved on: train nothing until the next assignment, which seeks the
+        # consumer to the rewound positions (position_of)
+        self.owned.clear()
+        self.unverified.clear()
+        self.claimed.clear()
+        self._discard_unfinished(fenced=True)
+        self.runner.checkpoint()
+        log.warning("member %s: lost partitions %s (%s); its unpublished windows were dropped "
+                    "untrained and its partitions rewound to %s", self.member,
+                    sorted(partitions), why, self.runner.positions)
 
     # ------------------------------------------------------------ the model topic
     def merge(self, timeout: float = 30.0) -> int:
@@ -223,14 +277,33 @@ class WindowMember:
 
     def _adopt(self, updates: dict[str, Any]) -> int:
         changed = 0
+        lost: dict[str, str] = {}
         with self.runner.lock:
             for key, state in updates.items():
+                fenced = (state is not None and "/claim-" not in key
+                          and self.ensemble.fences(str(state.get("member")),
+                                                   state.get("ranges")))
                 try:
                     changed += self.ensemble.adopt(key, state)
                 except ValueError as exc:
                     self.topic.rejected += 1
                     log.warning("model topic: %s", exc)
                     continue
+                if "/claim-" in key and state is not None:
+                    p = str(state["partition"])
+                    if state["member"] == self.member:
+                        self.claimed.add(p)   # the records from its start on are ours
+                    elif p in self.claimed:   # claimed after us: it trains them now
+                        self.claimed.discard(p)
+                        lost[p] = str(state["member"])
+                    continue
+                if fenced:   # its records are another member's: no handoff moves for it
+                    log.warning("model topic: %s refused: partitions %s were claimed by "
+                                "another member before it", key, fenced)
+                    if key.partition("/")[0] == self.member and "/window-" in key:
+                        self._tombstones.append(self.ensemble.void(int(state["index"])))
+                    if "/relevance-" not in key:
+                        continue
                 if "/relevance-" in key and state is not None:   # (checked by adopt)
                     for p, off in (state.get("spent") or {}).items():
                         self.spent[p] = max(self.spent.get(p, 0), int(off))
@@ -240,6 +313,8 @@ class WindowMember:
                 if state is not None:
                     for p, off in state.get("positions", {}).items():
                         self.handoff[p] = max(self.handoff.get(p, 0), int(off))
+            if lost:
+                self._lose(set(lost), "claimed by " + ", ".join(sorted(set(lost.values()))))
             if changed:
                 self._note_union()
         return changed
@@ -281,8 +356,21 @@ class WindowMember:
         with self.runner.lock:
             model = self.runner.model
             n = len(model._buffer_y) + model.held_records   # records in no finished window
-            del self.pending[:max(0, len(self.pending) - n)]   # in place: the model holds it
+            done = max(0, len(self.pending) - n)
+            ranges = self._unpublished()   # finished windows' records, until published
+            for p, (first, end) in record_ranges(self.pending[:done]).items():
+                r = ranges.setdefault(p, [first, end])
+                r[0], r[1] = min(r[0], first), max(r[1], end)
+            del self.pending[:done]   # in place: the model holds it
+            held = record_ranges(self.pending[:model.held_records])
+            fenced = {*self.ensemble.fences(self.member, ranges),
+                      *self.ensemble.fences(self.member, held)}
+            if fenced:   # another member claimed them: nothing of it may be published
+                self._lose(fenced, "claimed by another member before this publish")
+                held = {}
             updates = self.ensemble.local_updates()
+            updates.update({key: None for key in self._tombstones if key})
+            self._tombstones.clear()
             departed = self.ensemble.departed_updates()   # (a member that left)
             if departed:
                 gone = sorted({key.partition("/")[0] for key in departed})
@@ -302,9 +390,13 @@ class WindowMember:
                     continue
                 if "/relevance-" in key:   # its records: the held window's, first in pending
                     state["spent"] = self._after(self.pending[:model.held_records])
+                    state["ranges"] = held
                 else:
                     state["positions"] = dict(positions)
+                    if "/window-" in key:   # (the windows of this publish, together)
+                        state["ranges"] = {p: list(r) for p, r in ranges.items()}
             self.topic.publish(updates)   # waits for the broker's acks
+            ranges.clear()
             for p, off in positions.items():
                 self.handoff[p] = max(self.handoff.get(p, 0), off)
             self.published_positions = positions
@@ -447,18 +539,33 @@ class WindowMember:
         """Read the model topic to its end (in the main loop: the rebalance listener must not
         do network calls of another client) and move each newly assigned partition to the
         newest published handoff position; records below it are then skipped untrained."""
+        runner = self.runner
         try:
             self.merge()
+            self._move_to_handoff()
+            claims = {}
+            seq = runner.model.__dict__.get("member_claims", 0)
+            for p in sorted(self.unverified):   # records from here on: this member's
+                key, state = self.ensemble.claim(p, runner.positions.get(p, 0), seq)
+                claims[key] = state
+                seq += 1
+            runner.model.__dict__["member_claims"] = seq
+            self.topic.publish(claims)
+            self.merge()   # to the claims: windows published before them move the start
         except TimeoutError as exc:   # stopping, or the broker is away: process nothing yet
             log.warning("member %s: %s", self.member, exc)
             return False
+        self._move_to_handoff()
+        self.unverified.clear()
+        return True
+
+    def _move_to_handoff(self) -> None:
+        """Each newly assigned partition starts at the newest handoff position read."""
         runner = self.runner
         for p in self.unverified:
             pos = self.handoff.get(p)
             if pos is not None and runner.positions.get(p, 0) < pos:
                 runner.positions[p] = pos
-        self.unverified.clear()
-        return True
 
     # ------------------------------------------------------------ rebalances
     def position_of(self, partition: str) -> int | None:
@@ -498,11 +605,21 @@ class WindowMember:
             # held windows)
             model.hold = self.hold and len(partitions) < total
 
+    def on_lost(self) -> None:
+        """The group took this member's partitions without a revoke (its session expired:
+        an eviction): another member may be training them already, so nothing unpublished
+        is published (:meth:`_lose`)."""
+        with self.runner.lock:
+            self._lose(set(self.owned), "lost to the group: session expired")
+            self.owned.clear()
+            self.unverified.clear()
+
     def on_revoke(self) -> None:
         """Before partitions are revoked: close the open window, checkpoint, publish."""
         with self.runner.lock:
             self.owned.clear()
             self.unverified.clear()
+            self.claimed.clear()   # a claim read from now on takes nothing of ours
             if close_open_window(self.runner.model):
                 self.pending.clear()
             self.publish()

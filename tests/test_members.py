@@ -93,7 +93,7 @@ def _values(n):
     return [json.dumps({"id": i, "x": X[i], "y": y[i]}).encode() for i in range(n)]
 
 
-def _member(broker, tmp_path, name):
+def _member(broker, tmp_path, name, *extra):
     schema = tmp_path / "schema.json"
     if not schema.exists():
         ADULT_SCHEMA.dump(schema)
@@ -102,7 +102,7 @@ def _member(broker, tmp_path, name):
         [*DPSTREAM, "serve", "--bootstrap", broker.bootstrap, "--topic", "records", "--group",
          "dp", "--schema", str(schema), "--epsilon", "1.0", "--model", "median-forest",
          "--checkpoint-dir", str(tmp_path / name), "--metrics-port", "0",
-         "--checkpoint-interval", "0.3", "--model-topic", "models", *PARAMS],
+         "--checkpoint-interval", "0.3", "--model-topic", "models", *PARAMS, *extra],
         stdout=log, stderr=log, env={**os.environ, "DPSTREAM_MEMBER_ID": name})
 
 
@@ -178,7 +178,10 @@ def test_members_join_killed_restart_leave_exactly_once(broker, tmp_path):
     # a held window's release stays live only if its member was killed holding it: then
     # the window was dropped at the restart, and its records are in someone's later window
     windows = {k: v for k, v in live.items() if "/window-" in k}
-    assert {v["member"] for k, v in live.items() if k not in windows} <= {"a"}
+    claims = {k: v for k, v in live.items() if "/claim-" in k}
+    assert {v["member"] for v in claims.values()} == {"a", "b"}   # each claimed what it read
+    assert {v["member"] for k, v in live.items() if k not in windows and k not in claims} \
+        <= {"a"}
     assert sum(w["records"] for w in windows.values()) == n
     assert {w["member"] for w in windows.values()} == {"a", "b"}
     # a alone read all four partitions (whole windows); two members hold two each and size
@@ -401,3 +404,150 @@ def test_every_checkpoint_of_a_member_with_predictions_restarts_consistently(
     assert runner.counters["checkpoints"] <= runner.model.training_rounds + 2
     runner.store.close()
     topic.close()
+
+
+def _adult_records(n):
+    from dpstream.connectors import SourceRecord
+
+    X, y, _ = load_adult("train")
+    return [SourceRecord(value=json.dumps({"id": i, "x": X[i], "y": y[i]}).encode(),
+                         partition="t:0", offset=i) for i in range(n)]
+
+
+def _read_union(broker):
+    """What a reader that joins now builds from the whole model topic (in its order), the
+    windows it accepts with their record ranges, and how many it refused."""
+    reader = ModelTopic(broker.bootstrap, "models", stop=threading.Event())
+    assert reader.connect()
+    updates = reader.catch_up()
+    reader.close()
+    ens = WindowEnsemble(_model(9), "reader")
+    for key, state in updates.items():
+        ens.adopt(key, state)
+    return ens.windows, ens.fenced
+
+
+def _exactly_once(windows, n):
+    """Every record of [0, n) in exactly one accepted window (their ranges tile it)."""
+    spans = sorted(tuple(w["ranges"]["t:0"]) for w in windows.values() if "ranges" in w)
+    assert sum(w["records"] for w in windows.values()) == n, spans
+    edge = 0
+    for first, end in spans:
+        assert first >= edge, f"overlapping windows: {spans}"
+        edge = end
+    assert edge == n, spans
+
+
+def test_an_evicted_member_publishes_nothing_its_partitions_next_owner_trains(broker,
+                                                                                tmp_path):
+    """Issue 62, finding 1: a member frozen past its session (evicted without a revoke)
+    wakes and closes its open window, while the partition's new owner has claimed it and
+    trained the same records. Every reader refuses the zombie's window (the claim precedes
+    it on the model topic); the zombie, reading the claim, drops it from its own union and
+    tombstones it. Before claims, both windows voted: 300 records in two windows."""
+    recs = _adult_records(900)
+    stop = threading.Event()
+    a = _runner_member(broker, tmp_path, "a", stop)
+    a.position_of("t:0")
+    assert sum(a.process(r) for r in recs[:350]) == 350      # window [0, 300), 50 open
+    b = _runner_member(broker, tmp_path, "b", stop)          # the group gave t:0 to b
+    assert b.position_of("t:0") == 300
+    assert sum(b.process(r) for r in recs[300:600]) == 300   # claim from 300, window [300, 600)
+    assert sum(a.process(r) for r in recs[350:600]) == 250   # the zombie's window closes
+    windows, fenced = _read_union(broker)
+    assert fenced == 1 and {w["member"] for w in windows.values()} == {"a", "b"}
+    _exactly_once(windows, 600)
+    a.poll(timeout_ms=500)                                    # it reads b's claim: lost
+    assert not a.owned and a.runner.model.windows_closed == 2
+    assert a.runner.model._windows[1].trees == []              # voided: it votes no more
+    assert not a.process(recs[600])                           # trains nothing more of t:0
+    b.merge()
+    assert sum(s["records"] for s in a.ensemble.windows.values()) == 600
+    assert sum(s["records"] for s in b.ensemble.windows.values()) == 600
+    a.publish()                                               # the tombstone
+    windows, _ = _read_union(broker)
+    _exactly_once(windows, 600)
+    for m in (a, b):
+        assert m.runner.model.privacy_report()["epsilon"] <= 1.0
+        m.runner.store.close()
+        m.topic.close()
+
+
+def test_a_restart_never_publishes_a_checkpointed_window_whose_records_moved_on(
+        broker, tmp_path, monkeypatch):
+    """Issue 62, finding 2: a member checkpoints a finished window and dies before the broker
+    has it; the partition's next owner starts at the last published handoff and trains the
+    same records. At restart the member reads the claim and drops the window untrained
+    instead of publishing it (before: 900 records in windows from 600)."""
+    recs = _adult_records(900)
+    stop = threading.Event()
+    a = _runner_member(broker, tmp_path, "a", stop)
+    a.position_of("t:0")
+    assert sum(a.process(r) for r in recs[:350]) == 350      # window [0, 300) published
+    monkeypatch.setattr(a.topic, "publish", lambda updates: (_ for _ in ()).throw(
+        RuntimeError("the broker never acknowledged")))
+    with pytest.raises(RuntimeError):
+        for r in recs[350:600]:                               # window [300, 600): saved, lost
+            a.process(r)
+    assert a.runner.model.windows_closed == 2
+    a.runner.store.close()                                     # kill -9
+    a.topic.close()
+    b = _runner_member(broker, tmp_path, "b", stop)
+    assert b.position_of("t:0") == 300
+    assert sum(b.process(r) for r in recs[300:600]) == 300
+    monkeypatch.undo()
+    a2 = _runner_member(broker, tmp_path, "a", stop)          # restart: the claim wins
+    assert a2.runner.counters["learned"] == 300 and a2.runner.positions["t:0"] == 300
+    windows, fenced = _read_union(broker)
+    assert fenced == 0 and window_key("a", 1) not in windows
+    _exactly_once(windows, 600)
+    assert sum(s["records"] for s in a2.ensemble.windows.values()) == 600
+    for m in (a2, b):
+        m.runner.store.close()
+        m.topic.close()
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_a_member_stopped_past_its_session_trains_nothing_twice(broker, tmp_path, client):
+    """Issue 62, finding 1, through the real broker: SIGSTOP a member past its session
+    timeout while records keep coming (the group gives its partitions to the other member),
+    then SIGCONT it. Every record ends in exactly one window the union accepts; the woken
+    member's partitions were lost (kafka's lost callback, or the other's claim)."""
+    n, parts = 4000, 2
+    values = _values(n)
+    broker.create_topic("records", partitions=parts)
+    broker.produce("records", values[:1000], partitions=parts)
+    a, b = (_member(broker, tmp_path, m, "--kafka-client", client) for m in "ab")
+    try:
+        _wait(lambda: all(sum(_positions(tmp_path, m).values()) > 0 for m in "ab"), 60,
+              "both members' progress", tmp_path)
+        broker.produce("records", values[1000:1500], partitions=parts)
+        time.sleep(0.5)
+        a.send_signal(signal.SIGSTOP)   # frozen mid-window: past its 6 s session
+        broker.produce("records", values[1500:3000], partitions=parts)
+        time.sleep(12)
+        a.send_signal(signal.SIGCONT)
+        broker.produce("records", values[3000:], partitions=parts)
+        ends = {f"records:{p}": sum(1 for i in range(n) if i % parts == p) for p in range(parts)}
+        _wait(lambda: _positions(tmp_path, "ab") == ends, 90, "the topic drained", tmp_path)
+        time.sleep(2)
+    finally:
+        for proc in (a, b):
+            proc.send_signal(signal.SIGCONT)
+            proc.send_signal(signal.SIGTERM)
+        codes = [a.wait(60), b.wait(60)]
+    assert codes == [0, 0], codes
+    assert "member a: lost partitions" in (tmp_path / "a.log").read_text(errors="replace")
+    windows, _ = _read_union(broker)
+    spans: dict[str, set] = {}
+    for w in windows.values():
+        for p, (first, end) in w["ranges"].items():
+            spans.setdefault(p, set()).add((w["member"], first, end))
+    for p, found in spans.items():
+        edge = 0
+        for _m, first, end in sorted(found, key=lambda s: s[1:]):
+            assert first >= edge, f"{p}: records in two accepted windows: {sorted(found)}"
+            edge = end
+    assert sum(w["records"] for w in windows.values()) == n
+    for name in "ab":
+        assert CheckpointStore.read(tmp_path / name)["model"].privacy_report()["epsilon"] <= 1

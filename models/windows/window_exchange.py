@@ -68,14 +68,18 @@ import numpy as np
 from .window_forest import WindowForestBase, _Window
 
 __all__ = ["WindowEnsemble", "export_window", "window_config", "window_key", "window_share",
-           "relevance_key", "WINDOW_FORMAT", "RELEVANCE_FORMAT", "close_open_window",
-           "discard_open_window"]
+           "relevance_key", "claim_key", "WINDOW_FORMAT", "RELEVANCE_FORMAT", "CLAIM_FORMAT",
+           "close_open_window", "discard_open_window"]
 
 #: the format tag of an exported window
 WINDOW_FORMAT = "dpstream-window/1"
 #: the format tag of a held window's relevance release, published before its trees grow
 #: (:mod:`~dpstream.models.windows.window_forest`, held windows)
 RELEVANCE_FORMAT = "dpstream-relevance/1"
+#: the format tag of a member's claim of a partition: from offset ``from`` on, its records are
+#: this member's to train; the model topic's order decides between claims (ownership fencing,
+#: :class:`WindowEnsemble`)
+CLAIM_FORMAT = "dpstream-claim/1"
 #: model attributes the trees of a window route with (data-independent: secrets of random
 #: trees drawn before any record was read, and the public domain)
 _ROUTING = ("_trees", "_secret", "_grid")
@@ -107,6 +111,30 @@ def relevance_key(member: str, seq: int) -> str:
     'm-1/relevance-000000000003'
     """
     return f"{_member_id(member)}/relevance-{int(seq):012d}"
+
+
+def claim_key(member: str, seq: int) -> str:
+    """The key of ``member``'s ``seq``-th claim of a partition (never reused, so a compacted
+    topic keeps every claim and readers see them in the topic's order).
+
+    >>> claim_key("m-1", 2)
+    'm-1/claim-000000000002'
+    """
+    return f"{_member_id(member)}/claim-{int(seq):012d}"
+
+
+def record_ranges(records: list[tuple[str, int]]) -> dict[str, list[int]]:
+    """Per partition, ``[first, end)`` of ``records`` (``(partition, offset)`` pairs): the
+    stretch of the stream a published window or release holds.
+
+    >>> record_ranges([("t:0", 5), ("t:1", 2), ("t:0", 9)])
+    {'t:0': [5, 10], 't:1': [2, 3]}
+    """
+    out: dict[str, list[int]] = {}
+    for p, off in records:
+        r = out.setdefault(p, [int(off), int(off) + 1])
+        r[0], r[1] = min(r[0], int(off)), max(r[1], int(off) + 1)
+    return out
 
 
 #: parameters each member may set for itself (not in :func:`window_config`'s digest)
@@ -266,6 +294,9 @@ class WindowEnsemble:
         self._closes = 0                         # ... how many were stamped
         self.reach: dict[int, float] = {}       # partition -> newest time others released to
         self.trees_reach: dict[int, float] = {}  # ... and newest time their windows reach
+        # partition key -> (member, from): the newest claim read, in the topic's order
+        self.owners: dict[str, tuple[str, int]] = {}
+        self.fenced = 0                          # windows and releases refused by a claim
 
     # ------------------------------------------------------------ the union
     def local_updates(self) -> dict[str, dict | None]:
@@ -413,6 +444,11 @@ class WindowEnsemble:
         :meth:`local_updates`); one the model does not have (published by an incarnation whose
         checkpoint was lost) is ignored."""
         own = key.partition("/")[0] == self.member
+        if "/claim-" in key:
+            return self._adopt_claim(key, state)
+        if state is not None and self.fences(str(state.get("member")), state.get("ranges")):
+            self.fenced += 1   # trained after another member claimed its records: refused
+            return False
         if "/relevance-" in key:
             return self._adopt_relevance(key, state, own)
         if state is not None:
@@ -438,6 +474,58 @@ class WindowEnsemble:
             return False
         self._apply(key, state)
         return True
+
+    def fences(self, member: str, ranges: dict | None) -> list[str]:
+        """The partitions of ``ranges`` (``partition -> [first, end)``, the records of a
+        window or release of ``member``) that another member has claimed from an offset
+        below ``end``: records that member trains (ownership fencing). Whatever its writer
+        believes, a window or release with such a partition is refused by every reader, the
+        model topic's order deciding (a claim read before it). ``ranges`` absent: a message
+        from before claims, accepted as before."""
+        out = []
+        for p, (_first, end) in (ranges or {}).items():
+            owner = self.owners.get(p)
+            if owner is not None and owner[0] != member and int(end) > owner[1]:
+                out.append(p)
+        return out
+
+    def _adopt_claim(self, key: str, state: dict | None) -> bool:
+        """A claim (:data:`CLAIM_FORMAT`): its member owns the partition's records from
+        ``from`` on; claims are never tombstoned. The union does not change."""
+        if state is None:
+            return False
+        if not isinstance(state, dict) or state.get("format") != CLAIM_FORMAT:
+            raise ValueError(f"{key}: not a {CLAIM_FORMAT} claim")
+        if state.get("config") != self.config:
+            raise ValueError(f"{key}: a claim of another configuration")
+        if claim_key(str(state.get("member")), int(state.get("seq", -1))) != key:
+            raise ValueError(f"{key}: the claim's own key is {state.get('key')!r}")
+        self.owners[str(state["partition"])] = (str(state["member"]), int(state["from"]))
+        return False
+
+    def claim(self, partition: str, start: int, seq: int) -> tuple[str, dict]:
+        """This member's claim of ``partition`` from offset ``start`` (key and state, for
+        the topic; applied here when read back, in the topic's order)."""
+        key = claim_key(self.member, seq)
+        return key, {"format": CLAIM_FORMAT, "member": self.member, "seq": int(seq),
+                     "key": key, "partition": str(partition), "from": int(start),
+                     "config": self.config, "published": float(time.time())}
+
+    def void(self, index: int) -> str | None:
+        """Take this member's window ``index`` out of the union and its model's vote (its
+        records belong to another member's claim): its trees go, its number stays; returns
+        its key if it had been published (it then needs a tombstone), else ``None``."""
+        m = self.model
+        first = m.windows_closed - len(m._windows)
+        if first <= index < m.windows_closed:
+            win = m._windows[index - first]
+            win.trees, win.kind, win.relevance = [], "fenced (another member's records)", None
+            m._serving = None
+        key = self._own.get(index)
+        self._own[index] = key or window_key(self.member, index)   # never exported now
+        if key is not None:
+            self._apply(key, None)
+        return key
 
     def _adopt_relevance(self, key: str, state: dict | None, own: bool) -> bool:
         """Another member's held-window release joins this member's evidence (its tombstone:
