@@ -212,6 +212,10 @@ class WindowMember:
                     self.ensemble.void(index)
         n += model.drop_held(model.__dict__.get("windows_held", 0) in self.own_released)
         n += discard_open_window(model)
+        if fenced and getattr(model, "_drift", None) is not None:
+            # the voided windows' losses fed its releases too: what it read of them must
+            # influence nothing it publishes later (their next owner's read is the only one)
+            model._drift.forget()
         self.pending.clear()
         self.discarded += n
         runner.ids.drop_newest(n)   # their ids: the last n remembered

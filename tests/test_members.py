@@ -460,6 +460,9 @@ def test_an_evicted_member_publishes_nothing_its_partitions_next_owner_trains(br
     a.poll(timeout_ms=500)                                    # it reads b's claim: lost
     assert not a.owned and a.runner.model.windows_closed == 2
     assert a.runner.model._windows[1].trees == []              # voided: it votes no more
+    # finding 6: what its drift signal read of them influences nothing it publishes later
+    drift = a.runner.model._drift
+    assert drift.releases > 0 and drift._since_restart == 0 and drift._count == 0
     assert not a.process(recs[600])                           # trains nothing more of t:0
     b.merge()
     assert sum(s["records"] for s in a.ensemble.windows.values()) == 600
