@@ -6,12 +6,16 @@ and a rebalance listener wired to the runner:
 * **before partitions are revoked (or lost)** the listener calls ``on_revoke`` — the runner
   writes a checkpoint, so what was processed on them is saved before anyone else may read them;
 * **on assignment** it seeks each partition to ``position_of(partition)`` — the next offset in
-  the runner's checkpoint — or to the beginning of a partition the checkpoint has never seen.
+  the runner's checkpoint — or to the beginning of a partition the checkpoint has never seen;
+  an exclusive member (one model, one checkpoint) first compares that position with the
+  offset its group committed for the partition (:class:`CheckpointBehindError`).
 
 kafka-python 3.x runs the listener on its IO thread, so the runner guards its state with a lock
 and never calls a blocking consumer method while holding it. Offsets are committed with
-``commit_async`` and only ever the checkpointed ones: Kafka's committed offsets serve
-monitoring; the checkpoint is the source of truth.
+``commit_async`` and only ever the checkpointed ones, with metadata naming the checkpoint
+(:func:`commit_metadata`). The checkpoint is the source of truth for where a model resumes;
+the committed offsets say how far *some* checkpoint of the group got, so a checkpoint behind
+them is refused (docs/reliability.md, "Ownership and rollbacks").
 
 A broker that is down at start is retried with exponential backoff, one log line per attempt
 (kafka-python's own connection errors are silenced during the attempts), until a deadline
@@ -35,7 +39,8 @@ from .partitioning import key_partition
 from .records import SinkError, SourceError, SourceRecord
 
 __all__ = ["KafkaSource", "KafkaSink", "KafkaDeadLetterSink", "GroupSource", "DeadLetterSend",
-           "connect_with_backoff", "connect_deadline", "BrokerUnreachable", "partition_key"]
+           "connect_with_backoff", "connect_deadline", "BrokerUnreachable", "partition_key",
+           "CheckpointBehindError", "commit_metadata"]
 
 log = logging.getLogger("dpstream.kafka")
 
@@ -72,6 +77,38 @@ def partition_key(topic: str, partition: int) -> str:
 
 class BrokerUnreachable(SourceError):
     """No attempt to reach a Kafka broker succeeded before the connect deadline."""
+
+
+class CheckpointBehindError(SourceError):
+    """An exclusive member's checkpoint is behind the offsets its consumer group committed:
+    another checkpoint trained those records, or this one was rolled back to an older copy;
+    resuming would train them a second time (``dpstream serve`` exits with status 2)."""
+
+
+def commit_metadata(checkpoint_id: str | None, position: int) -> str:
+    """The metadata committed with an offset: the checkpoint that saved it and its position
+    (a broker may drop it, as tansu does: the committed offset alone decides).
+
+    Examples
+    --------
+    >>> commit_metadata("3f9c0e21aa5b7d10", 400)
+    '{"checkpoint":"3f9c0e21aa5b7d10","position":400}'
+    """
+    return json.dumps({"checkpoint": checkpoint_id, "position": position},
+                      separators=(",", ":"))
+
+
+def _committed_by(metadata: str | None, checkpoint_id: str | None) -> str:
+    """Who committed an offset, as far as its ``metadata`` tells."""
+    try:
+        meta = json.loads(metadata or "")
+        other = meta["checkpoint"]
+    except (ValueError, TypeError, KeyError):
+        return "the broker kept no checkpoint id with it"
+    if other == checkpoint_id:
+        return (f"by this same checkpoint {other} at position {meta.get('position')}: it "
+                f"was rolled back to an older copy")
+    return f"by checkpoint {other} at position {meta.get('position')}"
 
 
 _connecting = threading.local()   # this thread's connect_deadline: .budget s, .end monotonic
@@ -179,9 +216,13 @@ class GroupSource:
     def __init__(self, bootstrap: str, topic: str, group: str, *,
                  position_of: Callable[[str], int | None], on_revoke: Callable[[], None],
                  consumer_config: dict | None = None, exclusive: bool = False,
-                 on_assigned: Callable[[list[int], int], None] | None = None):
+                 on_assigned: Callable[[list[int], int], None] | None = None,
+                 checkpoint_id: str | None = None,
+                 accept_behind: Callable[[str, int], None] | None = None):
         self.bootstrap, self.topic, self.group = bootstrap, topic, group
         self.position_of = position_of
+        self.checkpoint_id = checkpoint_id
+        self.accept_behind = accept_behind
         self.on_revoke = on_revoke
         self.on_assigned = on_assigned
         self.config = {**DEFAULT_CONSUMER, **(consumer_config or {})}
@@ -193,6 +234,12 @@ class GroupSource:
         self.shared = False          # exclusive, and another member holds some partitions
         self._total_unknown = False  # exclusive, and the topic's partition count not known yet
         self.shared_assignments = 0
+        #: exclusive: assigned partitions, paused, whose committed offsets are not compared yet
+        self._unchecked: set[str] = set()
+        #: exclusive: assigned partitions whose start was decided: only their records count,
+        #: and only their offsets are committed, never below what the group had committed
+        self._checked: set[str] = set()
+        self._floor: dict[str, int] = {}
         self._last_poll_warning = -float("inf")
         self._last_shared_error = -float("inf")
 
@@ -205,6 +252,76 @@ class GroupSource:
                       "members); paused, training nothing, until it has every partition",
                       self.group, self.topic)
             self._last_shared_error = now
+
+    def _check_behind(self) -> None:
+        """Before an exclusive member reads the partitions it was assigned (paused until
+        then), compare each one's checkpoint position with its group's committed offset (at
+        the first poll that finds the member holding every partition). A position below it
+        (``None``: 0) is behind: raise :class:`CheckpointBehindError`, the partitions still
+        paused, or with ``accept_behind`` call ``accept_behind(partition, committed)`` and
+        start there. Without a commit there is nothing to be behind (a new group); a
+        position ahead of it is this checkpoint's own progress, not committed yet."""
+        keys = sorted(self._unchecked)
+        committed = self._committed(keys)
+        if committed is None:   # not answered: still paused, asked again at the next poll
+            return
+        behind = []
+        for key in keys:
+            offset, metadata = committed.get(key, (None, None))
+            own = self.position_of(key)
+            if offset is not None and offset > (own or 0):
+                behind.append((key, own, offset, metadata))
+        if behind and self.accept_behind is None:
+            raise CheckpointBehindError(
+                f"checkpoint {self.checkpoint_id} is behind consumer group {self.group!r}: "
+                + "; ".join(f"{key} committed at offset {offset} "
+                            f"({_committed_by(meta, self.checkpoint_id)}), the checkpoint's "
+                            f"position {own or 0}" for key, own, offset, meta in behind)
+                + ". Another checkpoint trained those records, or this one was restored from "
+                "an older copy: resuming would train them a second time. Ways out: a new "
+                "model (a new --checkpoint-dir and a new --group: its own budget, from the "
+                "topic's start), or --accept-behind (DPSTREAM_ACCEPT_BEHIND=true), which "
+                "starts these partitions at the committed offsets and never trains the "
+                "records in between (docs/reliability.md, \"Ownership and rollbacks\")")
+        starts: dict[str, int | None] = dict.fromkeys(keys)
+        self._floor.update({key: offset for key, (offset, _) in committed.items()
+                            if offset is not None})
+        for key, own, offset, meta in behind:
+            log.warning("--accept-behind: %s starts at the committed offset %d (%s), not at "
+                        "the checkpoint's %d: the %d records in between are not trained by "
+                        "this model", key, offset, _committed_by(meta, self.checkpoint_id),
+                        own or 0, offset - (own or 0))
+            self.accept_behind(key, offset)
+            starts[key] = offset
+        self._checked |= self._start(starts)
+        self._unchecked -= set(keys)
+
+    def _forget(self, keys: set[str]) -> set[str]:
+        """``keys``, the partitions revoked or lost, dropped from what this member holds."""
+        self.assigned -= keys
+        self._unchecked -= keys
+        self._checked -= keys
+        return keys
+
+    def _committable(self, positions: dict[str, int]) -> list[tuple[int, int]]:
+        """``(partition, offset)`` of the ``positions`` this member may commit: of the
+        partitions of its topic it holds, and if exclusive of those whose start was decided,
+        never below the offset the group had committed then (a skip accepted with
+        ``accept_behind`` is not saved before the next checkpoint)."""
+        out = []
+        for key, off in positions.items():
+            topic, _, part = key.rpartition(":")
+            if topic == self.topic and key in self.assigned and not (self.exclusive and (
+                    key not in self._checked or off < self._floor.get(key, 0))):
+                out.append((int(part), off))
+        return out
+
+    def _offsets_error(self, exc: Exception) -> None:
+        now = time.monotonic()
+        if now - self._last_poll_warning > 10:
+            log.warning("committed offsets of %s not read (%s: %s); partitions paused, "
+                        "retrying", self.topic, type(exc).__name__, exc)
+            self._last_poll_warning = now
 
 
 class KafkaSource(GroupSource):
@@ -233,7 +350,15 @@ class KafkaSource(GroupSource):
         member's older position and its records trained into a second model). While an
         assignment leaves some of the topic's partitions to another member, every assigned
         partition is paused, :meth:`poll` returns nothing and ``shared`` is true; a full
-        assignment resumes.
+        assignment resumes, once each partition's checkpoint position is found not behind
+        the group's committed offset (see ``accept_behind``).
+    checkpoint_id
+        The checkpoint's id, committed with its offsets (:func:`commit_metadata`).
+    accept_behind
+        Called as ``accept_behind(partition, committed)`` for an exclusive member's
+        partition whose checkpoint position is below the group's committed offset; the
+        partition then starts at that offset (the records in between are never trained by
+        this model). ``None``: :meth:`poll` raises :class:`CheckpointBehindError` instead.
     """
 
 
@@ -262,12 +387,15 @@ class KafkaSource(GroupSource):
             def on_partitions_revoked(self, revoked):
                 if revoked:
                     source.on_revoke()
-                    source.assigned -= {partition_key(tp.topic, tp.partition) for tp in revoked}
                     log.info("partitions revoked: %s (checkpoint written)", sorted(
-                        partition_key(tp.topic, tp.partition) for tp in revoked))
+                        source._forget({partition_key(tp.topic, tp.partition)
+                                        for tp in revoked})))
 
             def on_partitions_assigned(self, assigned):
                 source.rebalances += 1
+                # kafka-python may already have fetched them from the group's committed
+                # offsets: no record counts until the check has decided where they start
+                source._checked -= {partition_key(tp.topic, tp.partition) for tp in assigned}
                 source._seek_own(assigned)
                 source.assigned.update(partition_key(tp.topic, tp.partition) for tp in assigned)
                 log.info("partitions assigned: %s", sorted(source.assigned))
@@ -277,18 +405,21 @@ class KafkaSource(GroupSource):
                                   if key.rpartition(":")[0] == source.topic)
                     if total:
                         source.on_assigned(mine, len(total))
-                if source.exclusive:
+                if source.exclusive:   # paused until their committed offsets are compared
+                    source.consumer.pause(*assigned)
                     source._check_exclusive(assigned)
+                    source._unchecked.update(partition_key(tp.topic, tp.partition)
+                                             for tp in assigned)
 
         return _Listener()
 
-    def _check_exclusive(self, assigned: Any, seek: bool = False) -> None:
+    def _check_exclusive(self, assigned: Any) -> None:
         """Pause everything while another member of the group holds some partitions. While
         the topic's partition count is not known (its metadata not fetched yet), this
         member cannot tell whether it holds every partition: it pauses too and checks again
-        at each poll, rather than train what may be only part of the topic (``seek``: such
-        a check, which puts the partitions back at their own positions before it resumes
-        them)."""
+        at each poll, rather than train what may be only part of the topic. Holding every
+        partition resumes nothing here: :meth:`poll` does, after
+        :meth:`~GroupSource._check_behind`."""
         total = self.consumer.partitions_for_topic(self.topic) or set()
         mine = {int(key.rpartition(":")[2]) for key in self.assigned
                 if key.rpartition(":")[0] == self.topic}
@@ -306,10 +437,44 @@ class KafkaSource(GroupSource):
             self.consumer.pause(*assigned)
             self._last_shared_error = -float("inf")
             self._shared_error()
-        elif assigned:
-            if seek:
-                self._seek_own(assigned)
-            self.consumer.resume(*assigned)
+
+    def _committed(self, keys: list[str]) -> dict[str, tuple[int | None, str | None]] | None:
+        """Each partition's committed offset and metadata (``None, None``: no commit), or
+        ``None`` if the broker did not answer (a blocking call: :meth:`poll`'s thread)."""
+        from kafka import TopicPartition
+        from kafka.errors import KafkaError
+
+        out = {}
+        try:
+            for key in keys:
+                topic, _, part = key.rpartition(":")
+                got = self.consumer.committed(TopicPartition(topic, int(part)), metadata=True,
+                                              timeout_ms=5000)
+                out[key] = ((None, None) if got is None or got.offset < 0
+                            else (got.offset, got.metadata))
+        except KafkaError as exc:
+            self._offsets_error(exc)
+            return None
+        return out
+
+    def _start(self, starts: dict[str, int | None]) -> set[str]:
+        """Seek each held partition of ``starts`` to its offset (``None``: its own
+        position) and resume it; the keys of those started."""
+        from kafka import TopicPartition
+
+        held = self.consumer.assignment()
+        tps = []
+        for key, offset in starts.items():
+            topic, _, part = key.rpartition(":")
+            tp = TopicPartition(topic, int(part))
+            if tp in held:
+                if offset is None:
+                    self._seek_own([tp])
+                else:
+                    self.consumer.seek(tp, offset)
+                tps.append(tp)
+        self.consumer.resume(*tps)
+        return {partition_key(tp.topic, tp.partition) for tp in tps}
 
     def _seek_own(self, tps: Any) -> None:
         """Put each partition at this service's own position (its start if it has none)."""
@@ -329,7 +494,9 @@ class KafkaSource(GroupSource):
 
         try:
             if self._total_unknown:
-                self._check_exclusive(self.consumer.assignment(), seek=True)
+                self._check_exclusive(self.consumer.assignment())
+            if self._unchecked and not (self.shared or self._total_unknown):
+                self._check_behind()
             wait_ms = max(timeout_ms, JOIN_WAIT_MS) if self._joining() else timeout_ms
             batches = self.consumer.poll(timeout_ms=wait_ms)
             if self.shared:
@@ -349,6 +516,8 @@ class KafkaSource(GroupSource):
         out = []
         for tp, messages in batches.items():
             key = partition_key(tp.topic, tp.partition)
+            if self.exclusive and key not in self._checked:   # fetched before its check
+                continue
             for m in messages:
                 value = m.value if m.value is not None else b""
                 meta = {"topic": tp.topic, "kafka_partition": tp.partition}
@@ -371,14 +540,13 @@ class KafkaSource(GroupSource):
         return bool(need()) if callable(need) else False
 
     def commit(self, positions: dict[str, int]) -> None:
-        """Commit checkpointed next offsets of the partitions this member holds (async)."""
+        """Commit checkpointed next offsets of the partitions this member holds (async),
+        each with :func:`commit_metadata`."""
         from kafka import OffsetAndMetadata, TopicPartition
 
-        offsets = {}
-        for key, off in positions.items():
-            topic, _, part = key.rpartition(":")
-            if topic == self.topic and key in self.assigned:
-                offsets[TopicPartition(topic, int(part))] = OffsetAndMetadata(off, "", -1)
+        offsets = {TopicPartition(self.topic, part): OffsetAndMetadata(
+            off, commit_metadata(self.checkpoint_id, off), -1)
+            for part, off in self._committable(positions)}
         if offsets:
             try:
                 self.consumer.commit_async(offsets, callback=_log_commit)

@@ -41,6 +41,7 @@ from .kafka import (
     GroupSource,
     _active_deadline,
     _within,
+    commit_metadata,
     connect_with_backoff,
     partition_key,
     undelivered,
@@ -139,7 +140,8 @@ class ConfluentSource(GroupSource):
 
     Parameters
     ----------
-    bootstrap, topic, group, position_of, on_revoke, consumer_config, exclusive, on_assigned
+    bootstrap, topic, group, position_of, on_revoke, consumer_config, exclusive, on_assigned, \
+checkpoint_id, accept_behind
         As for :class:`~dpstream.connectors.kafka.KafkaSource`; ``consumer_config`` takes
         kafka-python names (translated by :func:`rdkafka_config`) or librdkafka's dotted ones.
         ``on_revoke`` runs on the thread that calls :meth:`poll`.
@@ -148,10 +150,13 @@ class ConfluentSource(GroupSource):
     def __init__(self, bootstrap: str, topic: str, group: str, *,
                  position_of: Callable[[str], int | None], on_revoke: Callable[[], None],
                  consumer_config: dict | None = None, exclusive: bool = False,
-                 on_assigned: Callable[[list[int], int], None] | None = None):
+                 on_assigned: Callable[[list[int], int], None] | None = None,
+                 checkpoint_id: str | None = None,
+                 accept_behind: Callable[[str, int], None] | None = None):
         super().__init__(bootstrap, topic, group, position_of=position_of, on_revoke=on_revoke,
                          consumer_config=consumer_config, exclusive=exclusive,
-                         on_assigned=on_assigned)
+                         on_assigned=on_assigned, checkpoint_id=checkpoint_id,
+                         accept_behind=accept_behind)
         self._batch = int(self.config.get("max_poll_records", BATCH))
         self._changes = 0            # assignments and revocations so far
         self._starts: dict[int, int] = {}   # partition -> the position it was assigned at
@@ -209,6 +214,9 @@ class ConfluentSource(GroupSource):
                 consumer.incremental_assign(partitions)
             else:
                 consumer.assign(partitions)
+            if self.exclusive and partitions:   # until their committed offsets are compared
+                consumer.pause(partitions)
+                self._checked -= {self._key(tp.partition) for tp in partitions}
             self.assigned.update(self._key(tp.partition) for tp in partitions)
             log.info("partitions assigned: %s", sorted(self.assigned))
             if self.on_assigned is not None and partitions:
@@ -217,6 +225,7 @@ class ConfluentSource(GroupSource):
                     self.on_assigned(sorted(self._mine()), len(total))
             if self.exclusive:
                 self._check_exclusive(partitions)
+                self._unchecked.update(self._key(tp.partition) for tp in partitions)
         except Exception:   # as kafka-python does with a listener's error: logged
             log.exception("partition assignment callback failed")
 
@@ -226,7 +235,7 @@ class ConfluentSource(GroupSource):
             if partitions and not self._closing:   # a close checkpoints nothing (as kafka's)
                 self.on_revoke()
             keys = {self._key(tp.partition) for tp in partitions}
-            self.assigned -= keys
+            self._forget(keys)
             for tp in partitions:
                 self._starts.pop(tp.partition, None)
             if keys and not self._closing:
@@ -258,10 +267,11 @@ class ConfluentSource(GroupSource):
             return set()
         return set(meta.partitions)
 
-    def _check_exclusive(self, assigned: list, seek: bool = False) -> None:
+    def _check_exclusive(self, assigned: list, again: bool = False) -> None:
         """:meth:`~dpstream.connectors.kafka.KafkaSource._check_exclusive`: pause everything
-        while another member holds partitions, or while the partition count is unknown."""
-        total = self._partition_ids(5.0 if not seek else 1.0)
+        while another member holds partitions, or while the partition count is unknown
+        (``again``: asked again at a poll, waiting at most a second)."""
+        total = self._partition_ids(5.0 if not again else 1.0)
         mine = self._mine()
         was_unknown, self._total_unknown = self._total_unknown, not total
         if self._total_unknown:
@@ -280,10 +290,39 @@ class ConfluentSource(GroupSource):
                 self.consumer.pause(assigned)
             self._last_shared_error = -float("inf")
             self._shared_error()
-        elif assigned:
-            if seek:
-                self._seek_own(assigned)
-            self.consumer.resume(assigned)
+
+    def _committed(self, keys: list[str]) -> dict[str, tuple[int | None, str | None]] | None:
+        """:meth:`~dpstream.connectors.kafka.KafkaSource._committed` (a blocking call)."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            got = self.consumer.committed(
+                [TopicPartition(self.topic, int(k.rpartition(":")[2])) for k in keys], timeout=5)
+            for tp in got:
+                if tp.error is not None:
+                    raise KafkaException(tp.error)
+        except KafkaException as exc:
+            self._offsets_error(exc)
+            return None
+        return {self._key(tp.partition): (None, None) if tp.offset < 0
+                else (tp.offset, tp.metadata) for tp in got}
+
+    def _start(self, starts: dict[str, int | None]) -> set[str]:
+        """:meth:`~dpstream.connectors.kafka.KafkaSource._start`."""
+        from confluent_kafka import TopicPartition
+
+        mine = self._mine()
+        tps = [TopicPartition(self.topic, int(k.rpartition(":")[2])) for k in starts]
+        tps = [tp for tp in tps if tp.partition in mine]
+        self._seek_own([tp for tp in tps if starts[self._key(tp.partition)] is None])
+        for tp in tps:
+            offset = starts[self._key(tp.partition)]
+            if offset is not None:
+                self._starts[tp.partition] = offset
+                self.consumer.seek(TopicPartition(self.topic, tp.partition, offset))
+        if tps:
+            self.consumer.resume(tps)
+        return {self._key(tp.partition) for tp in tps}
 
     def _seek_own(self, tps: list) -> None:
         from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
@@ -317,7 +356,9 @@ class ConfluentSource(GroupSource):
         changes = self._changes
         try:
             if self._total_unknown:
-                self._check_exclusive(consumer.assignment(), seek=True)
+                self._check_exclusive(consumer.assignment(), again=True)
+            if self._unchecked and not (self.shared or self._total_unknown):
+                self._check_behind()
             msgs = consumer.consume(self._batch, 0)
             if not msgs:
                 first = consumer.poll(timeout_ms / 1000)
@@ -337,7 +378,7 @@ class ConfluentSource(GroupSource):
             return []   # fetched before the pause: dropped untrained, positions unmoved
         if self._total_unknown:
             return []
-        if self._changes != changes:
+        if self._changes != changes or self._unchecked:
             msgs = self._current(msgs)
         topic, keys, out = self.topic, self._keys, []
         append = out.append
@@ -362,7 +403,7 @@ class ConfluentSource(GroupSource):
         partitions no longer held, and each partition's from its assigned position on, each
         offset once (librdkafka may return messages fetched before the change along with
         those fetched after it)."""
-        held = {int(k.rpartition(":")[2]) for k in self.assigned}
+        held = {int(k.rpartition(":")[2]) for k in self.assigned - self._unchecked}
         nxt = dict(self._starts)
         out = []
         for m in msgs:
@@ -392,14 +433,12 @@ class ConfluentSource(GroupSource):
 
     # ------------------------------------------------------------ offsets
     def commit(self, positions: dict[str, int]) -> None:
-        """Commit checkpointed next offsets of the partitions this member holds (async)."""
+        """Commit checkpointed next offsets of the partitions this member holds (async),
+        each with :func:`~dpstream.connectors.kafka.commit_metadata`."""
         from confluent_kafka import TopicPartition
 
-        offsets = []
-        for key, off in positions.items():
-            topic, _, part = key.rpartition(":")
-            if topic == self.topic and key in self.assigned:
-                offsets.append(TopicPartition(topic, int(part), off))
+        offsets = [TopicPartition(self.topic, part, off, commit_metadata(self.checkpoint_id, off))
+                   for part, off in self._committable(positions)]
         if offsets:
             try:
                 self.consumer.commit(offsets=offsets, asynchronous=True)

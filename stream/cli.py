@@ -148,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--connect-timeout", type=float, metavar="S", help="give up (exit status 1) "
                     "if the broker is unreachable S seconds after the first try (default 60)")
     sv.add_argument("--session-timeout-ms", type=int, metavar="MS", help="default 6000")
+    sv.add_argument("--accept-behind", action="store_true", default=None, help=BEHIND_HELP)
     sv.add_argument("--kafka-client", **KAFKA)
     sv.add_argument("--seed", type=int, help="seed for tests only (default: OS entropy)")
     sv.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
@@ -192,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
                     dest="max_share", help="exit status 1 if more than this share of the "
                     "records are dead letters (default 0.1)")
     rp.add_argument("--kafka-client", default="auto", **KAFKA)
+    rp.add_argument("--accept-behind", action="store_true", help=BEHIND_HELP)
     rp.add_argument("--seed", type=int, help="seed for tests and benchmarks only")
     rp.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="repeatable")
     rp.add_argument("--json", action="store_true", help="print one JSON summary")
@@ -239,11 +241,16 @@ the local broker), docs/privacy.md (what is guaranteed and what each output reve
 per model (docs/sgbdt.md, docs/median_forest.md, ...). In Python: help(dpstream.models).
 """
 KAFKA = {"choices": ("auto", "kafka-python", "confluent"), "help": "auto: confluent if installed"}
+BEHIND_HELP = ("a partition whose checkpoint position is below its group's committed offset "
+               "starts at that offset, never training the records in between (default: exit "
+               "status 2; docs/reliability.md)")
 SERVE_HELP = """\
 Consume a Kafka topic as a consumer-group member and train the model record by record, with
 exactly-once checkpoints (docs/service.md). Every flag is also an environment variable
 DPSTREAM_<FLAG> (e.g. DPSTREAM_BOOTSTRAP, DPSTREAM_SCHEMA); flags win. SIGTERM/SIGINT: finish
 the record, checkpoint, exit 0. A broker unreachable for --connect-timeout seconds: exit 1.
+A checkpoint behind the offsets its group committed (another model's, or a rolled-back copy):
+exit 2, unless --accept-behind.
 
 example:
   dpstream serve --bootstrap 127.0.0.1:9092 --topic records --group dp --schema schema.json \\
@@ -399,7 +406,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
                           epsilon=args.epsilon, checkpoint_dir=args.checkpoint_dir,
                           dead_letter_file=args.dead_letter_file, label=args.label, seed=args.seed,
                           params=_parse_sets(args.set), max_dead_letter_share=args.max_share,
-                          kafka_client=args.kafka_client, keep_checkpoint=args.keep_checkpoint)
+                          kafka_client=args.kafka_client, keep_checkpoint=args.keep_checkpoint,
+                          accept_behind=args.accept_behind)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

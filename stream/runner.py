@@ -59,6 +59,7 @@ import gc
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -246,6 +247,9 @@ class Runner:
         #: with the next checkpoint and sent after it (``hold_predictions``)
         self.outbox: list[tuple[dict, bytes]] = []
         self._unsaved_round = False
+        #: this checkpoint's id: drawn when the model is created, kept across saves (a copy of
+        #: the directory has the same one); committed with its offsets
+        self.checkpoint_id = uuid.uuid4().hex[:16]
         self.positions: dict[str, int] = {}
         self.saved_positions: dict[str, int] = {}
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
@@ -311,6 +315,7 @@ class Runner:
     @classmethod
     def _from_state(cls, state: dict, store: CheckpointStore, **kwargs: Any) -> Runner:
         runner = cls(state["model"], store=store, model_name=state["model_name"], **kwargs)
+        runner.checkpoint_id = state.get("checkpoint_id") or runner.checkpoint_id
         runner.positions = dict(state["positions"])
         runner.saved_positions = dict(state["positions"])
         runner.counters.update(state["counters"])
@@ -327,6 +332,14 @@ class Runner:
     def position_of(self, partition: str) -> int | None:
         with self.lock:
             return self.saved_positions.get(partition)
+
+    def skip_to(self, partition: str, offset: int) -> None:
+        """Go on from ``offset`` in ``partition``, never training the records before it
+        (``serve --accept-behind``: a checkpoint behind its group's committed offset); the
+        next checkpoint saves the new position."""
+        with self.lock:
+            if offset > self.positions.get(partition, 0):
+                self.positions[partition] = offset
 
     def process(self, rec: SourceRecord) -> None:
         """One record: validate, deduplicate, predict, learn; checkpoint after a round."""
@@ -563,6 +576,7 @@ class Runner:
     # ------------------------------------------------------------ checkpoints
     def state(self) -> dict:
         return {"model_name": self.model_name, "model": self.model,
+                "checkpoint_id": self.checkpoint_id,
                 "positions": dict(self.positions), "counters": dict(self.counters),
                 "ids": self.ids.state(), "outbox": [[msg, key] for msg, key in self.outbox]}
 

@@ -87,6 +87,10 @@ class ServeSettings(BaseSettings):
                               description="Kafka client of the records, predictions and dead "
                               "letters: auto (confluent when installed), kafka-python or "
                               "confluent (pip install 'dpstream[fast]')")
+    accept_behind: bool = Field(False, description="start a partition whose checkpoint "
+                                "position is below the group's committed offset at that "
+                                "offset (its records in between never trained by this model) "
+                                "instead of exiting with status 2 (docs/reliability.md)")
     session_timeout_ms: int = Field(6000, gt=0)
     heartbeat_interval_ms: int = Field(1000, gt=0)
     board_topic: str | None = Field(None, description="distributed S-GBDT: the board topic")
@@ -250,7 +254,9 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                                   "heartbeat_interval_ms": settings.heartbeat_interval_ms},
                               exclusive=member is None,
                               on_assigned=None if member is None or settings.whole_windows
-                              else member.on_assigned)
+                              else member.on_assigned, checkpoint_id=runner.checkpoint_id,
+                              accept_behind=runner.skip_to if settings.accept_behind
+                              else None)
         def lag() -> int | None:
             return source.lag(runner.positions) if source.consumer is not None else None
 
@@ -405,7 +411,8 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
            checkpoint_dir: str | None = None, dead_letter_file: str | None = None,
            label: str | None = "y", seed: int | None = None, params: dict | None = None,
            progress: Any = None, stop: threading.Event | None = None, evaluate: bool = False,
-           connect_timeout: float | None = 60.0, kafka_client: str | None = "auto") -> dict:
+           connect_timeout: float | None = 60.0, kafka_client: str | None = "auto",
+           accept_behind: bool = False) -> dict:
     """Run the runner over a file (CSV / JSONL, optionally gzip), a bundled dataset
     (``adult``, ``abalone``) or a Kafka topic (``kafka://HOST:PORT/TOPIC?group=G``) until its
     end; returns the summary. With ``checkpoint_dir`` a second replay resumes where the first
@@ -424,7 +431,9 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
     ``connect_timeout``: seconds a topic's broker may stay unreachable at start (then the
     summary's ``error`` says so). ``kafka_client``: a topic's client (``auto``,
     ``kafka-python`` or ``confluent``:
-    :func:`~dpstream.connectors.kafka_clients.resolve_kafka_client`)."""
+    :func:`~dpstream.connectors.kafka_clients.resolve_kafka_client`). A topic whose group
+    committed past the checkpoint raises
+    :class:`~dpstream.connectors.kafka.CheckpointBehindError` unless ``accept_behind``."""
     from ..connectors.deadletter import ReasonTally
 
     stop = stop or threading.Event()
@@ -461,7 +470,7 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
             with streaming_gc():
                 if source.startswith("kafka://"):
                     _replay_kafka(source, runner, stop, progress, connect_timeout,
-                                  kafka_client)
+                                  kafka_client, accept_behind, commit=tmp is None)
                 else:
                     if bundled:
                         partition = f"bundled:{source}"
@@ -476,7 +485,8 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
                             progress(runner.counters["seen"], total)
         except Exception as exc:   # a source that breaks: keep what was read, then report
             from ..connectors import SourceError
-            if not isinstance(exc, SourceError):
+            from ..connectors.kafka import CheckpointBehindError
+            if not isinstance(exc, SourceError) or isinstance(exc, CheckpointBehindError):
                 raise
             error = str(exc)
             log.error("%s", error)
@@ -530,7 +540,8 @@ def _chunks(records: Any, stop: threading.Event, size: int = 2000):
 
 
 def _replay_kafka(url: str, runner: Runner, stop: threading.Event, progress: Any,
-                  connect_timeout: float | None, kafka_client: str | None = "auto") -> None:
+                  connect_timeout: float | None, kafka_client: str | None = "auto",
+                  accept_behind: bool = False, commit: bool = True) -> None:
     from ..connectors.kafka import connect_deadline
     from ..connectors.kafka_clients import client_version, kafka_source, resolve_kafka_client
 
@@ -542,7 +553,9 @@ def _replay_kafka(url: str, runner: Runner, stop: threading.Event, progress: Any
     client = resolve_kafka_client(kafka_client)
     log.info("Kafka client: %s", client_version(client))
     source = kafka_source(client, u.netloc, topic, group, position_of=runner.position_of,
-                          on_revoke=runner.checkpoint, exclusive=True)
+                          on_revoke=runner.checkpoint, exclusive=True,
+                          checkpoint_id=runner.checkpoint_id,
+                          accept_behind=runner.skip_to if accept_behind else None)
     try:
         with connect_deadline(connect_timeout):
             if not source.connect(stop):
@@ -556,7 +569,8 @@ def _replay_kafka(url: str, runner: Runner, stop: threading.Event, progress: Any
             if all(runner.positions.get(k, 0) >= end for k, end in ends.items()):
                 break
         runner.checkpoint()
-        source.commit(runner.saved_positions)
+        if commit:   # a model removed at exit owns no records: it commits none
+            source.commit(runner.saved_positions)
     finally:
         source.close()
 
