@@ -213,6 +213,13 @@ class GroupSource:
     ConfluentSource` on confluent-kafka), and the error an exclusive member logs while it
     shares its group."""
 
+    #: called instead of ``on_revoke`` when partitions are *lost* (the member's session
+    #: expired: another member may own them already); ``None``: ``on_revoke``
+    on_lost: Callable[[], None] | None = None
+
+    def _lost(self) -> None:
+        (self.on_lost or self.on_revoke)()
+
     def __init__(self, bootstrap: str, topic: str, group: str, *,
                  position_of: Callable[[str], int | None], on_revoke: Callable[[], None],
                  consumer_config: dict | None = None, exclusive: bool = False,
@@ -384,6 +391,12 @@ class KafkaSource(GroupSource):
         source = self
 
         class _Listener(ConsumerRebalanceListener):
+            def on_partitions_lost(self, lost):   # (kafka-python 3; else revoked is called)
+                if lost:
+                    source._lost()
+                    log.warning("partitions lost: %s", sorted(source._forget(
+                        {partition_key(tp.topic, tp.partition) for tp in lost})))
+
             def on_partitions_revoked(self, revoked):
                 if revoked:
                     source.on_revoke()

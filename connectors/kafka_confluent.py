@@ -233,7 +233,7 @@ checkpoint_id, accept_behind
         self._changes += 1
         try:
             if partitions and not self._closing:   # a close checkpoints nothing (as kafka's)
-                self.on_revoke()
+                (self.on_revoke if what == "revoked" else self._lost)()
             keys = {self._key(tp.partition) for tp in partitions}
             self._forget(keys)
             for tp in partitions:

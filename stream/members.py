@@ -31,6 +31,21 @@ a finished window of this member (records still in its open window are excluded)
    them with the window (a release that detected a change would have closed and published
    the window), so the new owner's drift read is their only one.
 
+5. **Ownership is fenced by claims** (:data:`~dpstream.models.windows.window_exchange.CLAIM_FORMAT`).
+   Before it trains a newly assigned partition, a member publishes a claim (the partition and
+   the offset it starts at) and reads the topic up to it: a window the previous owner
+   published before the claim moves its start. Every window and held-window release carries
+   its records' ranges, and every reader refuses one whose records another member claimed
+   before it in the topic's order, whatever its writer believed (a member frozen past its
+   session that wakes mid-window, a restart re-publishing a window checkpointed before a
+   crash). A member that reads another's claim of a partition it holds, or that the group
+   tells its partitions were *lost* (an expired session, not a revoke), publishes nothing
+   more of what it had not published: its unpublished windows are dropped untrained (voided:
+   their trees go, their numbers stay), its partitions rewound to its last handoff, its drift
+   detector's past forgotten, and it trains nothing until its next assignment. One window a
+   woken member published in the instant before it read the claim stays on the topic,
+   refused by every reader and tombstoned by its writer (docs/reliability.md, "Ownership").
+
 **Relevance before trees.** While other members train, a member holds each closed window
 (:mod:`~dpstream.models.windows.window_forest`, held windows): the window's relevance release is
 checkpointed and published at the close (a ``dpstream-relevance/1`` message), and its trees grow

@@ -262,6 +262,7 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
 
         if member is not None:   # waiting for the others' windows reads the consumer's lag
             member.backlog = lag
+            source.on_lost = member.on_lost   # an eviction publishes nothing unpublished
         if settings.metrics_port is not None:
             metrics = MetricsServer(
                 ServiceCollector(runner, lag=lag,
