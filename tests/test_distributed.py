@@ -345,7 +345,7 @@ def _waveform_shards(k=3, n=4500):
 
 
 def _run_parties(broker, topic, rounds, *, dies=None, round_timeout=20.0, threshold=None,
-                 shards=None):
+                 shards=None, join_timeout=3.0):
     shards, schema = _shards() if shards is None else shards
     roster, keys = Roster.generate(NAMES, threshold)
     out, errors = {}, []
@@ -361,7 +361,7 @@ def _run_parties(broker, topic, rounds, *, dies=None, round_timeout=20.0, thresh
             rec = _Recorder(board, dies_at_round=dies if name == "carol" else None)
             dist = DistributedParty(party, rec, name=name, session=topic, roster=roster,
                                     key=keys[name], params={"k": 3}, expected=3,
-                                    join_timeout=3.0, round_timeout=round_timeout)
+                                    join_timeout=join_timeout, round_timeout=round_timeout)
             out[name] = {"dist": dist, "party": party, "plain": {}, "rounds": {}}
             dist.start(catch_up_s=0.3)
             for _ in range(rounds + 1):
@@ -460,7 +460,8 @@ def test_three_parties_train_one_three_class_model_through_the_board(broker):
     noisy class counts, every round the leaves' K-vectors, each sum exact; the parties end
     with one model that beats chance."""
     threads, out, errors, _ = _run_parties(broker, "board-multiclass", rounds=15,
-                                           shards=_waveform_shards())
+                                           shards=_waveform_shards(),
+                                           join_timeout=10.0)   # (a loaded CI machine)
     _join_all(threads, errors)
     for t in range(16):
         assert {out[p]["rounds"][t]["status"] for p in NAMES} == {"complete"}
