@@ -408,7 +408,7 @@ class WindowMember:
                 if state is None:
                     continue
                 if "/relevance-" in key:   # its records: the held window's, first in pending
-                    state["spent"] = self._after(self.pending[:model.held_records])
+                    state["spent"] = {p: end for p, (_, end) in held.items()}
                     state["ranges"] = held
                 else:
                     state["positions"] = dict(positions)
@@ -420,14 +420,6 @@ class WindowMember:
                 self.handoff[p] = max(self.handoff.get(p, 0), off)
             self.published_positions = positions
             return len(updates)
-
-    @staticmethod
-    def _after(records: list[tuple[str, int]]) -> dict[str, int]:
-        """Per partition, the offset after the last of ``records``."""
-        out: dict[str, int] = {}
-        for p, off in records:
-            out[p] = max(out.get(p, 0), int(off) + 1)
-        return out
 
     def committable(self) -> dict[str, int]:
         """Offsets Kafka may hold as committed: those of the last published window (only
