@@ -101,15 +101,20 @@ CURATOR_SERIES: frozenset[str] = frozenset({
     "dpstream_window_pending_records",
 })
 
-#: Keys of a model's privacy report (at any depth: ``drift``, a member's ``local`` report)
-#: that are exact functions of private data: the model's counts of valid records it was given,
-#: learned, buffered, holding or out of budget, S-GBDT's per-record spend and the round
-#: interval it derives from the exact arrival count.
+#: Keys of a model's privacy report (at any depth: ``drift``, ``feature_grid``, a member's
+#: ``local`` report) that are exact functions of private data: the model's counts of valid
+#: records it was given, learned, buffered, holding or out of budget, S-GBDT's per-record
+#: spend, the round interval it derives from the exact arrival count, and its feature grid's
+#: records (those whose budget could afford the release: their gradients decide) and records
+#: learned at the release. A report key that is an exact count of private data takes one of
+#: these names (``tests/test_report_keys.py`` compares every other key on neighbouring
+#: streams); generic names such as ``records`` are not listed, as window forests publish
+#: their windows' sizes under them.
 CURATOR_REPORT_KEYS: frozenset[str] = frozenset({
     "records_seen", "records_learned", "records_pending", "records_active",
     "records_exhausted", "records_evicted", "records_dropped", "records_filtered",
     "init_score_records", "spend_fraction", "spend_by_age", "round_interval",
-    "drift_forgotten_records",
+    "drift_forgotten_records", "records_in_release", "records_learned_at_release",
 })
 
 #: Keys of a runner summary (:func:`dpstream.stream.runner.describe`) for the curator only:

@@ -53,8 +53,8 @@ def test_the_grid_is_released_once_after_the_public_count_and_charged_in_the_fil
     report = model.privacy_report()
     grid = report["feature_grid"]
     assert grid["released"] and grid["epsilon"] == pytest.approx(0.2)
-    assert grid["records"] >= GRID_RECORDS - 64   # the pool then (few have left)
-    assert grid["arrivals"] >= GRID_RECORDS
+    assert grid["records_in_release"] >= GRID_RECORDS - 64   # the pool then (few have left)
+    assert grid["records_learned_at_release"] >= GRID_RECORDS   # (both curator-only)
     # the released quantiles follow the skewed feature, not its domain
     assert grid["quantiles_10_50_90"]["a"][1] < 0.15
     # charged from the same bound: the guarantee does not move

@@ -14,7 +14,11 @@ histograms, each of L1 sensitivity 1 with noise scale ``F / epsilon``, compose t
 ``F * laplace_rdp(epsilon / F)`` (:func:`grid_rdp`, about half the pure ``epsilon`` at the
 defaults). It comes from the same bound: the guarantee, sigma and the other records' budgets
 do not change; the records in the release afford fewer rounds. It is released once per model
-(each record takes part at most once); later generations keep it (post-processing).
+(each record takes part at most once); later generations keep it (post-processing). How many
+records were in the release (which records can afford it depends on their gradients) and how
+many the model had learned then are exact counts of private data: the report names them
+``records_in_release`` and ``records_learned_at_release``, curator-only keys
+(:data:`~dpstream.stream.metrics.CURATOR_REPORT_KEYS`).
 
 **Use.** Trees are grown on mapped rows (the random thresholds are then drawn from the
 released distribution, split selection's equal cells are quantile cells) and their
@@ -33,8 +37,10 @@ Examples
 >>> for xi, yi in zip(X[:5000], y[:5000]):
 ...     model.learn_one(xi, yi)
 >>> grid = model.privacy_report()["feature_grid"]
->>> grid["released"], grid["records"] > 1900, grid["epsilon"], round(grid["rdp"], 3)
-(True, True, 0.2, 0.088)
+>>> grid["released"], grid["epsilon"], round(grid["rdp"], 3)
+(True, 0.2, 0.088)
+>>> grid["records_in_release"] > 1900   # an exact private count: curator-only
+True
 >>> grid["quantiles_10_50_90"]["nswprice"][1] < 0.1   # most prices sit low in [0, 1]
 True
 """
@@ -51,13 +57,16 @@ from ..grid import FeatureGrid
 from .random_splits import RandomTree
 from .round_kernels import grid_map_finish, grid_map_start
 
-__all__ = ["GRID_RECORDS", "grid_pending", "grid_rdp", "grid_report", "map_grid_columns",
-           "raw_tree", "release_grid"]
+__all__ = ["CURATOR_NAMES", "GRID_RECORDS", "grid_pending", "grid_rdp", "grid_report",
+           "map_grid_columns", "raw_tree", "release_grid"]
 
 #: arrivals (a public count) after which the grid is released
 GRID_RECORDS = 2000
 #: cells of each numeric feature's histogram
 GRID_CELLS = 32
+#: ``engine.grid_info`` keys that are exact counts of private data -> their names in the
+#: report, which are curator-only keys (a checkpoint's ``grid_info`` keeps the old names)
+CURATOR_NAMES = {"records": "records_in_release", "arrivals": "records_learned_at_release"}
 
 
 def grid_pending(engine: Any) -> bool:
@@ -144,11 +153,13 @@ def map_grid_columns(grid: FeatureGrid, V: np.ndarray) -> np.ndarray:
 
 
 def grid_report(engine: Any) -> dict:
-    """``privacy_report()["feature_grid"]``: the release and its released quantiles."""
+    """``privacy_report()["feature_grid"]``: the release and its released quantiles (its
+    exact counts under their curator-only names, :data:`CURATOR_NAMES`)."""
+    info = {CURATOR_NAMES.get(k, k): v for k, v in engine.grid_info.items()}
     if engine.grid is None:
         return {"enabled": engine.config.grid_share > 0 and not engine.grid_blocked,
-                "released": False, "after_arrivals": GRID_RECORDS, **engine.grid_info}
-    return {"enabled": True, "released": True, **engine.grid_info,
+                "released": False, "after_arrivals": GRID_RECORDS, **info}
+    return {"enabled": True, "released": True, **info,
             **engine.grid.report(list(engine.encoder._numeric)),
             "guarantee": "pure epsilon-DP: F Laplace histograms (one per numeric feature, "
                          "scale F / epsilon per cell) of the records in the release, charged "
