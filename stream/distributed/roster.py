@@ -14,7 +14,8 @@ operator collects the public keys into one roster (``--roster roster.json`` adds
 that file) and gives every party the same file out of band (the roster is public, its
 integrity is what matters: a party that trusts a wrong roster trusts a wrong key). The roster's
 :attr:`Roster.fingerprint` goes into the job's ``config`` message, so parties with different
-rosters refuse to train together. ``threshold`` defaults to a majority (``k // 2 + 1``).
+rosters refuse to train together. ``threshold`` defaults to a majority (``k // 2 + 1``), and
+a smaller one (``2t <= k``) is refused.
 
 Examples
 --------
@@ -111,8 +112,18 @@ class Roster:
     parties
         ``{name: raw 32-byte Ed25519 public key}``.
     threshold
-        Shares needed to recover a dropped party's masks (``None``: a majority). It must be
-        at least 2 when there are at least 2 parties: a "sum" of one vector is no aggregate.
+        Shares needed to recover a dropped party's masks (``None``: ``k // 2 + 1``). It must
+        be more than half of the ``k`` parties (``2t > k``, so two parties need ``t = 2``: no
+        drop-out is tolerated): every party's reveals then rest on signed attestations of the
+        same survivors by ``t`` parties, and no two disjoint groups of ``t`` exist.
+
+    Examples
+    --------
+    >>> roster, _ = Roster.generate(["a", "b", "c", "d"], threshold=2)
+    >>> roster.threshold
+    Traceback (most recent call last):
+    ...
+    ValueError: the roster lists k = 4 parties: its threshold must be in [3, 4], got t = 2; ...
     """
 
     def __init__(self, parties: Mapping[str, bytes], threshold: int | None = None):
@@ -131,11 +142,15 @@ class Roster:
     def threshold(self) -> int:
         """``t`` (raises :class:`ValueError` when the roster's threshold cannot work)."""
         k = len(self.parties)
-        t = self.explicit_threshold if self.explicit_threshold is not None else k // 2 + 1
-        low = 2 if k >= 2 else 1
+        low = k // 2 + 1   # 2t > k: two disjoint groups of t parties cannot exist
+        t = self.explicit_threshold if self.explicit_threshold is not None else low
         if not low <= t <= k:
-            raise ValueError(f"the roster lists {k} parties: its threshold must be in "
-                             f"[{low}, {k}], got {t}")
+            raise ValueError(
+                f"the roster lists k = {k} parties: its threshold must be in [{low}, {k}], got "
+                f"t = {t}; the smallest allowed is {low} (more than half of the parties, 2t > k: "
+                f"with 2t <= k a board that shows two groups of t parties different logs could "
+                f"collect both kinds of shares of one member and unmask its vector; "
+                f"docs/distributed.md#threat-model-who-learns-what)")
         return t
 
     def index(self, name: str) -> int:
