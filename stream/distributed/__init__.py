@@ -12,9 +12,15 @@ docs/distributed.md and docs/architecture.md.
 from __future__ import annotations
 
 from .board import BoardRound, BoardState
-from .party import DistributedParty, RollbackError, RoundTimeout
+from .party import (
+    DistributedParty,
+    DivergenceError,
+    RollbackError,
+    RoundTimeout,
+    SeedCollisionError,
+)
 from .roster import Roster, SigningKey, keygen
 from .signed_board import SignedBoard
 
-__all__ = ["BoardRound", "BoardState", "DistributedParty", "RollbackError", "RoundTimeout",
-           "Roster", "SignedBoard", "SigningKey", "keygen"]
+__all__ = ["BoardRound", "BoardState", "DistributedParty", "DivergenceError", "RollbackError",
+           "RoundTimeout", "Roster", "SeedCollisionError", "SignedBoard", "SigningKey", "keygen"]

@@ -23,9 +23,21 @@ replaying the log after a restart — reaches the same conclusions without a coo
   member's is in, or at the first ``cut`` (posted by anyone ``round_timeout`` after the seal),
   the *survivors* are fixed: the members whose vector precedes that point. Fewer than the
   threshold: the round is *abandoned*;
+* ``consistent`` — a survivor's signed attestation of the round's members and survivors as its
+  log showed them (Bonawitz et al.'s ConsistencyCheck). A broker can show parties different
+  logs; an attestation that differs from this log's members or survivors, or that comes before
+  this log fixed them, proves it did: the round is *abandoned* at once, and nobody reveals;
 * ``unmask`` — a survivor's shares: of the self-mask seed for each survivor and of the mask key
-  for each dropped member, never both for one member. With ``threshold`` of them the round is
-  *complete*: the sum of the survivors' vectors is exact, and every party applies the tree;
+  for each dropped member, never both for one member, posted only after ``threshold``
+  survivors' matching attestations (the board ignores a reveal that comes earlier). With
+  ``threshold`` reveals the round is *complete*: the sum of the survivors' vectors is exact, and
+  every party applies the tree. Because ``2 * threshold`` exceeds the parties (the roster's
+  rule), two different survivor sets can never both gather ``threshold`` attestations: whatever
+  logs a broker shows, all reveals of a round follow one survivor set;
+* ``applied`` — a member's digest of how it resolved the round (:meth:`BoardRound.digest`); its
+  next ``join`` carries it again (``prev``). A party that reads another's digest that differs
+  from its own stops (:class:`~.party.DivergenceError`): the parties' models never differ
+  silently;
 * ``abandon`` — posted by anyone once a phase timed out (too few joins, too few reveals):
   the round is abandoned, nobody adds its tree, and :attr:`BoardRound.reason` says why.
 
@@ -120,6 +132,8 @@ class BoardRound:
     sealed_at: float | None = None
     unmask_at: float | None = None
     words: np.ndarray | None = None                              # encode(sum), once complete
+    attested: list[str] = field(default_factory=list)            # matching attestations
+    disputed: bool = False                                       # attestations disagreed
 
     @property
     def resolved(self) -> bool:
@@ -141,6 +155,18 @@ class BoardRound:
         digest = hashlib.sha256(f"{session or self.session}|{self.number}|{nonces}"
                                 .encode()).digest()
         return int.from_bytes(digest[:16], "big")
+
+    def digest(self) -> str:
+        """SHA-256 of what applying this resolved round does to a model: abandoned (no tree),
+        or complete with its members (the tree's seed), survivors and the exact sum."""
+        if not self.resolved:
+            raise ValueError(f"round {self.number} is {self.status}: not resolved")
+        text = f"dpstream-applied-v1|{self.session}|{self.number}|{self.status}"
+        body = b""
+        if self.status == "complete":
+            text += f"|{','.join(self.members)}|{','.join(self.survivors)}|{self.seed()}"
+            body = np.asarray(self.words, dtype="<u8").tobytes()
+        return hashlib.sha256(text.encode() + b"|" + body).hexdigest()
 
     def total(self) -> np.ndarray:
         """The exact sum of the survivors' vectors (a complete round only)."""
@@ -169,8 +195,9 @@ class BoardState:
     """The deterministic reading of the accepted board log (see the module docstring).
 
     :attr:`ignored` counts signed messages that break the protocol (``late``: for a round
-    already past that phase; ``invalid``: a payload of the wrong shape or a reveal of the wrong
-    kind), next to the signature layer's :attr:`~.signed_board.SignedBoard.rejected`.
+    already past that phase; ``invalid``: a payload of the wrong shape, a reveal of the wrong
+    kind, or one before ``threshold`` matching attestations), next to the signature layer's
+    :attr:`~.signed_board.SignedBoard.rejected`.
     """
 
     def __init__(self, session: str, roster: Roster, floor: int = 0):
@@ -182,6 +209,7 @@ class BoardState:
         self.indices = {p: roster.index(p) for p in roster.names}
         self.config: dict | None = None
         self.keys: dict[str, bytes] = {}      # long-term X25519 (share encryption) public keys
+        self.seed_commits: dict[str, str] = {}   # party -> commitment to its --seed (hello)
         self.live: set[str] = set()
         self.rounds: dict[int, BoardRound] = {}
         self.ignored: Counter[str] = Counter({"late": 0, "invalid": 0})
@@ -221,6 +249,11 @@ class BoardState:
             return
         if kind == "hello":
             self.keys[party] = _bytes(msg["enc_public"], 32)
+            commit = msg.get("seed_commit")
+            if isinstance(commit, str):
+                self.seed_commits[party] = commit
+            else:
+                self.seed_commits.pop(party, None)
             self.live.add(party)
             return
         t = msg.get("round")
@@ -233,7 +266,8 @@ class BoardState:
         r = self.round(t)
         self.live.add(party)
         handler = {"join": self._join, "seal": self._seal, "masked": self._masked,
-                   "cut": self._cut, "unmask": self._unmask, "abandon": self._abandon}.get(kind)
+                   "cut": self._cut, "consistent": self._consistent, "unmask": self._unmask,
+                   "abandon": self._abandon}.get(kind)
         if handler is not None and not handler(r, party, msg):
             self.ignored["late"] += 1
 
@@ -296,9 +330,34 @@ class BoardState:
                         f"members' masks cannot be recovered")
             log.warning("round %d abandoned: %s", r.number, r.reason)
 
+    def _consistent(self, r: BoardRound, party: str, msg: dict) -> bool:
+        """A survivor's attestation of the members and survivors its log showed it."""
+        if r.resolved:
+            return False
+        members, survivors = msg["members"], msg["survivors"]
+        if not all(isinstance(v, list) and all(isinstance(p, str) for p in v)
+                   for v in (members, survivors)):
+            raise ValueError("an attestation lists members and survivors by name")
+        if r.status in ("open", "sealed") or members != r.members \
+                or survivors != r.survivors:
+            seen = "nothing fixed yet" if r.status in ("open", "sealed") else \
+                f"members {r.members}, survivors {r.survivors}"
+            r.status, r.disputed = "abandoned", True
+            r.reason = (f"inconsistent logs: {party} attested members {members}, survivors "
+                        f"{survivors}; this party's log shows {seen}; the board showed parties "
+                        f"different logs, so nobody reveals and the round is abandoned")
+            log.error("round %d abandoned: %s", r.number, r.reason)
+            return True
+        if party in r.survivors and party not in r.attested:
+            r.attested.append(party)
+        return True
+
     def _unmask(self, r: BoardRound, party: str, msg: dict) -> bool:
         if r.status != "unmasking" or party not in r.survivors or party in r.reveals:
             return False
+        if party not in r.attested or len(r.attested) < self.threshold:
+            raise ValueError(f"a reveal before {self.threshold} matching attestations "
+                             f"(this log holds {len(r.attested)})")
         b = {u: shamir.share_from_bytes(_bytes(v)) for u, v in msg["b"].items()}
         s = {u: shamir.share_from_bytes(_bytes(v)) for u, v in msg["s"].items()}
         if set(b) != set(r.survivors) or set(s) != set(r.dropped):

@@ -125,6 +125,12 @@ class SignedBoard:
         self._posted = (seq, max(latest, int(round)))
         return envelope
 
+    @property
+    def latest_round(self) -> int:
+        """The round of this party's newest message (posted, or read back from the log): a
+        message for an older round would be dropped as ``stale_round``."""
+        return max(self._last.get(self.name, (0, 0))[1], self._posted[1])
+
     # ------------------------------------------------------------------ reading
     def read(self, timeout_ms: int = 20) -> list[dict]:
         """The accepted messages appended since the last read, flattened for the protocol:
