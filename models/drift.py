@@ -6,7 +6,10 @@ does — leaks. :class:`DPDriftSignal` releases the error series with DP instead
 
 * every record's prequential loss (the model's loss on the record *before* learning it: 0/1
   error for classification, the clipped absolute error on the scaled label for regression) is
-  clipped to ``[0, 1]`` and added to the sum of the current *window* of ``window`` records;
+  clipped to ``[0, 1]`` and added to the sum of the current *window* of ``window`` messages;
+  a message that brings no loss (unlabeled, invalid or a duplicate: :meth:`advance`) counts
+  toward the window and adds nothing, so window boundaries are message counts and no release
+  happens earlier or later because one record was valid or labeled;
 * each window is disjoint: a record's loss enters exactly one sum;
 * when a window is full its sum is released with Laplace noise of scale ``1 / epsilon``
   (sensitivity 1: adding or removing one record changes one window's sum by at most 1), so the
@@ -59,7 +62,8 @@ class DPDriftSignal:
         The per-record budget of the whole released series (parallel composition over the
         disjoint windows), > 0.
     window
-        Records per window (a public count), >= 1.
+        Messages per window (a public count: every message of the stream, whether it brought
+        a loss or not), >= 1.
     detector
         ``"page-hinkley"`` (default: river ``drift.PageHinkley`` for upward changes of the
         noisy rate), ``"adwin"`` (river ``drift.ADWIN``, checked at every window; slower to
@@ -70,6 +74,9 @@ class DPDriftSignal:
     seed
         ``None`` for OS entropy; an int for tests and benchmarks.
     """
+
+    _blank = 0        # (class defaults: checkpoints from before message-count windows)
+    last_blank = 0
 
     def __init__(self, epsilon: float, window: int = 500, *, detector: Any = "page-hinkley",
                  min_windows: int = 4, seed: int | np.random.Generator | None = None):
@@ -89,6 +96,8 @@ class DPDriftSignal:
         self._mechanism = LaplaceMechanism(epsilon=self.epsilon, sensitivity=1.0, rng=self.rng)
         self._sum = 0.0
         self._count = 0
+        self._blank = 0            # messages of the open window that brought no loss
+        self.last_blank = 0        # ... of the window released last
         self.releases = 0          # windows released so far
         self.changes = 0           # changes reported so far
         self.history: list[float] = []   # the last HISTORY released noisy rates (public)
@@ -110,8 +119,33 @@ class DPDriftSignal:
 
     @property
     def pending(self) -> int:
-        """Records in the open window (their losses are not released yet)."""
+        """Messages in the open window (their losses are not released yet)."""
         return self._count
+
+    def advance(self, n: int = 1) -> int | None:
+        """``n`` messages that bring no loss (an unlabeled record, an invalid message or a
+        duplicate): they count toward the open window and add nothing to its sum. Returns
+        ``None``, or, when the window one of them closes releases a rate in which the
+        detector sees a change, how many of the ``n`` were taken (the rest are *not*: the
+        caller reacts first, as with :meth:`update_many`).
+
+        Examples
+        --------
+        >>> s = DPDriftSignal(1.0, window=4, seed=0)
+        >>> s.update(1.0), s.advance(2), s.pending
+        (False, None, 3)
+        >>> _ = s.update(0.0); s.releases, s.pending, s.last_blank
+        (1, 0, 2)
+        """
+        taken = 0
+        while taken < n:
+            take = min(n - taken, self.window - self._count)
+            self._count += take
+            self._blank += take
+            taken += take
+            if self._count >= self.window and self._release():
+                return taken
+        return None
 
     def update(self, loss: float) -> bool:
         """Add one record's prequential loss (clipped to [0, 1]); ``True`` when the window it
@@ -159,6 +193,7 @@ class DPDriftSignal:
     def _release(self) -> bool:
         noisy = self._mechanism.release(self._sum)
         self._sum, self._count = 0.0, 0
+        self.last_blank, self._blank = self._blank, 0
         rate = min(max(noisy / self.window, 0.0), 1.0)   # post-processing
         self.history.append(rate)
         if len(self.history) > HISTORY:   # bounded: a signal may run for months
@@ -187,7 +222,7 @@ class DPDriftSignal:
         whose signal reads them): what this signal read of them then influences nothing this
         member publishes later. Losses of earlier records that were pending are simply never
         released (sound); the detector needs ``min_windows`` releases again."""
-        self._sum, self._count = 0.0, 0
+        self._sum, self._count, self._blank = 0.0, 0, 0
         self.restart()
 
     def report(self) -> dict:

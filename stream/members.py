@@ -31,7 +31,8 @@ a finished window of this member (records still in its open window are excluded)
    them with the window (a release that detected a change would have closed and published
    the window), so the new owner's drift read is their only one.
 
-5. **Ownership is fenced by claims** (:data:`~dpstream.models.windows.window_exchange.CLAIM_FORMAT`).
+5. **Ownership is fenced by claims**
+   (:data:`~dpstream.models.windows.window_exchange.CLAIM_FORMAT`).
    Before it trains a newly assigned partition, a member publishes a claim (the partition and
    the offset it starts at) and reads the topic up to it: a window the previous owner
    published before the claim moves its start. Every window and held-window release carries
@@ -88,8 +89,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ..connectors.model_topic import ModelTopic
-from ..models.windows.window_exchange import (WindowEnsemble, close_open_window,
-                                               discard_open_window, record_ranges)
+from ..models.windows.window_exchange import (
+    WindowEnsemble,
+    close_open_window,
+    discard_open_window,
+    record_ranges,
+)
 from .runner import Runner
 
 __all__ = ["WindowMember"]

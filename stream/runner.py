@@ -60,9 +60,9 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -98,6 +98,14 @@ DEAD_LETTER_PREFIX = 4096
 HOLD_LIMIT = 20_000
 
 log = logging.getLogger("dpstream.runner")
+
+class Blank(NamedTuple):
+    """A message the model does not learn (a dead letter, or a duplicate id): it still takes
+    its place in the model's public schedule (``model.advance``) and gets a prediction, so
+    nothing published tells it from a valid record (issue 63)."""
+    id: Any
+    x: Mapping   # what is predicted for it: a duplicate's features, or no feature at all
+
 
 #: models the service can run, by name -> (target type -> class)
 SERVICE_MODELS: dict[str, dict[str, type]] = {
@@ -349,16 +357,33 @@ class Runner:
                 return
             if self.predictions is not None or self.scorer is not None:
                 self._predicted(rec, record, self._predictor().predict_one(record.x))
-            if not self._accept(rec, record):
-                return
             model = self.model
             rounds, epoch = model.training_rounds, _release_epoch(model)
+            if type(record) is Blank or not self._accept(rec, record):
+                self._advance([rec], rounds, epoch)
+                return
             kwargs: dict[str, Any] = {"public": True} if record.public else {}
             if getattr(model, "window_seconds", None) is not None and "timestamp" in rec.meta:
                 kwargs["t"] = rec.meta["timestamp"]   # time windows follow the broker's clock
             model.learn_one(record.x, record.y, **kwargs)
             self._learned([rec], model.training_rounds != rounds,
                           _release_epoch(model) != epoch)
+
+    def _advance(self, blanks: list[SourceRecord], rounds: int, epoch: int,
+                 learned: list[SourceRecord] | None = None, advanced: bool = False) -> None:
+        """The model's schedule advances over messages it did not learn (``blanks``: dead
+        letters, duplicates, unlabeled records of a supervised model), after it learned
+        ``learned`` (the rest of a segment; ``advanced``: the model already advanced over
+        ``blanks``); a round or release they end is handled as one that records end
+        (:meth:`_learned`)."""
+        model = self.model
+        if blanks and not advanced:
+            advance = getattr(model, "advance", None)
+            if advance is not None:
+                advance(len(blanks))
+        if blanks or learned:
+            self._learned(learned or [], model.training_rounds != rounds,
+                          _release_epoch(model) != epoch, blanks)
 
     def process_many(self, recs: list[SourceRecord]) -> list[SourceRecord]:
         """Records in order, with the result of :meth:`process` on each; returns those the
@@ -400,12 +425,11 @@ class Runner:
             learns_unlabeled = bool(getattr(model, "learns_unlabeled", False))
             learned, i = [], 0
             while i < len(recs):
-                room, labeled_room = (model.stream_room() if predicting
-                                      else (len(recs), None))
-                admitted: list = []   # (position in recs, valid record, learned?)
-                n_learn = n_labeled = 0
-                while i < len(recs) and n_learn < room and (labeled_room is None
-                                                            or n_labeled < labeled_room):
+                # messages until a round or a release can happen (public counts: every message
+                # counts, learned or not); the model cannot change before
+                room = min(r for r in model.stream_room() if r is not None)
+                admitted: list = []   # (position in recs, valid record or Blank, learned?)
+                while i < len(recs) and len(admitted) < room:
                     rec, record = recs[i], decided[i]
                     i += 1
                     if type(record) is ValidRecord and rec.offset >= positions.get(
@@ -428,46 +452,65 @@ class Runner:
                     else:
                         record = self._check(rec, record)
                         if record is None:
-                            continue
-                        learn = self._accept(rec, record)
+                            continue   # already processed: not a new message
+                        learn = type(record) is not Blank and self._accept(rec, record)
                     admitted.append((i - 1, record, learn))
-                    n_learn += learn
-                    n_labeled += learn and record.labeled
                 clock.lap("bookkeeping")
                 if not admitted:
                     continue
-                at = np.fromiter((k for k, _, _ in admitted), dtype=np.intp,
-                                 count=len(admitted))
+                valid = [entry for entry in admitted if type(entry[1]) is not Blank]
+                at = np.fromiter((k for k, _, _ in valid), dtype=np.intp, count=len(valid))
                 rows = EncodedRows(encoder.expand({"numeric": batch.numeric[at],
                                                    "codes": batch.codes[at]}), encoder.columns)
                 clock.lap("encode")
-                if predicting:
-                    preds = self._predictor().predict_many(rows)
+                if predicting:   # every message gets its prediction, in offset order
+                    preds = iter(self._predictor().predict_many(rows) if valid else ())
                     clock.lap("predict")
-                    for (k, record, _), pred in zip(admitted, preds, strict=True):
+                    for k, record, _ in admitted:
+                        pred = (next(preds) if type(record) is not Blank
+                                else self._predictor().predict_one(record.x))
                         self._predicted(recs[k], record, pred)
                     clock.lap("publish")
-                keep = [j for j, (_, _, ok) in enumerate(admitted) if ok]
-                if keep:
-                    mine = [admitted[j] for j in keep]
-                    rounds, epoch = model.training_rounds, _release_epoch(model)
-                    model.learn_stream(rows if len(keep) == len(admitted) else rows.take(keep),
-                                       [r.y for _, r, _ in mine],
-                                       public=[r.public for _, r, _ in mine])
-                    clock.lap("learn")
-                    done = [recs[k] for k, _, _ in mine]
-                    self._learned(done, model.training_rounds != rounds,
-                                  _release_epoch(model) != epoch)
-                    learned.extend(done)
-                    clock.lap("checkpoint")   # after a round (or the member's publish)
+                rounds, epoch = model.training_rounds, _release_epoch(model)
+                done, blanks = self._learn_runs(recs, admitted, valid, rows)
+                clock.lap("learn")
+                learned.extend(done)
+                self._advance(blanks, rounds, epoch, done, advanced=True)
+                clock.lap("checkpoint")   # after a round (or the member's publish)
             return learned
+
+    def _learn_runs(self, recs: list[SourceRecord], admitted: list, valid: list,
+                    rows: EncodedRows) -> tuple[list[SourceRecord], list[SourceRecord]]:
+        """A segment's records learned and its other messages advanced over, in their order
+        (runs of each: the state :meth:`process` one at a time gives); returns both lists."""
+        model = self.model
+        row_of = {id(entry): j for j, entry in enumerate(valid)}
+        done, blanks, start = [], [], 0
+        while start < len(admitted):
+            ok = admitted[start][2]
+            end = start
+            while end < len(admitted) and admitted[end][2] == ok:
+                end += 1
+            run = admitted[start:end]
+            if ok:
+                pick = [row_of[id(entry)] for entry in run]
+                model.learn_stream(rows if len(pick) == len(valid) else rows.take(pick),
+                                   [r.y for _, r, _ in run], public=[r.public for _, r, _ in run])
+                done.extend(recs[k] for k, _, _ in run)
+            else:
+                advance = getattr(model, "advance", None)
+                if advance is not None:
+                    advance(len(run))
+                blanks.extend(recs[k] for k, _, _ in run)
+            start = end
+        return done, blanks
 
     def _predictor(self) -> Any:
         return self.model if self.predictor is None else self.predictor
 
     def _predicted(self, rec: SourceRecord, record: Any, pred: Any) -> None:
         """A record's prediction, made before the model learned it: scored, and published."""
-        if self.scorer is not None and record.labeled:
+        if self.scorer is not None and type(record) is not Blank and record.labeled:
             self.scorer(record.y, pred)
         if self.predictions is not None:
             self._send_prediction(rec, record, pred)
@@ -489,7 +532,8 @@ class Runner:
         self.predictions.flush()
         self.outbox = []
 
-    def _learned(self, recs: list[SourceRecord], rounded: bool, released: bool) -> None:
+    def _learned(self, recs: list[SourceRecord], rounded: bool, released: bool,
+                 blanks: list[SourceRecord] = ()) -> None:
         """After the model learned ``recs``: count them, tell :attr:`on_learned`, then
         checkpoint after a round before any prediction can depend on it, unless
         ``on_learned`` just did; after any other noise the model drew (``released``: its
@@ -499,8 +543,8 @@ class Runner:
         publish checkpoints anyway: one save a round)."""
         self.counters["learned"] += len(recs)
         saves = self.counters["checkpoints"]
-        if self.on_learned is not None:
-            self.on_learned(recs, rounded)
+        if self.on_learned is not None:   # (a member's open window holds blanks' places too)
+            self.on_learned([*recs, *blanks] if blanks else recs, rounded)
         if released and self.counters["checkpoints"] == saves:   # not saved yet
             if self.checkpoint_every_round and rounded:
                 self.checkpoint()
@@ -513,8 +557,9 @@ class Runner:
             self.checkpoint()   # bounds the outbox's memory and the checkpoint that saves it
 
     def _check(self, rec: SourceRecord, decided: Any = None) -> Any:
-        """The valid, new record in ``rec``, or ``None`` (already processed, dead-lettered or
-        a duplicate id: then its position moves past it here). ``decided``: the record's
+        """The valid, new record in ``rec``; a :class:`Blank` for a dead letter or a duplicate
+        id (its position moves past it here; the model's schedule still counts it); ``None``
+        for an offset already processed. ``decided``: the record's
         validation outcome when a batch was validated at once (a :class:`ValidRecord` or
         the :class:`RejectedRecord`)."""
         if rec.offset < self.positions.get(rec.partition, 0):
@@ -538,11 +583,11 @@ class Runner:
                 self.dead_letters.send(raw, exc.reason, rec.position,
                                        key=sink_key(rec.partition, rec.offset, exc.id))
             self.positions[rec.partition] = rec.offset + 1
-            return None
+            return Blank(f"{rec.partition}@{rec.offset}" if exc.id is None else exc.id, {})
         if (type(record.id).__name__, record.id) in self.ids:
             self.counters["duplicates"] += 1
             self.positions[rec.partition] = rec.offset + 1
-            return None
+            return Blank(record.id, record.x)
         self.counters["clipped"] += record.clipped
         self.counters["missing_features"] += record.missing
         self.counters["coerced_labels"] += record.coerced

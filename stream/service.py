@@ -36,8 +36,13 @@ from ..connectors import (
     read_checkpoint,
 )
 from .messages import MAX_ID_BYTES, MAX_MESSAGE_BYTES, Schema, coerce_schema
-from .metrics import (MAX_DEAD_LETTER_SHARE, format_replay, replay_verdict, stop_lines,
-                      summary_warnings)
+from .metrics import (
+    MAX_DEAD_LETTER_SHARE,
+    format_replay,
+    replay_verdict,
+    stop_lines,
+    summary_warnings,
+)
 from .runner import PrequentialScore, Runner, describe, streaming_gc
 
 __all__ = ["ServeSettings", "serve", "replay", "install_signal_handlers", "serve_command",

@@ -254,7 +254,8 @@ def test_cli_only_parses_and_dispatches():
     for f in funcs:
         if f.name.startswith("_cmd_"):
             assert len(f.body) <= 12, f"{f.name} does work the command's package should do"
-    assert len((ROOT / "stream" / "cli.py").read_text().splitlines()) < 480   # 10 commands, --accept-behind
+    # 10 commands, --accept-behind
+    assert len((ROOT / "stream" / "cli.py").read_text().splitlines()) < 480
 
 
 def test_users_read_paper_names_not_internal_numbers():

@@ -163,7 +163,7 @@ class _Job:
 def _spend(party) -> dict[int, float]:
     """Each pool record's Rényi spend, by its arrival number."""
     e = party.engine
-    return dict(zip(e.ids[:len(e)].tolist(), e.filter.spent[:len(e)].tolist()))
+    return dict(zip(e.ids[:len(e)].tolist(), e.filter.spent[:len(e)].tolist(), strict=True))
 
 
 def _within_budget(party) -> None:

@@ -98,9 +98,9 @@ def test_each_record_feeds_one_window_and_one_tree_part(n, window, n_trees, labe
         leaf_sets = [s for s, eps in leaves if eps is not None]
         assert sum(map(len, leaf_sets)) == len(set().union(*leaf_sets)) if leaf_sets else True
         assert set().union(*leaf_sets) == in_window & labeled if leaf_sets else True
-        if not (in_window & labeled):
-            assert algo.startswith("none") and not structure
-            continue
+        # every closed window trains, labeled or not: whether a window holds a label is
+        # content, and the trees (and ledger partitions) it publishes must not tell (issue 63)
+        assert not algo.startswith("none")
         windows_with_labels += 1
         assert len(leaf_sets) == n_trees
         used_private += [u for s in leaf_sets for u in s]
@@ -161,14 +161,21 @@ def test_modes_spend_what_the_paper_says():
 
 
 @pytest.mark.parametrize("cls", WINDOW_FORESTS)
-def test_a_window_without_labels_trains_and_spends_nothing(cls):
-    X, _, schema = load_adult("train")
-    model = cls(schema=schema, window_size=100, n_trees=4, seed=0)
-    for xi in X[:250]:
-        model.learn_one(xi, None)
-    rep = model.privacy_report()
-    assert rep["windows_closed"] == 2 and rep["trees"] == 0 and rep["epsilon"] == 0.0
-    assert rep["unlabeled_seen"] == 250 and rep["records_pending"] == 50
+def test_a_window_without_labels_publishes_what_a_labeled_one_does(cls):
+    """Whether a window holds labels is content: a window of unlabeled records trains (noise
+    leaves) and spends like a labeled one, so the published counts cannot tell them apart
+    (issue 63; it used to train nothing and spend nothing)."""
+    X, y, schema = load_adult("train")
+    reports = []
+    for labels in (y[:250], [None] * 250):
+        model = cls(schema=schema, window_size=100, n_trees=4, seed=0)
+        for xi, yi in zip(X[:250], labels, strict=True):
+            model.learn_one(xi, yi)
+        reports.append(model.privacy_report())
+    for key in ("windows_closed", "trees", "epsilon", "ledger_partitions"):
+        assert reports[0][key] == reports[1][key], key
+    assert reports[1]["windows_closed"] == 2 and reports[1]["trees"] > 0
+    assert reports[1]["unlabeled_seen"] == 250 and reports[1]["records_pending"] == 50
 
 
 @pytest.mark.parametrize("cls", WINDOW_FORESTS)
@@ -304,11 +311,11 @@ def test_resumed_replay_equals_an_uninterrupted_one(tmp_path):
     whole = replay(str(path), checkpoint_dir=str(tmp_path / "one"), **run)
     path.write_text("\n".join(lines[:1500]) + "\n")
     first = replay(str(path), checkpoint_dir=str(tmp_path / "two"), **run)
-    assert first["privacy"]["records_pending"] == 499          # 1499 valid: one window + 499
+    assert first["privacy"]["records_pending"] == 500   # 1500 messages: one window + 500
     path.write_text("\n".join(lines) + "\n")
     second = replay(str(path), checkpoint_dir=str(tmp_path / "two"), **run)
     assert second["records_this_run"] == len(lines) - 1500
     assert second["privacy"] == whole["privacy"]
     assert second["dead_letters"] == whole["dead_letters"] == 1
     assert second["unlabeled"] == whole["unlabeled"] == 2600 // 3 + 1
-    assert whole["privacy"]["windows_closed"] == 2 and whole["privacy"]["records_pending"] == 600
+    assert whole["privacy"]["windows_closed"] == 2 and whole["privacy"]["records_pending"] == 601

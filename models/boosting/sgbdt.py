@@ -56,6 +56,10 @@ class _SGBDTBase(ShortRepr, base.Estimator):
     allow_large_delta = False
     leaf_lambda = "max"
     _batch_trained = False
+    # messages the model did not learn (advance): of the open round, and of this generation
+    # before it (class defaults: checkpoints from before message-count rounds)
+    _buffer_blank = 0
+    _gen_blank = 0
 
     # the subclasses declare the parameters with their own tuned defaults (river reads the
     # subclass signature); the base only stores them
@@ -145,6 +149,10 @@ class _SGBDTBase(ShortRepr, base.Estimator):
         return self._engine
 
     def _flush(self) -> None:
+        if self._buffer_blank:   # the grid's schedule counts messages (sgbdt_grid.grid_pending)
+            self.engine.blanks = getattr(self.engine, "blanks", 0) + self._buffer_blank
+        self._gen_blank += self._buffer_blank
+        self._buffer_blank = 0
         if self._buffer_y:
             X = np.array(self._buffer_X, dtype=np.float64)
             y = np.array(self._buffer_y, dtype=np.float64)
@@ -199,9 +207,40 @@ class _SGBDTBase(ShortRepr, base.Estimator):
         self._buffer_raw.append(raw)
         self._buffer_parts.append(parts)
         self.records_seen += 1
-        if len(self._buffer_y) >= self._round_interval():
+        if len(self._buffer_y) + self._buffer_blank >= self._round_interval():
             self._flush()
             self.engine.round()
+
+    def advance(self, n: int = 1) -> None:
+        """``n`` messages of the stream that this model does not learn (invalid, a duplicate,
+        an unlabeled record): the public schedule advances over them as over records. Rounds
+        run every ``round_size`` *messages* and the drift signal's windows count them (no
+        loss), so when a round or a release happens depends on message counts only.
+
+        Examples
+        --------
+        >>> from dpstream.models import SGBDTClassifier
+        >>> from dpstream.stream import load_adult
+        >>> X, y, schema = load_adult("train")
+        >>> model = SGBDTClassifier(schema=schema, epsilon=1.0, round_size=32, seed=0)
+        >>> for i in range(20):
+        ...     model.learn_one(X[i], y[i])
+        >>> model.advance(11); model.training_rounds
+        0
+        >>> model.advance(1); model.training_rounds
+        1
+        """
+        while n > 0:
+            take = min(n, self._arrivals_to_round())
+            if self._drift is not None:
+                take = min(take, self._drift.window - self._drift.pending)
+            n -= take
+            self._buffer_blank += take
+            if self._drift is not None and self._drift.advance(take) is not None:
+                self._new_generation(by_record=False)
+            if len(self._buffer_y) + self._buffer_blank >= self._round_interval():
+                self._flush()
+                self.engine.round()
 
     def learn_stream(self, X: Any, y: Any, *, public: Any = None, t: Any = None) -> None:
         """``learn_one`` on each record in order, with the same result, the encoding and
@@ -231,14 +270,14 @@ class _SGBDTBase(ShortRepr, base.Estimator):
         if self.pool_rounds is None:
             return self._round_size
         e = self._engine
-        arrived = len(self._buffer_y) + ahead
+        arrived = len(self._buffer_y) + self._buffer_blank + self._gen_blank + ahead
         if e is not None:
             arrived += e.records_added - e.generation_start
         return max(self._round_size, -(-min(arrived, self.max_active) // self.pool_rounds))
 
     def _arrivals_to_round(self) -> int:
-        """How many more arrivals make the next round due (at least 1)."""
-        b = len(self._buffer_y)
+        """How many more arrivals (messages) make the next round due (at least 1)."""
+        b = len(self._buffer_y) + self._buffer_blank
         j = max(1, self._round_size - b)
         while b + j < self._round_interval(j):   # the interval grows by 1 per pool_rounds
             j = self._round_interval(j) - b      # arrivals at most: a few steps
@@ -258,11 +297,17 @@ class _SGBDTBase(ShortRepr, base.Estimator):
             return float(int(np.argmax(raw)) != int(target))
         return float((raw > 0.0) != (target > 0.5))
 
-    def _new_generation(self) -> None:
-        """A change was detected: keep the last drift window's records, retire the rest."""
+    def _new_generation(self, by_record: bool = True) -> None:
+        """A change was detected: keep the last drift window's records, retire the rest. The
+        window's messages are the new generation's first arrivals; its records are those
+        messages less its blanks (less the detecting record, ``by_record``, which joins
+        after this)."""
         self._flush()
         e = self.engine
-        e.new_generation(keep_from=e.records_added - (self._drift.window - 1))
+        d = self._drift
+        kept = max(0, d.window - d.last_blank - int(by_record))
+        e.new_generation(keep_from=e.records_added - kept)
+        self._gen_blank = d.last_blank
 
     def learn_many(self, X: Any, y: Any, *, rounds: int | None = None,
                    new_phase: bool = False) -> None:

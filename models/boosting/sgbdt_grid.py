@@ -60,7 +60,8 @@ from .round_kernels import grid_map_finish, grid_map_start
 __all__ = ["CURATOR_NAMES", "GRID_RECORDS", "grid_pending", "grid_rdp", "grid_report",
            "map_grid_columns", "raw_tree", "release_grid"]
 
-#: arrivals (a public count) after which the grid is released
+#: arrivals (messages, a public count: records learned plus messages advanced over) after
+#: which the grid is released
 GRID_RECORDS = 2000
 #: cells of each numeric feature's histogram
 GRID_CELLS = 32
@@ -73,7 +74,8 @@ def grid_pending(engine: Any) -> bool:
     """Whether the engine's next round releases the grid first."""
     c = engine.config
     return (c.grid_share > 0 and engine.grid is None and not engine.grid_blocked
-            and engine.records_added >= GRID_RECORDS and len(engine) > 0
+            and engine.records_added + getattr(engine, "blanks", 0) >= GRID_RECORDS
+            and len(engine) > 0
             and bool(engine.encoder.numeric_columns()))
 
 

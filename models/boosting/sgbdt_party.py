@@ -126,6 +126,12 @@ class SGBDTParty:
         m.records_seen += 1
         self.new_records += 1
 
+    def advance(self, n: int = 1) -> None:
+        """``n`` messages this party does not learn (invalid, duplicates, unlabeled): they
+        count toward its next round as records do (``new_records`` counts messages), so when
+        it asks for a round depends on message counts only."""
+        self.new_records += int(n)
+
     def learn_many(self, X: Any, y: Any) -> None:
         """Add a batch to the local pool (all records validated first)."""
         m = self.model

@@ -157,7 +157,7 @@ def _append(model: Any, rows: np.ndarray, targets: np.ndarray, raw: np.ndarray |
 
 
 def _round_if_due(model: Any) -> bool:
-    if model._buffer_y and len(model._buffer_y) >= model._round_interval():
+    if model._buffer_y and len(model._buffer_y) + model._buffer_blank >= model._round_interval():
         model._flush()
         model.engine.round()
         return True

@@ -65,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from .window_forest import WindowForestBase, _Window
+from .window_forest import BLANK, WindowForestBase, _Window
 
 __all__ = ["WindowEnsemble", "export_window", "window_config", "window_key", "window_share",
            "relevance_key", "claim_key", "WINDOW_FORMAT", "RELEVANCE_FORMAT", "CLAIM_FORMAT",
@@ -221,7 +221,9 @@ def close_open_window(model: WindowForestBase) -> bool:
 
 
 def discard_open_window(model: WindowForestBase) -> int:
-    """Forget the open window's records untrained (returns how many): a member restarting
+    """Forget the open window's records untrained (returns how many records; its blank
+    messages go too: :meth:`~dpstream.models.windows.window_forest.WindowForestBase.advance`):
+    a member restarting
     from a checkpoint after a crash, whose partitions may already have been re-read from its
     last published position by another member. Nothing trained on them was released.
 
@@ -230,7 +232,7 @@ def discard_open_window(model: WindowForestBase) -> int:
     closes the window, so it would have been published). The signal forgets both
     (:meth:`~dpstream.models.drift.DPDriftSignal.forget`), so the next owner's signal reading
     them again is their only drift read; ``records_discarded_fed`` counts such records."""
-    n = len(model._buffer_y)
+    n = sum(1 for v in model._buffer_y if v != BLANK)   # records (not blank messages)
     model._unsee(model._buffer_y, model._buffer_public, model._buffer_fed)
     model._buffer_X, model._buffer_y, model._buffer_public = [], [], []
     model._buffer_fed, model._window_start, model._last = False, None, None

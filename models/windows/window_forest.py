@@ -91,11 +91,12 @@ from ..grid import FeatureGrid
 from ..params import ShortRepr, check_integer, check_real, warn_small_stream
 from ..schema import require_schema
 from .relevance import AttributeRelevance, owned_attributes
-from .window_stream import UNLABELED, learn_stream, rows_from_state, rows_state
+from .window_hold import HeldWindowMixin
+from .window_stream import BLANK, UNLABELED, learn_stream, rows_from_state, rows_state
 from .window_trees import WindowTree, leaf_proba, pack_trees, split_exact
 
-__all__ = ["WindowForestBase", "WindowTree", "UNLABELED", "ATTRIBUTE_RULES", "leaf_proba",
-           "pack_trees", "split_exact"]
+__all__ = ["WindowForestBase", "WindowTree", "UNLABELED", "BLANK", "ATTRIBUTE_RULES",
+           "leaf_proba", "pack_trees", "split_exact"]
 
 
 # UNLABELED (from window_stream): the label code of an unlabeled record inside a window buffer
@@ -119,7 +120,7 @@ class _Window:
     published: float | None = None
 
 
-class WindowForestBase(ShortRepr, base.Classifier):
+class WindowForestBase(HeldWindowMixin, ShortRepr, base.Classifier):
     """Classifier over tumbling windows; subclasses turn one closed window into trees.
 
     The window policy, shared by every subclass:
@@ -152,6 +153,7 @@ class WindowForestBase(ShortRepr, base.Classifier):
     grid_refresh: int | None = None   # (and from before its refresh: released once)
     _grid: FeatureGrid | None = None
     _grid_charge = 0.0
+    _window_messages = 0    # messages of the window being trained (blanks included)
     #: cells of each numeric feature's grid histogram
     grid_cells = 32
     #: the least weight of the uniform histogram in the grid's shrinkage (post-processing)
@@ -316,10 +318,12 @@ class WindowForestBase(ShortRepr, base.Classifier):
             row = self._encoder._row(x)
         label = UNLABELED if y is None else int(self._encoder.encode_target_one(y))
         loss = None
-        if self._drift is not None and label != UNLABELED:
-            if scores is None:
-                scores = self._score_row(np.array(row))
-            loss = float(int(scores.argmax()) != label)
+        if self._drift is not None:   # an unlabeled record counts in the drift window: loss 0
+            loss = 0.0
+            if label != UNLABELED:
+                if scores is None:
+                    scores = self._score_row(np.array(row))
+                loss = float(int(scores.argmax()) != label)
         if self.window_seconds is not None:
             now = time.time() if t is None else float(t)
             if not math.isfinite(now):
@@ -345,6 +349,46 @@ class WindowForestBase(ShortRepr, base.Classifier):
         size = self.current_window_size
         if size is not None and len(self._buffer_y) >= size:
             self._close_window()
+
+    def advance(self, n: int = 1) -> None:
+        """``n`` messages of the stream that this model does not learn (invalid, a duplicate,
+        or for a forest that learns labeled records only, unlabeled): the public schedule
+        advances over them as over records. Each takes a place in the open window (a blank
+        row, dropped before training) and in the drift signal's window (no loss), so window
+        closes, drift releases and every published count depend on message counts only.
+
+        Examples
+        --------
+        >>> from dpstream.models import MedianForestClassifier
+        >>> schema = {"features": {"x": {"type": "numeric", "min": 0, "max": 1}},
+        ...           "target": {"type": "binary", "values": [False, True]}}
+        >>> model = MedianForestClassifier(schema=schema, n_trees=2, window_size=10,
+        ...                                warmup=None, drift=False, seed=0)
+        >>> for i in range(7):
+        ...     model.learn_one({"x": i / 10}, i % 2 == 0)
+        >>> model.advance(3); model.windows_closed, model.privacy_report()["windows"][0]["records"]
+        (1, 10)
+        """
+        if self.window_seconds is not None:   # time windows close on arrival times
+            n = 0 if self._drift is None else n
+        blank = [0.0] * self._encoder.n_columns
+        while n > 0:
+            size = self.current_window_size
+            take = n if size is None else min(n, max(1, size - len(self._buffer_y)))
+            if self._drift is not None:
+                take = min(take, self._drift.window - self._drift.pending)
+            n -= take
+            if self.window_seconds is None:
+                self._buffer_X.extend([blank] * take)
+                self._buffer_y.extend([BLANK] * take)
+                self._buffer_public.extend([False] * take)
+            if self._drift is not None:
+                self._buffer_fed = self._buffer_fed or self.window_seconds is None
+                if self._drift.advance(take) is not None:
+                    self._new_generation()
+                    continue
+            if size is not None and len(self._buffer_y) >= size:
+                self._close_window()
 
     def learn_stream(self, X: Any, y: Any, *, public: Any = None, t: Any = None) -> None:
         """Many stream records, learned exactly as :meth:`learn_one` one at a time would
@@ -396,12 +440,16 @@ class WindowForestBase(ShortRepr, base.Classifier):
         y = np.array(self._buffer_y, dtype=np.int64)
         public = np.array(self._buffer_public, dtype=bool)
         self._buffer_X, self._buffer_y, self._buffer_public = [], [], []
+        self._window_messages = int(y.size)   # the public size: blanks (advance) included
+        if (y == BLANK).any():
+            keep = y != BLANK
+            X, y, public = X[keep], y[keep], public[keep]
         self._window_start = None
         fed, self._buffer_fed = self._buffer_fed, False
         self.grow_held()   # at most one window is held (held windows: window_forest)
         self._training_epsilon = self._epsilon_rest() if fed else float(self.epsilon)
         try:
-            if self._grid_due() and self.grid_share > 0 and (y != UNLABELED).any() \
+            if self._grid_due() and self.grid_share > 0 \
                     and not self._batch_trained and self.share >= 1.0 \
                     and getattr(self, "privacy", None) != "labels_only":
                 # a stream feature: a learn_many batch is one window at the paper's settings;
@@ -418,7 +466,7 @@ class WindowForestBase(ShortRepr, base.Classifier):
             self._grid_charge = 0.0
 
     def _grid_due(self) -> bool:
-        """Whether this window releases the grid: the first with labels, and with
+        """Whether this window releases the grid: the first window, and with
         ``grid_refresh`` again once that many windows have closed since the last release
         (public counts)."""
         if self._grid is None:
@@ -428,7 +476,8 @@ class WindowForestBase(ShortRepr, base.Classifier):
 
     def _release_grid(self, X: np.ndarray) -> None:
         """Release the feature grid (:class:`~dpstream.models.grid.FeatureGrid`) from the
-        labeled rows ``X`` of the first window with labels, before its trees: ``grid_share``
+        labeled rows ``X`` of the first window, before its trees (``records``: the window's
+        messages, a public count): ``grid_share``
         of the window's tree budget, charged to each of its partitions (every labeled
         record is in one) when the window is charged; its trees get the rest."""
         rest, part = split_exact(self._training_epsilon, self.grid_share)
@@ -439,7 +488,7 @@ class WindowForestBase(ShortRepr, base.Classifier):
         releases = self._grid_info.get("releases", 0) if self._grid is not None else 0
         self._grid = grid
         self._grid_info = {"epsilon": part, "window": int(self.windows_closed),
-                           "records": int(len(X)), "releases": releases + 1}
+                           "records": int(self._window_messages), "releases": releases + 1}
 
     #: trees with thresholds (WindowTree) take them back to raw units after training, so
     #: they score raw rows; other forests score rows through the grid (:meth:`_grid_rows`)
@@ -486,31 +535,32 @@ class WindowForestBase(ShortRepr, base.Classifier):
                       fed: bool, held: dict | None = None) -> None:
         """Train a closed window; a ``held`` one (:mod:`~dpstream.models.windows.window_forest`,
         held windows) was charged and released its relevance when it closed."""
-        if (y != UNLABELED).any():
-            self._window_trees = self.trees_for(int((y != UNLABELED).sum()))
-            if held is None:
-                self._charge_closed(fed)
-            rel = getattr(self, "_relevance", None)
-            releases = None if rel is None else rel.releases
-            if held is not None:
-                self._prereleased = True   # (_release_relevance: released at the close)
-            try:
-                trees, kind, extra = self._train_window(X, y, public)
-                if self._grid is not None and self.grid_raw_trees:
-                    for tr in trees:   # the grid is monotone: the same trees on raw rows
-                        tr.threshold = self._grid.raw_thresholds(tr.feature, tr.threshold)
-            finally:
-                self.__dict__.pop("_prereleased", None)
-            self.last_depth = max((tr.depth for tr in trees), default=None)
-            released = (held["relevance"] if held is not None
-                        else rel.last_release if rel is not None and rel.releases != releases
-                        else None)
-        else:   # no label to fill a leaf with: nothing is trained, nothing released or spent
-            trees, kind, extra, released = [], "none (no labeled record)", {}, None
+        # every window trains, with or without labels (whether it has any is content);
+        # its size is its messages (blanks included): a public count
+        messages = (self._window_messages if held is None
+                    else int(held.get("messages", held["y"].size)))
+        self._window_trees = self.trees_for(messages)
+        if held is None:
+            self._charge_closed(fed)
+        rel = getattr(self, "_relevance", None)
+        releases = None if rel is None else rel.releases
+        if held is not None:
+            self._prereleased = True   # (_release_relevance: released at the close)
+        try:
+            trees, kind, extra = self._train_window(X, y, public)
+            if self._grid is not None and self.grid_raw_trees:
+                for tr in trees:   # the grid is monotone: the same trees on raw rows
+                    tr.threshold = self._grid.raw_thresholds(tr.feature, tr.threshold)
+        finally:
+            self.__dict__.pop("_prereleased", None)
+        self.last_depth = max((tr.depth for tr in trees), default=None)
+        released = (held["relevance"] if held is not None
+                    else rel.last_release if rel is not None and rel.releases != releases
+                    else None)
         if self.share < 1.0:   # the union counts the window as this share of a whole one
             extra = {**extra, "share": self.share}
-        self._windows.append(_Window(trees=trees, records=int(y.size),
-                                     labeled=int((y != UNLABELED).sum()), kind=kind,
+        # records / labeled: the window's messages (public counts; the vote weight)
+        self._windows.append(_Window(trees=trees, records=messages, labeled=messages, kind=kind,
                                      extra=extra, generation=self.generation,
                                      relevance=released))
         old = [win for win in self._windows if win.generation < self.generation]
@@ -874,96 +924,3 @@ class WindowForestBase(ShortRepr, base.Classifier):
         if rel.owned is not None:   # a group member: the attributes its partitions own
             report["owned"] = [names[j] for j in rel.owned]
         return report
-
-    # ----------------------------------------- the held window (module docstring)
-    #: hold each closed window (a group member sets this; checkpointed with the model)
-    hold: bool = False
-
-    def _holds(self, y: np.ndarray) -> bool:
-        """Whether a window closing with labels ``y`` is held rather than trained now."""
-        return (bool(self.hold) and getattr(self, "_relevance", None) is not None
-                and bool((y != UNLABELED).any()))
-
-    @property
-    def held(self) -> dict | None:
-        """The held window's public metadata (``index``, ``records``, ``labeled``,
-        ``generation``, ``relevance``: its released histograms or ``None``), or ``None``."""
-        h = self.__dict__.get("_held")
-        if h is None:
-            return None
-        return {"index": h["index"], "records": int(h["y"].size),
-                "labeled": int((h["y"] != UNLABELED).sum()), "generation": h["generation"],
-                "relevance": h["relevance"]}
-
-    @property
-    def held_records(self) -> int:
-        """Records in the held window (0: none held)."""
-        h = self.__dict__.get("_held")
-        return 0 if h is None else int(h["y"].size)
-
-    def _hold_window(self, X: np.ndarray, y: np.ndarray, public: np.ndarray,
-                     fed: bool) -> None:
-        """Charge the window, release its relevance (unless a member marked the window's
-        records as released already: ``relevance_spent``) and hold it."""
-        self._window_trees = self.trees_for(int((y != UNLABELED).sum()))
-        self._charge_closed(fed)
-        rel = self._relevance
-        releases = rel.releases
-        lab = y != UNLABELED
-        self._release_relevance(X[lab], y[lab], self._relevance_split()[1])
-        released = rel.last_release if rel.releases != releases else None
-        self._held = {"X": X, "y": y, "public": public, "fed": bool(fed),
-                      "epsilon": float(self.epsilon_trees), "relevance": released,
-                      "index": int(self.windows_closed), "generation": int(self.generation)}
-        self.generation_windows += 1   # the warm-up's next size
-        self.windows_held = self.__dict__.get("windows_held", 0) + 1
-        self._serving = None
-
-    def grow_held(self) -> bool:
-        """Grow the held window's trees now, with the evidence that has arrived; returns
-        whether a window was held. Its relevance is not released again."""
-        h = self.__dict__.pop("_held", None)
-        if h is None:
-            return False
-        self._training_epsilon = h["epsilon"]
-        try:
-            self._train_closed(h["X"], h["y"], h["public"], h["fed"], held=h)
-        finally:
-            self._training_epsilon = None
-        return True
-
-    def drop_held(self, published: bool) -> int:
-        """Forget the held window untrained (a member restarting after a crash: another
-        member may train its records); returns its records. Unless its release was
-        ``published``, the release leaves this member's evidence too (the records' next
-        owner releases their relevance; a release nobody saw must not count twice). The
-        charge stays in the ledger's maximum (an upper bound), under closed names: the next
-        window takes the dropped one's index (window numbers stay contiguous) and charges
-        ``window-N/...`` afresh. That is sound because the dropped window grew no trees and
-        its records are trained again only as a window that releases no relevance for them
-        (``relevance_spent``), so no record's spend passes one window's. Counters go back as
-        for the open window (:func:`~dpstream.models.windows.window_exchange.discard_open_window`)."""
-        h = self.__dict__.pop("_held", None)
-        if h is None:
-            return 0
-        self._ledger.close_prefix(f"window-{h['index']}/")
-        if not published and h["relevance"] is not None:
-            self._relevance.merge(h["relevance"], sign=-1.0)
-            self._relevance.releases -= 1
-        self._unsee(h["y"], h["public"], h["fed"])
-        self.generation_windows = max(0, self.generation_windows - 1)
-        return int(h["y"].size)
-
-    def _unsee(self, y: Any, public: Any, fed: bool) -> None:
-        """Take records dropped untrained (labels ``y``, flags ``public``) back out of the
-        counters; if their losses ``fed`` the drift signal, it forgets its past (their next
-        owner's drift read is their only one) and ``records_discarded_fed`` counts them."""
-        y = np.asarray(y, dtype=np.int64)
-        self.records_seen -= int(y.size)
-        self.unlabeled_seen -= int((y == UNLABELED).sum())
-        self.public_seen -= int(np.asarray(public, dtype=bool).sum())
-        if fed:
-            self.records_discarded_fed = (self.__dict__.get("records_discarded_fed", 0)
-                                          + int((y != UNLABELED).sum()))
-            if self._drift is not None:
-                self._drift.forget()

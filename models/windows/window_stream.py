@@ -46,9 +46,12 @@ import numpy as np
 
 from ..encoding import EncodedRows
 
-__all__ = ["learn_stream", "rows_state", "rows_from_state"]
+__all__ = ["learn_stream", "rows_state", "rows_from_state", "BLANK"]
 
 UNLABELED = -1   # (window_forest.UNLABELED: that module imports this one)
+#: the label code of a blank row: a message the forest does not learn (``advance``), which
+#: holds a place in the open window and is dropped before training
+BLANK = -2
 
 
 def learn_stream(forest: Any, X: Sequence, y: Sequence, public: Sequence | None = None,
@@ -75,15 +78,17 @@ def learn_stream(forest: Any, X: Sequence, y: Sequence, public: Sequence | None 
         size = forest.current_window_size
         end = min(n, i + max(1, size - len(forest._buffer_y)))
         stop, detected, fed = end, False, False
-        if drift is not None:
+        if drift is not None:   # every record counts in the drift window (unlabeled: loss 0)
             seg = labels[i:end]
+            losses = np.zeros(end - i)
             scored = np.flatnonzero(seg != UNLABELED)
+            fed = True
             if scored.size:
-                fed = True
                 wrong = np.argmax(forest._scores(rows[i:end][scored]), axis=1) != seg[scored]
-                k = drift.update_many(wrong.astype(np.float64))
-                if k is not None:
-                    stop, detected = i + int(scored[k]) + 1, True
+                losses[scored] = wrong
+            k = drift.update_many(losses)
+            if k is not None:
+                stop, detected = i + int(k) + 1, True
         _append(forest, rows[i:stop], labels[i:stop], flags[i:stop])
         if fed:
             forest._buffer_fed = True
