@@ -59,13 +59,12 @@ __all__ = ["MetricsServer", "ServiceCollector", "PUBLIC_SERIES", "CURATOR_SERIES
 
 #: ``/metrics`` series anyone may read, as exported (a sample name covers all its labels;
 #: ``name{label="value"}`` one series). Arrival counts and offsets (``seen``; the consumer's
-#: lag), which records carry a label (``unlabeled``: declared stream shape), the guarantee,
+#: lag: every message counts, whatever its content, issue 63), the guarantee,
 #: the released model's size, closed windows, and the union of released windows (whose record
 #: counts are published on the model topic with each window and weigh its vote), protocol
 #: messages of distributed S-GBDT (not records) and checkpoint bookkeeping.
 PUBLIC_SERIES: frozenset[str] = frozenset({
     'dpstream_records_total{outcome="seen"}',
-    'dpstream_records_total{outcome="unlabeled"}',
     "dpstream_checkpoints_total",
     "dpstream_epsilon",
     "dpstream_epsilon_budget",
@@ -84,7 +83,8 @@ PUBLIC_SERIES: frozenset[str] = frozenset({
 
 #: ``/metrics`` series for the data curator only: exact functions of private data, not
 #: differentially private. Dead letters and duplicates depend on the records' content, and
-#: ``learned`` = seen - dead letters - duplicates - unlabeled reveals them; one out-of-domain
+#: ``learned`` = seen - dead letters - duplicates - unlabeled reveals them; whether a record
+#: carries a label, or the public flag, is its content too (issue 63); one out-of-domain
 #: value moves the clipped count, one record's absent features or 0/1 label the missing
 #: features and coerced labels; S-GBDT's per-record Rényi spend and the records still holding
 #: budget move with one record's gradient (a top-range label); the open window's record count
@@ -93,6 +93,7 @@ CURATOR_SERIES: frozenset[str] = frozenset({
     'dpstream_records_total{outcome="learned"}',
     'dpstream_records_total{outcome="dead_letters"}',
     'dpstream_records_total{outcome="duplicates"}',
+    'dpstream_records_total{outcome="unlabeled"}',
     "dpstream_clipped_values_total",
     "dpstream_missing_features_total",
     "dpstream_coerced_labels_total",
@@ -104,7 +105,8 @@ CURATOR_SERIES: frozenset[str] = frozenset({
 #: Keys of a model's privacy report (at any depth: ``drift``, ``feature_grid``, a member's
 #: ``local`` report) that are exact functions of private data: the model's counts of valid
 #: records it was given, learned, buffered, holding or out of budget, S-GBDT's per-record
-#: spend, the round interval it derives from the exact arrival count, and its feature grid's
+#: spend, the round interval, the counts of unlabeled and public-flagged records, and its
+#: feature grid's
 #: records (those whose budget could afford the release: their gradients decide) and records
 #: learned at the release. A report key that is an exact count of private data takes one of
 #: these names (``tests/test_report_keys.py`` compares every other key on neighbouring
@@ -115,6 +117,7 @@ CURATOR_REPORT_KEYS: frozenset[str] = frozenset({
     "records_exhausted", "records_evicted", "records_dropped", "records_filtered",
     "init_score_records", "spend_fraction", "spend_by_age", "round_interval",
     "drift_forgotten_records", "records_in_release", "records_learned_at_release",
+    "unlabeled_seen", "public_seen",
 })
 
 #: Keys of a runner summary (:func:`dpstream.stream.runner.describe`) for the curator only:
@@ -122,7 +125,7 @@ CURATOR_REPORT_KEYS: frozenset[str] = frozenset({
 #: curator's warnings (:func:`summary_warnings`).
 CURATOR_SUMMARY_KEYS: frozenset[str] = frozenset({
     "records_learned", "dead_letters", "duplicates", "clipped", "predictions",
-    "missing_features", "coerced_labels", "blank_lines_this_run", "warnings",
+    "missing_features", "coerced_labels", "blank_lines_this_run", "warnings", "unlabeled",
 })
 
 #: The warning logged or printed wherever a curator-only read-out is turned on.
