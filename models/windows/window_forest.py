@@ -1,10 +1,11 @@
 """Window forests: tumbling disjoint windows under parallel composition (shared base).
 
-A stream is cut into tumbling windows: a window closes when it holds ``window_size`` records,
+A stream is cut into tumbling windows: a window closes when it holds ``window_size`` messages,
 or — with ``window_seconds`` — when a record arrives ``window_seconds`` or more after the
-window's first one (whichever comes first). Arrival counts, arrival times and whether a record
-carries a label are the stream's public shape, as everywhere in dpstream; features and labels
-are the private content. When a window closes, its records are dealt at random into ``n_trees``
+window's first one (whichever comes first). Message counts (offsets) and arrival times are the
+stream's public shape, as everywhere in dpstream; whether a message was valid, new or labeled,
+its features and its label are the private content: a message the forest does not learn takes
+its place in the window as a blank (:meth:`WindowForestBase.advance`). When a window closes, its records are dealt at random into ``n_trees``
 disjoint parts — the dealing looks at nothing but the arrival order — and each part feeds one
 tree whose mechanisms together spend the full ``epsilon``. Every record sits in exactly one
 window and one tree's part, so by parallel composition the whole stream is ``epsilon``-DP
