@@ -458,7 +458,10 @@ class Runner:
                 clock.lap("bookkeeping")
                 if not admitted:
                     continue
-                valid = [entry for entry in admitted if type(entry[1]) is not Blank]
+                # rows to encode: the valid records', and a batch-validated duplicate's (its
+                # Blank keeps no features: x None); a dead letter is predicted from {}
+                valid = [entry for entry in admitted
+                         if type(entry[1]) is not Blank or entry[1].x is None]
                 at = np.fromiter((k for k, _, _ in valid), dtype=np.intp, count=len(valid))
                 rows = EncodedRows(encoder.expand({"numeric": batch.numeric[at],
                                                    "codes": batch.codes[at]}), encoder.columns)
@@ -467,7 +470,7 @@ class Runner:
                     preds = iter(self._predictor().predict_many(rows) if valid else ())
                     clock.lap("predict")
                     for k, record, _ in admitted:
-                        pred = (next(preds) if type(record) is not Blank
+                        pred = (next(preds) if type(record) is not Blank or record.x is None
                                 else self._predictor().predict_one(record.x))
                         self._predicted(recs[k], record, pred)
                     clock.lap("publish")

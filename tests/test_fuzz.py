@@ -364,8 +364,13 @@ def test_predictions_and_dead_letters_are_keyed_by_position_and_id(tmp_path):
                                   b"\xff"]):
         runner.process(SourceRecord(raw, "records:2", offset, raw=raw))
     dead.flush()
-    assert [k for k, _ in preds.sent] == [sink_key("records:2", 0, "a")]
-    assert preds.sent[0][1]["id"] == "a" and preds.sent[0][1]["offset"] == 0
+    # every message gets a prediction (issue 63): keyed by its position and its id, or its
+    # position as the id when none could be read
+    assert [k for k, _ in preds.sent] == [sink_key("records:2", 0, "a"),
+                                          sink_key("records:2", 1, "b"),
+                                          sink_key("records:2", 2, "a"),
+                                          sink_key("records:2", 3, "records:2@3")]
+    assert [m["offset"] for _, m in preds.sent] == [0, 1, 2, 3]
     keys = [json.loads(s)["key"] for s in (tmp_path / "dead.jsonl").read_text().splitlines()]
     assert keys == ['{"partition":"records:2","offset":1,"id":"b"}',
                     '{"partition":"records:2","offset":3,"id":null}']

@@ -87,7 +87,8 @@ def test_every_labeled_record_is_counted_once_per_tree_it_feeds(monkeypatch, dis
     assert rep["ledger_partitions"] == (12 if disjoint else 3)
     for w in model._windows:
         counted = w.extra["cells"].values.sum() + w.extra["centers"].values.sum()
-        assert counted == w.labeled * (1 if disjoint else 4)
+        # the window's labeled records: 2 in 3 of its messages
+        assert counted == w.records * 2 // 3 * (1 if disjoint else 4)
         # 10% of the window's epsilon went to the private numeric range, 0.9 to the leaves
         assert w.extra["epsilon_range"] == 0.1
         assert w.extra["epsilon_per_tree"] == (0.9 if disjoint else 0.225)
@@ -233,7 +234,8 @@ def test_rdt_sharp_uses_public_features_for_centers_and_pseudo_labels_only(monke
     labels = [None if p else v for p, v in zip(public, y[:1000], strict=True)]
     model.learn_many(X[:1000], labels, public=public)
     (w,) = model._windows
-    assert w.kind == "RDT#" and w.labeled == 200 and w.extra["public"] == 800
+    # (labeled, published: the window's message count, as records; issue 63)
+    assert w.kind == "RDT#" and w.labeled == w.records == 1000 and w.extra["public"] == 800
     assert w.extra["primary_trees"] == 5 and w.extra["secondary_trees"] == 30
     primary = {tr.id for tr in w.trees if tr.primary}
     centers = w.extra["centers"]
@@ -258,12 +260,20 @@ def test_rdt_sharp_uses_public_features_for_centers_and_pseudo_labels_only(monke
     assert all(leaves[t] <= per_tree[t] <= leaves[t] + 10 for t in range(35))
 
 
-def test_a_window_of_public_records_alone_trains_and_spends_nothing():
-    X, _, _ = load_adult("train")
-    model = RDTClassifier(schema=ADULT_SCHEMA, window_size=100, seed=0)
-    model.learn_many(X[:100], [None] * 100, public=True)
-    rep = model.privacy_report()
-    assert rep["epsilon"] == 0.0 and rep["trees"] == 0 and rep["public_seen"] == 100
+def test_a_window_of_public_records_alone_trains_and_spends_like_any_other():
+    """Whether a window's records are public (or labeled) is their content: a window of
+    public unlabeled records trains and is charged as any window is, so the published trees
+    and epsilon do not tell (issue 63; it used to train nothing and spend nothing)."""
+    X, y, _ = load_adult("train")
+    reports = []
+    for labels, public in (([None] * 100, True), (y[:100], False)):
+        model = RDTClassifier(schema=ADULT_SCHEMA, window_size=100, seed=0)
+        model.learn_many(X[:100], labels, public=public)
+        reports.append(model.privacy_report())
+    assert reports[0]["public_seen"] == 100 and reports[0]["trees"] > reports[1]["trees"] > 0
+    # (RDT# adds secondary trees grown on the public records: public data, by declaration)
+    for key in ("epsilon", "ledger_partitions", "windows_closed"):
+        assert reports[0][key] == reports[1][key], key
 
 
 @pytest.mark.parametrize("kwargs, match", [

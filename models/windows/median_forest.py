@@ -74,8 +74,8 @@ Semi-supervised: ``learn_one(x, None)`` adds an unlabeled record to the window.
 >>> for i, (xi, yi) in enumerate(zip(X[:5_000], y[:5_000])):
 ...     ssl.learn_one(xi, yi if i % 5 == 0 else None)
 >>> report = ssl.privacy_report()
->>> report["windows"][-1]["algorithm"], report["trees"], report["protects"]  # 4 + 10 trees
-('PTE', 14, 'labels')
+>>> report["windows"][-1]["algorithm"], report["trees"], report["protects"]  # 10 + 10 trees
+('PTE', 20, 'labels')
 """
 
 from __future__ import annotations

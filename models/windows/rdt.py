@@ -80,7 +80,7 @@ Examples
 >>> sharp.learn_many(X[:10_000], labels, public=[v is None for v in labels])
 >>> w = sharp.privacy_report()["windows"][0]
 >>> w["algorithm"], w["labeled"], w["public"], w["primary_trees"], w["secondary_trees"]
-('RDT#', 2000, 8000, 5, 20)
+('RDT#', 10000, 8000, 5, 20)
 >>> rdt_height(14, 8.0, 2000)
 4
 """

@@ -5,7 +5,8 @@ or — with ``window_seconds`` — when a record arrives ``window_seconds`` or m
 window's first one (whichever comes first). Message counts (offsets) and arrival times are the
 stream's public shape, as everywhere in dpstream; whether a message was valid, new or labeled,
 its features and its label are the private content: a message the forest does not learn takes
-its place in the window as a blank (:meth:`WindowForestBase.advance`). When a window closes, its records are dealt at random into ``n_trees``
+its place in the window as a blank (:meth:`WindowForestBase.advance`). When a window closes,
+its records are dealt at random into ``n_trees``
 disjoint parts — the dealing looks at nothing but the arrival order — and each part feeds one
 tree whose mechanisms together spend the full ``epsilon``. Every record sits in exactly one
 window and one tree's part, so by parallel composition the whole stream is ``epsilon``-DP
