@@ -22,6 +22,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from paths import leaf_paths
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -118,14 +119,7 @@ def _status(directory: Path, capsys, *args: str) -> tuple[dict, str]:
     return json.loads(out.out), out.err
 
 
-def _paths(value, prefix: str = "") -> dict[str, object]:
-    """Every leaf of a JSON value by its path (list items by index)."""
-    if isinstance(value, dict):
-        return {p: v for k, item in value.items() for p, v in _paths(item, f"{prefix}/{k}").items()}
-    if isinstance(value, list):
-        return {p: v for i, item in enumerate(value)
-                for p, v in _paths(item, f"{prefix}/{i}").items()}
-    return {prefix: value}
+_paths = leaf_paths
 
 
 # --------------------------------------------------------------------------- the allow-list

@@ -19,6 +19,7 @@ import re
 import warnings
 
 import pytest
+from paths import leaf_paths
 
 from dpstream.connectors import CheckpointStore, SourceRecord
 from dpstream.models.boosting.dpboost import DPBoostClassifier
@@ -89,14 +90,7 @@ SERVICE = {
 }
 
 
-def _paths(value, prefix: str = "") -> dict[str, object]:
-    """Every leaf of a JSON value by its path (list items by index)."""
-    if isinstance(value, dict):
-        return {p: v for k, item in value.items() for p, v in _paths(item, f"{prefix}/{k}").items()}
-    if isinstance(value, list):
-        return {p: v for i, item in enumerate(value)
-                for p, v in _paths(item, f"{prefix}/{i}").items()}
-    return {prefix: value}
+_paths = leaf_paths
 
 
 def _differ(a: dict, b: dict) -> dict[str, tuple]:
