@@ -3,7 +3,7 @@
 Usage: python benchmarks/members_sim.py [--stream adult|agrawal] [--records N] [--members 1,2,3]
 [--seeds N] [--first-seed S] [--partitions P] [--assignment range|roundrobin] [--workers W]
 [--whole-windows] [--delay N] [--relevance-delay N] [--hold] [--lag N] [--lag-after N]
-[--json]
+[--service] [--params JSON] [--json]
 
 The broker runs of ``examples/scale_out.py`` draw their noise from OS entropy, and one member's
 accuracy alone scatters by a point or more from run to run, so a gap of a fraction of a point
@@ -15,7 +15,11 @@ before 2026-11-27 the only way), median forests at
 epsilon 1 with ``n_trees=5``, each window adopted by the others as it closes; each member's share
 and partitions set as an assignment sets them, so it sizes its windows by its share and
 releases the attribute relevance of the attributes its partitions own; with
-``--whole-windows`` neither is set). Accuracy is prequential: each record is
+``--whole-windows`` neither is set). The window policy is the one the members' figures were
+measured with (windows of 10,000, five kept, no decay, no feature grid); ``--service`` runs
+the median forest's own defaults, as ``dpstream serve`` and ``examples/scale_out.py`` do
+(windows of 2,000, 25 kept, decay 0.9, each member's own feature grid), and ``--params``
+sets any parameter (JSON, after ``--service``). Accuracy is prequential: each record is
 predicted by its member before it learns it. Seeds are 3, 4, ... (``--first-seed``; the
 members' seeds derived from them), so a run is repeatable; ``--workers`` runs seeds in
 parallel processes (the same results).
@@ -34,6 +38,7 @@ import statistics
 import warnings
 
 from dpstream.stream import load_adult
+from dpstream.stream.bench.member_sim import SERVICE_POLICY as SERVICE
 from dpstream.stream.bench.member_sim import prequential
 
 SLICES = ((0, 10_000), (10_000, 40_000), (40_000, None))
@@ -84,6 +89,10 @@ def main() -> None:
                              "blocks, kafka-python's default assignor)")
     parser.add_argument("--workers", type=int, default=1,
                         help="processes running seeds at once (default 1)")
+    parser.add_argument("--service", action="store_true",
+                        help="the median forest's own defaults (as serve runs it)")
+    parser.add_argument("--params", type=json.loads, default={},
+                        help="model parameters as a JSON object (after --service)")
     parser.add_argument("--json", action="store_true", help="one JSON object per k")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -94,7 +103,8 @@ def main() -> None:
         kw = dict(k=k, whole=args.whole_windows, delay=args.delay,
                   relevance_delay=args.relevance_delay, hold=args.hold,
                   lags=tuple(m * args.lag for m in range(k)), partitions=args.partitions,
-                  assignment=args.assignment, lag_after=args.lag_after)
+                  assignment=args.assignment, lag_after=args.lag_after,
+                  **(SERVICE if args.service else {}), **args.params)
         runs = _runs(X, y, schema, seeds, kw, args.workers)
         acc = [float(h.mean()) for h in runs]
         slices = [round(statistics.mean(float(h[a:b].mean()) for h in runs), 4)
@@ -104,7 +114,9 @@ def main() -> None:
                 "seeds": args.seeds, "accuracy": round(statistics.mean(acc), 4),
                 "per_seed": [round(a, 4) for a in acc], "slices": slices,
                 "partitions": args.partitions, "assignment": args.assignment,
-                "first_seed": args.first_seed}
+                "first_seed": args.first_seed,
+                **({"params": {**(SERVICE if args.service else {}), **args.params}}
+                   if args.service or args.params else {})}
         if k == 1 and base is None:
             base = acc
         elif base is not None:

@@ -153,6 +153,69 @@ def test_the_median_forest_refreshes_its_grid_every_grid_refresh_windows():
         rdt._check_params()
 
 
+@pytest.mark.parametrize("cls", [MedianForestClassifier, RandomDecisionForestClassifier])
+def test_a_group_member_releases_its_own_grid_from_its_first_window(cls):
+    """Issue 62: a member (share 1/2 of six partitions) releases a grid from its first
+    window (half the warm-up) and pays for it there, as one process does; before, members
+    released none and their union scored 1-2 pp below one process."""
+    X, y, schema = _elec2(1600)
+    model = cls(schema=schema, epsilon=1.0, seed=0)
+    model.set_share(0.5, [0, 1, 2], 6)
+    for xi, yi in zip(X, y, strict=True):
+        model.learn_one(xi, yi)
+    grid = model.privacy_report()["feature_grid"]
+    assert grid["released"] and grid["window"] == 0 and grid["records"] == 500
+    ledger = model._ledger
+    paid = {h["partition"].split("/")[0] for h in ledger.history if h["label"] == "FeatureGrid"}
+    assert paid == {"window-0"}
+    assert max(ledger._partitions.values()) <= 1.0 + 1e-12
+
+
+def test_a_held_window_releases_its_grid_when_its_trees_grow_and_a_dropped_one_never():
+    """A member holding its first window has charged the grid's share with it but releases
+    the grid only when the window's trees grow: a held window dropped untrained (a restart
+    whose records another member trains) published nothing from its records, and the next
+    window releases a grid of its own. With a refresh due in a held window, the windows
+    exported meanwhile carry the grid they were grown on, not one from the held records."""
+    X, y, schema = _elec2(2600)
+
+    def member(**kw):
+        model = MedianForestClassifier(schema=schema, epsilon=1.0, seed=0, warmup=500,
+                                       window_size=500, drift=False, **kw)
+        model.set_share(1.0, [0], 1)
+        model.hold = True
+        return model
+
+    model = member()
+    for xi, yi in zip(X[:500], y[:500], strict=True):
+        model.learn_one(xi, yi)
+    assert model.held is not None and model._grid is None
+    charged = [h for h in model._ledger.history if h["label"] == "FeatureGrid"]
+    assert {h["partition"].split("/")[0] for h in charged} == {"window-0"}
+    assert max(model._ledger._partitions.values()) == pytest.approx(1.0)   # charged in full
+    again = pickle.loads(pickle.dumps(model))   # the pending release survives a checkpoint
+    assert model.grow_held() and model._grid is not None
+    assert model.privacy_report()["feature_grid"]["window"] == 0
+    assert again.drop_held(published=False) == 500 and again._grid is None
+    for xi, yi in zip(X[500:1100], y[500:1100], strict=True):   # the next window: its own
+        again.learn_one(xi, yi)
+    again.grow_held()
+    assert again.privacy_report()["feature_grid"]["window"] == 0   # (the index is reused)
+    assert again._grid is not None and len(again._windows) == 1
+
+    from dpstream.models.windows.window_exchange import export_window
+
+    refresh = member(grid_refresh=2)
+    for xi, yi in zip(X[:1500], y[:1500], strict=True):   # window 2 closes: held, refresh due
+        refresh.learn_one(xi, yi)
+    assert refresh.held["index"] == 2 and refresh._held.get("grid")
+    first = refresh._grid
+    assert export_window(refresh, 1, member="m")["routing"]["_grid"] is first
+    refresh.grow_held()
+    assert refresh._grid is not first
+    assert refresh.privacy_report()["feature_grid"]["window"] == 2
+
+
 def test_a_learn_many_batch_releases_no_grid():
     """A batch is one window at the paper's settings: the grid is a stream feature."""
     X, y, schema = _elec2(1000)

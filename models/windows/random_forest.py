@@ -265,9 +265,9 @@ class RandomDecisionForestClassifier(WindowForestBase):
         self._window_labeled = int((y != UNLABELED).sum())
         super()._train_closed(X, y, public, fed, held=held)
 
-    def _hold_window(self, X, y, public, fed) -> None:
+    def _hold_window(self, X, y, public, fed, grid_rows=None) -> None:
         self._window_labeled = int((y != UNLABELED).sum())   # its charges' label reads it
-        super()._hold_window(X, y, public, fed)
+        super()._hold_window(X, y, public, fed, grid_rows=grid_rows)
 
     def _leaf_and_range_epsilon(self) -> tuple[float, float]:
         """``(leaves, range)``: what a window's ``epsilon_trees`` leaves after the relevance

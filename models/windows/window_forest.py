@@ -451,18 +451,28 @@ class WindowForestBase(HeldWindowMixin, ShortRepr, base.Classifier):
         self.grow_held()   # at most one window is held (held windows: window_forest)
         self._training_epsilon = self._epsilon_rest() if fed else float(self.epsilon)
         try:
+            grid = 0.0
             if self._grid_due() and self.grid_share > 0 \
-                    and not self._batch_trained and self.share >= 1.0 \
+                    and not self._batch_trained \
                     and getattr(self, "privacy", None) != "labels_only":
                 # a stream feature: a learn_many batch is one window at the paper's settings;
-                # a group member's first window (share x warm-up) is too small for one;
+                # a group member releases its own from its first window (share x warm-up):
+                # without one it scored 1-2 pp below one process (benchmark notes, issue 62);
                 # label-only privacy: the features are public, its splits read them exactly
-                self._release_grid(X[y != UNLABELED])
-            X = self._gridded(X)
+                self._training_epsilon, grid = split_exact(self._training_epsilon,
+                                                           self.grid_share)
+                self._grid_charge = grid
             if self._holds(y):
-                self._hold_window(X, y, public, fed)
+                # a held window releases its grid when its trees grow (grow_held): one
+                # dropped untrained (drop_held) published none, and no earlier window's
+                # export carries a grid from its records
+                self._hold_window(self._gridded(X), y, public, fed,
+                                  grid_rows=X if grid else None)
             else:
-                self._train_closed(X, y, public, fed)
+                if grid:
+                    self._release_grid(X[y != UNLABELED], grid, int(self.windows_closed),
+                                       self._window_messages)
+                self._train_closed(self._gridded(X), y, public, fed)
         finally:
             self._training_epsilon = None
             self._grid_charge = 0.0
@@ -476,21 +486,20 @@ class WindowForestBase(HeldWindowMixin, ShortRepr, base.Classifier):
         return (self.grid_refresh is not None
                 and self.windows_closed - self._grid_info["window"] >= self.grid_refresh)
 
-    def _release_grid(self, X: np.ndarray) -> None:
+    def _release_grid(self, X: np.ndarray, epsilon: float, window: int,
+                      messages: int) -> None:
         """Release the feature grid (:class:`~dpstream.models.grid.FeatureGrid`) from the
-        labeled rows ``X`` of the first window, before its trees (``records``: the window's
-        messages, a public count): ``grid_share``
-        of the window's tree budget, charged to each of its partitions (every labeled
-        record is in one) when the window is charged; its trees get the rest."""
-        rest, part = split_exact(self._training_epsilon, self.grid_share)
-        grid = FeatureGrid.release(X, self._encoder.numeric_columns(), epsilon=part,
+        labeled rows ``X`` of window ``window`` (``messages``: its size, a public count),
+        before its trees, at ``epsilon``: the window's ``grid_share`` of its tree budget,
+        charged to each of its partitions (every labeled record is in one) when the window
+        is charged; its trees get the rest."""
+        grid = FeatureGrid.release(X, self._encoder.numeric_columns(), epsilon=epsilon,
                                    cells=self.grid_cells, smoothing=self.grid_smoothing,
                                    rng=self._rng)
-        self._training_epsilon, self._grid_charge = rest, part
         releases = self._grid_info.get("releases", 0) if self._grid is not None else 0
         self._grid = grid
-        self._grid_info = {"epsilon": part, "window": int(self.windows_closed),
-                           "records": int(self._window_messages), "releases": releases + 1}
+        self._grid_info = {"epsilon": epsilon, "window": int(window),
+                           "records": int(messages), "releases": releases + 1}
 
     #: trees with thresholds (WindowTree) take them back to raw units after training, so
     #: they score raw rows; other forests score rows through the grid (:meth:`_grid_rows`)

@@ -48,9 +48,11 @@ class HeldWindowMixin:
         return 0 if h is None else int(h.get("messages", h["y"].size))
 
     def _hold_window(self, X: np.ndarray, y: np.ndarray, public: np.ndarray,
-                     fed: bool) -> None:
+                     fed: bool, grid_rows: np.ndarray | None = None) -> None:
         """Charge the window, release its relevance (unless a member marked the window's
-        records as released already: ``relevance_spent``) and hold it."""
+        records as released already: ``relevance_spent``) and hold it. With ``grid_rows``
+        (its encoded rows, when the window is due to release the feature grid: charged now
+        with the rest) the grid is released from them when its trees grow."""
         self._window_trees = self.trees_for(self._window_messages)
         self._charge_closed(fed)
         rel = self._relevance
@@ -58,10 +60,11 @@ class HeldWindowMixin:
         lab = y != UNLABELED
         self._release_relevance(X[lab], y[lab], self._relevance_split()[1])
         released = rel.last_release if rel.releases != releases else None
-        self._held = {"X": X, "y": y, "public": public, "fed": bool(fed),
-                      "messages": self._window_messages,
+        self._held = {"X": X if grid_rows is None else grid_rows, "y": y, "public": public,
+                      "fed": bool(fed), "messages": self._window_messages,
                       "epsilon": float(self.epsilon_trees), "relevance": released,
-                      "index": int(self.windows_closed), "generation": int(self.generation)}
+                      "index": int(self.windows_closed), "generation": int(self.generation),
+                      **({"grid": float(self._grid_charge)} if grid_rows is not None else {})}
         self.generation_windows += 1   # the warm-up's next size
         self.windows_held = self.__dict__.get("windows_held", 0) + 1
         self._serving = None
@@ -74,7 +77,12 @@ class HeldWindowMixin:
             return False
         self._training_epsilon = h["epsilon"]
         try:
-            self._train_closed(h["X"], h["y"], h["public"], h["fed"], held=h)
+            X = h["X"]
+            if h.get("grid"):   # its records release the feature grid first (raw rows held)
+                self._release_grid(X[h["y"] != UNLABELED], h["grid"], h["index"],
+                                   int(h.get("messages", h["y"].size)))
+                X = self._gridded(X)
+            self._train_closed(X, h["y"], h["public"], h["fed"], held=h)
         finally:
             self._training_epsilon = None
         return True

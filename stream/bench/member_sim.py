@@ -22,6 +22,7 @@ Examples
 
 from __future__ import annotations
 
+import inspect
 from collections import deque
 from typing import Any
 
@@ -30,7 +31,14 @@ import numpy as np
 from ...models import MedianForestClassifier
 from ...models.windows.window_exchange import WindowEnsemble
 
-__all__ = ["prequential"]
+__all__ = ["SERVICE_POLICY", "prequential"]
+
+#: the median forest's own window policy and feature grid (its defaults: what ``dpstream
+#: serve`` and ``examples/scale_out.py`` run), to pass over the policy :func:`prequential`
+#: pins (its figures' since issue 23)
+SERVICE_POLICY: dict[str, Any] = {
+    name: inspect.signature(MedianForestClassifier).parameters[name].default
+    for name in ("window_size", "max_windows", "window_decay", "grid_share", "grid_refresh")}
 
 
 def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool = False,
@@ -58,8 +66,7 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
     ``p`` to member ``p mod k``)."""
     # the window policy the members' figures were measured with (docs/service.md), kept
     # when the library's defaults moved to small decaying windows (docs/median_forest.md)
-    # and gained the feature grid, which members do not release (docs/drift.md): one
-    # process and k members compare on the same footing
+    # and gained the feature grid (docs/drift.md); SERVICE_POLICY restores the defaults
     params = {"epsilon": 1.0, "n_trees": 5, "window_size": 10_000, "max_windows": 5,
               "window_decay": 1.0, "grid_share": 0.0, **params}
     models = [MedianForestClassifier(schema=schema, seed=100 * seed + m, **params)
