@@ -468,10 +468,13 @@ CURATOR_NOTE = ("this summary is the curator's: exact counts and scores of the d
 
 def replay_verdict(res: dict, max_dead_letter_share: float = MAX_DEAD_LETTER_SHARE) -> list[str]:
     """Why a replay summary is a failure (empty: it is not): a source error, nothing learned
-    (this run, or at all), or a share of dead letters above ``max_dead_letter_share``."""
+    (this run, or at all), or a share of dead letters above ``max_dead_letter_share``. A run
+    stopped (SIGTERM, Ctrl-C) before it read a record is not a failure: it was asked to stop."""
     out = [f"source error: {res['error']}"] if res.get("error") else []
     n, dead = res["records_this_run"], res["dead_letters_this_run"]
-    if res["learned_this_run"] == 0 and (n > 0 or res["records_learned"] == 0):
+    stopped_unread = res.get("stopped") and n == 0
+    if (res["learned_this_run"] == 0 and (n > 0 or res["records_learned"] == 0)
+            and not stopped_unread):
         why = ("every record was a dead letter" if n and dead == n
                else "no record in the source" if not n else "no record was learned")
         out.append(f"nothing was learned ({why})")
@@ -490,6 +493,9 @@ def format_replay(res: dict) -> str:
              f"(-> {res['dead_letter_file'] or 'the temporary folder, removed'}), "
              f"duplicates {res['duplicates']}, unlabeled {res['unlabeled']}",
              f"  {input_counts(res)}"]
+    if res.get("stopped"):
+        lines.append("  stopped before the end of the source (a signal); a replay with a "
+                     "--checkpoint-dir resumes from here")
     if res["dead_letter_reasons"]:
         lines.append("  top dead-letter reasons (this run):")
         lines += [f"    {r['count']:>8}  {r['reason']}" for r in res["dead_letter_reasons"]]

@@ -514,6 +514,8 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
                     "prequential": None if score is None else score.summary(),
                     "blank_lines_this_run": getattr(file_source, "blank_lines", 0),
                     "error": error,
+                    # a signal (or the caller's event) ended the run, not the source's end
+                    "stopped": stop.is_set(),
                     "checkpoint_dir": None if tmp else str(checkpoint_dir),
                     "dead_letter_file": (None if tmp and not dead_letter_file
                                          else str(dead.sink.path))})

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pty
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -85,25 +87,44 @@ def test_a_replay_stopped_by_sigterm_removes_its_temporary_checkpoint(tmp_path):
     ADULT_SCHEMA.dump(tmp_path / "schema.json")
     temp = tmp_path / "tmp"
     temp.mkdir()
+    master, slave = pty.openpty()   # stderr on a terminal: the progress line shows records
     proc = subprocess.Popen([*DPSTREAM, "replay", "--source", str(src), "--schema",
                              str(tmp_path / "schema.json"), "--epsilon", "1", "--seed", "0"],
-                            cwd=tmp_path, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env={**os.environ, "TMPDIR": str(temp)})
+                            cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=slave,
+                            env={**os.environ, "TMPDIR": str(temp)})
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def read_terminal() -> None:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:   # the terminal closed: the process is gone
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=read_terminal, daemon=True)
+    reader.start()
     try:
-        deadline = time.monotonic() + 60
-        while not any((d / "lock").exists() for d in temp.iterdir()):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        deadline = time.monotonic() + 120
+        while b"records" not in b"".join(chunks):   # the first progress line: 5,000 read
+            assert proc.poll() is None and time.monotonic() < deadline, (chunks, proc.poll())
             time.sleep(0.05)
-        time.sleep(1.0)   # records are being learned
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
+        out = proc.stdout.read()
+        proc.wait(timeout=60)
+        reader.join(timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()
+        os.close(master)
+    err = b"".join(chunks).decode()
     assert "received SIGTERM" in err and proc.returncode == 0, err
     seen = int(re.search(r"replayed \S+: (\d+) records", out).group(1))
     assert 0 < seen < 200_000, out   # stopped halfway
-    assert "checkpoint: none kept" in out
+    assert "checkpoint: none kept" in out and "stopped before the end of the source" in out
     assert not list(temp.iterdir()), list(temp.iterdir())   # no record left in /tmp
     assert not (tmp_path / "reports").exists()
 

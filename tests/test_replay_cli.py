@@ -218,3 +218,22 @@ def test_reasons_group_by_field_and_cause_without_values():
     for i in range(1200):   # a bounded number of groups, the rest counted together
         tally.send(b"", f"x.f{i}: unknown feature (not declared in the schema)", {})
     assert len(tally.counts) == 1001 and tally.counts["(other reasons)"] == 200
+
+
+def test_a_replay_stopped_before_its_first_record_is_not_a_failure(tmp_path):
+    """Asked to stop (SIGTERM, Ctrl-C) before a record was read: exit 0 and say so; an
+    empty source is still a failure."""
+    import threading
+
+    src = _records(tmp_path / "few.jsonl", 50)
+    stop = threading.Event()
+    stop.set()
+    res = replay(str(src), schema=ADULT_SCHEMA, epsilon=1.0, seed=0, stop=stop)
+    assert res["stopped"] and res["records_this_run"] == 0
+    assert replay_verdict(res) == []
+    assert "stopped before the end of the source" in format_replay(res)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    res = replay(str(empty), schema=ADULT_SCHEMA, epsilon=1.0, seed=0)
+    assert not res["stopped"]
+    assert replay_verdict(res) == ["nothing was learned (no record in the source)"]
