@@ -40,7 +40,8 @@ def test_split_budgets_are_geometric_and_sum_to_the_split_share():
 
 def test_pickle_keeps_the_partial_window_and_the_trees():
     X, y, _ = load_adult("train")
-    model = MedianForestClassifier(schema=ADULT_SCHEMA, window_size=1000, seed=3)
+    model = MedianForestClassifier(schema=ADULT_SCHEMA, window_size=1000, seed=3,
+                                   warmup=None)
     for xi, yi in zip(X[:2500], y[:2500], strict=True):
         model.learn_one(xi, yi)
     clone = pickle.loads(pickle.dumps(model))

@@ -101,11 +101,12 @@ def test_small_windows_train_fewer_fuller_trees():
     for x, y in rows:
         m.learn_one(x, y)
     trees = [len(w.trees) for w in m._windows]
-    assert trees == [4, 8]                 # 1,000 and 2,000 records, 250 per tree
+    # the warm-up's 125, 250, 500 and 1,000 records, 250 per tree (at least one)
+    assert [w.records for w in m._windows] == [125, 250, 500, 1000]
+    assert trees == [1, 1, 2, 4]
     assert m.trees_for(10_000) == 10 and m.trees_for(10) == 1
     parts = {h["partition"] for h in m._ledger.history}
-    assert parts == {f"window-0/tree-{t}" for t in range(4)} | \
-        {f"window-1/tree-{t}" for t in range(8)}
+    assert parts == {f"window-{w}/tree-{t}" for w, n in enumerate(trees) for t in range(n)}
     clone = pickle.loads(pickle.dumps(m))
     assert [clone.predict_one(x) for x, _ in rows[:200]] == \
         [m.predict_one(x) for x, _ in rows[:200]]

@@ -214,7 +214,8 @@ def test_individual_costs_match_theorem_23():
 
 def test_stream_rounds_every_round_size_records_and_late_records_train():
     X, y = _rows(1000, seed=4)
-    model = SGBDTClassifier(schema=SCHEMA, n_trees=5, round_size=100, seed=4)
+    # (the regular schedule: no young phase, which test_young_streams covers)
+    model = SGBDTClassifier(schema=SCHEMA, n_trees=5, round_size=100, warmup_rounds=0, seed=4)
     assert model.predict_proba_one(X[0]) == {False: 0.5, True: 0.5}   # public default
     for i, (xi, yi) in enumerate(zip(X[:450], y[:450], strict=True), start=1):
         model.learn_one(xi, yi)

@@ -44,7 +44,9 @@ def _learn(model, X, y):
 
 def test_the_grid_is_released_once_after_the_public_count_and_charged_in_the_filter():
     X, y = _rows(GRID_RECORDS + 400)
-    model = _learn(SGBDTClassifier(schema=SCHEMA, epsilon=1.0, seed=0, grid_share=0.2),
+    # (the regular round schedule: a young phase's rounds exhaust more records before it)
+    model = _learn(SGBDTClassifier(schema=SCHEMA, epsilon=1.0, seed=0, grid_share=0.2,
+                                   warmup_rounds=0),
                    X[:GRID_RECORDS - 1], y[:GRID_RECORDS - 1])
     assert model.engine.grid is None
     assert model.privacy_report()["feature_grid"]["released"] is False
@@ -168,8 +170,9 @@ def test_a_checkpoint_after_the_release_trains_on_exactly_as_the_original():
     """The pool's mapped columns are derived state: a restored engine maps its pool again
     and every later round is the one the original runs."""
     X, y = _rows(GRID_RECORDS + 1200, seed=7)
-    model = _learn(SGBDTClassifier(schema=SCHEMA, epsilon=1.0, seed=3), X[:GRID_RECORDS + 400],
-                   y[:GRID_RECORDS + 400])
+    # (split selection from the first round: the mapped columns serve it)
+    model = _learn(SGBDTClassifier(schema=SCHEMA, epsilon=1.0, seed=3, split_after=0),
+                   X[:GRID_RECORDS + 400], y[:GRID_RECORDS + 400])
     assert model.engine.gcols is not None
     copy = pickle.loads(pickle.dumps(model))
     assert copy.engine.gcols is None

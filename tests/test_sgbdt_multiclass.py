@@ -60,10 +60,11 @@ def test_the_classifier_picks_its_defaults_by_class_count():
     _, schema = _waveform(1)
     multi = SGBDTClassifier(schema=schema)
     binary = SGBDTClassifier(schema={**schema, "target": {"type": "binary", "values": [0, 1]}})
-    assert (multi._round_size, multi._config.split_levels, multi._config.min_leaf_records) == \
-        (16, 0, 10.0)
+    assert (multi._round_size, multi._config.split_levels, multi._config.min_leaf_records,
+            multi._config.warmup_records) == (16, 0, 10.0, 0)
     assert (binary._round_size, binary._config.split_levels,
-            binary._config.min_leaf_records) == (32, 1, 20.0)
+            binary._config.min_leaf_records, binary._config.warmup_records) == \
+        (32, 1, 10.0, 2000)
     mine = SGBDTClassifier(schema=schema, round_size=8, split_levels=2, min_leaf_records=0.0)
     assert (mine._round_size, mine._config.split_levels, mine._config.min_leaf_records) == \
         (8, 2, 0.0)

@@ -106,7 +106,7 @@ def test_rounds_space_out_as_the_pool_can_grow(pool_rounds):
     rows = list(synth.Agrawal(classification_function=1, seed=1).take(9000))
     X, y = [x for x, _ in rows], [v for _, v in rows]
     m = SGBDTClassifier(schema=AGRAWAL, seed=0, round_size=32, pool_rounds=pool_rounds,
-                        max_active=5000, drift=False)
+                        max_active=5000, drift=False, warmup_rounds=0)
     seen = []
     for i, (xi, yi) in enumerate(zip(X, y, strict=True)):
         room = m.stream_room()[0]
@@ -129,7 +129,7 @@ def test_rounds_space_out_as_the_pool_can_grow(pool_rounds):
 def test_a_new_generation_restarts_the_schedule():
     X, y = _drifting(16_000, 8000)
     m = SGBDTClassifier(schema=AGRAWAL, seed=3, drift_window=300, pool_rounds=20,
-                        max_active=6000)
+                        max_active=6000, warmup_rounds=0)
     intervals = []
     for xi, yi in zip(X, y, strict=True):
         m.learn_one(xi, yi)
@@ -141,7 +141,8 @@ def test_a_new_generation_restarts_the_schedule():
 def test_models_pickled_before_the_schedule_keep_a_round_every_round_size():
     m = SGBDTClassifier(schema=AGRAWAL, seed=0, pool_rounds=5)
     state = m.__dict__.copy()
-    del state["pool_rounds"]
+    for name in ("pool_rounds", "warmup_rounds", "warmup_records", "split_after"):
+        del state[name]
     old = SGBDTClassifier.__new__(SGBDTClassifier)
     old.__setstate__(pickle.loads(pickle.dumps(state)))
     assert old.pool_rounds is None and old._round_interval() == old._round_size == 32

@@ -186,7 +186,7 @@ def test_windows_compose_in_parallel(cls, n, window, n_trees, max_windows, seed)
     window = max(window, n_trees)
     X, y, _ = load_adult("test")
     model = cls(schema=ADULT_SCHEMA, epsilon=1.5, n_trees=n_trees, window_size=window,
-                max_windows=max_windows, seed=seed)
+                max_windows=max_windows, seed=seed, warmup=None)   # fixed windows
     for i in range(n):
         model.learn_one(X[i], y[i])
     rep = model.privacy_report()
@@ -304,7 +304,8 @@ def test_resumed_replay_equals_an_uninterrupted_one(tmp_path):
     path = tmp_path / "records.jsonl"
     schema_file = tmp_path / "schema.json"
     schema_file.write_text(schema.model_dump_json())
-    params = {"window_size": 1000, "privacy": "labels_only", "transductive": True}
+    params = {"window_size": 1000, "privacy": "labels_only", "transductive": True,
+              "warmup": None}
     run = {"schema": str(schema_file), "model": "median-forest", "epsilon": 2.0, "seed": 7,
            "params": params}
     path.write_text("\n".join(lines) + "\n")

@@ -41,11 +41,17 @@ def test_warm_up_windows_double_up_to_the_window_size(cls):
         m.learn_one(x, y)
         if m.windows_closed > before:
             sizes.append(m._windows[-1].records)
-    assert sizes == [1000, 2000, 3000]          # 1k, 2k, then capped at window_size
-    assert m.records_seen - sum(sizes) == len(m._buffer_y) == 2000
+    # the default warm-up (125; the random decision forest and RDT 250, issue 64) doubles,
+    # then the windows are capped at window_size
+    w = m.warmup
+    assert w == (250 if cls in (RandomDecisionForestClassifier, RDTClassifier) else 125)
+    expect = [w * 2 ** k for k in range(6) if w * 2 ** k < 3000]
+    expect += [3000] * ((8000 - sum(expect)) // 3000)
+    assert sizes == expect
+    assert m.records_seen - sum(sizes) == len(m._buffer_y) == 8000 - sum(expect)
     rep = m.privacy_report()
     assert rep["epsilon"] == pytest.approx(m.epsilon) and rep["epsilon_drift"] == 0
-    assert "warm-up windows of 1000" in rep["window_policy"]
+    assert f"warm-up windows of {w}" in rep["window_policy"]
 
 
 def test_without_warm_up_the_first_window_is_full_and_bad_warm_up_is_refused():

@@ -65,13 +65,13 @@ class _SGBDTBase(ShortRepr, base.Estimator):
     # subclass signature); the base only stores them
     _PARAMS = ("epsilon", "delta", "n_trees", "extra_trees", "depth", "learning_rate",
                "subsample", "grad_clip", "label_clip", "init_share", "leaf_noise_split", "l2",
-               "round_size", "pool_rounds", "max_active", "max_trees", "retire_block",
-               "accountant",
+               "round_size", "warmup_rounds", "warmup_records", "pool_rounds", "max_active",
+               "max_trees", "retire_block", "accountant",
                "dynamic_leaf_noise", "individual_filter", "numeric_weight",
                "cyclical_features", "drift",
                "drift_share", "drift_window", "min_leaf_records", "split_levels",
-               "split_share", "split_bins", "split_decay", "seed", "on_out_of_domain",
-               "on_unknown", "allow_large_delta", "leaf_lambda", "grid_share")
+               "split_after", "split_share", "split_bins", "split_decay", "seed",
+               "on_out_of_domain", "on_unknown", "allow_large_delta", "leaf_lambda", "grid_share")
 
     def __init__(self, schema: Any, **params: Any):
         self.schema = require_schema(schema, type(self).__name__)
@@ -116,6 +116,9 @@ class _SGBDTBase(ShortRepr, base.Estimator):
         state.setdefault("pool_rounds", None)   # before the growing schedule: a fixed one
         state.setdefault("retire_block", 1)     # before block retirement: one at a time
         state.setdefault("grid_share", 0.0)     # before the feature grid: none
+        state.setdefault("warmup_rounds", 0)   # before young streams: round_size throughout
+        state.setdefault("warmup_records", 0)
+        state.setdefault("split_after", 0)
         state["_last"] = state["_last_many"] = None
         state.setdefault("_buffer_raw", [None] * len(state["_buffer_y"]))
         state["_buffer_parts"] = [None] * len(state["_buffer_y"])
@@ -222,7 +225,8 @@ class _SGBDTBase(ShortRepr, base.Estimator):
         >>> from dpstream.models import SGBDTClassifier
         >>> from dpstream.stream import load_adult
         >>> X, y, schema = load_adult("train")
-        >>> model = SGBDTClassifier(schema=schema, epsilon=1.0, round_size=32, seed=0)
+        >>> model = SGBDTClassifier(schema=schema, epsilon=1.0, round_size=32, warmup_rounds=0,
+        ...                         seed=0)
         >>> for i in range(20):
         ...     model.learn_one(X[i], y[i])
         >>> model.advance(11); model.training_rounds
@@ -266,19 +270,24 @@ class _SGBDTBase(ShortRepr, base.Estimator):
     def _round_interval(self, ahead: int = 0) -> int:
         """Arrivals per round once ``ahead`` more records are buffered: ``round_size``, or
         with ``pool_rounds`` ``max(round_size, ceil(min(a, max_active) / pool_rounds))``
-        for ``a`` arrivals in this generation (public counts)."""
-        if self.pool_rounds is None:
-            return self._round_size
-        e = self._engine
+        for ``a`` arrivals in this generation (public counts); with ``warmup_rounds`` a young
+        generation's ``ceil(a / warmup_rounds)`` where that is less than ``round_size``."""
         arrived = len(self._buffer_y) + self._buffer_blank + self._gen_blank + ahead
+        e = self._engine
         if e is not None:
             arrived += e.records_added - e.generation_start
-        return max(self._round_size, -(-min(arrived, self.max_active) // self.pool_rounds))
+        size = self._round_size
+        young = resolved(self, "warmup_rounds")
+        if young and arrived < self.warmup_records:
+            size = min(size, max(1, -(-arrived // young)))
+        if self.pool_rounds is None:
+            return size
+        return max(size, -(-min(arrived, self.max_active) // self.pool_rounds))
 
     def _arrivals_to_round(self) -> int:
         """How many more arrivals (messages) make the next round due (at least 1)."""
         b = len(self._buffer_y) + self._buffer_blank
-        j = max(1, self._round_size - b)
+        j = max(1, self._round_interval() - b)
         while b + j < self._round_interval(j):   # the interval grows by 1 per pool_rounds
             j = self._round_interval(j) - b      # arrivals at most: a few steps
         return j
@@ -525,15 +534,17 @@ class SGBDTRegressor(RawScoreRegressor, _SGBDTBase, base.Regressor):
                  learning_rate: float = 0.1, subsample: float = 0.1, grad_clip: float = 0.3,
                  label_clip: float | None = None, init_share: float = 0.2,
                  leaf_noise_split: float = 0.037, l2: float = 15.0,
-                 round_size: int = 32, pool_rounds: int | None = POOL_ROUNDS,
+                 round_size: int = 32, warmup_rounds: int = 50,
+                 warmup_records: int = 2000, pool_rounds: int | None = POOL_ROUNDS,
                  max_active: int = 100_000,
                  max_trees: int | None = 1000, retire_block: int | None = None,
                  accountant: str = "tight",
                  dynamic_leaf_noise: bool = True, individual_filter: bool = True,
                  numeric_weight: float = 1.0, cyclical_features: bool = False,
                  drift: bool = True, drift_share: float = 0.05, drift_window: int | None = None,
-                 min_leaf_records: float = 20.0, split_levels: int = 0,
-                 split_share: float = 0.3, split_bins: int = 8, split_decay: float = 0.99,
+                 min_leaf_records: float = 10.0, split_levels: int = 0,
+                 split_after: int = 0, split_share: float = 0.3, split_bins: int = 8,
+                 split_decay: float = 0.99,
                  seed: int | None = None, on_out_of_domain: str = "clip",
                  on_unknown: str = "ignore", allow_large_delta: bool = False,
                  leaf_lambda: str = "max", grid_share: float = 0.0):
@@ -575,7 +586,8 @@ class SGBDTClassifier(RawScoreClassifier, _SGBDTBase, base.Classifier):
                  learning_rate: float = 0.3, subsample: float = 0.1, grad_clip: float = 1.0,
                  label_clip: float | None = None, init_share: float = 0.1,
                  leaf_noise_split: float = 0.05, l2: float = 15.0,
-                 round_size: int | None = None, pool_rounds: int | None = POOL_ROUNDS,
+                 round_size: int | None = None, warmup_rounds: int | None = None,
+                 warmup_records: int = 2000, pool_rounds: int | None = POOL_ROUNDS,
                  max_active: int = 100_000,
                  max_trees: int | None = 1000, retire_block: int | None = None,
                  accountant: str = "tight",
@@ -583,7 +595,8 @@ class SGBDTClassifier(RawScoreClassifier, _SGBDTBase, base.Classifier):
                  numeric_weight: float = 1.0, cyclical_features: bool = False,
                  drift: bool = True, drift_share: float = 0.05, drift_window: int | None = None,
                  min_leaf_records: float | None = None, split_levels: int | None = None,
-                 split_share: float = 0.3, split_bins: int = 8, split_decay: float = 0.99,
+                 split_after: int = 4000, split_share: float = 0.3, split_bins: int = 8,
+                 split_decay: float = 0.99,
                  seed: int | None = None, on_out_of_domain: str = "clip",
                  on_unknown: str = "ignore", allow_large_delta: bool = False,
                  leaf_lambda: str = "max", grid_share: float = 0.2):

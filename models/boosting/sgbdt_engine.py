@@ -68,6 +68,11 @@ __all__ = ["SGBDTConfig", "SGBDTEngine"]
 
 _NO_COLUMN = np.zeros(0)   # add_leaf_values without block sums
 
+#: the regular rounds over which a generation's young trees retire once its young phase has
+#: passed (``SGBDTConfig.warmup_records``): a young pool's trees are noisy, and kept for good
+#: they cost an endless stream 2-4 pp (docs/sgbdt.md, "Young streams")
+YOUNG_FADE = 200
+
 #: the released record count after which the initial score stops being refined
 INIT_TARGET = 1000
 #: an initial-score release waits for ceil(INIT_NOISE / epsilon_init) fresh arrivals (the
@@ -128,6 +133,14 @@ class SGBDTConfig:
     #: the feature grid's pure-DP cost, a share of epsilon charged in the filter to the
     #: records in its release (:mod:`~dpstream.models.boosting.sgbdt_grid`; 0: none)
     grid_share: float = 0.0
+    #: a generation's rounds draw random trees until it has this many arrivals (a public
+    #: count), then ``split_levels`` select splits: on a young pool the noisy histograms
+    #: cost the leaves more than they find (docs/sgbdt.md, "Young streams")
+    split_after: int = 0
+    #: a generation's first this-many arrivals are its young phase (public counts; the
+    #: estimators' ``warmup_rounds`` schedule its rounds); once it has passed, the young
+    #: phase's trees retire over the next :data:`YOUNG_FADE` rounds (0: no young phase)
+    warmup_records: int = 0
 
     @property
     def epsilon_init(self) -> float:
@@ -176,6 +189,10 @@ class SGBDTEngine:
         self.generation = 0
         self.records_dropped = 0  # old-concept records that left the pool at a generation switch
         self.generation_start = 0   # arrival number where this generation's records begin
+        self.gen_first = 0          # serial of this generation's first tree
+        # [generation, first, end): serials of that generation's young trees, once its young
+        # phase has passed (None before)
+        self.young: list[int] | None = None
         width = encoder.n_columns
         # pool rows live in [:_n] (the tail is kept zeroed), stored column by column: a round
         # routes the whole pool through one tree, reading one column per node, so a column-major
@@ -349,6 +366,8 @@ class SGBDTEngine:
                               ("init_stats", [0.0, float(INIT_TARGET)]),
                               ("generation", 0), ("records_dropped", 0), ("phases", 1),
                               ("generation_start", 0), ("split_memory", {}),
+                              # checkpoints from before young phases: no young trees
+                              ("gen_first", 0), ("young", [state.get("generation", 0), 0, 0]),
                               # checkpoints from before block retirement: one tree at a time
                               ("blocks", None), ("_keep", None),
                               # checkpoints from before the initial score was charged in
@@ -554,6 +573,7 @@ class SGBDTEngine:
         self.split_memory = {}
         self.refit_init = True
         self.generation_start = keep_from
+        self.gen_first = self.trees_retired
         self.generation += 1
         return {"generation": self.generation, "trees_retired": retired,
                 "records_dropped": dropped}
@@ -574,6 +594,7 @@ class SGBDTEngine:
         if grid_pending(self):
             release_grid(self)
         prep = self.begin_round()
+        self.retire_young()
         self.retire_if_full()
         tree = self.draw_tree(prep)
         noisy_n, noisy_s = self.noisy_leaf_stats(tree, prep)
@@ -588,7 +609,7 @@ class SGBDTEngine:
         c = self.config
         only = self.rounds % self.n_features if c.cyclical_features else None
         depth = self.round_depth()
-        if c.split_levels <= 0:
+        if c.split_levels <= 0 or self.records_added - self.generation_start < c.split_after:
             return raw_tree(self.grid, random_complete_tree(
                 self.encoder, depth=depth, rng=self.rng, numeric_weight=c.numeric_weight,
                 only_feature=only))
@@ -678,6 +699,38 @@ class SGBDTEngine:
         c = self.config
         if c.max_trees is None or len(self.forest) < c.max_trees:
             return
+        self._retire_oldest()
+
+    def retire_young(self) -> None:
+        """Retire this generation's young trees (those grown in its first
+        ``warmup_records`` arrivals) over the :data:`YOUNG_FADE` rounds after its young phase,
+        oldest first and evenly: after ``r`` of those rounds at most ``(1 - r / YOUNG_FADE)``
+        of them are left (with ``retire_block``, whole blocks, each once all of it may go;
+        the last may hold a few regular trees). Post-processing of public counts, as any
+        retirement: the pool forgets their values and later rounds fit what they carried."""
+        c = self.config
+        if c.warmup_records <= 0 or self.records_added - self.generation_start \
+                < c.warmup_records:
+            return
+        serial = self.trees_retired + len(self.forest)   # this round's tree
+        if self.young is None or self.young[0] != self.generation:
+            self.young = [self.generation, self.gen_first, serial]
+        _, first, end = self.young
+        left = math.ceil((end - first) * max(0.0, 1.0 - (serial - end) / YOUNG_FADE))
+        while self.trees_retired < end - left and len(self.forest):
+            if left and self._oldest_size() > end - left - self.trees_retired:
+                break   # a whole block would retire too early: it waits
+            self._retire_oldest()
+
+    def _oldest_size(self) -> int:
+        """The trees :meth:`_retire_oldest` would retire now."""
+        if self.blocks is None:
+            return 1
+        self._ensure_blocks()
+        return self.blocks.oldest_block(first=self.trees_retired, n_trees=len(self.forest))[0]
+
+    def _retire_oldest(self) -> None:
+        """Retire the oldest tree, or with block sums the oldest block."""
         if self.blocks is None:
             self.forest.add_tree_values(self.score, 0, self.forest.apply(0, self.X), -1.0)
             self.forest.drop_oldest(1)

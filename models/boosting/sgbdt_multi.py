@@ -187,12 +187,9 @@ class SGBDTMultiEngine(SGBDTEngine):
         t, nodes = self.store_round_tree(tree, value, prep)
         self.score += self.forest.tree_vectors(t)[nodes]
 
-    def retire_if_full(self) -> None:
-        """Retire the oldest tree once ``max_trees`` are kept: the pool's scores lose its
-        values (post-processing)."""
-        c = self.config
-        if c.max_trees is None or len(self.forest) < c.max_trees:
-            return
+    def _retire_oldest(self) -> None:
+        """Retire the oldest tree (``max_trees`` kept, or a young tree's turn): the pool's
+        scores lose its values (post-processing)."""
         self.score -= self.forest.tree_vectors(0)[self.forest.apply(0, self.X)]
         self.forest.drop_oldest(1)
         self.trees_retired += 1

@@ -159,7 +159,7 @@ class GreedyForestClassifier(WindowForestBase):
     def __init__(self, schema: Any = None, epsilon: float = 1.0, n_trees: int = 2,
                  window_size: int | None = 2_000, max_windows: int | None = 10,
                  max_depth: int = 3, n_bins: int = 16, window_seconds: float | None = None,
-                 warmup: int | None = 1000, drift: bool = True, drift_share: float = 0.05,
+                 warmup: int | None = 125, drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, min_tree_records: int | None = 500,
                  node_buckets: int = 4, seed: int | None = None,
                  on_out_of_domain: str = "clip", on_unknown: str = "ignore",

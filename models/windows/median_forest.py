@@ -63,7 +63,7 @@ Examples
 >>> for xi, yi in zip(X[:20_000], y[:20_000]):
 ...     model.learn_one(xi, yi)
 >>> model.privacy_report()["windows_closed"], model.privacy_report()["epsilon"]
-(4, 2.0)
+(7, 2.0)
 >>> model.predict_one(X[20_000]) in (False, True)
 True
 
@@ -321,7 +321,7 @@ class MedianForestClassifier(WindowForestBase):
                  privacy: str = "features_and_labels", transductive: bool = False,
                  n_trees_second: int | None = None, split_share: float = 0.3,
                  max_depth: int | None = None, leaf_size: int = 5, n_candidates: int = 256,
-                 window_seconds: float | None = None, warmup: int | None = 1000,
+                 window_seconds: float | None = None, warmup: int | None = 125,
                  drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, attributes: str = "relevance",
                  relevance_share: float = 0.2, min_tree_records: int | None = 250,

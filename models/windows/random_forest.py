@@ -212,7 +212,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
     def __init__(self, schema: Any = None, epsilon: float = 1.0, n_trees: int = 100,
                  window_size: int | None = 20_000, max_windows: int | None = 2,
                  max_depth: int | None = None, range_share: float = 0.2, range_bins: int = 24,
-                 window_seconds: float | None = None, warmup: int | None = 1000,
+                 window_seconds: float | None = None, warmup: int | None = 250,
                  drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, min_tree_records: int | None = 50,
                  attributes: str = "relevance", relevance_share: float = 0.2,

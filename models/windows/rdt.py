@@ -369,7 +369,7 @@ class RDTClassifier(WindowForestBase):
                  combine: str = "average", max_depth: int | None = None,
                  range_share: float = 0.1, range_bins: int = 16,
                  height_rule: str = "signal", leaf_signal: float = 2.0,
-                 window_seconds: float | None = None, warmup: int | None = 1000,
+                 window_seconds: float | None = None, warmup: int | None = 250,
                  drift: bool = True, drift_share: float = 0.05,
                  drift_window: int | None = None, attributes: str = "relevance",
                  relevance_share: float = 0.35, relevance_floor: float = 0.3,

@@ -31,7 +31,7 @@ Examples
 >>> for xi, yi in zip(X[:6000], y[:6000]):
 ...     a.learn_one(xi, yi)
 >>> b.learn_stream(X[:2500], y[:2500]); b.learn_stream(X[2500:6000], y[2500:6000])
->>> a.windows_closed == b.windows_closed == 3, a.privacy_report() == b.privacy_report()
+>>> a.windows_closed == b.windows_closed == 6, a.privacy_report() == b.privacy_report()
 (True, True)
 >>> all(a.predict_one(xi) == b.predict_one(xi) for xi in X[6000:6500])
 True
