@@ -16,7 +16,8 @@ HoeffdingAdaptiveTree on Elec2), and, where the lines carry it, a plot of every 
 prequential accuracy over the stream (:func:`plot_stream_curves`; a line from before the curves
 has none); the speed section (every stream model with its library defaults, each in a fresh
 process: rows/s and resident memory); then the drifting streams (:mod:`.drift_report`: accuracy
-over the stream, drift marked).
+over the stream, drift marked); then the young streams (:mod:`.young_streams`: the first
+records and a drift restart, beside the oracle-refit reference).
 
 Examples
 --------
@@ -40,6 +41,7 @@ from pathlib import Path
 from .drift_report import drift_section
 from .scale_report import scale_out_section
 from .suite import PAPER, PAPER_NONPRIVATE, RELEASED, summarize, variant_label
+from .young_streams import young_section
 
 __all__ = ["plot_stream_curves", "render_markdown", "write_report"]
 
@@ -490,7 +492,7 @@ def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         groups[_table_key(r)].append(r)
-    tables = [k for k in groups if k[1] not in ("stream", "drift", "speed")]
+    tables = [k for k in groups if k[1] not in ("stream", "drift", "speed", "young")]
     if tables:
         out += ["## Accuracy against ε", "",
                 "Kinds: dpstream (solid lines), diffprivlib's DP random forest and "
@@ -519,6 +521,9 @@ def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
     drifts = [r for r in rows if r.get("table") == "drift"]
     if drifts:
         out += drift_section(drifts, img, img_prefix)
+    young = [r for r in rows if r.get("table") == "young"]
+    if young:
+        out += young_section(young, img, img_prefix)
     out += scale_out_section(list(scale_rows), img, img_prefix)
     out.append(_HOW.replace("[references.md](references.md)",
                             link("references.md", "references.md")))

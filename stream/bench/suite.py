@@ -27,7 +27,10 @@ greedy, RDT, random; their library defaults) at ε = 1 and river's HoeffdingTree
 river's drifting Agrawal, SEA and Hyperplane streams
 (:mod:`dpstream.stream.bench.drift_streams`). The speed section runs every stream model with its
 library defaults over the Adult stream, each in a fresh process, for rows/s and peak RSS
-(:mod:`dpstream.stream.bench.speed`).
+(:mod:`dpstream.stream.bench.speed`). The young-stream section runs S-GBDT and the window
+forests from the first record of short streams and after a drift restart, with the library
+defaults and the defaults before issue 64, beside an oracle-refit reference
+(:mod:`dpstream.stream.bench.young_streams`).
 
 Every line carries DESIGN.md §6's bench fields plus ``rows_per_s``, ``peak_rss_mib`` (the
 peak resident memory of the process while the cell ran, reset before each cell where Linux
@@ -71,6 +74,15 @@ from .protocols import DEFAULT_FOLDS, SGBDT_HOLDOUT, run_bench
 from .scenarios import MULTICLASS_STREAMS
 from .speed import SPEED_MODELS, run_speed_isolated
 from .throughput import RIVER_LEARNERS, RIVER_MODELS, run_stream
+from .young_streams import (
+    BEFORE,
+    RESTART,
+    YOUNG_SCENARIOS,
+    YOUNG_SEEDS,
+    before_params,
+    run_young_stream,
+    young_models,
+)
 
 __all__ = ["GRID", "PAPER", "PROFILES", "RELEASED", "STREAM_RIVER", "Cell", "Profile", "Row",
            "Table", "build_matrix", "load_results", "machine", "peak_rss_mib", "run_suite",
@@ -123,6 +135,7 @@ class Profile:
     speed_dataset: str = "adult"
     speed_n: int | None = None
     dp_peer: bool = True               # DP-EBM next to S-GBDT on Adult and Abalone
+    young: tuple[str, ...] = ()        # young streams, now and before (:mod:`.young_streams`)
 
 
 #: figures quoted by the papers: (model, params, dataset, labeled_fraction) -> {ε: value};
@@ -240,7 +253,7 @@ PROFILES: dict[str, Profile] = {
                              ("agrawal-drift", _STREAMERS), ("elec2", _STREAMERS),
                              *((m, _CLASSIFIERS) for m in MULTICLASS_STREAMS)),
                     drifts=tuple(DRIFT_SCENARIOS),
-                    speeds=SPEED_MODELS),
+                    speeds=SPEED_MODELS, young=YOUNG_SCENARIOS),
     # <= 5 minutes on 2 cores with the bench extra: 5-fold instead of 10-fold CV for the
     # random / greedy forest table, and no scikit-learn there (QUICK_TABLES); the drifting
     # streams without river's ARF (its 30,000 records cost more than everything else of the
@@ -251,7 +264,7 @@ PROFILES: dict[str, Profile] = {
                      streams=(("adult", _STREAMERS),),
                      stream_n=5_000,
                      drifts=("agrawal-4-0-gradual", "sea-abrupt", "hyperplane-gradual"),
-                     drift_seeds=1, drift_skip=("arf",)),
+                     drift_seeds=1, drift_skip=("arf",), young=("phishing", RESTART)),
     # the CI smoke test of the harness: seconds, every kind of cell
     "smoke": Profile((Table("iris", "holdout", (Row("median-forest"),)),
                       Table("abalone", "cv", (Row("sgbdt", (("n_trees", 10),)),))),
@@ -266,7 +279,7 @@ PROFILES: dict[str, Profile] = {
 class Cell:
     """One line of the results: a model, baseline or stream run at one ε."""
 
-    kind: str                     # "model" | "baseline" | "stream" | "drift" | "speed"
+    kind: str                     # "model" | "baseline" | "stream" | "drift" | "speed" | "young"
     name: str
     dataset: str
     protocol: str
@@ -300,6 +313,10 @@ class Cell:
                                 labeled_fraction=self.labeled_fraction, progress=progress)
         if self.kind == "speed":        # a fresh process: its own heap and peak RSS
             return run_speed_isolated(self.name, self.dataset, epsilon=self.epsilon, n=self.n)
+        if self.kind == "young":
+            return run_young_stream(self.name, self.dataset, epsilon=self.epsilon,
+                                    seeds=tuple(range(self.repeats)), params=dict(self.params),
+                                    progress=progress)
         if self.kind == "drift":
             return run_drift_stream(self.name, self.dataset, epsilon=self.epsilon,
                                     n=self.n or 30_000, repeats=self.repeats,
@@ -318,6 +335,8 @@ def variant_label(model: str, params: dict) -> str:
         return "median-forest SSPE-2 (public features)"
     if model == "dpboost" and params.get("data_filter") is True:
         return "dpboost, GDF"
+    if params in BEFORE.values():
+        return f"{model} before"
     return model + (f" {params}" if params else "")
 
 
@@ -336,7 +355,7 @@ def _table_eps(table: Table, profile: Profile) -> list[float]:
 
 def build_matrix(profile: str | Profile) -> list[Cell]:
     """Every cell of a profile, in run order (dpstream rows, then baselines, then streams,
-    then the drifting streams)."""
+    then the drifting streams, the speed rows and the young streams)."""
     prof = PROFILES[profile] if isinstance(profile, str) else profile
     cells: list[Cell] = []
     for t in prof.tables:
@@ -374,6 +393,9 @@ def build_matrix(profile: str | Profile) -> list[Cell]:
                        n=prof.drift_n) for m, p in _DRIFT_ROWS if m not in prof.drift_skip]
     cells += [Cell("speed", m, prof.speed_dataset, "speed", None if m in RIVER_LEARNERS
                    else prof.stream_epsilon, n=prof.speed_n) for m in prof.speeds]
+    cells += [Cell("young", m, d, "young", prof.stream_epsilon, params=p, repeats=YOUNG_SEEDS)
+              for d in prof.young for m in young_models(d)
+              for p in ((), tuple(sorted(before_params(m, d).items())))]
     return cells
 
 
