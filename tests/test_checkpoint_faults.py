@@ -124,7 +124,7 @@ def test_a_failed_write_commits_nothing_past_the_last_checkpoint(fault, tmp_path
 DISK_FULL = r"""
 import json, os, subprocess, sys
 ck, src, more, schema, *dpstream = sys.argv[1:]
-subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", ck], check=True)
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", ck], check=True)
 run = [*dpstream, "replay", "--source", src, "--schema", schema, "--epsilon", "1",
        "--checkpoint-dir", ck, "--seed", "0", "--json"]
 out = {"first": subprocess.run(run, capture_output=True, text=True).returncode}
@@ -153,7 +153,7 @@ print(json.dumps(out))
 
 def test_a_full_disk_fails_clearly_and_the_rerun_resumes_from_the_last_checkpoint(tmp_path,
                                                                                    adult):
-    """A real ENOSPC: the checkpoint directory is a 2 MiB tmpfs in a private mount namespace."""
+    """A real ENOSPC: the checkpoint directory is an 8 MiB tmpfs in a private mount namespace."""
     if shutil.which("unshare") is None or subprocess.run(
             ["unshare", "-m", "true"], capture_output=True).returncode:
         pytest.skip("needs `unshare -m` (root / CAP_SYS_ADMIN) to mount a small tmpfs")

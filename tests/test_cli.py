@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from schedule import sgbdt_rounds
 
 from dpstream.stream.cli import main
 
@@ -63,7 +64,7 @@ def test_run_writes_a_report(tmp_path):
     assert summary["report"].endswith("report.json")
     priv = report["privacy"]
     assert priv["epsilon"] <= 0.5 and priv["epsilon_budget"] == 0.5
-    assert report["dataset"]["records"] == 48842 and priv["rounds"] == 48842 // 256
+    assert report["dataset"]["records"] == 48842 and priv["rounds"] == sgbdt_rounds(48842)
     assert "spend_by_age" not in priv and "records_seen" not in priv   # public by default
     assert report["summary"]["accuracy"] > 0.8        # majority class: 0.761
     assert report["curve"][-1]["records"] == 48842

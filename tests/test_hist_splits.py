@@ -8,6 +8,7 @@ import pickle
 
 import numpy as np
 import pytest
+from schedule import sgbdt_rounds
 
 from dpstream.models import SGBDTClassifier, SGBDTRegressor
 from dpstream.models.boosting.hist_splits import _Cells, category_codes, grow_tree, histogram_sigma
@@ -121,7 +122,8 @@ def test_split_rounds_train_checkpoint_and_reset_on_a_new_generation():
     schema = {"features": SCHEMA["features"], "target": {"type": "binary", "values": [0, 1]}}
     rows = _rows(3000, seed=2)
     y = [int(r["a"] <= 4.0) for r in rows]
-    m = SGBDTClassifier(schema=schema, epsilon=2.0, seed=1)
+    # (split selection from the first arrival, no young phase: the defaults wait 4,000)
+    m = SGBDTClassifier(schema=schema, epsilon=2.0, seed=1, split_after=0, warmup_rounds=0)
     assert m._config.split_levels == 1     # the classifier's stream default (two classes)
     for x, yi in zip(rows, y, strict=True):
         m.learn_one(x, yi)
@@ -173,7 +175,8 @@ def test_the_first_initial_score_release_waits_for_enough_arrivals():
     assert m.engine.init_group == 100
     for x in _rows(99):
         m.learn_one(x, 0.2)
-    assert m.engine.rounds == 3 and m.engine.init_score is None
+    assert m.engine.rounds == sgbdt_rounds(99, round_size=32, warmup_rounds=50)
+    assert m.engine.init_score is None
     for x in _rows(40, seed=5):
         m.learn_one(x, 0.2)
     assert m.engine.init_score is not None and m.engine.init_records >= 100

@@ -35,12 +35,16 @@ def test_parallel_workers_give_the_seeds_the_same_results():
     assert alone["per_seed"] == parallel["per_seed"] and alone["assignment"] == "roundrobin"
 
 
-def test_members_in_step_until_lag_after():
+def test_members_in_step_until_lag_after(monkeypatch):
     """With --lag-after past the stream's end the members never drift apart: the same hits
     as no lag; with it inside the stream, they drift apart there (other hits)."""
     import numpy as np
     from river.datasets import synth
 
+    from dpstream.models.windows.window_forest import WindowForestBase
+
+    # warm-up windows of 100 (200 x 1/2): several windows close before and after the lag
+    monkeypatch.setattr(WindowForestBase, "member_warmup", 200)
     from dpstream.stream.bench.member_sim import prequential
     from dpstream.stream.bench.scenarios import AGRAWAL_SCHEMA
 

@@ -71,7 +71,7 @@ def test_a_young_generation_rounds_every_ceil_a_over_warmup_rounds_arrivals():
 
 
 def test_the_young_trees_retire_evenly_after_the_young_phase_and_the_filter_holds():
-    X, y = _rows(2000 + 32 * (sgbdt_engine.YOUNG_FADE + 20), seed=1)
+    X, y = _rows(1000 + sgbdt_engine.YOUNG_FADE + 640, seed=1)
     m = SGBDTClassifier(schema=SCHEMA, seed=1, warmup_rounds=200, warmup_records=1000,
                         drift=False, max_trees=None)
     for xi, yi in zip(X[:1000], y[:1000], strict=True):

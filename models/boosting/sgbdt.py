@@ -156,6 +156,9 @@ class _SGBDTBase(ShortRepr, base.Estimator):
             self.engine.blanks = getattr(self.engine, "blanks", 0) + self._buffer_blank
         self._gen_blank += self._buffer_blank
         self._buffer_blank = 0
+        # the engine's young phase, split_after and depth count this generation's messages
+        # (blanks included), never its learned records, whose number is the curator's
+        self.engine.gen_blanks = self._gen_blank
         if self._buffer_y:
             X = np.array(self._buffer_X, dtype=np.float64)
             y = np.array(self._buffer_y, dtype=np.float64)
@@ -316,7 +319,7 @@ class _SGBDTBase(ShortRepr, base.Estimator):
         d = self._drift
         kept = max(0, d.window - d.last_blank - int(by_record))
         e.new_generation(keep_from=e.records_added - kept)
-        self._gen_blank = d.last_blank
+        self._gen_blank = e.gen_blanks = d.last_blank
 
     def learn_many(self, X: Any, y: Any, *, rounds: int | None = None,
                    new_phase: bool = False) -> None:

@@ -68,10 +68,12 @@ __all__ = ["SGBDTConfig", "SGBDTEngine"]
 
 _NO_COLUMN = np.zeros(0)   # add_leaf_values without block sums
 
-#: the regular rounds over which a generation's young trees retire once its young phase has
+#: the arrivals over which a generation's young trees retire once its young phase has
 #: passed (``SGBDTConfig.warmup_records``): a young pool's trees are noisy, and kept for good
-#: they cost an endless stream 2-4 pp (docs/sgbdt.md, "Young streams")
-YOUNG_FADE = 200
+#: they cost an endless stream 2-4 pp (docs/sgbdt.md, "Young streams"). Counted in
+#: arrivals, not rounds: over 200 rounds of 256 (``dpstream run``) they outlived Adult and
+#: cost it 2.6 pp (0.817 -> 0.791 at epsilon 0.5)
+YOUNG_FADE = 6400
 
 #: the released record count after which the initial score stops being refined
 INIT_TARGET = 1000
@@ -139,7 +141,7 @@ class SGBDTConfig:
     split_after: int = 0
     #: a generation's first this-many arrivals are its young phase (public counts; the
     #: estimators' ``warmup_rounds`` schedule its rounds); once it has passed, the young
-    #: phase's trees retire over the next :data:`YOUNG_FADE` rounds (0: no young phase)
+    #: phase's trees retire over the next :data:`YOUNG_FADE` arrivals (0: no young phase)
     warmup_records: int = 0
 
     @property
@@ -609,7 +611,7 @@ class SGBDTEngine:
         c = self.config
         only = self.rounds % self.n_features if c.cyclical_features else None
         depth = self.round_depth()
-        if c.split_levels <= 0 or self.records_added - self.generation_start < c.split_after:
+        if c.split_levels <= 0 or self.arrived < c.split_after:
             return raw_tree(self.grid, random_complete_tree(
                 self.encoder, depth=depth, rng=self.rng, numeric_weight=c.numeric_weight,
                 only_feature=only))
@@ -653,8 +655,7 @@ class SGBDTEngine:
         c = self.config
         if c.min_leaf_records <= 0:
             return c.depth
-        arrived = self.records_added - self.generation_start
-        expected = c.subsample * arrived / c.min_leaf_records
+        expected = c.subsample * self.arrived / c.min_leaf_records
         return int(min(c.depth, max(1, math.floor(math.log2(max(expected, 2.0))))))
 
     def pool_nodes(self, tree, prep: dict) -> np.ndarray:
@@ -701,22 +702,31 @@ class SGBDTEngine:
             return
         self._retire_oldest()
 
+    @property
+    def arrived(self) -> int:
+        """This generation's messages handed in so far: its pool records and its blanks
+        (unlabeled records and dead letters, ``gen_blanks``, kept by the estimator). A public
+        count; the learned records alone are not (how many messages were dead letters is
+        the curator's)."""
+        return self.records_added - self.generation_start + getattr(self, "gen_blanks", 0)
+
     def retire_young(self) -> None:
         """Retire this generation's young trees (those grown in its first
-        ``warmup_records`` arrivals) over the :data:`YOUNG_FADE` rounds after its young phase,
-        oldest first and evenly: after ``r`` of those rounds at most ``(1 - r / YOUNG_FADE)``
-        of them are left (with ``retire_block``, whole blocks, each once all of it may go;
+        ``warmup_records`` arrivals) over the :data:`YOUNG_FADE` arrivals after its young
+        phase, oldest first and evenly: ``r`` arrivals after it at most
+        ``(1 - r / YOUNG_FADE)`` of them are left (with ``retire_block``, whole blocks, each once all of it may go;
         the last may hold a few regular trees). Post-processing of public counts, as any
         retirement: the pool forgets their values and later rounds fit what they carried."""
         c = self.config
-        if c.warmup_records <= 0 or self.records_added - self.generation_start \
-                < c.warmup_records:
+        arrived = self.arrived
+        if c.warmup_records <= 0 or arrived < c.warmup_records:
             return
         serial = self.trees_retired + len(self.forest)   # this round's tree
         if self.young is None or self.young[0] != self.generation:
             self.young = [self.generation, self.gen_first, serial]
         _, first, end = self.young
-        left = math.ceil((end - first) * max(0.0, 1.0 - (serial - end) / YOUNG_FADE))
+        past = arrived - c.warmup_records
+        left = math.ceil((end - first) * max(0.0, 1.0 - past / YOUNG_FADE))
         while self.trees_retired < end - left and len(self.forest):
             if left and self._oldest_size() > end - left - self.trees_retired:
                 break   # a whole block would retire too early: it waits

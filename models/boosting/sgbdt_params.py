@@ -88,8 +88,8 @@ PARAMS_DOC = """
     warmup_records
         Streaming, with ``warmup_rounds``: a generation's first this-many arrivals are its
         young phase. Its rounds follow ``warmup_rounds``; once it has passed, the trees grown
-        in it retire over the next 200 rounds (post-processing), oldest first: a young pool's
-        trees are noisy, and kept they cost a long stream 2-4 pp.
+        in it retire over the next 6,400 arrivals (post-processing), oldest first: a young
+        pool's trees are noisy, and kept they cost a long stream 2-4 pp.
     pool_rounds
         Streaming: rounds space out as the pool can grow. A round comes every
         ``max(round_size, ceil(min(a, max_active) / pool_rounds))`` arrivals, ``a`` being the
