@@ -35,7 +35,10 @@ def _prequential(model, X, y) -> float:
     return right / len(y)
 
 
-@pytest.mark.parametrize("cls, floor", [(MedianForestClassifier, 0.745),
+# the median forest at seed 0: 0.758 with a warm-up from 1,000 records, 0.736 from 125 (issue
+# 64); over seeds 0-5 0.746 and 0.740 (the seeds' spread is 2.4 pp either way): its floor is
+# the warm-up's seed 0 less a point
+@pytest.mark.parametrize("cls, floor", [(MedianForestClassifier, 0.725),
                                         # with its feature grid (docs/sgbdt.md): 0.698
                                         # before it
                                         (SGBDTClassifier, 0.73),

@@ -22,6 +22,7 @@ from dpstream.connectors.local_broker import LocalBroker as Broker
 from dpstream.connectors.local_broker import free_port
 from dpstream.connectors.partitioning import key_partition
 from dpstream.stream import ADULT_SCHEMA, load_adult
+from schedule import sgbdt_rounds
 
 pytestmark = pytest.mark.kafka
 
@@ -296,7 +297,8 @@ def test_held_predictions_through_a_real_broker_one_per_record(broker, tmp_path)
         assert _stop(proc) == 0
     state = CheckpointStore.read(tmp_path / "ck")
     # rounds count messages, dead letters included, and every message gets a prediction
-    assert state["model"].training_rounds == 1000 // 200 and state["outbox"] == []
+    assert state["model"].training_rounds == sgbdt_rounds(1000, round_size=200)
+    assert state["outbox"] == []
     preds = broker.consume_all("predictions", 1000)
     keys = [p.key for p in preds]
     assert len(keys) == len(set(keys)) == 1000 and m > 0
@@ -367,7 +369,7 @@ def test_median_forest_over_a_topic_keeps_its_open_window_across_runs(broker, tm
     url = f"kafka://{broker.bootstrap}/semi?group=windows"
     cmd = [*DPSTREAM, "replay", "--source", url, "--schema", str(schema), "--epsilon", "2",
            "--model", "median-forest", "--set", "window_size=200", "--set", "n_trees=10",
-           "--set",
+           "--set", "warmup=null", "--set",
            "privacy=labels_only", "--set", "min_tree_records=null", "--checkpoint-dir",
            str(tmp_path / "ck"), "--json"]
     first = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
@@ -397,7 +399,7 @@ def test_time_windows_follow_the_broker_timestamps(broker, tmp_path):
     url = f"kafka://{broker.bootstrap}/timed?group=clock"
     cmd = [*DPSTREAM, "replay", "--source", url, "--schema", str(_schema_file(tmp_path)),
            "--epsilon", "2", "--model", "median-forest", "--set", "window_size=100000",
-           "--set", "window_seconds=2.0", "--set", "n_trees=3",
+           "--set", "window_seconds=2.0", "--set", "n_trees=3", "--set", "warmup=null",
            "--checkpoint-dir", str(tmp_path / "ck"), "--json"]
     out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
                                     timeout=180).stdout)
