@@ -16,13 +16,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from schedule import sgbdt_rounds
 
 from dpstream.connectors import CheckpointStore
 from dpstream.connectors.local_broker import LocalBroker as Broker
 from dpstream.connectors.local_broker import free_port
 from dpstream.connectors.partitioning import key_partition
 from dpstream.stream import ADULT_SCHEMA, load_adult
-from schedule import sgbdt_rounds
 
 pytestmark = pytest.mark.kafka
 

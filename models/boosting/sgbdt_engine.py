@@ -714,9 +714,10 @@ class SGBDTEngine:
         """Retire this generation's young trees (those grown in its first
         ``warmup_records`` arrivals) over the :data:`YOUNG_FADE` arrivals after its young
         phase, oldest first and evenly: ``r`` arrivals after it at most
-        ``(1 - r / YOUNG_FADE)`` of them are left (with ``retire_block``, whole blocks, each once all of it may go;
-        the last may hold a few regular trees). Post-processing of public counts, as any
-        retirement: the pool forgets their values and later rounds fit what they carried."""
+        ``(1 - r / YOUNG_FADE)`` of them are left (with ``retire_block``, whole blocks, each
+        once all of it may go; the last may hold a few regular trees). Post-processing of
+        public counts, as any retirement: the pool forgets their values and later rounds fit
+        what they carried."""
         c = self.config
         arrived = self.arrived
         if c.warmup_records <= 0 or arrived < c.warmup_records:
