@@ -321,11 +321,14 @@ class MetricsServer:
                     self._send(404, b"not found\n", "text/plain")
 
             def _send(self, code, body, ctype):
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", ctype)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except ConnectionError:   # the scraper gave up (its timeout): not our error
+                    self.close_connection = True
 
             def log_message(self, *args):   # keep the service log for the service
                 pass

@@ -390,3 +390,33 @@ def test_public_metrics_show_the_model_as_of_the_last_checkpoint(tmp_path):
     assert _trees_series(ServiceCollector(runner, curator=True)) == live
     runner.checkpoint()
     assert _trees_series(ServiceCollector(runner)) == live
+
+
+def test_a_scraper_that_gives_up_leaves_no_traceback(capfd):
+    """A scrape slower than the scraper's timeout (a long training batch holds the runner):
+    the scraper hangs up, and the server's write to the closed socket is not an error in the
+    service's log."""
+    import socket
+    import struct
+    import time
+
+    class Slow:
+        def collect(self):
+            time.sleep(0.5)
+            return []
+
+    server = MetricsServer(Slow())
+    try:
+        for _ in range(2):
+            client = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            client.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            # hang up at once, with a reset (linger 0): the server's writes then fail
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            client.close()
+        time.sleep(1.5)
+        page = urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz", timeout=10)
+        assert page.status == 200    # still serving
+    finally:
+        server.close()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Broken pipe" not in err, err
