@@ -356,6 +356,11 @@ def _safe_dtype(descr: Any) -> np.dtype:
 def decode(tree: Any, arrays: list[np.ndarray]) -> Any:
     """The object graph :func:`encode` gave ``tree`` and ``arrays`` for.
 
+    The decoded objects hold ``arrays`` themselves, not copies (a checkpoint's arrays are
+    read from its file, so nothing else holds them): to decode what :func:`encode` just gave
+    for a live object, pass copies, or the two share their buffers and one's training
+    changes the other's.
+
     Raises
     ------
     StateError

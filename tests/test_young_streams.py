@@ -142,6 +142,11 @@ def test_the_young_phase_survives_a_checkpoint():
     assert end <= a.engine.trees_retired < end + 100
     assert np.array_equal(a.engine.filter.spent, b.engine.filter.spent)
     assert [a.predict_proba_one(x) for x in X[:200]] == [b.predict_proba_one(x) for x in X[:200]]
+    # the safe format too: the same drift releases, filter and predictions, bit for bit
+    assert np.array_equal(a.engine.filter.spent, safe.engine.filter.spent)
+    assert a._drift.releases == safe._drift.releases > 0
+    assert [a.predict_proba_one(x) for x in X[:200]] == [safe.predict_proba_one(x)
+                                                         for x in X[:200]]
 
 
 def test_an_engine_from_before_young_phases_retires_nothing_it_kept():
