@@ -119,8 +119,8 @@ PARAMS_DOC = """
     min_leaf_records
         Streaming: while few records have arrived, trees are shallower — the largest depth
         (at most ``depth``) whose leaves expect this many Poisson-sampled records of this
-        generation's arrivals. ``0`` turns it off (always ``depth``). The classifier's
-        ``None``: 20 for two classes, 10 for three or more.
+        generation's arrivals (messages). ``0`` turns it off (always ``depth``). The
+        classifier's ``None``: 10 (it was 20 for two classes before the young phase).
     max_active
         Streaming: records that arrived more than this many arrivals ago leave the active
         pool (an age, a public count — not the pool's size, which depends on how many other
