@@ -510,7 +510,7 @@ def young_section(rows: list[dict], img_dir: Path | None, img_prefix: str) -> li
            f"the first one, at ε = {eps:g}; mean over {seeds} seed(s). *Now*: the library "
            "defaults; *before*: the defaults before issue 64 (window forests "
            f"`{_kwargs(BEFORE['window-forest'])}` instead of warm-up windows of 125 records "
-           "doubling — 250 for the random forest; S-GBDT classifier "
+           "doubling — 250 for the random forest and RDT; S-GBDT classifier "
            f"`{_kwargs(BEFORE['sgbdt'])}`, regressor `{_kwargs(BEFORE['sgbdt-regressor'])}`: "
            "no young phase). "
            "*Oracle-refit*: the same model class with the same parameters at the same ε, "
