@@ -345,7 +345,9 @@ def _waveform_shards(k=3, n=4500):
 
 
 def _run_parties(broker, topic, rounds, *, dies=None, round_timeout=20.0, threshold=None,
-                 shards=None, join_timeout=3.0):
+                 shards=None, join_timeout=3.0, hold=None):
+    """Three party threads; with ``hold`` (an Event) each waits for it before its last round,
+    so whatever was posted before the event is set is read before the session ends."""
     shards, schema = _shards() if shards is None else shards
     roster, keys = Roster.generate(NAMES, threshold)
     out, errors = {}, []
@@ -364,7 +366,9 @@ def _run_parties(broker, topic, rounds, *, dies=None, round_timeout=20.0, thresh
                                     join_timeout=join_timeout, round_timeout=round_timeout)
             out[name] = {"dist": dist, "party": party, "plain": {}, "rounds": {}}
             dist.start(catch_up_s=0.3)
-            for _ in range(rounds + 1):
+            for k in range(rounds + 1):
+                if hold is not None and k == rounds:
+                    assert hold.wait(120), "the hold was never released"
                 summary = dist.run_round()
                 t = summary["round"]
                 if getattr(dist, "last_plaintext", None) is not None:
@@ -394,7 +398,10 @@ def test_three_parties_sum_exactly_and_agree_while_an_intruder_replays_and_forge
     message it reads and posts forged ``cut`` / ``abandon`` messages in alice's name. Every
     round completes with the exact sum, and every party counts exactly what was injected."""
     topic = "board-sum"
-    threads, out, errors, roster = _run_parties(broker, topic, rounds=40)
+    # the parties' last round waits for the intruder: its every post lands before that round
+    # (a loaded machine could otherwise let a party end before it reads a late replay)
+    hold = threading.Event()
+    threads, out, errors, roster = _run_parties(broker, topic, rounds=40, hold=hold)
     injected = {"replayed": 0, "bad_signature": 0}
     fake_roster, fake = Roster.generate(["alice"])
     intruder = KafkaBoard(broker.bootstrap, topic)
@@ -420,7 +427,8 @@ def test_three_parties_sum_exactly_and_agree_while_an_intruder_replays_and_forge
                 forger.post("cut", round=env["round"])
                 forger.post("abandon", round=env["round"])
                 injected["bad_signature"] += 2
-    intruder.close()
+    intruder.close()   # (every post was acknowledged by the broker)
+    hold.set()
     _join_all(threads, errors)
     assert injected["replayed"] >= 20 and injected["bad_signature"] >= 20
     for t in range(41):
