@@ -425,6 +425,15 @@ class Runner:
             learns_unlabeled = bool(getattr(model, "learns_unlabeled", False))
             learned, i = [], 0
             while i < len(recs):
+                if i:   # between segments the state is whole: let /metrics and /healthz in
+                    # (a young S-GBDT's segments are one record each, with a checkpoint after
+                    # each round when predictions are published: a whole batch under the lock
+                    # kept scrapes waiting for seconds)
+                    self.lock.release()
+                    try:
+                        time.sleep(0)   # (the GIL: a waiting reader takes the lock now)
+                    finally:
+                        self.lock.acquire()
                 # messages until a round or a release can happen (public counts: every message
                 # counts, learned or not); the model cannot change before
                 room = min(r for r in model.stream_room() if r is not None)

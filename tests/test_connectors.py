@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -490,3 +491,27 @@ def test_a_local_broker_whose_free_port_was_taken_starts_on_another(monkeypatch)
             assert broker.port == port
         with pytest.raises(RuntimeError, match="tansu exited"):
             local_broker.LocalBroker(taken).start()
+
+
+def test_readers_get_the_lock_between_segments_of_a_batch(tmp_path):
+    """A young S-GBDT publishing predictions trains a batch in one-record segments, each
+    round followed by a checkpoint: /metrics and /healthz (which read under the runner's
+    lock) get in between segments instead of waiting for the whole batch."""
+    X, y, _ = load_adult("train")
+    sink = _ListSink()
+    runner = Runner.create("sgbdt", ADULT_SCHEMA, store=CheckpointStore(tmp_path), epsilon=1.0,
+                           seed=0, predictions=sink)
+    recs = [SourceRecord({"id": i, "x": X[i], "y": y[i]}, "f", i) for i in range(600)]
+    seen: list[int] = []
+    worker = threading.Thread(target=runner.process_many, args=(recs,))
+    worker.start()
+    while worker.is_alive():
+        with runner.lock:
+            seen.append(runner.model.training_rounds)
+        time.sleep(0.005)
+    worker.join()
+    final = runner.model.training_rounds
+    assert final > 400 and runner.counters["checkpoints"] >= final   # a save per round
+    assert len({r for r in seen if 0 < r < final}) >= 3, sorted(set(seen))   # read mid-batch
+    assert len(sink.sent) == 600
+    runner.store.close()
