@@ -8,7 +8,8 @@ over the whole of Elec2 (as ``real_streams.py``), with where along Elec2 the two
     python benchmarks/young_streams_seeds.py --what elec2 --seeds 0 1 2 3 4 5 --workers 2
 
 "before" is the same model with ``warmup=1000`` (the default until 2026-12-05). Prints one
-line per arm and, for Elec2, the mean difference by stretch of the stream.
+line per arm and, for Elec2, the mean difference by stretch of the stream. The figures and
+what they mean: docs/benchmark_notes.md, "Young streams (2026-12-06)".
 """
 
 from __future__ import annotations
