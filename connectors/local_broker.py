@@ -157,13 +157,22 @@ class LocalBroker:
         self.stop()
         raise RuntimeError(f"tansu did not listen on {self.bootstrap} within {timeout} s")
 
-    def create_topic(self, name: str, partitions: int = 1) -> None:
+    def create_topic(self, name: str, partitions: int = 1, exist_ok: bool = False) -> None:
+        """Create topic ``name``; with ``exist_ok``, a topic already there is no error.
+
+        A consumer that subscribes before the topic exists makes the broker create it with
+        its default partition count, so a caller racing a running consumer wants ``exist_ok``.
+        """
         from kafka import KafkaAdminClient
         from kafka.admin import NewTopic
+        from kafka.errors import TopicAlreadyExistsError
 
         admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
         try:
             admin.create_topics([NewTopic(name, partitions, 1)])
+        except TopicAlreadyExistsError:
+            if not exist_ok:
+                raise
         finally:
             admin.close()
 

@@ -223,7 +223,9 @@ def test_absent_broker_is_retried_then_used(tmp_path, client):
                   "a retry log line", proc, tmp_path)
         assert proc.poll() is None
         broker.start()
-        broker.create_topic("records")
+        # serve's consumer is subscribed already: its metadata request may have made the
+        # broker create the topic first
+        broker.create_topic("records", exist_ok=True)
         values, _ = _messages(500, bad_every=0)
         broker.produce("records", values)
         _wait_for(lambda: (s := _status(tmp_path)) and s["seen"] >= 500, 120, "records",
