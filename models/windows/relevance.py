@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...accounting import LaplaceMechanism
+from ...accounting import LaplaceMechanism, noise
 
 __all__ = ["AttributeRelevance", "owned_attributes", "slot_counts"]
 
@@ -131,7 +131,7 @@ def _entropy(counts: np.ndarray) -> np.ndarray:
 
 def _deal(n: int, k: int, rng: np.random.Generator) -> list[np.ndarray]:
     """A random partition of ``range(n)`` into ``k`` disjoint parts (data-independent)."""
-    return np.array_split(rng.permutation(n), k)
+    return np.array_split(noise.permutation(rng, n), k)
 
 
 class AttributeRelevance:
