@@ -8,7 +8,8 @@ dpstream is instead released in three exact steps:
    that depends only on public parameters (the sensitivity, the noise scale): ``g`` is
    :func:`lattice_step`. Rounding moves a neighbour's value by at most one lattice step in
    each coordinate the record touches, and the sensitivity on the lattice says so
-   (:func:`lattice_sensitivity_l1`, :func:`lattice_sensitivity_l2`).
+   (:func:`laplace_rounding`; the Gaussian's ``touched``). Integer counts are lattice points
+   already and move by nothing.
 2. **Exact integer noise.** Discrete Laplace or discrete Gaussian noise on the integers, drawn
    by integer arithmetic only (Canonne, Kamath and Steinke, NeurIPS 2020, Algorithms 1-3),
    compiled with numba. The only randomness is exactly uniform integers from the generator.
@@ -48,7 +49,8 @@ __all__ = ["secure_generator", "is_secure", "lattice_step", "snap", "laplace_on_
            "gaussian_on_lattice", "discrete_laplace_fill", "discrete_gaussian_fill",
            "discrete_laplace_rdp", "laplace_lattice_rdp", "gaussian_steps",
            "scaled_gaussian_on_lattice",
-           "laplace_lattice_epsilon", "gaussian_noise_on_lattice", "common_step", "on_lattice",
+           "laplace_lattice_epsilon", "laplace_rounding", "gaussian_noise_on_lattice",
+           "common_step", "on_lattice",
            "sampling_threshold", "uniforms", "choose", "permutation", "nb_choose", "nb_uniform",
            "selection_lattice", "utility_steps", "em_pick", "pf_pick", "select_rows",
            "em_pick_dist", "distance_factor", "select_by_distance", "em_pick_masses",
@@ -320,45 +322,89 @@ def discrete_gaussian_fill(rng: np.random.Generator, a: int, size,
 # --------------------------------------------------------------------------- lattice releases
 
 @functools.lru_cache(maxsize=4096)
-def _laplace_lattice(epsilon: float, sensitivity: float) -> tuple[float, int, int, int]:
-    """``(step, sens_lattice, s, t)``: the Laplace release's public lattice and exact scale
-    ``t / s >= sens_lattice / epsilon`` lattice units."""
+def _laplace_lattice(epsilon: float, sensitivity: float, rounding: int = 1
+                     ) -> tuple[float, int, int, int]:
+    """``(step, sens_lattice, s, t)``: the Laplace release's public lattice, its sensitivity in
+    lattice steps and the exact scale ``t / s >= sens_lattice / epsilon`` lattice units.
+
+    Rounding to the nearest lattice point moves each coordinate by at most half a step, so two
+    values ``d`` apart land at most ``floor(d / step) + 1`` steps apart (the difference of the
+    rounded values is an integer below ``d / step + 1``; rounding half to even does not break
+    this); over the ``rounding`` coordinates a record can touch, an L1 sensitivity ``S``
+    becomes ``floor(S / step) + rounding`` steps. Values that are lattice points already
+    (integer counts on a step that divides 1) move by nothing: ``rounding = 0``."""
     g = lattice_step(sensitivity, LAPLACE_BITS)
-    sens = math.ceil(Fraction(sensitivity) / Fraction(g))
+    sens = math.floor(Fraction(sensitivity) / Fraction(g)) + int(rounding)
     t = math.ceil(Fraction(sens * _LAPLACE_S) / Fraction(epsilon))
     return g, sens, _LAPLACE_S, t
 
 
+def laplace_rounding(values: np.ndarray, sensitivity: float, *, touched: int | None = None,
+                     integers: bool = False) -> int:
+    """The lattice steps that rounding ``values`` can add to a Laplace release's sensitivity:
+    0 for integer-valued queries (counts) whose lattice step divides 1 (``sensitivity <
+    8192``), else ``touched`` (the coordinates one record can change; all of them by default).
+
+    ``integers`` is a property of the query (a count is a whole number whatever the data), not
+    of the values at hand; the values are checked against it so that a misdeclared query
+    fails loudly instead of spending more than its epsilon.
+
+    >>> laplace_rounding(np.array([3.0, 4.0]), 1.0, integers=True)
+    0
+    >>> laplace_rounding(np.array([0.5, 0.25, 0.25]), 1.0), laplace_rounding(np.ones(3), 1.0,
+    ...                                                                       touched=1)
+    (3, 1)
+    >>> laplace_rounding(np.array([0.5]), 1.0, integers=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: the query was declared integer-valued (integers=True) but a value is not a whole number
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if integers:
+        if v.size and not np.all(v == np.rint(v)):
+            raise ValueError("the query was declared integer-valued (integers=True) but a "
+                             "value is not a whole number")
+        if lattice_step(sensitivity, LAPLACE_BITS) <= 1.0:
+            return 0
+    d = max(1, v.size) if touched is None else int(touched)
+    if d < 1:
+        raise ValueError(f"touched must be a positive integer, got {touched!r}")
+    return d
+
+
 def laplace_on_lattice(rng: np.random.Generator, values, *, epsilon: float,
-                       sensitivity: float) -> np.ndarray:
+                       sensitivity: float, touched: int | None = None,
+                       integers: bool = False) -> np.ndarray:
     """``values`` rounded to the lattice of :func:`lattice_step` ``(sensitivity, 12)`` plus
     discrete Laplace noise: epsilon-DP for a query of L1 sensitivity ``sensitivity``.
 
-    On the lattice the sensitivity is ``ceil(sensitivity / g)`` steps (rounding each touched
-    coordinate moves it by less than one step more) and the noise scale is
-    ``t / s >= that / epsilon`` steps, so the release is ``epsilon``-DP exactly (the geometric
-    mechanism; Ghosh, Roughgarden and Sundararajan 2009).
+    On the lattice the sensitivity is ``floor(sensitivity / g)`` steps plus what rounding adds
+    (:func:`laplace_rounding`: one step per coordinate a record touches, ``touched``, all by
+    default; none for ``integers``) and the noise scale is ``t / s >= that / epsilon`` steps,
+    so the release is ``epsilon``-DP exactly (the geometric mechanism; Ghosh, Roughgarden and
+    Sundararajan 2009).
 
     >>> rng = secure_generator(4)
-    >>> out = laplace_on_lattice(rng, np.zeros(20000), epsilon=0.5, sensitivity=1.0)
+    >>> out = laplace_on_lattice(rng, np.zeros(20000), epsilon=0.5, sensitivity=1.0, touched=1)
     >>> bool(abs(np.mean(np.abs(out)) - 2.0) < 0.1)
     True
     """
     v = np.asarray(values, dtype=np.float64)
-    g, _, s, t = _laplace_lattice(float(epsilon), float(sensitivity))
+    rounding = laplace_rounding(v, float(sensitivity), touched=touched, integers=integers)
+    g, _, s, t = _laplace_lattice(float(epsilon), float(sensitivity), rounding)
     k = snap(v, g)
     noise = discrete_laplace_fill(rng, s, t, k.shape)
     return (k + noise).astype(np.float64) * g
 
 
-def laplace_lattice_epsilon(epsilon: float, sensitivity: float) -> float:
+def laplace_lattice_epsilon(epsilon: float, sensitivity: float, rounding: int = 1) -> float:
     """The per-step epsilon ``s / t`` of :func:`laplace_on_lattice` times its lattice
     sensitivity: at most ``epsilon``.
 
     >>> laplace_lattice_epsilon(1.0, 1.0) <= 1.0
     True
     """
-    _, sens, s, t = _laplace_lattice(float(epsilon), float(sensitivity))
+    _, sens, s, t = _laplace_lattice(float(epsilon), float(sensitivity), int(rounding))
     return float(Fraction(sens * s, t))
 
 
@@ -784,17 +830,20 @@ def select_rows(rng: np.random.Generator, utilities, *, epsilon: float, sensitiv
 
 
 def laplace_lattice_rdp(orders, *, epsilon: float, sensitivity: float,
-                        shift: float | None = None) -> np.ndarray:
+                        shift: float | None = None, rounding: int = 1) -> np.ndarray:
     """RDP of :func:`laplace_on_lattice` ``(epsilon, sensitivity)`` between inputs that differ
-    by ``shift`` in one coordinate (``sensitivity`` by default): the discrete Laplace's, between
-    lattice points ``ceil(shift / step)`` steps apart (at most ``epsilon`` at every order).
+    by ``shift`` in L1 (``sensitivity`` by default) over ``rounding`` rounded coordinates (0 for
+    integer-valued queries; :func:`laplace_rounding`): the discrete Laplace's, between lattice
+    points ``floor(shift / step) + rounding`` steps apart (at most ``epsilon`` at every order).
 
-    >>> r = laplace_lattice_rdp([2.0, 64.0], epsilon=0.3, sensitivity=8.0, shift=1.0)
+    >>> r = laplace_lattice_rdp([2.0, 64.0], epsilon=0.3, sensitivity=8.0, shift=1.0,
+    ...                         rounding=0)
     >>> bool(np.all(r <= 0.3 / 8 + 1e-12))
     True
     """
-    g, sens, s, t = _laplace_lattice(float(epsilon), float(sensitivity))
-    k = sens if shift is None else math.ceil(Fraction(float(shift)) / Fraction(g))
+    g, sens, s, t = _laplace_lattice(float(epsilon), float(sensitivity), int(rounding))
+    k = sens if shift is None else (math.floor(Fraction(float(shift)) / Fraction(g))
+                                    + int(rounding))
     return discrete_laplace_rdp(orders, step_epsilon=float(np.nextafter(s / t, np.inf)),
                                 shift=k)
 

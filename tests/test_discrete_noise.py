@@ -7,6 +7,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from dpstream.accounting import noise
@@ -156,7 +158,44 @@ def test_the_laplace_mechanism_charges_the_discrete_rdp_and_never_more_than_epsi
 def test_the_lattice_costs_at_most_a_tiny_factor_of_noise():
     """The release's spread against the continuous mechanism's: ``1 + 2^-12`` (Laplace)."""
     out = noise.laplace_on_lattice(noise.secure_generator(26), np.zeros(40000), epsilon=0.5,
-                                   sensitivity=2.0)
+                                   sensitivity=2.0, touched=1)
     assert np.mean(np.abs(out)) == pytest.approx(4.0, rel=0.02)   # E|L| = scale = 4
     assert noise.laplace_lattice_epsilon(0.5, 2.0) <= 0.5
     assert noise.laplace_lattice_epsilon(0.5, 2.0) >= 0.5 * (1 - 2.0 ** -11)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(2.0**-20, 2.0**20), st.integers(1, 6), st.integers(0, 2**32 - 1))
+def test_rounding_to_the_lattice_never_moves_neighbours_further_than_the_scale_assumes(
+        sensitivity, d, seed):
+    """The Laplace release's noise is scaled for ``floor(S / g) + touched`` lattice steps
+    between neighbours; rounding (half to even included) never puts them further apart."""
+    rng = np.random.default_rng(seed)
+    g = noise.lattice_step(sensitivity, noise.LAPLACE_BITS)
+    a = rng.uniform(-1e3, 1e3, d) * sensitivity
+    # an L1 move of (just under: the float sums' own rounding) S over d coordinates
+    share = rng.dirichlet(np.ones(d)) * sensitivity * (1 - 2.0**-30)
+    b = a + share * rng.choice([-1.0, 1.0], d)
+    ties = rng.integers(0, 2, d).astype(bool)                 # and exact half steps
+    a[ties] = (np.floor(a[ties] / g) + 0.5) * g
+    b[ties] = a[ties] + np.floor(share[ties] / g) * g
+    moved = int(np.abs(noise.snap(a, g) - noise.snap(b, g)).sum())
+    assumed = noise._laplace_lattice(1.0, float(sensitivity), d)[1]
+    assert moved <= assumed
+
+
+def test_integer_queries_skip_the_rounding_step_and_misdeclared_ones_fail():
+    from dpstream.accounting import LaplaceMechanism
+
+    assert noise._laplace_lattice(1.0, 1.0, 0)[1] == 4096
+    assert noise._laplace_lattice(1.0, 1.0, 3)[1] == 4099
+    counts = LaplaceMechanism(epsilon=1.0, sensitivity=1.0, integers=True, rng=2)
+    assert counts.release(np.arange(5.0)).shape == (5,)
+    with pytest.raises(ValueError, match="integer-valued"):
+        counts.release(np.array([0.5, 1.0]))
+    real = LaplaceMechanism(epsilon=1.0, sensitivity=1.0, rng=2)
+    # a vector of real values: one rounding step per coordinate unless told otherwise
+    assert real.rdp([2.0], size=3)[0] >= LaplaceMechanism(
+        epsilon=1.0, sensitivity=1.0, touched=1, rng=2).rdp([2.0])[0] * 0.999
+    with pytest.raises(ValueError, match="touched"):
+        LaplaceMechanism(epsilon=1.0, sensitivity=1.0, touched=0)

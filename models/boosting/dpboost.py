@@ -344,7 +344,7 @@ class _DPBoostBase(ShortRepr, base.Estimator):
         bound = self.grad_clip * (1.0 - self.learning_rate) ** t if self.leaf_clipping \
             else self.grad_clip
         value = np.clip(value, -bound, bound)
-        lap = LaplaceMechanism(epsilon=eps_leaf, rng=self._rng,
+        lap = LaplaceMechanism(epsilon=eps_leaf, rng=self._rng, touched=1,   # one leaf
                                sensitivity=leaf_sensitivity(self.grad_clip, self._l2, bound))
         noisy = np.clip(lap.release(value), -bound, bound)   # clamping: post-processing
         values = np.zeros(n_nodes)

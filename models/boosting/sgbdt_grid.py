@@ -90,8 +90,9 @@ def grid_rdp(epsilon: float, n_numeric: int, order: float) -> float:
     (0.1445, 0.2774)
     """
     F = max(int(n_numeric), 1)
+    # the histograms are counts, lattice points already: rounding adds no step
     return n_numeric * float(laplace_lattice_rdp([order], epsilon=epsilon, sensitivity=F,
-                                                 shift=1.0)[0])
+                                                 shift=1.0, rounding=0)[0])
 
 
 def release_grid(engine: Any) -> None:

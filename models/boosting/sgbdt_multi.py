@@ -202,7 +202,8 @@ def noisy_class_counts(y: np.ndarray, k: int, *, epsilon: float,
     """The class counts of the labels ``y`` (class indices) with Laplace noise of scale
     ``1 / epsilon`` each: one record is in one class (L1 sensitivity 1), so epsilon-DP."""
     counts = np.bincount(y.astype(np.int64), minlength=k).astype(np.float64)
-    return LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng).release(counts)
+    return LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng,
+                            integers=True).release(counts)
 
 
 def init_scores_from_counts(counts: np.ndarray, *, label_clip: float) -> np.ndarray:

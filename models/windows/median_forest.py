@@ -404,8 +404,11 @@ class MedianForestClassifier(WindowForestBase):
             counts += np.bincount(leaf * k + y_lab, minlength=counts.size).reshape(counts.shape)
         first_leaf = 2 ** depth - 1
         if eps_l is not None:   # each record is in one leaf: sensitivity 1 per count vector
-            counts[first_leaf:] = LaplaceMechanism(epsilon=eps_l, sensitivity=1.0,
-                                                   rng=self._rng).release(counts[first_leaf:])
+            # whole counts are lattice points; a soft label spreads over its leaf's k counts
+            soft = y_lab.ndim == 2
+            counts[first_leaf:] = LaplaceMechanism(
+                epsilon=eps_l, sensitivity=1.0, rng=self._rng, integers=not soft,
+                touched=k if soft else None).release(counts[first_leaf:])
         return tree
 
     def _window_charges(self) -> list[tuple[str, float, str]]:

@@ -92,7 +92,7 @@ def private_ranges(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, epsilon: 
         return new_lo, new_hi
     values = np.asarray(values, dtype=np.float64).reshape(-1, s)
     part = noise.permutation(rng, values.shape[0]) % s
-    mech = LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng)
+    mech = LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng, integers=True)
     tau = (math.log(bins) + 2.0) / epsilon
     for j in range(s):
         if not hi[j] > lo[j]:

@@ -177,7 +177,8 @@ def release_counts(counts: np.ndarray, epsilon: float, rng: np.random.Generator)
     """
     if counts.size == 0:
         return counts.astype(np.float64)
-    return LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng).release(counts)
+    return LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng,
+                            integers=True).release(counts)
 
 
 class CenterTable:
