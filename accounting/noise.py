@@ -144,22 +144,53 @@ def _bits(rng, st, m):   # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
+def _bitlen(x):   # pragma: no cover - compiled
+    """The bit length of ``0 <= x < 2^63`` (``int.bit_length``), in six steps."""
+    b = 0
+    if x >> 32:
+        x >>= 32
+        b += 32
+    if x >> 16:
+        x >>= 16
+        b += 16
+    if x >> 8:
+        x >>= 8
+        b += 8
+    if x >> 4:
+        x >>= 4
+        b += 4
+    if x >> 2:
+        x >>= 2
+        b += 2
+    if x >> 1:
+        x >>= 1
+        b += 1
+    return b + x
+
+
+@numba.njit(cache=True, nogil=True)
 def _bern(rng, st, n, d):   # pragma: no cover - compiled
-    """Bernoulli(n / d) exactly, 0 <= n, 1 <= d < 2^62: a uniform U's bits against those of
-    n / d, until they differ (U < n / d when U's bit is the smaller)."""
+    """Bernoulli(n / d) exactly, 0 <= n, 1 <= d < 2^62: a uniform U against n / d, ``k``
+    binary digits at a time (``p = floor(n 2^k / d)``, the next ``k`` digits of n / d, against
+    ``k`` fresh bits of U) until they differ (U < n / d when U's digits are the smaller); a
+    tie with nothing left of n / d means U >= n / d. ``k <= max(1, 62 - bitlen(d))`` keeps
+    ``n 2^k`` below 2^63."""
     if n <= 0:
         return False
     if n >= d:
         return True
+    k = 62 - _bitlen(d)
+    if k > 12:
+        k = 12
+    elif k < 1:          # d >= 2^61: one digit at a time (n 2 < 2^63)
+        k = 1
     while True:
-        n = n * 2
-        pb = 0
-        if n >= d:
-            pb = 1
-            n -= d
-        ub = _bits(rng, st, 1)
-        if ub != pb:
-            return ub < pb
+        n <<= k
+        p = n // d
+        n -= p * d
+        u = _bits(rng, st, k)
+        if u != p:
+            return u < p
         if n == 0:           # n / d's expansion ended: U >= n / d
             return False
 
@@ -169,11 +200,7 @@ def _below(rng, st, n):   # pragma: no cover - compiled
     """An exactly uniform integer in [0, n), 1 <= n <= 2^53."""
     if n <= 1:
         return 0
-    m = 0
-    v = n - 1
-    while v > 0:
-        m += 1
-        v >>= 1
+    m = _bitlen(n - 1)
     while True:
         x = _bits(rng, st, m)
         if x < n:

@@ -199,3 +199,23 @@ def test_integer_queries_skip_the_rounding_step_and_misdeclared_ones_fail():
         epsilon=1.0, sensitivity=1.0, touched=1, rng=2).rdp([2.0])[0] * 0.999
     with pytest.raises(ValueError, match="touched"):
         LaplaceMechanism(epsilon=1.0, sensitivity=1.0, touched=0)
+
+
+@pytest.mark.parametrize("n, d", [(1, 3), (2, 7), (5, 2**30), (2**29 + 1, 2**30),
+                                  (2**60 + 5, 2**61 + 3), (1, 1 << 12), (4095, 4096)])
+def test_the_compiled_bernoulli_compares_digits_exactly(n, d):
+    """``_bern`` compares ``k`` binary digits of U and n / d at a time (``k`` from 12 down to
+    1 for the largest d); each digit width is checked against the exact probability."""
+    import numba
+
+    @numba.njit
+    def draws(rng, n, d, m):
+        st = np.zeros(2, np.int64)
+        out = 0
+        for _ in range(m):
+            out += noise._bern(rng, st, n, d)
+        return out
+
+    m = 200_000
+    hits = draws(np.random.default_rng(n % 1000 + d % 997), n, d, m)
+    assert stats.binomtest(int(hits), m, n / d).pvalue > 1e-4
