@@ -6,8 +6,8 @@ This package imports nothing else of dpstream (the data flow is connectors -> st
 
 from __future__ import annotations
 
-from . import rdp
-from ._validate import check_delta, check_epsilon
+from . import noise, rdp
+from ._validate import as_generator, check_delta, check_epsilon
 from .accountant import (
     ACCOUNTANTS,
     Calibration,
@@ -32,9 +32,11 @@ from .gridless import GridlessChoice, GridlessExponentialMechanism
 from .laplace import LaplaceMechanism
 from .ledger import BudgetLedger
 from .median import PrivateMedian
+from .noise import secure_generator
 
 __all__ = [
     "ACCOUNTANTS",
+    "as_generator",
     "BudgetExceededError",
     "BudgetLedger",
     "Calibration",
@@ -57,6 +59,8 @@ __all__ = [
     "default_orders",
     "gaussian_delta",
     "gaussian_epsilon",
+    "noise",
     "rdp",
+    "secure_generator",
     "subsampled_rdp",
 ]

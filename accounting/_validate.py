@@ -115,12 +115,16 @@ def check_orders(orders: Any, *, minimum: float = 1.0, integer: bool = False) ->
 
 
 def as_generator(rng: np.random.Generator | int | None) -> np.random.Generator:
-    """A numpy Generator: OS entropy for ``None``, seeded for an int, or the one given.
+    """A numpy Generator: a cryptographic one keyed from OS entropy for ``None``, a seeded
+    PCG64 for an int, or the one given.
 
-    Seeds are for tests and benchmarks; production code passes ``None``.
+    Seeds are for tests and benchmarks (reproducible, so not secret); production code passes
+    ``None`` (:func:`dpstream.accounting.noise.secure_generator`).
     """
     if rng is None:
-        return np.random.default_rng()
+        from .noise import secure_generator
+
+        return secure_generator()
     if isinstance(rng, np.random.Generator):
         return rng
     if isinstance(rng, numbers.Integral) and not isinstance(rng, bool):

@@ -144,7 +144,9 @@ class RDPAccountant:
                    "steps": t})
 
     def compose_laplace(self, *, epsilon: float, steps: int = 1) -> None:
-        """Add ``steps`` Laplace releases, each epsilon-DP."""
+        """Add ``steps`` releases of the continuous Laplace mechanism, each epsilon-DP
+        (dpstream's :class:`~dpstream.accounting.LaplaceMechanism` samples discrete Laplace
+        noise: compose its own curve, ``compose_rdp(mech.rdp(accountant.orders))``)."""
         t = check_int("steps", steps, minimum=0)
         self._add(t * laplace_rdp(self.orders, check_epsilon(epsilon)),
                   {"mechanism": "laplace", "epsilon": float(epsilon), "steps": t})

@@ -1,5 +1,7 @@
-"""Gaussian mechanisms: the classic one (with the exact analytic calibration of Balle and
-Wang 2018) and the non-spherical Gaussian of Kirschte et al. (2023) Theorem 10 used by DPLeaf."""
+"""Gaussian mechanisms: the classic one and the non-spherical Gaussian of Kirschte et al. (2023)
+Theorem 10 used by DPLeaf, both releasing discrete Gaussian noise on a public lattice
+(:mod:`dpstream.accounting.noise`); and the exact analytic curve of the *continuous* Gaussian
+(Balle and Wang 2018), kept as a reference."""
 
 from __future__ import annotations
 
@@ -16,12 +18,18 @@ from ._validate import (
     check_nonnegative,
     check_positive,
 )
+from .noise import gaussian_on_lattice, gaussian_steps, scaled_gaussian_on_lattice
 from .rdp import (
     _check_weights,
     effective_noise_multiplier,
     gaussian_rdp,
     non_spherical_gaussian_rdp,
+    rdp_to_epsilon,
 )
+
+#: orders at which a single Gaussian release's RDP is converted to (epsilon, delta)
+_ORDERS = np.concatenate([np.linspace(1.02, 1.98, 49), np.arange(2.0, 64.0, 0.25),
+                          np.geomspace(64.0, 4096.0, 40)])
 
 __all__ = ["GaussianMechanism", "NonSphericalGaussianMechanism", "gaussian_delta",
            "gaussian_epsilon"]
@@ -65,19 +73,26 @@ def gaussian_epsilon(*, noise_multiplier: float, delta: float) -> float:
 
 
 class GaussianMechanism:
-    """Add ``N(0, sigma^2)`` noise to a query with L2 sensitivity ``sensitivity``.
+    """Add Gaussian noise of standard deviation ``sigma`` to a query with L2 sensitivity
+    ``sensitivity``, exactly: discrete Gaussian noise on a public lattice.
 
-    (epsilon, delta)-DP for the pairs on its exact privacy curve (:func:`gaussian_delta`); RDP
-    ``alpha / (2 z^2)`` with ``z = sigma / sensitivity``. Use :meth:`calibrated` to get the
-    smallest sigma for a target (epsilon, delta).
+    The values are rounded to multiples of ``g = 2^(floor(log2 sigma) - 18)`` and get discrete
+    Gaussian noise whose variance parameter (in steps) is raised to cover the rounding
+    (:func:`dpstream.accounting.noise.gaussian_on_lattice`; ``touched``: how many coordinates
+    one record can change, all of them by default). The Rényi divergence between neighbours is
+    then at most ``alpha / (2 z^2)`` with ``z = sigma / sensitivity``, as for the continuous
+    Gaussian (Canonne, Kamath and Steinke 2020, Prop. 5), and the noise is at most
+    ``1 + sqrt(touched) * z * 2^-18`` times larger. (epsilon, delta) come from that RDP curve
+    (Balle et al. 2020, Thm. 21): the exact analytic curve of the continuous Gaussian
+    (:func:`gaussian_delta`) is not proven for the discrete one, so it is not used.
 
     Examples
     --------
     >>> mech = GaussianMechanism.calibrated(epsilon=1.0, delta=1e-5, sensitivity=1.0, rng=3)
     >>> round(mech.sigma, 3)
-    3.731
-    >>> round(mech.epsilon_for(delta=1e-5), 6)
-    1.0
+    4.045
+    >>> bool(mech.epsilon_for(delta=1e-5) <= 1.0)
+    True
     >>> GaussianMechanism(sigma=1.0, sensitivity=-1.0)
     Traceback (most recent call last):
     ...
@@ -85,25 +100,33 @@ class GaussianMechanism:
     """
 
     def __init__(self, *, sigma: float, sensitivity: float,
-                 rng: np.random.Generator | int | None = None):
+                 rng: np.random.Generator | int | None = None, touched: int | None = None):
         self.sigma = check_positive("sigma", sigma)
         self.sensitivity = check_positive("sensitivity", sensitivity)
         self.rng = as_generator(rng)
+        if touched is not None and (isinstance(touched, bool) or int(touched) != touched
+                                    or touched < 1):
+            raise ValueError(f"touched must be a positive integer or None, got {touched!r}")
+        self.touched = None if touched is None else int(touched)
 
     @classmethod
     def calibrated(cls, *, epsilon: float, delta: float, sensitivity: float,
-                   rng: np.random.Generator | int | None = None) -> GaussianMechanism:
-        """The mechanism with the smallest sigma that is (epsilon, delta)-DP (analytic Gaussian)."""
+                   rng: np.random.Generator | int | None = None,
+                   touched: int | None = None) -> GaussianMechanism:
+        """The mechanism with the smallest sigma whose RDP curve gives (epsilon, delta)."""
         eps = check_epsilon(epsilon)
         d = check_delta(delta)
         sens = check_positive("sensitivity", sensitivity)
+
+        def excess(z: float) -> float:
+            return rdp_to_epsilon(_ORDERS, gaussian_rdp(_ORDERS, z), d)[0] - eps
+
         lo, hi = 1e-3, 1.0
-        while gaussian_delta(noise_multiplier=hi, epsilon=eps) > d:
+        while excess(hi) > 0:
             hi *= 2.0
-        z = optimize.brentq(lambda zz: gaussian_delta(noise_multiplier=zz, epsilon=eps) - d,
-                            lo, hi, xtol=1e-12, rtol=1e-12)
+        z = optimize.brentq(excess, lo, hi, xtol=1e-12, rtol=1e-12)
         z *= 1.0 + 1e-9  # land on the private side of the root
-        return cls(sigma=z * sens, sensitivity=sens, rng=rng)
+        return cls(sigma=z * sens, sensitivity=sens, rng=rng, touched=touched)
 
     @property
     def noise_multiplier(self) -> float:
@@ -111,15 +134,17 @@ class GaussianMechanism:
         return self.sigma / self.sensitivity
 
     def release(self, value, *, size: int | None = None):
-        """Return ``value`` plus fresh Gaussian noise."""
+        """Return ``value`` plus fresh discrete Gaussian noise on the lattice."""
         v = check_finite_array("value", value)
         shape = v.shape if size is None else (size,) + v.shape
-        noisy = v + self.rng.normal(0.0, self.sigma, size=shape)
+        touched = self.touched if self.touched is not None else max(1, v.size)
+        noisy = gaussian_on_lattice(self.rng, np.broadcast_to(v, shape), sigma=self.sigma,
+                                    sensitivity=self.sensitivity, touched=touched)
         return float(noisy) if noisy.ndim == 0 else noisy
 
     def epsilon_for(self, *, delta: float) -> float:
-        """Exact epsilon of one release at ``delta``."""
-        return gaussian_epsilon(noise_multiplier=self.noise_multiplier, delta=delta)
+        """Epsilon of one release at ``delta``, from its RDP curve."""
+        return rdp_to_epsilon(_ORDERS, self.rdp(_ORDERS), check_delta(delta))[0]
 
     def rdp(self, orders) -> np.ndarray:
         """RDP of one release at each order."""
@@ -133,7 +158,11 @@ class NonSphericalGaussianMechanism:
     """Release a D-vector with noise ``N(0, D^-1 diag(sigma^2 / r_d))`` (Kirschte et al. 2023, Thm
     10).
 
-    The weights ``r_d > 0`` (summing to 1) shift noise between coordinates. DPLeaf (Kirschte et al.
+    The weights ``r_d > 0`` (summing to 1) shift noise between coordinates. Each coordinate is
+    released on its own public lattice with discrete Gaussian noise
+    (:func:`dpstream.accounting.noise.scaled_gaussian_on_lattice`); rounding can move a record's
+    shift in coordinate ``d`` by one lattice step ``g_d <= stddev_d * 2^-18``, and :meth:`rdp`
+    charges ``s_d + g_d`` for it. DPLeaf (Kirschte et al.
     2023, Alg. 4) releases (leaf count, clipped gradient sum) with D = 2 and weights (r1, r2), i.e.
     noise variances ``sigma^2/(2 r1)`` and ``sigma^2/(2 r2)``. A record that moves the output by
     ``s = (s_1..s_D)`` has individual RDP ``alpha * D * sum_d r_d s_d^2 / (2 sigma^2)``
@@ -169,17 +198,23 @@ class NonSphericalGaussianMechanism:
         v = check_finite_array("values", values)
         if v.shape[-1] != self.dim:
             raise ValueError(f"values must have {self.dim} entries in the last axis, got {v.shape}")
-        return v + self.rng.normal(size=v.shape) * self.stddevs
+        return scaled_gaussian_on_lattice(self.rng, v, self.stddevs)
 
     def rdp(self, orders, *, sensitivities) -> np.ndarray:
-        """(Individual) RDP for a record with the given per-coordinate sensitivities."""
+        """(Individual) RDP for a record with the given per-coordinate sensitivities, each
+        raised by its coordinate's lattice step."""
         return non_spherical_gaussian_rdp(orders, sigma=self.sigma, weights=self.weights,
-                                          sensitivities=sensitivities)
+                                          sensitivities=self._on_lattice(sensitivities))
+
+    def _on_lattice(self, sensitivities) -> np.ndarray:
+        s = np.abs(np.asarray(sensitivities, dtype=np.float64))
+        return np.where(s > 0, s + gaussian_steps(self.stddevs), 0.0)
 
     def noise_multiplier(self, sensitivities) -> np.ndarray:
-        """The equivalent 1-d noise multiplier for the given sensitivities."""
+        """The equivalent 1-d noise multiplier for the given sensitivities (each raised by its
+        coordinate's lattice step)."""
         return effective_noise_multiplier(sigma=self.sigma, weights=self.weights,
-                                          sensitivities=sensitivities)
+                                          sensitivities=self._on_lattice(sensitivities))
 
     def __repr__(self) -> str:
         return (f"NonSphericalGaussianMechanism(sigma={self.sigma!r}, "

@@ -9,6 +9,16 @@ proportional to ``w_i |B| exp(eps u(B) / (2 Delta))`` with ``w_i = r / (vmax_i -
 split value is then drawn uniformly inside it. Each value of a categorical feature is one bucket of
 mass 1 (split ``x == v``). The result is epsilon-DP for any subset-closed utility with sensitivity
 Delta, using only as many candidates as there are data points — no grid.
+
+Sampled exactly (issue 65): the split values are the points of a public lattice (step
+``2^(floor(log2(vmax - vmin)) - 20)``) inside ``[vmin, vmax]``, so a bucket's mass is its number of
+lattice points times a public weight per point (``r`` times the step over the range, rounded down
+to a multiple of ``2^-30``; a categorical value weighs 1); the utilities are rounded to the
+lattice of :func:`~dpstream.accounting.noise.selection_lattice`. This is the exponential
+mechanism over a finite public candidate set with a public base measure, epsilon-DP by the
+same argument (Lemma 26 with the lattice points as candidates); the bucket is drawn by exact
+rejection (:func:`~dpstream.accounting.noise.em_pick_masses`) and the split value is a
+uniformly chosen lattice point of the bucket. No output depends on the data's float bits.
 """
 
 from __future__ import annotations
@@ -24,7 +34,10 @@ from ._validate import (
     check_finite_array,
     check_positive,
 )
-from .exponential import _gumbel_argmax
+from .noise import choose, em_pick_masses, lattice_step, selection_lattice, utility_steps
+
+#: the lattice of split values: ``2^(floor(log2(vmax - vmin)) - SPLIT_BITS)``
+SPLIT_BITS = 20
 
 __all__ = ["GridlessExponentialMechanism", "GridlessChoice"]
 
@@ -94,7 +107,7 @@ class GridlessExponentialMechanism:
             raise ValueError(f"numeric must hold one column per numerical feature "
                              f"({len(self.bounds)}), got {len(numeric)}")
         factor = self.epsilon / (2.0 * self.sensitivity)
-        log_w, lows, highs, feats = [], [], [], []
+        log_w, lows, highs, feats, utils = [], [], [], [], []
         for i, col in enumerate(numeric):
             vmin, vmax = self.bounds[i]
             v = np.sort(check_finite_array(f"numeric[{i}]", col, ndim=1, allow_empty=True))
@@ -109,6 +122,7 @@ class GridlessExponentialMechanism:
             with np.errstate(divide="ignore"):
                 lw = np.log(self.numeric_weight / (vmax - vmin)) + np.log(hi - lo) + factor * u
             log_w.append(lw)
+            utils.append(u)
             lows.append(lo)
             highs.append(hi)
             feats.append(np.full(lo.size, i))
@@ -118,15 +132,16 @@ class GridlessExponentialMechanism:
             if u.shape != values.shape:
                 raise ValueError(f"utility({i}, ...) must return {values.size} values")
             log_w.append(factor * u)
+            utils.append(u)
             lows.append(values)
             highs.append(values)
             feats.append(np.full(values.size, i))
         return (np.concatenate(log_w), np.concatenate(lows), np.concatenate(highs),
-                np.concatenate(feats))
+                np.concatenate(feats), np.concatenate(utils))
 
     def probabilities(self, numeric, utility) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Exact bucket probabilities with their ``(lower, upper)`` edges (for tests and plots)."""
-        lw, lo, hi, _ = self._buckets(numeric, utility)
+        lw, lo, hi, _, _ = self._buckets(numeric, utility)
         finite = np.isfinite(lw)
         p = np.zeros_like(lw)
         p[finite] = np.exp(lw[finite] - lw[finite].max())
@@ -134,15 +149,40 @@ class GridlessExponentialMechanism:
 
     def select(self, numeric: Sequence[np.ndarray],
                utility: Callable[[int, np.ndarray], np.ndarray]) -> GridlessChoice:
-        """Release one split.
+        """Release one split, exactly (module docstring).
 
         ``utility(i, candidates)`` returns the utility of each bucket of feature ``i``: for a
         numerical feature ``candidates`` are the buckets' lower edges (any split in the bucket is
         equivalent), for a categorical feature they are its public values.
         """
-        lw, lo, hi, feats = self._buckets(numeric, utility)
-        k = _gumbel_argmax(self.rng, lw, None)
-        f = int(feats[k])
-        if f < len(self.bounds):
-            return GridlessChoice(f, float(self.rng.uniform(lo[k], hi[k])), False)
-        return GridlessChoice(f, float(lo[k]), True)
+        _, lo, hi, feats, utilities = self._buckets(numeric, utility)
+        n_num = len(self.bounds)
+        masses = np.empty(lo.size, dtype=np.int64)
+        first = np.zeros(lo.size, dtype=np.int64)
+        unit = 1 << 30
+        for i in range(n_num + len(self.categories)):
+            at = feats == i
+            if i >= n_num:
+                masses[at] = unit
+                continue
+            vmin, vmax = self.bounds[i]
+            h = lattice_step(float(vmax - vmin), SPLIT_BITS)
+            start = np.ceil(lo[at] / h)
+            stop = np.ceil(hi[at] / h)
+            stop[-1] = np.floor(vmax / h) + 1          # the last bucket holds vmax
+            per_point = max(1, int(self.numeric_weight * h / (vmax - vmin) * unit))
+            masses[at] = np.maximum(stop - start, 0).astype(np.int64) * per_point
+            first[at] = start.astype(np.int64)
+        step, num, den = selection_lattice(self.epsilon, self.sensitivity, False)
+        k = utility_steps(np.where(masses > 0, utilities, 0.0), step)
+        cum = np.cumsum(masses)
+        b = int(em_pick_masses(self.rng, k, cum, cum.size, num, den))
+        f = int(feats[b])
+        if f < n_num:
+            vmin, vmax = self.bounds[f]
+            h = lattice_step(float(vmax - vmin), SPLIT_BITS)
+            points = int(masses[b] // max(1, int(self.numeric_weight * h / (vmax - vmin)
+                                                 * unit)))
+            return GridlessChoice(f, float((first[b] + int(choose(self.rng, points))) * h),
+                                  False)
+        return GridlessChoice(f, float(lo[b]), True)

@@ -7,6 +7,12 @@ feature domain narrowed by the split path — never from the data's min and max 
 value changes it by at most 1/2, so the exponential mechanism with sensitivity 1/2 is epsilon-DP.
 For a categorical attribute the candidates are the categories and ``rank(r)`` is the number of
 values equal to ``r`` (as the paper defines it).
+
+Sampled exactly (issue 65): the utility is the integer distance ``d = |2 rank - n|`` (``u =
+-d / 2``), the mechanism's weight ``exp(-epsilon d / 2)`` with the factor rounded down to a
+multiple of ``2^-30``, drawn by rejection with exact coins
+(:func:`dpstream.accounting.noise.em_pick_dist`). The candidates are drawn from the public
+interval before the data are looked at, so the output set does not depend on the data.
 """
 
 from __future__ import annotations
@@ -16,10 +22,11 @@ import math
 import numpy as np
 
 from ._validate import as_generator, check_epsilon, check_finite_array, check_int
-from .exponential import ExponentialMechanism, _gumbel_argmax
+from .exponential import ExponentialMechanism
+from .noise import distance_factor, em_pick_dist, select_by_distance
 
-__all__ = ["PrivateMedian", "MEDIAN_SENSITIVITY", "categorical_log_weights_core",
-           "median_log_weights_core"]
+__all__ = ["PrivateMedian", "MEDIAN_SENSITIVITY", "categorical_distances_core",
+           "median_candidates_core"]
 
 #: Sensitivity of the rank utility (Huang et al., 2023, Section 4).
 MEDIAN_SENSITIVITY = 0.5
@@ -97,8 +104,7 @@ class PrivateMedian:
             m = min(chunk, n - start)
             cand = self.rng.uniform(self.lower, self.upper, size=(m, self.n_candidates))
             rank = np.searchsorted(v, cand, side="right")
-            logw = self._em.factor * -np.abs(rank - v.size / 2.0)
-            pick = np.argmax(logw + self.rng.gumbel(size=logw.shape), axis=1)
+            pick = select_by_distance(self.rng, np.abs(2 * rank - v.size), self.epsilon)
             out[start:start + m] = cand[np.arange(m), pick]
         return out
 
@@ -125,9 +131,9 @@ class PrivateMedian:
                              f"[{lower}, {upper}]")
         cand = rng.uniform(lower, upper, size=(1, n_candidates))
         rank = np.searchsorted(values, cand, side="right")
-        factor = float(epsilon) / (2.0 * MEDIAN_SENSITIVITY)   # ExponentialMechanism.factor
-        return float(cand[0, _gumbel_argmax(rng, factor * -np.abs(rank[0] - values.size / 2.0),
-                                            None)])
+        num, den = distance_factor(epsilon)
+        dist = np.abs(2 * rank[0] - values.size).astype(np.int64)
+        return float(cand[0, em_pick_dist(rng, dist, n_candidates, num, den)])
 
     def _values(self, values) -> np.ndarray:
         v = check_finite_array("values", values, ndim=1, allow_empty=True)
@@ -150,43 +156,37 @@ class PrivateMedian:
         if c.size and (c.dtype.kind not in "iu" or c.min() < 0 or c.max() >= k):
             raise ValueError(f"codes must be integers in [0, {k})")
         counts = np.bincount(c.astype(np.int64), minlength=k) if c.size else np.zeros(k)
-        # ExponentialMechanism(epsilon, MEDIAN_SENSITIVITY).select(utilities), without
-        # building the object once per tree node: the same weights and the same draw
-        factor = check_epsilon(epsilon) / (2.0 * MEDIAN_SENSITIVITY)
-        return int(_gumbel_argmax(as_generator(rng), factor * -np.abs(counts - c.size / 2.0),
-                                  None))
+        # the exponential mechanism on the integer distances |2 count - n| (u = -d / 2)
+        num, den = distance_factor(check_epsilon(epsilon))
+        dist = np.abs(2 * counts.astype(np.int64) - c.size)
+        return int(em_pick_dist(as_generator(rng), dist, k, num, den))
 
 
-# The two halves of PrivateMedian's releases before the exponential mechanism's draw, as plain
-# Python that numba compiles (a tree grower runs them in machine code with the Generator passed
-# in; followed by exponential.gumbel_argmax_core they are release_sorted and categorical: the
-# same candidates, weights and draws in the same order, checked in tests/test_median_forest.py).
+# PrivateMedian's releases before the exponential mechanism's draw, as plain Python that numba
+# compiles (a tree grower runs them in machine code with the Generator passed in; followed by
+# noise.em_pick_dist they are release_sorted and categorical: the same candidates, distances
+# and draws in the same order, checked in tests/test_median_kernels.py).
 
-def median_log_weights_core(values: np.ndarray, m: int, epsilon: float, lower: float,
-                            upper: float, rng: np.random.Generator, cand: np.ndarray,
-                            logw: np.ndarray, distance: np.ndarray) -> None:
-    """:meth:`PrivateMedian.release_sorted`'s candidates and log-weights, into buffers.
+def median_candidates_core(values: np.ndarray, m: int, lower: float, upper: float,
+                           rng: np.random.Generator, cand: np.ndarray,
+                           distance: np.ndarray) -> None:
+    """:meth:`PrivateMedian.release_sorted`'s candidates and distances, into buffers.
 
     ``values[:m]`` are the node's values, sorted; ``len(cand)`` uniform candidates are drawn
     from ``[lower, upper]`` into ``cand`` (``lower + (upper - lower) * next_double`` each, as
-    ``rng.uniform``) and ``logw`` gets ``epsilon / (2 * 0.5) * -|rank - m / 2|``;
-    ``distance`` gets ``|2 rank - m|`` (equal distances, equal log-weights: the groups of
-    :func:`~dpstream.accounting.exponential.gumbel_argmax_grouped_core`). The caller checks
-    epsilon and the bounds (finite, ``upper > lower``); values outside them raise.
+    ``rng.uniform``) and ``distance`` gets ``|2 rank - m|``, ``rank = #{v <= candidate}``. The
+    caller checks the bounds (finite, ``upper > lower``); values outside them raise.
 
     >>> v = np.array([0.2, 0.4, 0.9])
-    >>> cand, logw, dist = np.empty(4), np.empty(4), np.empty(4, dtype=np.int64)
-    >>> median_log_weights_core(v, 3, 1.0, 0.0, 1.0, np.random.default_rng(0), cand, logw,
-    ...                         dist)
-    >>> cand.round(2).tolist(), logw.tolist(), dist.tolist()
-    ([0.64, 0.27, 0.04, 0.02], [-0.5, -0.5, -1.5, -1.5], [1, 1, 3, 3])
+    >>> cand, dist = np.empty(4), np.empty(4, dtype=np.int64)
+    >>> median_candidates_core(v, 3, 0.0, 1.0, np.random.default_rng(0), cand, dist)
+    >>> cand.round(2).tolist(), dist.tolist()
+    ([0.64, 0.27, 0.04, 0.02], [1, 1, 3, 3])
     """
     if m > 0 and not (values[0] >= lower and values[m - 1] <= upper):
         raise ValueError("values must be sorted, finite and within the public bounds")
     for c in range(cand.shape[0]):
         cand[c] = rng.uniform(lower, upper)
-    factor = epsilon / (2.0 * MEDIAN_SENSITIVITY)
-    half = m / 2.0
     for c in range(cand.shape[0]):
         x = cand[c]
         lo, hi = 0, m   # rank = #{v <= x}: np.searchsorted(values, x, side="right")
@@ -196,24 +196,20 @@ def median_log_weights_core(values: np.ndarray, m: int, epsilon: float, lower: f
                 lo = mid + 1
             else:
                 hi = mid
-        logw[c] = factor * -abs(lo - half)
         distance[c] = abs(2 * lo - m)
 
 
-def categorical_log_weights_core(counts: np.ndarray, k: int, epsilon: float,
-                                 logw: np.ndarray) -> None:
-    """:meth:`PrivateMedian.categorical`'s log-weights from the category counts ``counts[:k]``
-    into ``logw[:k]``: ``epsilon / (2 * 0.5) * -|count - n / 2|``, ``n`` the counts' sum.
+def categorical_distances_core(counts: np.ndarray, k: int, distance: np.ndarray) -> None:
+    """:meth:`PrivateMedian.categorical`'s distances ``|2 count - n|`` of the category counts
+    ``counts[:k]`` into ``distance[:k]`` (``n`` the counts' sum).
 
-    >>> logw = np.empty(3)
-    >>> categorical_log_weights_core(np.array([1, 4, 1]), 3, 2.0, logw)
-    >>> logw.tolist()
-    [-4.0, -2.0, -4.0]
+    >>> dist = np.empty(3, dtype=np.int64)
+    >>> categorical_distances_core(np.array([1, 4, 1]), 3, dist)
+    >>> dist.tolist()
+    [4, 2, 4]
     """
     n = 0
     for c in range(k):
         n += counts[c]
-    factor = epsilon / (2.0 * MEDIAN_SENSITIVITY)
-    half = n / 2.0
     for c in range(k):
-        logw[c] = factor * -abs(counts[c] - half)
+        distance[c] = abs(2 * counts[c] - n)

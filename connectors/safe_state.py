@@ -55,7 +55,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["encode", "decode", "StateError", "ALLOWED_PREFIXES", "ALLOWED_CLASSES",
-           "MOVED_MODULES", "current_class_name", "array_from_bytes", "array_meta"]
+           "MOVED_MODULES", "current_class_name", "refresh_generators", "array_from_bytes",
+           "array_meta"]
 
 #: modules whose classes may be rebuilt from a checkpoint
 ALLOWED_PREFIXES: tuple[str, ...] = ("dpstream.models.", "dpstream.accounting.")
@@ -92,6 +93,18 @@ MOVED_MODULES: dict[str, str] = {
 _DERIVED: dict[str, tuple[str, ...]] = {"river.drift.page_hinkley:PageHinkley": ("_test_drift",)}
 _BIT_GENERATORS = {name: getattr(np.random, name)
                    for name in ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")}
+
+
+def _cryptographic_bit_generators() -> dict[str, type]:
+    # the noise generators (dpstream.accounting.noise.secure_generator): randomgen's AES counter
+    # and ChaCha; their state holds the key, so a checkpoint holding one holds the key
+    import randomgen
+
+    return {"AESCounter": randomgen.AESCounter, "ChaCha": randomgen.ChaCha}
+
+
+_CRYPTOGRAPHIC = frozenset(_cryptographic_bit_generators())
+_BIT_GENERATORS.update(_cryptographic_bit_generators())
 _PRIMITIVE = (str, int, bool, type(None))
 _PLAIN = frozenset(_PRIMITIVE)
 _NUMBERS = frozenset((int, bool, float))
@@ -377,10 +390,31 @@ def decode(tree: Any, arrays: list[np.ndarray]) -> Any:
         raise StateError(f"malformed state ({type(exc).__name__}: {exc})") from exc
 
 
+def refresh_generators(obj: Any) -> tuple[Any, list[str]]:
+    """``obj`` rebuilt with every non-cryptographic numpy generator in it replaced by a fresh
+    AES-CTR one keyed from OS entropy (shared generators stay shared); and the names of the
+    bit generators replaced.
+
+    A checkpoint written before the noise came from a cryptographic generator holds PCG64
+    states, which outputs can reveal: a resumed production model must not go on drawing from
+    them.
+
+    >>> back, replaced = refresh_generators({"a": np.random.default_rng(1)})
+    >>> type(back["a"].bit_generator).__name__, replaced
+    ('AESCounter', ['PCG64'])
+    """
+    tree, arrays = encode(obj)
+    decoder = _Decoder([a.copy() for a in arrays], fresh_generators=True)
+    out = decoder.dec(tree)
+    return out, decoder.replaced
+
+
 class _Decoder:
-    def __init__(self, arrays: list[np.ndarray]):
+    def __init__(self, arrays: list[np.ndarray], fresh_generators: bool = False):
         self.arrays = arrays
         self.memo: list[Any] = []
+        self.fresh_generators = fresh_generators
+        self.replaced: list[str] = []     # bit generators given up for fresh AES-CTR ones
 
     def dec(self, node: Any) -> Any:
         t = type(node)
@@ -501,6 +535,9 @@ class _Decoder:
         bg = self.dec(node["bg"])
         if type(bg) not in _BIT_GENERATORS.values():
             raise StateError("a Generator needs a bit generator")
+        if self.fresh_generators and type(bg).__name__ not in _CRYPTOGRAPHIC:
+            self.replaced.append(type(bg).__name__)
+            bg = _BIT_GENERATORS["AESCounter"]()          # keyed from OS entropy
         self.memo[slot] = np.random.Generator(bg)
         return self.memo[slot]
 

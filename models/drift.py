@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from ..accounting import LaplaceMechanism
+from ..accounting import LaplaceMechanism, as_generator
 
 __all__ = ["DPDriftSignal"]
 
@@ -92,7 +92,7 @@ class DPDriftSignal:
         self.window = window
         self.detector_spec = detector
         self.min_windows = int(min_windows)
-        self.rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        self.rng = as_generator(seed)
         self._mechanism = LaplaceMechanism(epsilon=self.epsilon, sensitivity=1.0, rng=self.rng)
         self._sum = 0.0
         self._count = 0

@@ -98,7 +98,8 @@ class FeatureGrid:
         The histograms (:meth:`counts`) get Laplace noise of scale ``F / epsilon`` per cell;
         :meth:`from_noisy` turns them into the maps (post-processing)."""
         F = max(len(columns), 1)
-        noisy = LaplaceMechanism(epsilon=epsilon, sensitivity=F, rng=rng).release(
+        noisy = LaplaceMechanism(epsilon=epsilon, sensitivity=F, rng=rng,
+                                 integers=True).release(
             cls.counts(X, columns, cells)) if columns else np.zeros((0, int(cells)))
         return cls.from_noisy(columns, noisy, scale=F / epsilon, smoothing=smoothing)
 

@@ -68,6 +68,7 @@ import numpy as np
 
 from ..connectors import CheckpointStore, SourceRecord, sink_key
 from ..connectors.idmemory import IdMemory
+from ..connectors.safe_state import refresh_generators
 from ..models import (
     GreedyForestClassifier,
     MedianForestClassifier,
@@ -254,6 +255,7 @@ class Runner:
         #: predictions made with trees newer than the last checkpoint: (message, key), saved
         #: with the next checkpoint and sent after it (``hold_predictions``)
         self.outbox: list[tuple[dict, bytes]] = []
+        self.noise: dict = {}      # notes on the noise generator (public), kept in checkpoints
         self._unsaved_round = False
         #: this checkpoint's id: drawn when the model is created, kept across saves (a copy of
         #: the directory has the same one); committed with its offsets
@@ -322,7 +324,17 @@ class Runner:
 
     @classmethod
     def _from_state(cls, state: dict, store: CheckpointStore, **kwargs: Any) -> Runner:
-        runner = cls(state["model"], store=store, model_name=state["model_name"], **kwargs)
+        model, noise = state["model"], dict(state.get("noise") or {})
+        if _model_seed(model) is None:     # production: noise from AES-CTR only
+            model, replaced = refresh_generators(model)
+            if replaced:
+                noise["replaced"] = (f"{len(replaced)} {replaced[0]} generator(s) of a checkpoint "
+                                     f"written before issue 65, replaced on resume by AES-CTR "
+                                     f"generators keyed from OS entropy")
+                log.warning("the checkpoint's noise came from %s; resuming with fresh AES-CTR "
+                            "generators", replaced[0])
+        runner = cls(model, store=store, model_name=state["model_name"], **kwargs)
+        runner.noise = noise
         runner.checkpoint_id = state.get("checkpoint_id") or runner.checkpoint_id
         runner.positions = dict(state["positions"])
         runner.saved_positions = dict(state["positions"])
@@ -635,7 +647,8 @@ class Runner:
         return {"model_name": self.model_name, "model": self.model,
                 "checkpoint_id": self.checkpoint_id,
                 "positions": dict(self.positions), "counters": dict(self.counters),
-                "ids": self.ids.state(), "outbox": [[msg, key] for msg, key in self.outbox]}
+                "ids": self.ids.state(), "outbox": [[msg, key] for msg, key in self.outbox],
+                "noise": dict(self.noise)}
 
     def checkpoint(self) -> None:
         """Flush the sinks, then save everything atomically.
@@ -740,10 +753,27 @@ def describe(state: dict) -> dict:
            "records_learned": counters["learned"],
            **{k: v for k, v in counters.items() if k not in ("seen", "learned")},
            "offsets": dict(state["positions"]),
-           "privacy": _quiet_report(state["model"])}
+           "privacy": _quiet_report(state["model"]),
+           "noise": _noise_source(state["model"], state.get("noise"))}
     union = getattr(state["model"], "member_union", None)
     if union is not None:   # a group member: the union it predicts with, at the checkpoint
         out["union"] = dict(union)
+    return out
+
+
+def _model_seed(model: Any) -> int | None:
+    """The seed a model (or the model a distributed party wraps) was built with."""
+    inner = getattr(model, "model", None)
+    return getattr(model, "seed", None if inner is None else getattr(inner, "seed", None))
+
+
+def _noise_source(model: Any, noise: dict | None) -> dict:
+    """Which generator the model's noise comes from (public: a class name and a note)."""
+    seed = _model_seed(model)
+    out = {"generator": ("AES-CTR (randomgen AESCounter), keyed from OS entropy"
+                         if seed is None else
+                         f"seeded (seed={seed}): reproducible, for tests and benchmarks")}
+    out.update(noise or {})
     return out
 
 

@@ -83,7 +83,10 @@ class ServeSettings(BaseSettings):
     curator_metrics: bool = Field(False, description="also export the curator-only series on "
                                   "/metrics (exact functions of private data, not DP: "
                                   "stream.metrics.CURATOR_SERIES)")
-    seed: int | None = None
+    seed: int | None = Field(None, description="makes the noise reproducible by anyone who "
+                             "knows it: refused unless allow_seed (tests and benchmarks)")
+    allow_seed: bool = Field(False, description="accept --seed (DPSTREAM_ALLOW_SEED=1; tests "
+                             "and benchmarks only: a known seed reveals every noise draw)")
     params: dict[str, Any] = Field(default_factory=dict, description="model parameters")
     checkpoint_interval: float = Field(5.0, gt=0)
     connect_timeout: float = Field(60.0, gt=0, description="seconds from the first attempt to "
@@ -131,6 +134,11 @@ class ServeSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _one_dead_letter_sink(self) -> ServeSettings:
+        if self.seed is not None and not self.allow_seed:
+            raise ValueError("serve refuses --seed: whoever knows the seed can recompute every "
+                             "noise draw and subtract it. Production noise comes from an AES-CTR "
+                             "generator keyed from OS entropy; for tests and benchmarks set "
+                             "DPSTREAM_ALLOW_SEED=1")
         if self.dead_letter_topic and self.dead_letter_file:
             raise ValueError("give --dead-letter-topic or --dead-letter-file, not both")
         if self.hold_predictions and (not self.predictions_topic or self.board_topic

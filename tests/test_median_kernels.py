@@ -1,6 +1,7 @@
 """The compiled median-tree grower draws what the numpy reference draws: the same trees, bit for
 bit, and the generator left in the same state (private and exact medians, relevance weights,
-categorical splits, missing values); the compiled mechanism cores equal the accounting ones."""
+categorical splits, missing values); the compiled mechanism cores equal the accounting ones
+(the exact exponential mechanism on integer distances, issue 65)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,8 @@ import numpy as np
 import pytest
 
 from dpstream.accounting import PrivateMedian
-from dpstream.accounting.exponential import (
-    _gumbel_argmax,
-    gumbel_argmax_core,
-    gumbel_argmax_grouped_core,
-)
-from dpstream.accounting.median import categorical_log_weights_core, median_log_weights_core
+from dpstream.accounting.median import categorical_distances_core, median_candidates_core
+from dpstream.accounting.noise import distance_factor, em_pick_dist
 from dpstream.models.windows import window_kernels as wk
 from dpstream.models.windows.median_forest import grow_median_tree, grow_median_tree_reference
 
@@ -83,30 +80,20 @@ def test_compiled_mechanism_cores_are_the_accounting_releases(seed):
     eps, nc = float(g.uniform(0.01, 5)), int(g.integers(1, 300))
     want = PrivateMedian.release_sorted(v, epsilon=eps, lower=lo, upper=hi, n_candidates=nc,
                                         rng=np.random.default_rng(seed))
-    cand, logw, dist = np.empty(nc), np.empty(nc), np.empty(nc, dtype=np.int64)
+    cand, dist = np.empty(nc), np.empty(nc, dtype=np.int64)
+    num, den = distance_factor(eps)
     for compiled in (False, True):
-        for grouped in (False, True):
-            rng = np.random.default_rng(seed)
-            (wk._median_logw if compiled else median_log_weights_core)(
-                v, v.size, eps, lo, hi, rng, cand, logw, dist)
-            if grouped:
-                pick = (wk._em_pick_grouped if compiled else gumbel_argmax_grouped_core)(
-                    rng, logw, dist, nc, np.empty(nc), np.empty(v.size + 1))
-            else:
-                pick = (wk._em_pick if compiled else gumbel_argmax_core)(rng, logw, nc)
-            assert cand[pick] == want
+        rng = np.random.default_rng(seed)
+        (wk._median_cand if compiled else median_candidates_core)(v, v.size, lo, hi, rng,
+                                                                   cand, dist)
+        assert cand[em_pick_dist(rng, dist, nc, num, den)] == want
     k = int(g.integers(1, 9))
     codes = g.integers(0, k, size=int(g.integers(0, 40)))
     want = PrivateMedian.categorical(codes, n_categories=k, epsilon=eps, rng=seed)
-    counts, logw = np.bincount(codes, minlength=k), np.empty(k)
+    counts, dist = np.bincount(codes, minlength=k), np.empty(k, dtype=np.int64)
     for compiled in (False, True):
-        (wk._category_logw if compiled else categorical_log_weights_core)(counts, k, eps, logw)
-        pick = (wk._em_pick if compiled else gumbel_argmax_core)(np.random.default_rng(seed),
-                                                                 logw, k)
-        assert pick == want
-    lw = g.normal(size=k) * 30
-    assert gumbel_argmax_core(np.random.default_rng(seed), lw, k) == \
-        _gumbel_argmax(np.random.default_rng(seed), lw, None)
+        (wk._category_dist if compiled else categorical_distances_core)(counts, k, dist)
+        assert em_pick_dist(np.random.default_rng(seed), dist, k, num, den) == want
 
 
 def _old_pack(trees, n_classes, weights=None):
@@ -160,29 +147,6 @@ def test_label_codes_match_the_per_label_path():
         _label_codes(enc, [True, 5])
     with pytest.raises((ValueError, TypeError)):
         _label_codes(enc, [True, [1]])
-
-
-@pytest.mark.parametrize("seed", range(200))
-def test_grouped_gumbel_argmax_is_the_plain_one(seed):
-    """Skipping the noise of the draws far below their group's largest changes nothing: the
-    same index as computing every draw, whatever the scale of the log-weights (ties of equal
-    values in other groups, huge and tiny factors, one group, many)."""
-    g = np.random.default_rng(10_000 + seed)
-    n, groups = int(g.integers(1, 300)), int(g.integers(1, 40))
-    key = g.integers(0, groups, n)
-    level = g.normal(size=groups) * float(g.choice([0.0, 1e-300, 1e-3, 1.0, 30.0, 1e6, 1e12]))
-    if g.random() < 0.3:
-        level = np.round(level)   # equal values in different groups
-    if g.random() < 0.1:
-        level = np.where(g.random(groups) < 0.5, -np.inf, level)   # groups that never win
-    lw = level[key]
-    want = gumbel_argmax_core(np.random.default_rng(seed), lw, n)
-    for fn in (gumbel_argmax_grouped_core, wk._em_pick_grouped):
-        rng = np.random.default_rng(seed)
-        assert fn(rng, lw, key, n, np.empty(n), np.empty(groups)) == want
-        check = np.random.default_rng(seed)
-        gumbel_argmax_core(check, lw, n)
-        assert rng.random() == check.random()   # the same draws
 
 
 @pytest.mark.parametrize("depth", range(0, 9))

@@ -204,9 +204,10 @@ def test_split_points_fall_where_the_data_is_on_synthf():
         model.learn_many(X, y)
         shares[share] = _largest_leaf_shares(model, X)
         w = model._windows[0]
-        if share:
+        if share:   # most attributes narrowed (each does in about 88% of draws: all ten
+            # together in only a quarter of them)
             lo, hi = np.array(w.extra["numeric_range"]).T
-            assert (lo >= -11.5).all() and (hi <= 11.5).all() and (hi - lo).max() < 12
+            assert (lo >= -11.5).all() and (hi <= 11.5).all() and ((hi - lo) < 12).sum() >= 7
         else:
             assert "router" not in w.extra and "numeric_range" not in w.extra
     assert np.median(shares[0.0]) > 0.4, shares[0.0]      # one leaf holds most of the data

@@ -38,15 +38,19 @@ def _prequential(model, X, y) -> float:
 # the median forest at seed 0: 0.758 with a warm-up from 1,000 records, 0.736 from 125 (issue
 # 64); over seeds 0-5 0.746 and 0.740 (the seeds' spread is 2.4 pp either way): its floor is
 # the warm-up's seed 0 less a point
+# S-GBDT, RDT and the random decision forest with exact noise (issue 65), seeds 0-5: 0.730
+# (sd 0.005), 0.716 (sd 0.014), 0.713 (sd 0.015); with floating-point noise 0.737, 0.720 and
+# 0.718 (sd 0.013, 0.010, 0.020; docs/benchmark_notes.md, "Exact noise"): their floors are
+# the mean less about two standard deviations. Majority voting scores 0.58.
 @pytest.mark.parametrize("cls, floor", [(MedianForestClassifier, 0.725),
                                         # with its feature grid (docs/sgbdt.md): 0.698
                                         # before it
-                                        (SGBDTClassifier, 0.73),
+                                        (SGBDTClassifier, 0.72),
                                         (GreedyForestClassifier, 0.71),
                                         # with the feature grid (docs/drift.md): 0.645 and
                                         # 0.635 before it
-                                        (RDTClassifier, 0.71),
-                                        (RandomDecisionForestClassifier, 0.70)])
+                                        (RDTClassifier, 0.69),
+                                        (RandomDecisionForestClassifier, 0.685)])
 def test_models_follow_elec2(elec2, cls, floor):
     X, y, schema = elec2
     acc = _prequential(cls(schema=schema, epsilon=1.0, seed=0), X, y)

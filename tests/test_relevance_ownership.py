@@ -176,9 +176,15 @@ def test_members_that_split_the_attributes_beat_members_that_release_all_of_them
     that each release every attribute bring three times the noise into the group's evidence;
     split by partition they are near one process (``python benchmarks/members_sim.py --stream
     agrawal --records 60000 --seeds 10 --members 1,3``: see docs/benchmark_notes.md, tenth
-    stop; here, 20,000 records, seeds 0-5: one process 0.6933, three members 0.6781, every
-    attribute from every member 0.6189; at 30,000 records seeds 0-2 put three members 3.6 pp
-    behind, one seed 6.8: too few seeds for a 3-point bound)."""
+    stop).
+
+    Here 20,000 records and twelve seeds: one seed's accuracy spreads by about 3 pp, so six
+    seeds (as this test once took) moved the one-process mean by 4 pp between two noise
+    samplers of the same distributions (issue 65: seeds 0-5 0.676 with float noise, 0.632
+    exact; seeds 6-29 0.659 and 0.655). Seeds 0-11 measured one process 0.663 / 0.638, three
+    split members 0.668 / 0.662, every attribute from every member 0.626 / 0.646 (float /
+    exact noise). The floors: well above the majority class (0.538), split members ahead of
+    members that release everything, and near one process."""
     from river.datasets import synth
 
     from dpstream.stream.bench.scenarios import AGRAWAL_SCHEMA
@@ -188,7 +194,7 @@ def test_members_that_split_the_attributes_beat_members_that_release_all_of_them
 
     def mean(k: int) -> float:
         return float(np.mean([prequential(X, y, AGRAWAL_SCHEMA, k=k, seed=s).mean()
-                              for s in range(6)]))
+                              for s in range(12)]))
 
     one, split = mean(1), mean(3)
     original = MedianForestClassifier.set_share   # every member releases every attribute:
@@ -196,8 +202,8 @@ def test_members_that_split_the_attributes_beat_members_that_release_all_of_them
                         lambda self, share, *_: original(self, share))
     every = mean(3)
     print({"one": one, "three_split": split, "three_every_attribute": every})
-    assert one > 0.67
-    assert split > every + 0.015, (split, every)
+    assert one > 0.62
+    assert split > every, (split, every)
     assert split >= one - 0.03, (one, split)
 
 

@@ -84,8 +84,12 @@ def test_a_new_phase_forgets_spent_records_and_recalibrates_for_its_rounds():
         assert e.phases == 2
         if individual_filter:   # every early record left; the late ones have budget left
             assert 0 < len(e) <= len(late) and e.ids.min() >= len(early)
-        else:                   # worst-case charges: all spent after their phase
-            assert len(e) == 0 and e.records_exhausted == len(early) + len(late)
+        else:   # worst-case charges: all spent after their phase, but for epsilon_init
+            # when no initial-score release took the late records (one does while the
+            # released, noisy, count is below INIT_TARGET: the noise decides)
+            left = e.filter.bound - e.filter.spent
+            assert len(e) == 0 or np.allclose(left, e.config.epsilon_init), left
+            assert e.records_exhausted + len(e) == len(early) + len(late)
         assert e.calibration.sigma_leaf < sigma           # 10 rounds: less noise each
         assert e.last_round["sampled"].min() >= len(early)   # late records only
         assert (e.filter.spent <= e.filter.bound + 1e-12).all()

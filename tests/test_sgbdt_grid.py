@@ -77,10 +77,14 @@ def test_release_charges_exactly_the_records_that_can_afford_it():
     before = e.filter.spent.copy()
     release_grid(e)
     paid = e.filter.spent - before
-    # the oracle: dp-accounting's RDP of two Laplace histograms (scale 2 / 0.3 each)
+    # the oracle: dp-accounting's RDP of two continuous Laplace histograms (scale 2 / 0.3
+    # each); the release is discrete Laplace on a lattice, whose exact RDP
+    # (noise.discrete_laplace_rdp, checked by brute force in test_discrete_noise) lies a hair
+    # below the continuous one
     acc = dp_accounting.rdp.RdpAccountant(orders=[e.calibration.order])
     acc.compose(dp_accounting.LaplaceDpEvent(2 / 0.3), 2)
-    assert e.grid_info["rdp"] == pytest.approx(acc._rdp[0], rel=1e-9)
+    assert e.grid_info["rdp"] == pytest.approx(acc._rdp[0], rel=1e-6)
+    assert e.grid_info["rdp"] <= acc._rdp[0] * (1 + 1e-12)
     assert e.grid_info["rdp"] < 0.3   # below the pure epsilon
     assert np.allclose(paid[poor], 0.0)
     assert np.allclose(paid[~poor], e.grid_info["rdp"])

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from river.datasets import synth
 
+from dpstream.accounting.noise import on_lattice
 from dpstream.models import SGBDTClassifier
 from dpstream.models.boosting.sgbdt_multi import SGBDTMultiEngine, clip_rows
 from dpstream.models.boosting.sgbdt_party import SGBDTParty
@@ -98,7 +99,11 @@ def test_a_round_charges_each_record_its_binary_cost_at_the_gradient_norm():
     for x, y in rows:
         model.learn_one(x, y)
     e = model.engine
-    prep_g = clip_rows(e.gradients(), e.config.grad_clip)
+    # the round's gradients: clipped to g* less half a lattice diagonal, then on the public
+    # lattice (exact noise, issue 65); the rounded rows keep norm <= g*
+    step = e.grad_step()
+    prep_g = on_lattice(clip_rows(e.gradients(), e.config.grad_clip
+                                  - 0.5 * step * np.sqrt(e.n_classes)), step)
     norms = np.sqrt((prep_g ** 2).sum(axis=1))
     assert norms.max() <= e.config.grad_clip + 1e-12
     before = e.filter.spent.copy()

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dpstream.accounting import IndividualRenyiFilter, RoundCostTable
+from dpstream.accounting.noise import on_lattice
 from dpstream.models import SGBDTClassifier
 from dpstream.models.boosting import hist_splits as hs
 from dpstream.models.boosting.round_kernels import (
@@ -90,6 +91,14 @@ def test_round_passes_equal_the_numpy_steps():
             b = leaf_counts_sums_rows(nodes, 3, rows, g, 4)
             assert all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
     assert clip_gradients(np.array([0.1, np.nan]), np.zeros(2), 0.5)
+    # with a lattice step: the clip, then accounting.noise.on_lattice, bit for bit
+    g = np.random.default_rng(5).normal(size=3000)
+    y = np.zeros(3000)
+    for step, bound in ((2.0**-14, 0.5), (2.0**-3, 0.3), (1.0, 2.5)):
+        want = on_lattice(g, step, bound)
+        got = g.copy()
+        assert not clip_gradients(got, y, np.floor(bound / step) * step, step)
+        assert np.array_equal(got, want)
     f = IndividualRenyiFilter(order=8.0, bound=1.0)
     f.add(3)
     for bad in ([0.1, np.nan, 0.1], [0.1, -0.2, 0.1], [np.inf, 0.0, 0.0]):

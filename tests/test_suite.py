@@ -62,7 +62,7 @@ def test_dp_mean_charges_its_budget_and_finds_the_majority():
     # a tiny budget on few records: the released mean is noisy, always inside the range
     vals = {round(DPMean(NUMERIC, epsilon=0.05, seed=s).fit([5.0] * 5).value_, 6)
             for s in range(30)}
-    assert len(vals) > 10 and all(0 <= v <= 10 for v in vals)
+    assert len(vals) > 5 and all(0 <= v <= 10 for v in vals)   # many clamp to 0 or 10
 
 
 @pytest.mark.slow

@@ -45,7 +45,13 @@ from typing import Any
 import numpy as np
 from river import base
 
-from ...accounting import BudgetLedger, GridlessExponentialMechanism, LaplaceMechanism
+from ...accounting import (
+    BudgetLedger,
+    GridlessExponentialMechanism,
+    LaplaceMechanism,
+    as_generator,
+    noise,
+)
 from ..encoding import RecordEncoder, check_input_policy
 from ..forest import Forest, complete_tree_layout
 from ..params import ShortRepr, check_integer, check_real, warn_small_stream
@@ -151,7 +157,7 @@ class _DPBoostBase(ShortRepr, base.Estimator):
         n_nodes, self._internal, self._leaves = complete_tree_layout(self.depth)
         self._forest = Forest(max_nodes=n_nodes, max_depth=self.depth)
         self._ledger = BudgetLedger(total_epsilon=float(self.epsilon))
-        self._rng = np.random.default_rng(self.seed)
+        self._rng = as_generator(self.seed)
         self._numeric = self._encoder.numeric_columns()
         self._categorical = self._encoder.categorical_columns()
         self._buffer_X: list[list[float]] = []
@@ -290,7 +296,7 @@ class _DPBoostBase(ShortRepr, base.Estimator):
                                 label=f"ensemble {e}: {T} trees on disjoint parts")
             eps_split = eps * self.split_share / self.depth
             eps_leaf = eps * (1.0 - self.split_share)
-            parts = np.array_split(self._rng.permutation(y.size), T)
+            parts = np.array_split(noise.permutation(self._rng, y.size), T)
             for t, idx in enumerate(parts):
                 g = self._gradients(score[idx], y[idx])
                 if self.data_filter:
@@ -338,7 +344,7 @@ class _DPBoostBase(ShortRepr, base.Estimator):
         bound = self.grad_clip * (1.0 - self.learning_rate) ** t if self.leaf_clipping \
             else self.grad_clip
         value = np.clip(value, -bound, bound)
-        lap = LaplaceMechanism(epsilon=eps_leaf, rng=self._rng,
+        lap = LaplaceMechanism(epsilon=eps_leaf, rng=self._rng, touched=1,   # one leaf
                                sensitivity=leaf_sensitivity(self.grad_clip, self._l2, bound))
         noisy = np.clip(lap.release(value), -bound, bound)   # clamping: post-processing
         values = np.zeros(n_nodes)

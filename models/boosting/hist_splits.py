@@ -65,6 +65,7 @@ try:   # numba is a core dependency; the numpy path below is the fallback and th
 except ImportError:  # pragma: no cover - depends on the environment
     njit = None
 
+from ...accounting import noise
 from ..encoding import RecordEncoder
 from ..forest import complete_tree_layout
 from .random_splits import RandomTree, pick_weighted
@@ -407,7 +408,7 @@ def grow_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.Generator,
               levels: int = 0,
               bins: int = 32, sigma: float = 0.0, numeric_weight: float = 1.0,
               only_feature: int | None = None, memory: dict | None = None,
-              decay: float = 0.0) -> RandomTree:
+              decay: float = 0.0, step: float | None = None) -> RandomTree:
     """One complete tree of ``depth``: the top ``levels`` levels chosen from noisy gradient
     histograms of the rows ``X`` (gradients ``g``, cell noise ``sigma``; see the module
     docstring), the rest drawn at random from the public domains as in the paper.
@@ -415,7 +416,11 @@ def grow_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.Generator,
     ``X[rows]`` (all of ``X`` when ``rows`` is ``None``) are the round's Poisson-sampled
     records and ``g`` their clipped gradients; ``codes`` the :func:`category_codes` of ``X``
     (computed when ``None``); ``sigma`` must come from
-    :func:`histogram_sigma` for the round's accounting to hold. ``only_feature`` restricts
+    :func:`histogram_sigma` for the round's accounting to hold, and ``g`` must lie on the
+    public lattice of ``step`` (the engine's gradients do: it charges their costs on them);
+    ``step=None`` puts ``g`` on the lattice of ``sigma`` here, for direct calls outside a
+    privacy budget. Each cell gets exact discrete Gaussian noise on that lattice
+    (:func:`~dpstream.accounting.noise.gaussian_noise_on_lattice`). ``only_feature`` restricts
     every split to one feature (numeric ones first, then categorical, as in
     :func:`~dpstream.models.boosting.random_splits.feature_order`).
     """
@@ -433,6 +438,9 @@ def grow_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.Generator,
     if numeric_weight <= 0:
         allowed[:n_num] = False
     levels = min(levels, depth) if X is not None and g is not None else 0
+    if levels and step is None and sigma > 0:
+        step = noise.lattice_step(sigma, noise.GAUSS_BITS)
+        g = noise.on_lattice(g, step)
 
     # state of the nodes of the current level: numeric intervals and open categorical columns
     ivs = [[(lo, hi) for _, lo, hi in cells.numeric]]
@@ -452,7 +460,7 @@ def grow_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.Generator,
                 if prior is not None and prior.shape != (cells.size, *np.shape(g)[1:]):
                     prior = None
             chosen, hist = _select_level(cells, X, codes, rows, g, pos, ivs, catss, allowed,
-                                         sigma, rng, prior, decay)
+                                         sigma, step, rng, prior, decay)
             if level == 0 and memory is not None:
                 memory["root"] = hist
         elif njit is not None:   # the remaining levels at random, compiled
@@ -460,7 +468,7 @@ def grow_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.Generator,
                          numeric_weight, allowed, feature, threshold)
             break
         else:
-            u = rng.random(2 * width).tolist()
+            u = noise.uniforms(rng, 2 * width).tolist()
             chosen = [_random_split(cells, ivs[i], catss[i], allowed, numeric_weight,
                                     u[2 * i], u[2 * i + 1]) for i in range(width)]
         next_ivs, next_cats = [], []
@@ -513,13 +521,13 @@ def _random_rest(cells: _Cells, n_columns: int, ivs: list, catss: list, level: i
             elif len(cols) != size:
                 row[first:first + size] = False
                 row[cols] = True
-    u = rng.random(2 * (n_internal - start))
+    u = noise.uniforms(rng, 2 * (n_internal - start))
     _random_levels_kernel(u, start, n_internal, lo, hi, is_open, cells.num_cols,
                           cells.cat_start, cells.cat_size, float(numeric_weight), allowed,
                           feature, threshold)
 
 
-def _select_level(cells: _Cells, X, codes, rows, g, pos, ivs, catss, allowed, sigma, rng,
+def _select_level(cells: _Cells, X, codes, rows, g, pos, ivs, catss, allowed, sigma, step, rng,
                   prior=None, decay=0.0) -> tuple[list, np.ndarray]:
     """Noisy histograms of every node of one level, and each node's best split."""
     width = len(ivs)
@@ -532,7 +540,8 @@ def _select_level(cells: _Cells, X, codes, rows, g, pos, ivs, catss, allowed, si
         hist = _level_histogram(cells, X, codes, rows, pos, g, lo, hi, width)
     # every cell of every node is noised, empty or not: what is released does not depend on
     # which cells the records fell in
-    hist = hist + rng.normal(0.0, sigma, hist.shape)
+    if sigma > 0:   # (sigma 0: noiseless, for tests of the selection itself)
+        hist = noise.gaussian_noise_on_lattice(rng, noise.snap(hist, step), step, sigma)
     if prior is not None:
         hist = hist + decay * prior
     return [_best_split(hist[i * cells.size:(i + 1) * cells.size], cells, ivs[i], catss[i],

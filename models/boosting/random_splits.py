@@ -29,6 +29,7 @@ from weakref import WeakKeyDictionary
 
 import numpy as np
 
+from ...accounting import noise
 from ..encoding import RecordEncoder
 from ..forest import complete_depth, complete_tree_layout, route_block, route_complete
 
@@ -74,7 +75,7 @@ def random_complete_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.G
     left = np.arange(n_nodes, dtype=np.int32)
     left[internal] = 2 * internal + 1
     # two uniforms per internal node (feature, then split), drawn in one call
-    uniforms = rng.random(2 * internal.size)
+    uniforms = noise.uniforms(rng, 2 * internal.size)
     if draw_splits is not None:
         num, cat = _domains(encoder)
         only = -1

@@ -81,11 +81,13 @@ def move_rows(X, holes, movers):   # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def clip_gradients(g, y, grad_clip):   # pragma: no cover - compiled
+def clip_gradients(g, y, grad_clip, step=0.0):   # pragma: no cover - compiled
     """The start of a round over the pool, the numpy steps it replaces fused, bit for bit:
     ``g -= y`` in place (``g`` holds the scores, or their sigmoid) and ``np.clip(g, -g*,
-    g*)``. Returns whether a gradient is NaN (the numpy steps raise; ``g`` is then partly
-    written)."""
+    g*)``; with ``step`` (a power of two, and ``grad_clip`` a multiple of it) each gradient
+    is then rounded to the nearest multiple of ``step``, as
+    :func:`~dpstream.accounting.noise.on_lattice`. Returns whether a gradient is NaN (the
+    numpy steps raise; ``g`` is then partly written)."""
     for k in range(g.size):
         v = g[k] - y[k]
         if v != v:
@@ -94,6 +96,8 @@ def clip_gradients(g, y, grad_clip):   # pragma: no cover - compiled
             v = -grad_clip
         if v > grad_clip:
             v = grad_clip
+        if step > 0.0:
+            v = np.rint(v / step) * step
         g[k] = v
     return False
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from river import base
 
+from ...accounting import as_generator
 from ...accounting.rdp import rdp_to_epsilon
 from ..drift import DPDriftSignal
 from ..encoding import EncodedRows, RecordEncoder
@@ -148,7 +149,7 @@ class _SGBDTBase(ShortRepr, base.Estimator):
         if self._engine is None:
             multi = len(self._encoder.classes or ()) > 2
             self._engine = (SGBDTMultiEngine if multi else SGBDTEngine)(
-                self._config, self._encoder, np.random.default_rng(self.seed))
+                self._config, self._encoder, as_generator(self.seed))
         return self._engine
 
     def _flush(self) -> None:

@@ -41,13 +41,14 @@ fixed order is ``rho`` plus a constant), plus ``epsilon_drift``.
 
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
-from ...accounting import IndividualRenyiFilter, RoundCostTable, calibrate_sgbdt
+from ...accounting import IndividualRenyiFilter, RoundCostTable, calibrate_sgbdt, noise
 from ..encoding import RecordEncoder
 from ..forest import Forest, complete_tree_layout
 from ..forest_kernels import sum_one, sum_one_parts
@@ -164,6 +165,17 @@ class SGBDTConfig:
     def r_split(self) -> float:
         """r_s, the share of the gradient noise budget spent on split histograms."""
         return self.split_share * (1.0 - self.r1) if self.split_levels > 0 else 0.0
+
+
+@functools.lru_cache(maxsize=256)
+def _noise_sigmas(sigma: float, r1: float, r_split: float, split_levels: int,
+                  n_features: int) -> tuple[float, ...]:
+    out = [sigma / math.sqrt(2 * (1.0 - r1))]
+    if split_levels > 0:
+        out.append(sigma / math.sqrt(2 * (1.0 - r1 - r_split)))
+        out += [histogram_sigma(sigma, levels=k, n_features=n_features, split_share=r_split)
+                for k in range(1, split_levels + 1)]
+    return tuple(out)
 
 
 class SGBDTEngine:
@@ -628,7 +640,7 @@ class SGBDTEngine:
             X, rows, codes = self._mapped_sample(rows, levels), None, codes.take(rows, axis=0)
         return raw_tree(self.grid, grow_tree(
             self.encoder, depth=depth, rng=self.rng, X=X, rows=rows, codes=codes,
-            g=g, levels=levels, bins=c.split_bins, sigma=sigma,
+            g=g, levels=levels, bins=c.split_bins, sigma=sigma, step=self.grad_step(),
             numeric_weight=c.numeric_weight, only_feature=only, memory=self.split_memory,
             decay=c.split_decay))
 
@@ -680,16 +692,21 @@ class SGBDTEngine:
         c = self.config
         # the gradients and clip in one compiled pass (round_kernels), the numpy steps bit
         # for bit; a NaN gradient takes the numpy steps, which raise before any charge
+        # each gradient clipped, then rounded to the round's public lattice (exact noise:
+        # accounting/noise.py), so every released sum is an exact multiple of the step; the
+        # costs are charged on these
+        step = self.grad_step()
         g = self.score.copy() if c.loss == "squared" else sigmoid(self.score)
-        if clip_gradients(g, self.y, c.grad_clip):
+        if clip_gradients(g, self.y, math.floor(c.grad_clip / step) * step, step):
             g = self.gradients()
             np.clip(g, -c.grad_clip, c.grad_clip, out=g)
+            g = noise.on_lattice(g, step, c.grad_clip)
         cost = self.costs.cost(g) if c.individual_filter else \
             np.full(len(self), self.costs.max_cost)
         # the filter's step (it charges exactly the records that continue), then the
-        # Poisson subsample of those
-        cont, sampled, rows = self.filter.step_sample(cost, self.rng.random(len(self)),
-                                                      c.subsample)
+        # Poisson subsample of those (never likelier than the subsample rate)
+        cont, sampled, rows = self.filter.step_sample(
+            cost, noise.uniforms(self.rng, len(self)), noise.sampling_threshold(c.subsample))
         return {"g": g, "cost": cost, "cont": cont, "sampled": sampled, "rows": rows}
 
     def retire_if_full(self) -> None:
@@ -754,10 +771,41 @@ class SGBDTEngine:
         self.forest.drop_oldest(k)
         self.trees_retired += k
 
+    def noise_sigmas(self) -> list[float]:
+        """Every noise level a gradient sum may be released with (leaf sums with and without
+        split histograms in the round; the histograms at each number of levels)."""
+        c = self.config
+        return list(_noise_sigmas(self.calibration.sigma_leaf, c.r1, c.r_split,
+                                  c.split_levels, self.n_features))
+
+    def grad_step(self) -> float:
+        """The public lattice step of the gradients (a power of two about ``2^-14`` of the
+        smallest gradient noise; :func:`~dpstream.accounting.noise.common_step`)."""
+        c = self.config
+        return noise.common_step(_noise_sigmas(self.calibration.sigma_leaf, c.r1, c.r_split,
+                                               c.split_levels, self.n_features))
+
+    def leaf_noise(self, counts: np.ndarray | None, sums: np.ndarray, r2: float
+                   ) -> tuple[np.ndarray | None, np.ndarray]:
+        """DPLeaf's noise, exact: the integer counts on the lattice of the count noise, the
+        sums (exact multiples of :meth:`grad_step`) on the gradients' lattice, each with
+        discrete Gaussian noise at least as large as the continuous mechanism's."""
+        c, sigma = self.config, self.calibration.sigma_leaf
+        noisy_n = None
+        if counts is not None:
+            sc = sigma / math.sqrt(2 * c.r1)
+            step_c = min(1.0, noise.lattice_step(sc, noise.GAUSS_BITS))
+            noisy_n = noise.gaussian_noise_on_lattice(
+                self.rng, noise.snap(counts, step_c), step_c, sc)
+        step = self.grad_step()
+        noisy_s = noise.gaussian_noise_on_lattice(self.rng, noise.snap(sums, step), step,
+                                                  sigma / math.sqrt(2 * r2))
+        return noisy_n, noisy_s
+
     def noisy_leaf_stats(self, tree, prep: dict) -> tuple[np.ndarray | None, np.ndarray]:
         """DPLeaf's releases for every leaf of ``tree`` (Alg. 4): the noisy count (dynamic leaf
         noise only; else ``None``) and the noisy gradient sum of the subsampled records."""
-        c, sigma = self.config, self.calibration.sigma_leaf
+        c = self.config
         leaves = self.leaves_of(tree)
         n_leaves = leaves.size
         sampled = prep["sampled"]
@@ -769,10 +817,7 @@ class SGBDTEngine:
         # r2: the gradient share left to the leaves (all of 1 - r1 unless split histograms
         # were released in this round)
         r2 = 1.0 - c.r1 - prep.get("split_share", 0.0)
-        noisy_n = None
-        if c.dynamic_leaf_noise:
-            noisy_n = counts + self.rng.normal(0.0, sigma / math.sqrt(2 * c.r1), n_leaves)
-        return noisy_n, sums + self.rng.normal(0.0, sigma / math.sqrt(2 * r2), n_leaves)
+        return self.leaf_noise(counts if c.dynamic_leaf_noise else None, sums, r2)
 
     def leaf_values(self, noisy_n: np.ndarray | None, noisy_s: np.ndarray) -> np.ndarray:
         """Leaf values from the released statistics (post-processing), clamped to ``[-lr g*,

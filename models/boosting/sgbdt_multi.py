@@ -57,7 +57,7 @@ import math
 
 import numpy as np
 
-from ...accounting import LaplaceMechanism
+from ...accounting import LaplaceMechanism, noise
 from ..encoding import RecordEncoder
 from ..forest import Forest
 from .scores import softmax
@@ -142,18 +142,23 @@ class SGBDTMultiEngine(SGBDTEngine):
         """Gradients clipped to L2 norm g*, per-record costs at their norms, the filter's
         step and the Poisson subsample."""
         c = self.config
-        g = clip_rows(self.gradients(), c.grad_clip)
+        # clipped to L2 norm g* less half a lattice diagonal, then each component on the
+        # public lattice: the rounded rows keep norm <= g* (accounting/noise.py)
+        step = self.grad_step()
+        g = clip_rows(self.gradients(), c.grad_clip - 0.5 * step * math.sqrt(self.n_classes))
+        g = noise.on_lattice(g, step)
         if c.individual_filter:
             cost = self.costs.cost(np.sqrt(np.einsum("ij,ij->i", g, g)))
         else:
             cost = np.full(len(self), self.costs.max_cost)
         cont = self.filter.step(cost)
-        sampled = cont & (self.rng.random(len(self)) < c.subsample)
+        sampled = cont & (noise.uniforms(self.rng, len(self))
+                          < noise.sampling_threshold(c.subsample))
         return {"g": g, "cost": cost, "cont": cont, "sampled": sampled}
 
     def noisy_leaf_stats(self, tree, prep: dict) -> tuple[np.ndarray | None, np.ndarray]:
         """Each leaf's noisy count (dynamic leaf noise) and noisy K-vector gradient sum."""
-        c, sigma = self.config, self.calibration.sigma_leaf
+        c = self.config
         leaves = self.leaves_of(tree)
         n_leaves = leaves.size
         sampled = prep["sampled"]
@@ -163,10 +168,7 @@ class SGBDTMultiEngine(SGBDTEngine):
         sums = np.stack([np.bincount(leaf, weights=g[:, k], minlength=n_leaves)
                          for k in range(self.n_classes)], axis=1)
         r2 = 1.0 - c.r1 - prep.get("split_share", 0.0)
-        noisy_n = None
-        if c.dynamic_leaf_noise:
-            noisy_n = counts + self.rng.normal(0.0, sigma / math.sqrt(2 * c.r1), n_leaves)
-        return noisy_n, sums + self.rng.normal(0.0, sigma / math.sqrt(2 * r2), sums.shape)
+        return self.leaf_noise(counts if c.dynamic_leaf_noise else None, sums, r2)
 
     def leaf_values(self, noisy_n: np.ndarray | None, noisy_s: np.ndarray) -> np.ndarray:
         """``-lr s~ / max(lambda, n~)`` per leaf (``leaf_lambda="add"``: ``s~ / (n~ +
@@ -200,7 +202,8 @@ def noisy_class_counts(y: np.ndarray, k: int, *, epsilon: float,
     """The class counts of the labels ``y`` (class indices) with Laplace noise of scale
     ``1 / epsilon`` each: one record is in one class (L1 sensitivity 1), so epsilon-DP."""
     counts = np.bincount(y.astype(np.int64), minlength=k).astype(np.float64)
-    return LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng).release(counts)
+    return LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng,
+                            integers=True).release(counts)
 
 
 def init_scores_from_counts(counts: np.ndarray, *, label_clip: float) -> np.ndarray:

@@ -67,7 +67,7 @@ from typing import Any
 
 import numpy as np
 
-from ...accounting import ExponentialMechanism, ReportNoisyMax
+from ...accounting import ExponentialMechanism, ReportNoisyMax, noise
 from ..params import check_integer
 from ..schema import river_check_schema
 from . import random_trees
@@ -178,7 +178,7 @@ class GreedyForestClassifier(WindowForestBase):
         self._fan = np.array([n_bins] * len(self._numeric) + [g.size for g in self._groups],
                              dtype=np.int64)
         self.levels = min(max_depth - 1, self._fan.size)
-        self._secret = int(self._rng.integers(2**63))
+        self._secret = int(noise.choose(self._rng, 2**63))
         self._next_tree = 0
 
     def _check_params(self) -> None:

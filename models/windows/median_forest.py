@@ -85,7 +85,7 @@ from typing import Any
 
 import numpy as np
 
-from ...accounting import LaplaceMechanism, PrivateMedian
+from ...accounting import LaplaceMechanism, PrivateMedian, noise
 from ..params import check_integer, check_real
 from ..schema import river_check_schema
 from .window_forest import UNLABELED, WindowForestBase, WindowTree, pack_trees
@@ -136,6 +136,8 @@ def grow_median_tree(X: np.ndarray, depth: int, *, numeric: list, categorical: l
     if n_candidates < 1:
         raise ValueError("need epsilon > 0 and finite bounds with upper > lower")
     sizes = [len(c) for c in categorical]
+    den = 1 << noise.FACTOR_BITS
+    nums = np.array([noise.distance_factor(e)[0] for e in eps], dtype=np.int64)
     w = np.zeros(0) if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
     return _wk.grow_median(
         np.ascontiguousarray(X, dtype=np.float64), int(depth),
@@ -144,7 +146,7 @@ def grow_median_tree(X: np.ndarray, depth: int, *, numeric: list, categorical: l
         np.array([hi for _, _, hi in numeric], dtype=np.float64),
         np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64),
         np.array([c for cols in categorical for c in cols], dtype=np.int64),
-        rng, eps, private, int(n_candidates), w, weights is not None)
+        rng, nums, den, private, int(n_candidates), w, weights is not None)
 
 
 def grow_median_tree_reference(X: np.ndarray, depth: int, *, numeric: list, categorical: list,
@@ -185,13 +187,13 @@ def grow_median_tree_reference(X: np.ndarray, depth: int, *, numeric: list, cate
                       [len(numeric) + k for k, c in enumerate(cats) if len(c) > 1]
             if options:   # otherwise a pass-through node: column 0 <= inf, everything left
                 if weights is None:
-                    j = options[int(rng.integers(len(options)))]
+                    j = options[int(noise.choose(rng, len(options)))]
                 else:
                     # rng.choice(len(options), p=...)'s inverse-CDF draw, without its checks
                     p = weights[options]
                     cdf = np.cumsum(p / p.sum())
                     cdf /= cdf[-1]
-                    j = options[int(cdf.searchsorted(rng.random(), side="right"))]
+                    j = options[int(cdf.searchsorted(noise.uniforms(rng), side="right"))]
                 if j < len(numeric):
                     col, _, _ = numeric[j]
                     lo, hi = intervals[j]
@@ -402,8 +404,11 @@ class MedianForestClassifier(WindowForestBase):
             counts += np.bincount(leaf * k + y_lab, minlength=counts.size).reshape(counts.shape)
         first_leaf = 2 ** depth - 1
         if eps_l is not None:   # each record is in one leaf: sensitivity 1 per count vector
-            counts[first_leaf:] = LaplaceMechanism(epsilon=eps_l, sensitivity=1.0,
-                                                   rng=self._rng).release(counts[first_leaf:])
+            # whole counts are lattice points; a soft label spreads over its leaf's k counts
+            soft = y_lab.ndim == 2
+            counts[first_leaf:] = LaplaceMechanism(
+                epsilon=eps_l, sensitivity=1.0, rng=self._rng, integers=not soft,
+                touched=k if soft else None).release(counts[first_leaf:])
         return tree
 
     def _window_charges(self) -> list[tuple[str, float, str]]:

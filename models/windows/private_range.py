@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from ...accounting import LaplaceMechanism
+from ...accounting import LaplaceMechanism, noise
 
 __all__ = ["private_ranges"]
 
@@ -91,8 +91,8 @@ def private_ranges(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, epsilon: 
     if s == 0:
         return new_lo, new_hi
     values = np.asarray(values, dtype=np.float64).reshape(-1, s)
-    part = rng.permutation(values.shape[0]) % s
-    noise = LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng)
+    part = noise.permutation(rng, values.shape[0]) % s
+    mech = LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng, integers=True)
     tau = (math.log(bins) + 2.0) / epsilon
     for j in range(s):
         if not hi[j] > lo[j]:
@@ -100,7 +100,7 @@ def private_ranges(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, epsilon: 
         edges = np.linspace(lo[j], hi[j], bins + 1)
         v = values[part == j, j]
         counts = np.histogram(np.clip(v[~np.isnan(v)], lo[j], hi[j]), edges)[0]
-        counts = noise.release(counts.astype(np.float64))
+        counts = mech.release(counts.astype(np.float64))
         if public is not None and public.size:
             p = np.asarray(public, dtype=np.float64)[:, j]
             counts += np.histogram(np.clip(p[~np.isnan(p)], lo[j], hi[j]), edges)[0]

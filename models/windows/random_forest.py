@@ -72,7 +72,7 @@ from typing import Any
 
 import numpy as np
 
-from ...accounting import ReportNoisyMax
+from ...accounting import ReportNoisyMax, noise
 from ..params import check_integer, check_real
 from ..schema import river_check_schema
 from . import random_trees
@@ -236,7 +236,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
         depth = theorem2_depth(len(enc.numeric_columns()), len(enc.categorical_columns()))
         self.depth = depth if max_depth is None else max_depth
         self._trees = ImplicitRandomTrees(enc, depth=self.depth,
-                                          secret=int(self._rng.integers(2**63)))
+                                          secret=int(noise.choose(self._rng, 2**63)))
         self._next_tree = 0
         self._window_labeled = 0     # labeled records of the window being trained (public)
         self._setup_relevance()

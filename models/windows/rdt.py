@@ -94,7 +94,7 @@ from typing import Any
 
 import numpy as np
 
-from ...accounting import LaplaceMechanism
+from ...accounting import LaplaceMechanism, noise
 from ..params import check_integer, check_real
 from ..schema import river_check_schema
 from . import random_trees
@@ -177,7 +177,8 @@ def release_counts(counts: np.ndarray, epsilon: float, rng: np.random.Generator)
     """
     if counts.size == 0:
         return counts.astype(np.float64)
-    return LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng).release(counts)
+    return LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng,
+                            integers=True).release(counts)
 
 
 class CenterTable:
@@ -249,7 +250,7 @@ def pick_centers(P: np.ndarray, ids: np.ndarray, depth: int, router, n_cells: in
     N = P.shape[0]
     keys = router.leaf_keys(router.view(P), ids, depth=depth).T.ravel()   # tree-major
     rows = np.tile(np.arange(N), ids.size)
-    order = np.lexsort((rng.random(keys.size), keys))      # by leaf, random within
+    order = np.lexsort((noise.uniforms(rng, keys.size), keys))      # by leaf, random within
     sk = keys[order]
     first = np.r_[True, sk[1:] != sk[:-1]]
     group = np.cumsum(first) - 1
@@ -394,7 +395,7 @@ class RDTClassifier(WindowForestBase):
                          on_out_of_domain=on_out_of_domain, on_unknown=on_unknown,
                          window_decay=window_decay, grid_share=grid_share)
         enc = self._encoder
-        self._trees = ImplicitRandomTrees(enc, depth=1, secret=int(self._rng.integers(2**63)))
+        self._trees = ImplicitRandomTrees(enc, depth=1, secret=int(noise.choose(self._rng, 2**63)))
         s, r = self._trees.s, self._trees.r
         # routing-matrix columns 1.. : numeric values, then categorical codes
         width = np.array([hi - lo for _, lo, hi in enc.numeric_columns()], dtype=np.float64)

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...accounting import LaplaceMechanism
+from ...accounting import LaplaceMechanism, noise
 
 __all__ = ["AttributeRelevance", "owned_attributes", "slot_counts"]
 
@@ -131,7 +131,7 @@ def _entropy(counts: np.ndarray) -> np.ndarray:
 
 def _deal(n: int, k: int, rng: np.random.Generator) -> list[np.ndarray]:
     """A random partition of ``range(n)`` into ``k`` disjoint parts (data-independent)."""
-    return np.array_split(rng.permutation(n), k)
+    return np.array_split(noise.permutation(rng, n), k)
 
 
 class AttributeRelevance:
@@ -216,7 +216,7 @@ class AttributeRelevance:
         n = X.shape[0]
         own = list(range(self.n_attributes)) if self.owned is None else self.owned
         parts = _deal(n, len(own), rng) if own else []   # (none owned: no record is read)
-        mech = LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng)
+        mech = LaplaceMechanism(epsilon=epsilon, sensitivity=1.0, rng=rng, integers=True)
         released = [np.zeros_like(c) for c in self.counts]
         for j, part in zip(own, parts, strict=True):
             k = self._cells[j] * self.n_classes   # whole counts: np.add.at's += 1, binned

@@ -85,7 +85,7 @@ from typing import Any
 import numpy as np
 from river import base
 
-from ...accounting import BudgetLedger
+from ...accounting import BudgetLedger, as_generator, noise
 from ..drift import DPDriftSignal
 from ..encoding import RecordEncoder, check_input_policy, is_frame
 from ..forest import Forest
@@ -202,7 +202,7 @@ class WindowForestBase(HeldWindowMixin, ShortRepr, base.Classifier):
         if self._encoder.classes is None:
             raise ValueError("a window forest classifies: the schema needs target classes")
         self._check_params()
-        self._rng = np.random.default_rng(seed)
+        self._rng = as_generator(seed)
         self._ledger = BudgetLedger(total_epsilon=float(epsilon))
         self._buffer_X: list[list[float]] = []
         self._buffer_y: list[int] = []           # class index, or UNLABELED
@@ -670,7 +670,7 @@ class WindowForestBase(HeldWindowMixin, ShortRepr, base.Classifier):
         """A random partition of ``range(n)`` into ``parts`` (default: the window's trees)
         disjoint parts; data-independent."""
         k = parts or self._window_trees or self.n_trees
-        return np.array_split(self._rng.permutation(n), k)
+        return np.array_split(noise.permutation(self._rng, n), k)
 
     # ------------------------------------------------------------- predicting
     def _serve(self) -> tuple[Forest, np.ndarray]:

@@ -24,8 +24,9 @@ released outputs and public structure only; nothing here draws noise, so privacy
   :class:`~dpstream.models.forest.Forest`) and their per-node class-distribution table;
 * :func:`routing_rows` and :func:`bin_codes` — the per-record encodings the walks read;
 * :func:`grow_median` — the median forest's tree growth (it DOES draw: the private medians of
-  :mod:`~dpstream.accounting.median` and the exponential mechanism's Gumbel draws, compiled
-  from their plain-Python cores there, on the caller's Generator — the same draws in the same
+  :mod:`~dpstream.accounting.median` and their exact exponential-mechanism draws
+  (:func:`~dpstream.accounting.noise.em_pick_dist`), compiled from the plain-Python cores
+  there, on the caller's Generator — the same draws in the same
   order as :func:`~dpstream.models.windows.median_forest.grow_median_tree_reference`, so the
   same trees bit for bit);
 * batch scoring of the random and greedy forests through per-tree tries lives in
@@ -48,8 +49,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ...accounting.exponential import gumbel_argmax_core, gumbel_argmax_grouped_core
-from ...accounting.median import categorical_log_weights_core, median_log_weights_core
+from ...accounting.median import categorical_distances_core, median_candidates_core
+from ...accounting.noise import em_pick_dist, nb_choose, nb_uniform
 
 __all__ = ["bin_codes", "greedy_votes", "grow_median", "heap_leaves", "implicit_cells",
            "implicit_keys", "implicit_votes", "implicit_votes_row", "leaf_proba_rows",
@@ -594,10 +595,8 @@ def bin_codes(X, num_cols, lo, hi, n_bins, group_start, group_size):   # pragma:
 
 
 
-_em_pick = njit(cache=True, nogil=True)(gumbel_argmax_core)
-_em_pick_grouped = njit(cache=True, nogil=True)(gumbel_argmax_grouped_core)
-_median_logw = njit(cache=True, nogil=True)(median_log_weights_core)
-_category_logw = njit(cache=True, nogil=True)(categorical_log_weights_core)
+_median_cand = njit(cache=True, nogil=True)(median_candidates_core)
+_category_dist = njit(cache=True, nogil=True)(categorical_distances_core)
 
 
 @njit(cache=True, nogil=True)
@@ -605,7 +604,7 @@ def _draw_option(rng, options, n_opt, weights, weighted, p):   # pragma: no cove
     # grow_median_tree_reference's attribute draw: rng.integers(n_opt), or the inverse-CDF
     # draw of weights[options] (np.sum, divide, np.cumsum, normalise, searchsorted "right")
     if not weighted:
-        return options[rng.integers(0, n_opt)]
+        return options[nb_choose(rng, n_opt)]
     for q in range(n_opt):
         p[q] = weights[options[q]]
     total = _pairwise(p, n_opt)
@@ -616,7 +615,7 @@ def _draw_option(rng, options, n_opt, weights, weighted, p):   # pragma: no cove
     last = p[n_opt - 1]
     for q in range(n_opt):
         p[q] /= last
-    u = rng.random()
+    u = nb_uniform(rng)
     q = 0
     while q < n_opt and p[q] <= u:
         q += 1
@@ -624,12 +623,14 @@ def _draw_option(rng, options, n_opt, weights, weighted, p):   # pragma: no cove
 
 
 @njit(cache=True, nogil=True)
-def grow_median(X, depth, num_col, num_lo, num_hi, cat_ptr, cat_col, rng, budgets, private,
+def grow_median(X, depth, num_col, num_lo, num_hi, cat_ptr, cat_col, rng, nums, den, private,
                 n_candidates, weights, weighted):   # pragma: no cover - compiled
     """:func:`~dpstream.models.windows.median_forest.grow_median_tree_reference` compiled:
     the same nodes in the same order, the same draws from ``rng``; returns ``(feature,
     threshold)``. Categorical feature ``k`` owns columns ``cat_col[cat_ptr[k]:cat_ptr[k+1]]``;
-    ``private``: medians are released with ``budgets[level]``, else exact."""
+    ``private``: medians are released with the exponent factor ``nums[level] / den`` per unit
+    of distance (:func:`~dpstream.accounting.noise.distance_factor` of the level's epsilon),
+    else exact."""
     n, n_num, n_cat = X.shape[0], num_col.shape[0], cat_ptr.shape[0] - 1
     n_nodes = 2 ** (depth + 1) - 1
     feature = np.zeros(n_nodes, dtype=np.int32)
@@ -661,10 +662,7 @@ def grow_median(X, depth, num_col, num_lo, num_hi, cat_ptr, cat_col, rng, budget
     options = np.empty(n_num + n_cat, dtype=np.int64)
     p = np.empty(n_num + n_cat)
     cand = np.empty(n_candidates)
-    logw = np.empty(max(n_candidates, widest))
-    dist = np.empty(n_candidates, dtype=np.int64)   # the median's candidate groups
-    draws = np.empty(n_candidates)
-    top = np.empty(n + 1)
+    dist = np.empty(max(n_candidates, widest), dtype=np.int64)   # |2 rank - n| per candidate
     pos = np.empty(widest + 1, dtype=np.int64)
     counts = np.empty(widest, dtype=np.int64)
     for level in range(depth):
@@ -696,9 +694,8 @@ def grow_median(X, depth, num_col, num_lo, num_hi, cat_ptr, cat_col, rng, budget
                             m += 1
                     vals[:m].sort()
                     if private:
-                        _median_logw(vals, m, budgets[level], lo[node, j], hi[node, j], rng,
-                                     cand, logw, dist)
-                        t = cand[_em_pick_grouped(rng, logw, dist, n_candidates, draws, top)]
+                        _median_cand(vals, m, lo[node, j], hi[node, j], rng, cand, dist)
+                        t = cand[em_pick_dist(rng, dist, n_candidates, nums[level], den)]
                     elif m % 2 == 1:   # np.median
                         t = vals[m // 2]
                     elif m > 0:
@@ -720,8 +717,8 @@ def grow_median(X, depth, num_col, num_lo, num_hi, cat_ptr, cat_col, rng, budget
                         if c >= 0:
                             counts[c] += 1
                     if private:
-                        _category_logw(counts, na, budgets[level], logw)
-                        pick = _em_pick(rng, logw, na)
+                        _category_dist(counts, na, dist)
+                        pick = em_pick_dist(rng, dist, na, nums[level], den)
                     else:   # np.argmin(|counts - size / 2|)
                         half = counts[:na].sum() / 2.0
                         pick, best = 0, np.inf

@@ -116,8 +116,8 @@ class DPMean:
         classes = self.encoder.classes
         if classes is not None:
             counts = np.bincount(t.astype(np.intp), minlength=len(classes)).astype(float)
-            noisy = LaplaceMechanism(epsilon=self.epsilon, sensitivity=1.0,
-                                     rng=rng).release(counts)
+            noisy = LaplaceMechanism(epsilon=self.epsilon, sensitivity=1.0, rng=rng,
+                                     integers=True).release(counts)
             self.ledger.charge(self.epsilon, label="DP mean: Laplace class histogram")
             self.value_ = classes[int(np.argmax(noisy))]
             return self
