@@ -5,13 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._validate import as_generator, check_epsilon, check_finite_array, check_positive
-from .noise import (
-    LAPLACE_BITS,
-    laplace_lattice_rdp,
-    laplace_on_lattice,
-    laplace_rounding,
-    lattice_step,
-)
+from .noise import laplace_lattice_rdp, laplace_on_lattice, laplace_rounding
 
 __all__ = ["LaplaceMechanism"]
 
@@ -93,18 +87,17 @@ class LaplaceMechanism:
         shape = v.shape if size is None else (size,) + v.shape
         # the rounding's steps are those of one release of ``value`` (``size`` repeats it:
         # independent releases of the same value)
-        rounding = laplace_rounding(v, self.sensitivity, touched=self.touched,
-                                    integers=self.integers)
         noisy = laplace_on_lattice(self.rng, np.broadcast_to(v, shape),
                                    epsilon=self.epsilon, sensitivity=self.sensitivity,
-                                   touched=max(rounding, 1), integers=rounding == 0)
+                                   touched=self.touched or max(1, v.size),
+                                   integers=self.integers)
         return float(noisy) if noisy.ndim == 0 else noisy
 
     def rdp(self, orders, *, size: int = 1) -> np.ndarray:
         """RDP of one release of ``size`` values at each order: the discrete Laplace's, between
         inputs the lattice sensitivity apart (at most ``epsilon`` at every order)."""
-        rounding = 0 if self.integers and lattice_step(self.sensitivity, LAPLACE_BITS) <= 1 \
-            else (self.touched or max(1, int(size)))
+        rounding = laplace_rounding(size, self.sensitivity, touched=self.touched,
+                                    integers=self.integers)
         return laplace_lattice_rdp(orders, epsilon=self.epsilon, sensitivity=self.sensitivity,
                                    rounding=rounding)
 

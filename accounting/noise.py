@@ -145,26 +145,15 @@ def _bits(rng, st, m):   # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def _bitlen(x):   # pragma: no cover - compiled
-    """The bit length of ``0 <= x < 2^63`` (``int.bit_length``), in six steps."""
+    """The bit length of ``0 <= x < 2^63`` (``int.bit_length``): a binary search in six
+    halvings of the shift (32, 16, ..., 1)."""
     b = 0
-    if x >> 32:
-        x >>= 32
-        b += 32
-    if x >> 16:
-        x >>= 16
-        b += 16
-    if x >> 8:
-        x >>= 8
-        b += 8
-    if x >> 4:
-        x >>= 4
-        b += 4
-    if x >> 2:
-        x >>= 2
-        b += 2
-    if x >> 1:
-        x >>= 1
-        b += 1
+    s = 32
+    while s:
+        if x >> s:
+            x >>= s
+            b += s
+        s >>= 1
     return b + x
 
 
@@ -366,34 +355,23 @@ def _laplace_lattice(epsilon: float, sensitivity: float, rounding: int = 1
     return g, sens, _LAPLACE_S, t
 
 
-def laplace_rounding(values: np.ndarray, sensitivity: float, *, touched: int | None = None,
+def laplace_rounding(size: int, sensitivity: float, *, touched: int | None = None,
                      integers: bool = False) -> int:
-    """The lattice steps that rounding ``values`` can add to a Laplace release's sensitivity:
-    0 for integer-valued queries (counts) whose lattice step divides 1 (``sensitivity <
-    8192``), else ``touched`` (the coordinates one record can change; all of them by default).
+    """The lattice steps that rounding a release of ``size`` values can add to its
+    sensitivity: 0 for integer-valued queries (counts) whose lattice step divides 1
+    (``sensitivity < 8192``), else ``touched`` (the coordinates one record can change; all
+    ``size`` of them by default). A function of public quantities only: ``integers`` is a
+    property of the query (a count is a whole number whatever the data), checked against the
+    values by :func:`laplace_on_lattice`.
 
-    ``integers`` is a property of the query (a count is a whole number whatever the data), not
-    of the values at hand; the values are checked against it so that a misdeclared query
-    fails loudly instead of spending more than its epsilon.
-
-    >>> laplace_rounding(np.array([3.0, 4.0]), 1.0, integers=True)
-    0
-    >>> laplace_rounding(np.array([0.5, 0.25, 0.25]), 1.0), laplace_rounding(np.ones(3), 1.0,
-    ...                                                                       touched=1)
-    (3, 1)
-    >>> laplace_rounding(np.array([0.5]), 1.0, integers=True)
-    Traceback (most recent call last):
-    ...
-    ValueError: the query was declared integer-valued (integers=True) but a value is not a whole number
+    >>> laplace_rounding(2, 1.0, integers=True), laplace_rounding(3, 1.0)
+    (0, 3)
+    >>> laplace_rounding(3, 1.0, touched=1), laplace_rounding(1, 2.0**14, integers=True)
+    (1, 1)
     """
-    v = np.asarray(values, dtype=np.float64)
-    if integers:
-        if v.size and not np.all(v == np.rint(v)):
-            raise ValueError("the query was declared integer-valued (integers=True) but a "
-                             "value is not a whole number")
-        if lattice_step(sensitivity, LAPLACE_BITS) <= 1.0:
-            return 0
-    d = max(1, v.size) if touched is None else int(touched)
+    if integers and lattice_step(sensitivity, LAPLACE_BITS) <= 1.0:
+        return 0
+    d = max(1, int(size)) if touched is None else int(touched)
     if d < 1:
         raise ValueError(f"touched must be a positive integer, got {touched!r}")
     return d
@@ -409,15 +387,22 @@ def laplace_on_lattice(rng: np.random.Generator, values, *, epsilon: float,
     (:func:`laplace_rounding`: one step per coordinate a record touches, ``touched``, all by
     default; none for ``integers``) and the noise scale is ``t / s >= that / epsilon`` steps,
     so the release is ``epsilon``-DP exactly (the geometric mechanism; Ghosh, Roughgarden and
-    Sundararajan 2009).
+    Sundararajan 2009). A query declared ``integers`` whose values are not whole numbers
+    raises, rather than spend more than its epsilon.
 
     >>> rng = secure_generator(4)
     >>> out = laplace_on_lattice(rng, np.zeros(20000), epsilon=0.5, sensitivity=1.0, touched=1)
     >>> bool(abs(np.mean(np.abs(out)) - 2.0) < 0.1)
     True
+    >>> laplace_on_lattice(rng, np.array([0.5]), epsilon=1.0, sensitivity=1.0, integers=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: integers=True (a count query) but a value is not a whole number
     """
     v = np.asarray(values, dtype=np.float64)
-    rounding = laplace_rounding(v, float(sensitivity), touched=touched, integers=integers)
+    if integers and v.size and not np.all(v == np.rint(v)):
+        raise ValueError("integers=True (a count query) but a value is not a whole number")
+    rounding = laplace_rounding(v.size, float(sensitivity), touched=touched, integers=integers)
     g, _, s, t = _laplace_lattice(float(epsilon), float(sensitivity), rounding)
     k = snap(v, g)
     noise = discrete_laplace_fill(rng, s, t, k.shape)
