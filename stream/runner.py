@@ -80,9 +80,16 @@ from ..models import (
 from ..models.boosting.sgbdt_party import SGBDTParty
 from ..models.encoding import EncodedRows
 from ..models.params import quiet_clipped_inputs, quiet_small_stream
+from .labels import (
+    DEFAULT_MAX_HELD,
+    DEFAULT_MAX_HELD_MESSAGES,
+    LABEL_COUNTERS,
+    HeldRecords,
+)
 from .messages import (
     MAX_ID_BYTES,
     MAX_MESSAGE_BYTES,
+    LabelMessage,
     RecordValidator,
     RejectedRecord,
     Schema,
@@ -120,7 +127,8 @@ SERVICE_MODELS: dict[str, dict[str, type]] = {
 }
 
 COUNTERS = ("seen", "learned", "dead_letters", "duplicates", "unlabeled", "clipped",
-            "predictions", "checkpoints", "missing_features", "coerced_labels")
+            "predictions", "checkpoints", "missing_features", "coerced_labels",
+            *LABEL_COUNTERS)
 
 
 def build_model(name: str, schema: Schema | dict | str, *, epsilon: float,
@@ -216,7 +224,15 @@ class Runner:
     scorer
         Called as ``scorer(y, prediction)`` for every labeled record, with the prediction
         made before the model learned the record (a :class:`PrequentialScore`: what a replay
-        reports); nothing is published and no checkpoint is added for it.
+        reports; a held record's prediction is scored when its label joins it); nothing is
+        published and no checkpoint is added for it.
+    hold_unlabeled
+        Hold records without a label for a later label message
+        (:mod:`~dpstream.stream.labels`). Default: for every model but the median forest,
+        which learns unlabeled records (semi-supervised) at once unless this is ``True``.
+    max_held, held_messages, held_seconds
+        The held records' bounds: how many (the oldest expires first), and after how many
+        messages or seconds one expires (``None``: never).
     """
 
     def __init__(self, model: Any, *, store: CheckpointStore, model_name: str = "sgbdt",
@@ -224,7 +240,10 @@ class Runner:
                  checkpoint_interval: float = 5.0, csv_label: str | None = "y",
                  checkpoint_every_round: bool | None = None, max_id_bytes: int = MAX_ID_BYTES,
                  max_message_bytes: int = MAX_MESSAGE_BYTES, hold_predictions: bool = False,
-                 scorer: Callable[[Any, Any], None] | None = None):
+                 scorer: Callable[[Any, Any], None] | None = None,
+                 hold_unlabeled: bool | None = None, max_held: int = DEFAULT_MAX_HELD,
+                 held_messages: int | None = DEFAULT_MAX_HELD_MESSAGES,
+                 held_seconds: float | None = None):
         self.model = model
         quiet_small_stream(model)   # its report is read at every checkpoint, from the start
         quiet_clipped_inputs(model)   # counted here (``clipped``), not warned about
@@ -264,6 +283,15 @@ class Runner:
         self.saved_positions: dict[str, int] = {}
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self.ids = IdMemory(self.id_memory)
+        #: records waiting for their labels (``None``: unlabeled records are not held)
+        holding = (not isinstance(model, MedianForestClassifier) if hold_unlabeled is None
+                   else bool(hold_unlabeled))
+        self.held: HeldRecords | None = (HeldRecords(max_held, held_messages, held_seconds)
+                                         if holding else None)
+        #: ids whose label joined, and ids of held records that expired: what a later label
+        #: for them is counted as (``labels_repeated``, ``labels_expired``)
+        self.joined_ids = IdMemory(self.id_memory)
+        self.expired_ids = IdMemory(self.id_memory)
         self.lock = threading.RLock()
         self.last_checkpoint = time.monotonic()
         self.last_checkpoint_wall: float | None = None
@@ -340,6 +368,18 @@ class Runner:
         runner.saved_positions = dict(state["positions"])
         runner.counters.update(state["counters"])
         runner.ids = IdMemory.from_state(state["ids"], runner.ids.size)
+        labels = state.get("labels") or {}
+        if runner.held is not None:
+            h = runner.held
+            runner.held = HeldRecords.from_state(
+                labels.get("held"), max_records=h.max_records, max_messages=h.max_messages,
+                max_seconds=h.max_seconds)
+        elif labels.get("held") and labels["held"].get("held"):
+            raise ValueError(f"the checkpoint holds {len(labels['held']['held'])} records "
+                             f"waiting for their labels; resume with hold_unlabeled (serve "
+                             f"--hold-unlabeled) so that none is lost")
+        runner.joined_ids = IdMemory.from_state(labels.get("joined", []), runner.ids.size)
+        runner.expired_ids = IdMemory.from_state(labels.get("expired", []), runner.ids.size)
         runner.last_checkpoint_wall = state.get("written")
         # predictions saved with their trees but maybe not sent before a crash: the next
         # checkpoint sends them again (a consumer drops repeats by key; maybe_checkpoint)
@@ -362,15 +402,29 @@ class Runner:
                 self.positions[partition] = offset
 
     def process(self, rec: SourceRecord) -> None:
-        """One record: validate, deduplicate, predict, learn; checkpoint after a round."""
+        """One record: validate, deduplicate, predict, learn (or hold for its label, or join
+        a held record with this label); checkpoint after a round."""
         with self.lock:
             record = self._check(rec)
             if record is None:
                 return
-            if self.predictions is not None or self.scorer is not None:
-                self._predicted(rec, record, self._predictor().predict_one(record.x))
+            if self.held is not None:
+                self._expire()
             model = self.model
+            if type(record) is LabelMessage:
+                self._join(rec, record)
+                return
+            pred = None
+            if self.predictions is not None or self.scorer is not None:
+                pred = self._predictor().predict_one(record.x)
+                self._predicted(rec, record, pred)
             rounds, epoch = model.training_rounds, _release_epoch(model)
+            if (type(record) is not Blank and self.held is not None
+                    and not record.labeled):
+                self._accept(rec, record)
+                self._hold(rec, record, pred)
+                self._advance([rec], rounds, epoch)
+                return
             if type(record) is Blank or not self._accept(rec, record):
                 self._advance([rec], rounds, epoch)
                 return
@@ -380,6 +434,48 @@ class Runner:
             model.learn_one(record.x, record.y, **kwargs)
             self._learned([rec], model.training_rounds != rounds,
                           _release_epoch(model) != epoch)
+
+    # ------------------------------------------------------------ delayed labels
+    def _hold(self, rec: SourceRecord, record: Any, pred: Any) -> None:
+        """Hold an unlabeled record for its label (its id and position are taken)."""
+        self.counters["held"] += 1
+        key = (type(record.id).__name__, record.id)
+        for old, _ in self.held.hold(key, dict(record.x), seen=self.counters["seen"],
+                                     public=record.public, partition=rec.partition,
+                                     offset=rec.offset, prediction=_jsonable(pred)):
+            self._expired(old)
+
+    def _expire(self) -> None:
+        for key, _ in self.held.expire(seen=self.counters["seen"]):
+            self._expired(key)
+
+    def _expired(self, key: tuple) -> None:
+        self.counters["held_expired"] += 1
+        self.expired_ids.add(key)
+
+    def _join(self, rec: SourceRecord, label: LabelMessage) -> None:
+        """A label message: the held record with its id learned with its label, at this
+        message's position; else counted (unknown, expired, repeated) and passed over."""
+        model = self.model
+        key = (type(label.id).__name__, label.id)
+        entry = None if self.held is None else self.held.take(key)
+        self.positions[rec.partition] = rec.offset + 1
+        rounds, epoch = model.training_rounds, _release_epoch(model)
+        if entry is None:
+            outcome = ("labels_repeated" if key in self.joined_ids else
+                       "labels_expired" if key in self.expired_ids else "labels_unknown")
+            self.counters[outcome] += 1
+            self._advance([rec], rounds, epoch)
+            return
+        self.counters["labels_joined"] += 1
+        self.joined_ids.add(key)
+        if self.scorer is not None and entry.prediction is not None:
+            self.scorer(label.y, entry.prediction)
+        kwargs: dict[str, Any] = {"public": True} if entry.public else {}
+        if getattr(model, "window_seconds", None) is not None and "timestamp" in rec.meta:
+            kwargs["t"] = rec.meta["timestamp"]
+        model.learn_one(entry.x, label.y, **kwargs)
+        self._learned([rec], model.training_rounds != rounds, _release_epoch(model) != epoch)
 
     def _advance(self, blanks: list[SourceRecord], rounds: int, epoch: int,
                  learned: list[SourceRecord] | None = None, advanced: bool = False) -> None:
@@ -432,6 +528,16 @@ class Runner:
             batch = self.validator.validate_many([rec.value for rec in recs],
                                                  slow=lambda k: self._validate(recs[k]))
             clock.lap("validate")
+            if any(type(r) is LabelMessage or (self.held is not None and type(r) is ValidRecord
+                                               and r.y is None) for r in batch.records):
+                # delayed labels: records to hold and labels to join go one at a time
+                learned = []
+                for rec in recs:
+                    before = self.counters["learned"]
+                    self.process(rec)
+                    if self.counters["learned"] != before:
+                        learned.append(rec)
+                return learned
             encoder, decided = model._encoder, batch.records
             positions, counters, ids = self.positions, self.counters, self.ids
             learns_unlabeled = bool(getattr(model, "learns_unlabeled", False))
@@ -501,6 +607,8 @@ class Runner:
                 learned.extend(done)
                 self._advance(blanks, rounds, epoch, done, advanced=True)
                 clock.lap("checkpoint")   # after a round (or the member's publish)
+            if self.held is not None and len(self.held):
+                self._expire()   # (no label in the batch: the same records expire by its end)
             return learned
 
     def _learn_runs(self, recs: list[SourceRecord], admitted: list, valid: list,
@@ -608,7 +716,16 @@ class Runner:
                                        key=sink_key(rec.partition, rec.offset, exc.id))
             self.positions[rec.partition] = rec.offset + 1
             return Blank(f"{rec.partition}@{rec.offset}" if exc.id is None else exc.id, {})
+        if type(record) is LabelMessage:
+            self.counters["clipped"] += record.clipped
+            self.counters["coerced_labels"] += record.coerced
+            return record
         if (type(record.id).__name__, record.id) in self.ids:
+            key = (type(record.id).__name__, record.id)
+            if record.labeled and ((self.held is not None and key in self.held)
+                                   or key in self.joined_ids or key in self.expired_ids):
+                # a full record with the label of one held (or joined, or expired): a label
+                return LabelMessage(record.id, record.y, record.clipped, record.coerced)
             self.counters["duplicates"] += 1
             self.positions[rec.partition] = rec.offset + 1
             return Blank(record.id, record.x)
@@ -648,6 +765,9 @@ class Runner:
                 "checkpoint_id": self.checkpoint_id,
                 "positions": dict(self.positions), "counters": dict(self.counters),
                 "ids": self.ids.state(), "outbox": [[msg, key] for msg, key in self.outbox],
+                "labels": {"held": None if self.held is None else self.held.state(),
+                           "joined": self.joined_ids.state(),
+                           "expired": self.expired_ids.state()},
                 "noise": dict(self.noise)}
 
     def checkpoint(self) -> None:
@@ -755,6 +875,9 @@ def describe(state: dict) -> dict:
            "offsets": dict(state["positions"]),
            "privacy": _quiet_report(state["model"]),
            "noise": _noise_source(state["model"], state.get("noise"))}
+    held = (state.get("labels") or {}).get("held")
+    if held is not None:   # records waiting for their labels (curator-only)
+        out["records_held"] = len(held["held"])
     union = getattr(state["model"], "member_union", None)
     if union is not None:   # a group member: the union it predicts with, at the checkpoint
         out["union"] = dict(union)

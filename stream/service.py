@@ -35,6 +35,7 @@ from ..connectors import (
     SourceRecord,
     read_checkpoint,
 )
+from .labels import DEFAULT_MAX_HELD, DEFAULT_MAX_HELD_MESSAGES
 from .messages import MAX_ID_BYTES, MAX_MESSAGE_BYTES, Schema, coerce_schema
 from .metrics import (
     MAX_DEAD_LETTER_SHARE,
@@ -78,6 +79,15 @@ class ServeSettings(BaseSettings):
                                    "dead letter (which keeps its first 4 KiB)")
     max_id_bytes: int = Field(MAX_ID_BYTES, gt=0, description="a longer record id (UTF-8 "
                               "bytes, or digits of an integer) is a dead letter")
+    hold_unlabeled: bool | None = Field(None, description="hold records without a label for "
+                                        "a later label message {id, y} (default: yes, but for "
+                                        "the median forest, which learns them unlabeled)")
+    max_held: int = Field(DEFAULT_MAX_HELD, gt=0, description="records held for their labels "
+                          "at most (the oldest expires first)")
+    held_messages: int | None = Field(DEFAULT_MAX_HELD_MESSAGES, gt=0, description="a held "
+                                      "record expires after this many messages")
+    held_seconds: float | None = Field(None, gt=0, description="a held record expires after "
+                                       "this many seconds (default: never)")
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = Field(9108, description="0: any free port; unset: no server")
     curator_metrics: bool = Field(False, description="also export the curator-only series on "
@@ -250,7 +260,10 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                                checkpoint_interval=settings.checkpoint_interval,
                                party=settings.aggregation if settings.board_topic else None,
                                max_id_bytes=settings.max_id_bytes,
-                               max_message_bytes=settings.max_message_bytes)
+                               max_message_bytes=settings.max_message_bytes,
+                               hold_unlabeled=settings.hold_unlabeled,
+                               max_held=settings.max_held, held_messages=settings.held_messages,
+                               held_seconds=settings.held_seconds)
         if settings.board_topic:
             dist = _start_party(settings, schema, runner, stop)
             sinks.append(dist.board)
@@ -426,7 +439,9 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
            label: str | None = "y", seed: int | None = None, params: dict | None = None,
            progress: Any = None, stop: threading.Event | None = None, evaluate: bool = False,
            connect_timeout: float | None = 60.0, kafka_client: str | None = "auto",
-           accept_behind: bool = False) -> dict:
+           accept_behind: bool = False, hold_unlabeled: bool | None = None,
+           max_held: int = DEFAULT_MAX_HELD, held_messages: int | None = DEFAULT_MAX_HELD_MESSAGES,
+           held_seconds: float | None = None, checkpoint_interval: float = 5.0) -> dict:
     """Run the runner over a file (CSV / JSONL, optionally gzip), a bundled dataset
     (``adult``, ``abalone``) or a Kafka topic (``kafka://HOST:PORT/TOPIC?group=G``) until its
     end; returns the summary. With ``checkpoint_dir`` a second replay resumes where the first
@@ -447,7 +462,12 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
     ``kafka-python`` or ``confluent``:
     :func:`~dpstream.connectors.kafka_clients.resolve_kafka_client`). A topic whose group
     committed past the checkpoint raises
-    :class:`~dpstream.connectors.kafka.CheckpointBehindError` unless ``accept_behind``."""
+    :class:`~dpstream.connectors.kafka.CheckpointBehindError` unless ``accept_behind``.
+    ``hold_unlabeled``, ``max_held``, ``held_messages``, ``held_seconds``: delayed labels
+    (:class:`~dpstream.stream.runner.Runner`; a label message in the file joins its record).
+    A file or bundled replay checkpoints every ``checkpoint_interval`` seconds as well as at
+    its end, so a replay killed midway resumes from the last one.
+    """
     from ..connectors.deadletter import ReasonTally
 
     stop = stop or threading.Event()
@@ -477,7 +497,10 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
     error = None
     try:
         runner = Runner.create(model, schema, store=store, epsilon=epsilon, seed=seed,
-                               params=params, dead_letters=dead, csv_label=label, scorer=score)
+                               params=params, dead_letters=dead, csv_label=label, scorer=score,
+                               hold_unlabeled=hold_unlabeled, max_held=max_held,
+                               held_messages=held_messages, held_seconds=held_seconds,
+                               checkpoint_interval=checkpoint_interval)
         before = dict(runner.counters)
         t0 = time.perf_counter()
         try:
@@ -495,6 +518,8 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
                         it = iter(file_source)
                     for chunk in _chunks(it, stop):
                         runner.process_many(chunk)
+                        if checkpoint_dir is not None and tmp is None:
+                            runner.maybe_checkpoint()   # a killed replay resumes from here
                         if progress is not None:
                             progress(runner.counters["seen"], total)
         except Exception as exc:   # a source that breaks: keep what was read, then report
