@@ -105,10 +105,11 @@ def _differ(a: dict, b: dict) -> dict[str, tuple]:
             if pa.get(p) != pb.get(p) and not any(re.search(n, p) for n in NOISY)}
 
 
-def _runner(tmp_path, case: str, change: str | None) -> Runner:
+def _runner(tmp_path, case: str, change: str | None, seed: int = 0) -> Runner:
     name, schema, stream, params = SERVICE[case]
-    runner = Runner.create(name, schema, store=CheckpointStore(tmp_path / str(change)),
-                           epsilon=1.0, seed=0, params=params)
+    runner = Runner.create(name, schema,
+                           store=CheckpointStore(tmp_path / f"{change}-{seed}"),
+                           epsilon=1.0, seed=seed, params=params)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         runner.process_many([SourceRecord(v, "t:0", i) for i, v in enumerate(stream(change))])
@@ -134,19 +135,24 @@ def test_neighbouring_streams_leave_every_public_report_key_equal(case, change, 
 
 def test_sgbdt_grid_release_counts_are_curator_only(tmp_path):
     """The known case: which records could afford the grid release depends on their
-    gradients. The curator's report tells the neighbours apart; the public one does not."""
-    runners = {c: _runner(tmp_path, "sgbdt-binary", c) for c in (None, "label")}
-    try:
-        grids = [r.model.privacy_report()["feature_grid"] for r in runners.values()]
-    finally:
-        for r in runners.values():
-            r.store.close()
-    assert all(g["released"] and g["records_learned_at_release"] >= GRID_RECORDS
-               for g in grids)
-    assert grids[0]["records_in_release"] != grids[1]["records_in_release"]
+    gradients. The curator's report tells the neighbours apart (for most seeds: with the
+    exact noise of issue 65, seeds 1-5 and 7 of 0-7 do, by one to three records); the public
+    one never does."""
+    differ = 0
+    for seed in range(4):
+        runners = {c: _runner(tmp_path, "sgbdt-binary", c, seed) for c in (None, "label")}
+        try:
+            grids = [r.model.privacy_report()["feature_grid"] for r in runners.values()]
+        finally:
+            for r in runners.values():
+                r.store.close()
+        assert all(g["released"] and g["records_learned_at_release"] >= GRID_RECORDS
+                   for g in grids)
+        differ += grids[0]["records_in_release"] != grids[1]["records_in_release"]
+        public = [public_report({"feature_grid": g}) for g in grids]
+        assert "records_in_release" not in public[0]["feature_grid"] and not _differ(*public)
+    assert differ >= 2, differ
     assert {"records_in_release", "records_learned_at_release"} <= CURATOR_REPORT_KEYS
-    public = [public_report({"feature_grid": g}) for g in grids]
-    assert "records_in_release" not in public[0]["feature_grid"] and not _differ(*public)
 
 
 @pytest.mark.parametrize("change", ["label", "feature"])
