@@ -46,6 +46,8 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+import numpy as np
+
 __all__ = ["HeldRecords", "Held", "LABEL_COUNTERS", "DEFAULT_MAX_HELD",
            "DEFAULT_MAX_HELD_MESSAGES"]
 
@@ -59,11 +61,12 @@ LABEL_COUNTERS = ("held", "labels_joined", "held_expired", "labels_unknown", "la
 
 
 class Held(NamedTuple):
-    """One held record: its validated features, public flag, where it arrived (partition,
+    """One held record: its validated features (a dict, or the ``(numeric, codes)`` row of a
+    validated batch: :func:`~dpstream.stream.messages.compact_features`), public flag, where it arrived (partition,
     offset), the message count and wall time at its arrival, and the prediction made then
     (scored against the label when it comes; ``None`` when nothing predicted)."""
 
-    x: dict
+    x: Any
     public: bool = False
     partition: str = ""
     offset: int = -1
@@ -121,6 +124,12 @@ class HeldRecords:
             out.append(self._held.popitem(last=False))
         return out
 
+    def set_prediction(self, key: tuple, prediction: Any) -> None:
+        """Note the prediction made for the held record ``key`` (if it is still held)."""
+        entry = self._held.get(key)
+        if entry is not None:
+            self._held[key] = entry._replace(prediction=prediction)
+
     def take(self, key: tuple) -> Held | None:
         """The held record with ``key``, removed; ``None`` when none is held."""
         return self._held.pop(key, None)
@@ -155,7 +164,7 @@ class HeldRecords:
         """Data-only state for the checkpoint: the bounds and one row per held record."""
         return {"max_records": self.max_records, "max_messages": self.max_messages,
                 "max_seconds": self.max_seconds,
-                "held": [[k[0], k[1], e.x, e.public, e.partition, e.offset, e.seen, e.wall,
+                "held": [[k[0], k[1], e.x if isinstance(e.x, dict) else list(e.x), e.public, e.partition, e.offset, e.seen, e.wall,
                           e.prediction] for k, e in self._held.items()]}
 
     @classmethod
@@ -168,6 +177,8 @@ class HeldRecords:
         kwargs.update(bounds)
         out = cls(**kwargs)
         for kind, value, x, public, partition, offset, seen, wall, pred in state.get("held", []):
-            out._held[(kind, value)] = Held(dict(x), bool(public), partition, int(offset),
+            x = dict(x) if isinstance(x, dict) else (np.asarray(x[0], dtype=np.float64),
+                                                     np.asarray(x[1], dtype=np.int32))
+            out._held[(kind, value)] = Held(x, bool(public), partition, int(offset),
                                             int(seen), float(wall), pred)
         return out

@@ -580,9 +580,7 @@ def _validate_many(validator: Any, values: Sequence, slow: Callable[[int], Valid
     module docstring, "Batches". ``slow(i)`` decides message ``i`` when the column path does not (it
     returns a :class:`ValidRecord` or raises :class:`RejectedRecord`); by default
     ``validator.validate(values[i])``."""
-    plan = validator.__dict__.get("_batch_plan")
-    if plan is None:
-        plan = validator._batch_plan = _Plan(validator)
+    plan = batch_plan(validator)
     n = len(values)
     records: list = [None] * n
     numeric = np.full((n, len(plan.numeric)), np.nan)
@@ -806,6 +804,45 @@ def _labels(validator: Any, plan: _Plan, ys: list, ok: np.ndarray) -> tuple[list
             v, clip_flags[k] = min(max(v, lo), hi), 1
         out[k] = v
     return out, np.array(clip_flags, dtype=np.int64), coerced
+
+
+def batch_plan(validator: Any) -> _Plan:
+    """The validator's column layout of a batch (built once)."""
+    plan = validator.__dict__.get("_batch_plan")
+    if plan is None:
+        plan = validator._batch_plan = _Plan(validator)
+    return plan
+
+
+def compact_features(validator: Any, x: dict) -> tuple[np.ndarray, np.ndarray]:
+    """A validated record's features as one row of a batch's columns: ``(numeric, codes)``
+    (NaN / -1 where missing; what :meth:`RecordValidator.validate_many` keeps)."""
+    plan = batch_plan(validator)
+    numeric = np.empty(len(plan.numeric))
+    codes = np.empty(len(plan.categorical), dtype=np.int32)
+    _compact_row(plan, x, numeric, codes)
+    return numeric, codes
+
+
+def row_features(validator: Any, numeric: np.ndarray, codes: np.ndarray) -> dict:
+    """Inverse of :func:`compact_features`: the validated features of one batch row.
+
+    >>> v = RecordValidator({"features": {"age": {"type": "numeric", "min": 0, "max": 99},
+    ...                                   "sex": {"type": "categorical", "values": ["F", "M"]}},
+    ...                      "target": {"type": "binary", "values": [False, True]}})
+    >>> row_features(v, *compact_features(v, {"age": 30.0, "sex": "M"}))
+    {'age': 30.0, 'sex': 'M'}
+    """
+    plan = batch_plan(validator)
+    x: dict = {}
+    for c, (_j, name, _lo, _hi) in enumerate(plan.numeric):
+        v = float(numeric[c])
+        if v == v:
+            x[name] = v
+    for c, (_j, name, _text, values) in enumerate(plan.categorical):
+        if codes[c] >= 0:
+            x[name] = values[int(codes[c])]
+    return x
 
 
 def _compact_row(plan: _Plan, x: dict, numeric: np.ndarray, codes: np.ndarray) -> None:

@@ -95,6 +95,8 @@ from .messages import (
     Schema,
     ValidRecord,
     coerce_schema,
+    compact_features,
+    row_features,
 )
 
 __all__ = ["Runner", "build_model", "describe", "SERVICE_MODELS", "COUNTERS", "csv_message",
@@ -106,6 +108,16 @@ DEAD_LETTER_PREFIX = 4096
 HOLD_LIMIT = 20_000
 
 log = logging.getLogger("dpstream.runner")
+
+class Joined(NamedTuple):
+    """A label message joined with its held record (:mod:`~dpstream.stream.labels`): learned
+    at the label's position with the record's features and public flag."""
+
+    id: Any
+    y: Any
+    public: bool
+    held: Any
+
 
 class Blank(NamedTuple):
     """A message the model does not learn (a dead letter, or a duplicate id): it still takes
@@ -445,6 +457,29 @@ class Runner:
                                      offset=rec.offset, prediction=_jsonable(pred)):
             self._expired(old)
 
+    def _hold_row(self, rec: SourceRecord, record: Any, key: tuple, row: tuple) -> None:
+        """:meth:`_hold` for a record of a validated batch: its ``(numeric, codes)`` row."""
+        self.counters["held"] += 1
+        for old, _ in self.held.hold(key, row, seen=self.counters["seen"],
+                                     public=record.public, partition=rec.partition,
+                                     offset=rec.offset):
+            self._expired(old)
+
+    def _take_label(self, rec: SourceRecord, label: LabelMessage) -> Any:
+        """A label message of a batch: the :class:`Joined` pair to learn at its position, or
+        the label itself, counted (unknown, expired, repeated) and passed over."""
+        key = (type(label.id).__name__, label.id)
+        entry = None if self.held is None else self.held.take(key)
+        self.positions[rec.partition] = rec.offset + 1
+        if entry is None:
+            self.counters["labels_repeated" if key in self.joined_ids else
+                          "labels_expired" if key in self.expired_ids else
+                          "labels_unknown"] += 1
+            return label
+        self.counters["labels_joined"] += 1
+        self.joined_ids.add(key)
+        return Joined(label.id, label.y, entry.public, entry)
+
     def _expire(self) -> None:
         for key, _ in self.held.expire(seen=self.counters["seen"]):
             self._expired(key)
@@ -474,7 +509,8 @@ class Runner:
         kwargs: dict[str, Any] = {"public": True} if entry.public else {}
         if getattr(model, "window_seconds", None) is not None and "timestamp" in rec.meta:
             kwargs["t"] = rec.meta["timestamp"]
-        model.learn_one(entry.x, label.y, **kwargs)
+        x = entry.x if isinstance(entry.x, dict) else row_features(self.validator, *entry.x)
+        model.learn_one(x, label.y, **kwargs)
         self._learned([rec], model.training_rounds != rounds, _release_epoch(model) != epoch)
 
     def _advance(self, blanks: list[SourceRecord], rounds: int, epoch: int,
@@ -528,17 +564,8 @@ class Runner:
             batch = self.validator.validate_many([rec.value for rec in recs],
                                                  slow=lambda k: self._validate(recs[k]))
             clock.lap("validate")
-            if any(type(r) is LabelMessage or (self.held is not None and type(r) is ValidRecord
-                                               and r.y is None) for r in batch.records):
-                # delayed labels: records to hold and labels to join go one at a time
-                learned = []
-                for rec in recs:
-                    before = self.counters["learned"]
-                    self.process(rec)
-                    if self.counters["learned"] != before:
-                        learned.append(rec)
-                return learned
             encoder, decided = model._encoder, batch.records
+            held = self.held
             positions, counters, ids = self.positions, self.counters, self.ids
             learns_unlabeled = bool(getattr(model, "learns_unlabeled", False))
             learned, i = [], 0
@@ -571,35 +598,75 @@ class Runner:
                         counters["coerced_labels"] += record.coerced
                         ids.add(key)
                         positions[rec.partition] = rec.offset + 1
+                        if held is not None and len(held):
+                            self._expire()
                         if record.y is None:
                             counters["unlabeled"] += 1
-                            learn = learns_unlabeled
+                            if held is None:
+                                learn = learns_unlabeled
+                            else:   # held for its label, with its row of the batch
+                                self._hold_row(rec, record, key, (batch.numeric[i - 1].copy(),
+                                                                  batch.codes[i - 1].copy()))
+                                learn = False
                         else:
                             learn = True
                     else:
                         record = self._check(rec, record)
                         if record is None:
                             continue   # already processed: not a new message
-                        learn = type(record) is not Blank and self._accept(rec, record)
+                        if held is not None and len(held):
+                            self._expire()
+                        if type(record) is LabelMessage:   # a Joined pair, or counted
+                            record = self._take_label(rec, record)
+                            learn = type(record) is Joined
+                        else:
+                            learn = type(record) is not Blank and self._accept(rec, record)
                     admitted.append((i - 1, record, learn))
                 clock.lap("bookkeeping")
                 if not admitted:
                     continue
                 # rows to encode: the valid records', and a batch-validated duplicate's (its
                 # Blank keeps no features: x None); a dead letter is predicted from {}
-                valid = [entry for entry in admitted
-                         if type(entry[1]) is not Blank or entry[1].x is None]
+                # (a label message has no row; a joined pair's row is its held record's)
+                valid = [entry for entry in admitted if type(entry[1]) is not LabelMessage
+                         and (type(entry[1]) is not Blank or entry[1].x is None)]
                 at = np.fromiter((k for k, _, _ in valid), dtype=np.intp, count=len(valid))
-                rows = EncodedRows(encoder.expand({"numeric": batch.numeric[at],
-                                                   "codes": batch.codes[at]}), encoder.columns)
+                numeric, codes = batch.numeric[at], batch.codes[at]
+                joined = [j for j, entry in enumerate(valid) if type(entry[1]) is Joined]
+                for j in joined:
+                    x = valid[j][1].held.x
+                    numeric[j], codes[j] = (x if not isinstance(x, dict)
+                                            else compact_features(self.validator, x))
+                rows = EncodedRows(encoder.expand({"numeric": numeric, "codes": codes}),
+                                   encoder.columns)
                 clock.lap("encode")
-                if predicting:   # every message gets its prediction, in offset order
-                    preds = iter(self._predictor().predict_many(rows) if valid else ())
+                if predicting:   # every record gets its prediction, in offset order
+                    if joined:
+                        asked = [j for j, entry in enumerate(valid) if type(entry[1]) is not Joined]
+                        ask = rows.take(asked) if asked else None
+                    else:
+                        asked, ask = valid, rows
+                    preds = iter(self._predictor().predict_many(ask) if asked else ())
                     clock.lap("predict")
+                    made: dict = {}   # this segment's predictions of held records, by key
                     for k, record, _ in admitted:
-                        pred = (next(preds) if type(record) is not Blank or record.x is None
+                        kind = type(record)
+                        if kind is LabelMessage:
+                            continue
+                        if kind is Joined:   # scored with its record's prediction
+                            key = (type(record.id).__name__, record.id)
+                            pred = (record.held.prediction if key not in made
+                                    else made[key])
+                            if self.scorer is not None and pred is not None:
+                                self.scorer(record.y, pred)
+                            continue
+                        pred = (next(preds) if kind is not Blank or record.x is None
                                 else self._predictor().predict_one(record.x))
                         self._predicted(recs[k], record, pred)
+                        if held is not None and kind is ValidRecord and record.y is None:
+                            key = (type(record.id).__name__, record.id)
+                            made[key] = _jsonable(pred)
+                            held.set_prediction(key, made[key])
                     clock.lap("publish")
                 rounds, epoch = model.training_rounds, _release_epoch(model)
                 done, blanks = self._learn_runs(recs, admitted, valid, rows)
@@ -618,6 +685,23 @@ class Runner:
         model = self.model
         row_of = {id(entry): j for j, entry in enumerate(valid)}
         done, blanks, start = [], [], 0
+        if (self.held is not None and len(admitted) > 2
+                and any(type(r) is Joined for _, r, _ in admitted)):
+            # delayed labels interleave held records (advanced over) and joined labels
+            # (learned) one by one: learn the segment's pairs in one call, then advance over
+            # the rest. Nothing can close or release inside a segment (stream_room), and a
+            # window drops its blank places before training, so the state is the one the
+            # records' order gives (tests/test_delayed_labels.py compares the two models)
+            learn = [entry for entry in admitted if entry[2]]
+            pick = [row_of[id(entry)] for entry in learn]
+            model.learn_stream(rows if len(pick) == len(valid) else rows.take(pick),
+                               [r.y for _, r, _ in learn], public=[r.public for _, r, _ in learn])
+            rest = len(admitted) - len(learn)
+            advance = getattr(model, "advance", None)
+            if rest and advance is not None:
+                advance(rest)
+            return ([recs[k] for k, _, ok in admitted if ok],
+                    [recs[k] for k, _, ok in admitted if not ok])
         while start < len(admitted):
             ok = admitted[start][2]
             end = start

@@ -65,7 +65,7 @@ def test_every_label_joins_its_record_once_as_the_oracle_says(tmp_path, model, h
     the oracle's, through the batched path and one record at a time."""
     messages = delayed_stream(2500, seed=1)
     want = _expected(messages, max_messages=400)
-    got = []
+    got, models = [], []
     for batched in (True, False):
         runner = Runner.create(model, ADULT_SCHEMA, store=CheckpointStore(tmp_path / str(batched)),
                                epsilon=1.0, seed=0, hold_unlabeled=hold, held_messages=400)
@@ -77,12 +77,17 @@ def test_every_label_joins_its_record_once_as_the_oracle_says(tmp_path, model, h
             for rec in recs:
                 runner.process(rec)
         got.append(_counts(runner))
+        models.append(runner.model)
         report = runner.model.privacy_report()
         learned_by_model = report.get("records_seen", report.get("records_learned"))
         if model == "sgbdt":   # the model's own count of the records it was given
             assert learned_by_model == want["learned"]
     assert got[0] == want, (got[0], want)
     assert got[1] == want
+    # the batched path (rows of the batch held and joined) learns what one at a time learns
+    probe = [json.loads(m)["x"] for m in messages[:300] if b'"x"' in m]
+    assert ([models[0].predict_proba_one(x) for x in probe]
+            == [models[1].predict_proba_one(x) for x in probe])
     assert want["labels_joined"] > 1000 and want["held_expired"] > 100
     assert min(want[k] for k in ("labels_unknown", "labels_repeated", "labels_expired")) > 0
 
