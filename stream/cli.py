@@ -170,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--model-topic", metavar="T", help="share windows with group members on T")
     sv.add_argument("--whole-windows", action="store_true", default=None, help="with --model-"
                     "topic: full-size windows, not sized by this member's partition share")
-    _held_flags(sv)
+    _held_flags(sv, "topic")
     sv.set_defaults(func=_cmd_serve)
 
     rp = sub.add_parser("replay", help="run the service's runner over a file or topic to its end",
@@ -201,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--seed", type=int, help="seed for tests and benchmarks only")
     rp.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="repeatable")
     rp.add_argument("--json", action="store_true", help="print one JSON summary")
-    _held_flags(rp)
+    _held_flags(rp, "file")
     rp.set_defaults(func=_cmd_replay)
 
     st = sub.add_parser("status", help="counters and privacy report of a checkpoint",
@@ -394,9 +394,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     as_json=args.json, curator=args.curator)
 
 
-def _held_flags(p: argparse.ArgumentParser) -> None:
+def _held_flags(p: argparse.ArgumentParser, labels: str) -> None:
     """Delayed labels (docs/service.md, "Delayed labels"); unset flags keep the defaults."""
     g = p.add_argument_group("delayed labels (docs/service.md)")
+    if labels == "topic":
+        g.add_argument("--label-topic", metavar="T", help="label messages {id, y} on T too "
+                       "(keyed by record id; as many partitions as --topic; one process)")
+    else:
+        g.add_argument("--labels", metavar="PATH", help="label messages {id, y} from this "
+                       "JSONL file too, read in turn with the records, a batch of each")
     g.add_argument("--hold-unlabeled", action=argparse.BooleanOptionalAction, default=None,
                    help="hold records without a label for a later label message {id, y} "
                         "(default: yes, but for the median forest, which learns them unlabeled)")
@@ -432,7 +438,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
                           params=_parse_sets(args.set), max_dead_letter_share=args.max_share,
                           kafka_client=args.kafka_client, keep_checkpoint=args.keep_checkpoint,
                           accept_behind=args.accept_behind,
-                          checkpoint_interval=args.checkpoint_interval, **_held_options(args))
+                          checkpoint_interval=args.checkpoint_interval, labels=args.labels,
+                          **_held_options(args))
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

@@ -79,6 +79,10 @@ class ServeSettings(BaseSettings):
                                    "dead letter (which keeps its first 4 KiB)")
     max_id_bytes: int = Field(MAX_ID_BYTES, gt=0, description="a longer record id (UTF-8 "
                               "bytes, or digits of an integer) is a dead letter")
+    label_topic: str | None = Field(None, description="label messages {id, y} on this topic "
+                                    "too (keyed by record id, as many partitions as --topic; "
+                                    "one serve process: not with --model-topic or "
+                                    "--board-topic)")
     hold_unlabeled: bool | None = Field(None, description="hold records without a label for "
                                         "a later label message {id, y} (default: yes, but for "
                                         "the median forest, which learns them unlabeled)")
@@ -151,6 +155,13 @@ class ServeSettings(BaseSettings):
                              "DPSTREAM_ALLOW_SEED=1")
         if self.dead_letter_topic and self.dead_letter_file:
             raise ValueError("give --dead-letter-topic or --dead-letter-file, not both")
+        if self.label_topic is not None and (self.model_topic or self.board_topic):
+            raise ValueError("--label-topic is for one serve process in this release: not "
+                             "with --model-topic or --board-topic (a member that loses a "
+                             "partition would keep records whose labels go to another)")
+        if self.label_topic is not None and self.label_topic == self.topic:
+            raise ValueError("--label-topic names the records topic: labels on the records "
+                             "topic need no flag")
         if self.hold_predictions and (not self.predictions_topic or self.board_topic
                                       or self.model_topic):
             raise ValueError("--hold-predictions needs --predictions-topic (and is for one "
@@ -234,7 +245,7 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
     schema = Schema.load(settings.schema_path)
     store = CheckpointStore(settings.checkpoint_dir)
     sinks: list[Any] = []
-    metrics = source = dist = member = None
+    metrics = source = dist = member = labels = None
     startup = contextlib.ExitStack()   # the connect deadline holds until the source is in
     startup.enter_context(connect_deadline(settings.connect_timeout))
     try:
@@ -283,6 +294,19 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                               else member.on_assigned, checkpoint_id=runner.checkpoint_id,
                               accept_behind=runner.skip_to if settings.accept_behind
                               else None)
+        labels = None
+        if settings.label_topic:
+            check_copartitioned(settings.bootstrap, settings.topic, settings.label_topic)
+            labels = kafka_source(client, settings.bootstrap, settings.label_topic,
+                                  f"{settings.group}.labels", position_of=runner.position_of,
+                                  on_revoke=runner.checkpoint,
+                                  consumer_config={
+                                      "session_timeout_ms": settings.session_timeout_ms,
+                                      "heartbeat_interval_ms": settings.heartbeat_interval_ms},
+                                  exclusive=True, checkpoint_id=runner.checkpoint_id,
+                                  accept_behind=runner.skip_to if settings.accept_behind
+                                  else None)
+
         def lag() -> int | None:
             return source.lag(runner.positions) if source.consumer is not None else None
 
@@ -305,7 +329,7 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                      settings.metrics_host, metrics.port)
         if settings.warm_up and not stop.is_set():
             _warm_up(settings, schema, member=member is not None)
-        if not source.connect(stop):
+        if not source.connect(stop) or (labels is not None and not labels.connect(stop)):
             log.info("stopped before the broker was reachable")
         startup.close()   # later connections (a broker lost mid-run) retry as long as it takes
         committed: dict[str, int] = {}
@@ -317,6 +341,9 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                         runner.process_many(chunk)
                     else:
                         member.process_adopting(chunk)
+                if labels is not None:   # after the records: a label finds its record held
+                    for chunk in _chunks(labels.poll(timeout_ms=0), stop):
+                        runner.process_many(chunk)
                 if member is not None:
                     member.poll()
                 if dist is not None:
@@ -330,6 +357,8 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                 saved = runner.saved_positions if member is None else member.committable()
                 if saved != committed:
                     source.commit(saved)
+                    if labels is not None:
+                        labels.commit(saved)
                     committed = dict(saved)
         if dist is not None:   # apply rounds the board resolved meanwhile, then save
             dist.poll(want=False, join=False)
@@ -338,6 +367,8 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         runner.checkpoint()
         if source.consumer is not None:
             source.commit(runner.saved_positions if member is None else member.committable())
+        if labels is not None and labels.consumer is not None:
+            labels.commit(runner.saved_positions)
         s = runner.summary()
         log.info("stopped: %d messages seen; checkpoint in %s", s["records_seen"],
                  settings.checkpoint_dir)   # public counts only: `dpstream status --curator`
@@ -348,6 +379,8 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         startup.close()
         if source is not None:
             source.close()
+        if labels is not None:
+            labels.close()
         for sink in sinks:
             try:
                 sink.close()
@@ -356,6 +389,33 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         if metrics is not None:
             metrics.close()
         store.close()
+
+
+def check_copartitioned(bootstrap: str, topic: str, label_topic: str,
+                        timeout: float = 30.0) -> int:
+    """The partition count both topics share; a clear error when they differ (a label must
+    reach the partition, hence the process, of its record: labels are keyed by record id and
+    the label topic has as many partitions as the records topic). A topic not created yet is
+    waited for up to ``timeout`` seconds."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            counts = {t: len(consumer.partitions_for_topic(t) or ()) for t in (topic, label_topic)}
+            if all(counts.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    finally:
+        consumer.close()
+    if counts[topic] != counts[label_topic]:
+        raise ValueError(f"--label-topic {label_topic!r} has {counts[label_topic]} partitions "
+                         f"and --topic {topic!r} {counts[topic]}: labels are keyed by record "
+                         f"id and must be co-partitioned with their records (the same "
+                         f"partition count and the default partitioner); recreate "
+                         f"{label_topic!r} with {counts[topic]}")
+    return counts[topic]
 
 
 def _warm_up(settings: ServeSettings, schema: Schema, member: bool) -> None:
@@ -441,7 +501,8 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
            connect_timeout: float | None = 60.0, kafka_client: str | None = "auto",
            accept_behind: bool = False, hold_unlabeled: bool | None = None,
            max_held: int = DEFAULT_MAX_HELD, held_messages: int | None = DEFAULT_MAX_HELD_MESSAGES,
-           held_seconds: float | None = None, checkpoint_interval: float = 5.0) -> dict:
+           held_seconds: float | None = None, checkpoint_interval: float = 5.0,
+           labels: str | None = None) -> dict:
     """Run the runner over a file (CSV / JSONL, optionally gzip), a bundled dataset
     (``adult``, ``abalone``) or a Kafka topic (``kafka://HOST:PORT/TOPIC?group=G``) until its
     end; returns the summary. With ``checkpoint_dir`` a second replay resumes where the first
@@ -466,14 +527,23 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
     ``hold_unlabeled``, ``max_held``, ``held_messages``, ``held_seconds``: delayed labels
     (:class:`~dpstream.stream.runner.Runner`; a label message in the file joins its record).
     A file or bundled replay checkpoints every ``checkpoint_interval`` seconds as well as at
-    its end, so a replay killed midway resumes from the last one.
+    its end, so a replay killed midway resumes from the last one. ``labels``: a JSONL file of
+    label messages read in turn with the records, a batch (2,000 lines) of each, each file
+    from its own saved position.
     """
     from ..connectors.deadletter import ReasonTally
 
     stop = stop or threading.Event()
-    file_source = None
+    file_source = label_source = None
     if source not in BUNDLED and not source.startswith("kafka://"):
         file_source = FileSource(source)   # an absent or unnamed file: a usage error, early
+    if labels is not None:
+        if file_source is None:
+            raise ValueError("--labels goes with a file --source (a topic's labels come on "
+                             "the topic, or serve --label-topic)")
+        label_source = FileSource(labels)
+        if label_source.partition == file_source.partition:
+            raise ValueError("--labels names the records file: labels in it need no flag")
     elif source.startswith("kafka://"):   # a client not installed: a usage error, early
         from ..connectors.kafka_clients import resolve_kafka_client
         kafka_client = resolve_kafka_client(kafka_client)
@@ -516,7 +586,11 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
                         total = None
                         file_source.start = runner.positions.get(file_source.partition, 0)
                         it = iter(file_source)
-                    for chunk in _chunks(it, stop):
+                    chunks = _chunks(it, stop)
+                    if label_source is not None:
+                        label_source.start = runner.positions.get(label_source.partition, 0)
+                        chunks = _in_turn(chunks, _chunks(iter(label_source), stop))
+                    for chunk in chunks:
                         runner.process_many(chunk)
                         if checkpoint_dir is not None and tmp is None:
                             runner.maybe_checkpoint()   # a killed replay resumes from here
@@ -559,6 +633,17 @@ def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: fl
         store.close()
         if tmp is not None:
             tmp.cleanup()
+
+
+def _in_turn(*sources: Any):
+    """One item of each iterator in turn, until all are exhausted."""
+    live = [iter(s) for s in sources]
+    while live:
+        for it in list(live):
+            try:
+                yield next(it)
+            except StopIteration:
+                live.remove(it)
 
 
 def _chunks(records: Any, stop: threading.Event, size: int = 2000):
