@@ -452,7 +452,8 @@ class Runner:
         """Hold an unlabeled record for its label (its id and position are taken)."""
         self.counters["held"] += 1
         key = (type(record.id).__name__, record.id)
-        for old, _ in self.held.hold(key, dict(record.x), seen=self.counters["seen"],
+        row = compact_features(self.validator, record.x)   # (its batch row: ~100 bytes)
+        for old, _ in self.held.hold(key, row, seen=self.counters["seen"],
                                      public=record.public, partition=rec.partition,
                                      offset=rec.offset, prediction=_jsonable(pred)):
             self._expired(old)
