@@ -384,13 +384,13 @@ def laplace_rounding(values: np.ndarray, sensitivity: float, *, touched: int | N
     >>> laplace_rounding(np.array([0.5]), 1.0, integers=True)
     Traceback (most recent call last):
     ...
-    ValueError: the query was declared integer-valued (integers=True) but a value is not a whole number
+    ValueError: integers=True (a count query) but a value is not a whole number
     """
     v = np.asarray(values, dtype=np.float64)
     if integers:
         if v.size and not np.all(v == np.rint(v)):
-            raise ValueError("the query was declared integer-valued (integers=True) but a "
-                             "value is not a whole number")
+            raise ValueError("integers=True (a count query) but a value is not a whole "
+                             "number")
         if lattice_step(sensitivity, LAPLACE_BITS) <= 1.0:
             return 0
     d = max(1, v.size) if touched is None else int(touched)

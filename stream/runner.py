@@ -80,12 +80,9 @@ from ..models import (
 from ..models.boosting.sgbdt_party import SGBDTParty
 from ..models.encoding import EncodedRows
 from ..models.params import quiet_clipped_inputs, quiet_small_stream
-from .labels import (
-    DEFAULT_MAX_HELD,
-    DEFAULT_MAX_HELD_MESSAGES,
-    LABEL_COUNTERS,
-    HeldRecords,
-)
+from .labels import DEFAULT_MAX_HELD, DEFAULT_MAX_HELD_MESSAGES, LABEL_COUNTERS, Joined, LabelJoin
+from .labels import jsonable as _jsonable
+from .labels import release_epoch as _release_epoch
 from .messages import (
     MAX_ID_BYTES,
     MAX_MESSAGE_BYTES,
@@ -95,8 +92,6 @@ from .messages import (
     Schema,
     ValidRecord,
     coerce_schema,
-    compact_features,
-    row_features,
 )
 
 __all__ = ["Runner", "build_model", "describe", "SERVICE_MODELS", "COUNTERS", "csv_message",
@@ -108,16 +103,6 @@ DEAD_LETTER_PREFIX = 4096
 HOLD_LIMIT = 20_000
 
 log = logging.getLogger("dpstream.runner")
-
-class Joined(NamedTuple):
-    """A label message joined with its held record (:mod:`~dpstream.stream.labels`): learned
-    at the label's position with the record's features and public flag."""
-
-    id: Any
-    y: Any
-    public: bool
-    held: Any
-
 
 class Blank(NamedTuple):
     """A message the model does not learn (a dead letter, or a duplicate id): it still takes
@@ -205,7 +190,7 @@ def _class_cell(text: str, values: list) -> Any:
         return text
 
 
-class Runner:
+class Runner(LabelJoin):
     """Feeds records into a model with exactly-once checkpoints (see the module docstring).
 
     Parameters
@@ -295,15 +280,9 @@ class Runner:
         self.saved_positions: dict[str, int] = {}
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self.ids = IdMemory(self.id_memory)
-        #: records waiting for their labels (``None``: unlabeled records are not held)
-        holding = (not isinstance(model, MedianForestClassifier) if hold_unlabeled is None
-                   else bool(hold_unlabeled))
-        self.held: HeldRecords | None = (HeldRecords(max_held, held_messages, held_seconds)
-                                         if holding else None)
-        #: ids whose label joined, and ids of held records that expired: what a later label
-        #: for them is counted as (``labels_repeated``, ``labels_expired``)
-        self.joined_ids = IdMemory(self.id_memory)
-        self.expired_ids = IdMemory(self.id_memory)
+        self._init_labels(not isinstance(model, MedianForestClassifier)
+                          if hold_unlabeled is None else bool(hold_unlabeled),
+                          max_held, held_messages, held_seconds)
         self.lock = threading.RLock()
         self.last_checkpoint = time.monotonic()
         self.last_checkpoint_wall: float | None = None
@@ -380,18 +359,7 @@ class Runner:
         runner.saved_positions = dict(state["positions"])
         runner.counters.update(state["counters"])
         runner.ids = IdMemory.from_state(state["ids"], runner.ids.size)
-        labels = state.get("labels") or {}
-        if runner.held is not None:
-            h = runner.held
-            runner.held = HeldRecords.from_state(
-                labels.get("held"), max_records=h.max_records, max_messages=h.max_messages,
-                max_seconds=h.max_seconds)
-        elif labels.get("held") and labels["held"].get("held"):
-            raise ValueError(f"the checkpoint holds {len(labels['held']['held'])} records "
-                             f"waiting for their labels; resume with hold_unlabeled (serve "
-                             f"--hold-unlabeled) so that none is lost")
-        runner.joined_ids = IdMemory.from_state(labels.get("joined", []), runner.ids.size)
-        runner.expired_ids = IdMemory.from_state(labels.get("expired", []), runner.ids.size)
+        runner._restore_labels(state.get("labels") or {})
         runner.last_checkpoint_wall = state.get("written")
         # predictions saved with their trees but maybe not sent before a crash: the next
         # checkpoint sends them again (a consumer drops repeats by key; maybe_checkpoint)
@@ -433,7 +401,6 @@ class Runner:
             rounds, epoch = model.training_rounds, _release_epoch(model)
             if (type(record) is not Blank and self.held is not None
                     and not record.labeled):
-                self._accept(rec, record)
                 self._hold(rec, record, pred)
                 self._advance([rec], rounds, epoch)
                 return
@@ -446,73 +413,6 @@ class Runner:
             model.learn_one(record.x, record.y, **kwargs)
             self._learned([rec], model.training_rounds != rounds,
                           _release_epoch(model) != epoch)
-
-    # ------------------------------------------------------------ delayed labels
-    def _hold(self, rec: SourceRecord, record: Any, pred: Any) -> None:
-        """Hold an unlabeled record for its label (its id and position are taken)."""
-        self.counters["held"] += 1
-        key = (type(record.id).__name__, record.id)
-        row = compact_features(self.validator, record.x)   # (its batch row: ~100 bytes)
-        for old, _ in self.held.hold(key, row, seen=self.counters["seen"],
-                                     public=record.public, partition=rec.partition,
-                                     offset=rec.offset, prediction=_jsonable(pred)):
-            self._expired(old)
-
-    def _hold_row(self, rec: SourceRecord, record: Any, key: tuple, row: tuple) -> None:
-        """:meth:`_hold` for a record of a validated batch: its ``(numeric, codes)`` row."""
-        self.counters["held"] += 1
-        for old, _ in self.held.hold(key, row, seen=self.counters["seen"],
-                                     public=record.public, partition=rec.partition,
-                                     offset=rec.offset):
-            self._expired(old)
-
-    def _take_label(self, rec: SourceRecord, label: LabelMessage) -> Any:
-        """A label message of a batch: the :class:`Joined` pair to learn at its position, or
-        the label itself, counted (unknown, expired, repeated) and passed over."""
-        key = (type(label.id).__name__, label.id)
-        entry = None if self.held is None else self.held.take(key)
-        self.positions[rec.partition] = rec.offset + 1
-        if entry is None:
-            self.counters["labels_repeated" if key in self.joined_ids else
-                          "labels_expired" if key in self.expired_ids else
-                          "labels_unknown"] += 1
-            return label
-        self.counters["labels_joined"] += 1
-        self.joined_ids.add(key)
-        return Joined(label.id, label.y, entry.public, entry)
-
-    def _expire(self) -> None:
-        for key, _ in self.held.expire(seen=self.counters["seen"]):
-            self._expired(key)
-
-    def _expired(self, key: tuple) -> None:
-        self.counters["held_expired"] += 1
-        self.expired_ids.add(key)
-
-    def _join(self, rec: SourceRecord, label: LabelMessage) -> None:
-        """A label message: the held record with its id learned with its label, at this
-        message's position; else counted (unknown, expired, repeated) and passed over."""
-        model = self.model
-        key = (type(label.id).__name__, label.id)
-        entry = None if self.held is None else self.held.take(key)
-        self.positions[rec.partition] = rec.offset + 1
-        rounds, epoch = model.training_rounds, _release_epoch(model)
-        if entry is None:
-            outcome = ("labels_repeated" if key in self.joined_ids else
-                       "labels_expired" if key in self.expired_ids else "labels_unknown")
-            self.counters[outcome] += 1
-            self._advance([rec], rounds, epoch)
-            return
-        self.counters["labels_joined"] += 1
-        self.joined_ids.add(key)
-        if self.scorer is not None and entry.prediction is not None:
-            self.scorer(label.y, entry.prediction)
-        kwargs: dict[str, Any] = {"public": True} if entry.public else {}
-        if getattr(model, "window_seconds", None) is not None and "timestamp" in rec.meta:
-            kwargs["t"] = rec.meta["timestamp"]
-        x = entry.x if isinstance(entry.x, dict) else row_features(self.validator, *entry.x)
-        model.learn_one(x, label.y, **kwargs)
-        self._learned([rec], model.training_rounds != rounds, _release_epoch(model) != epoch)
 
     def _advance(self, blanks: list[SourceRecord], rounds: int, epoch: int,
                  learned: list[SourceRecord] | None = None, advanced: bool = False) -> None:
@@ -633,11 +533,7 @@ class Runner:
                          and (type(entry[1]) is not Blank or entry[1].x is None)]
                 at = np.fromiter((k for k, _, _ in valid), dtype=np.intp, count=len(valid))
                 numeric, codes = batch.numeric[at], batch.codes[at]
-                joined = [j for j, entry in enumerate(valid) if type(entry[1]) is Joined]
-                for j in joined:
-                    x = valid[j][1].held.x
-                    numeric[j], codes[j] = (x if not isinstance(x, dict)
-                                            else compact_features(self.validator, x))
+                joined = self._joined_rows(valid, numeric, codes)
                 rows = EncodedRows(encoder.expand({"numeric": numeric, "codes": codes}),
                                    encoder.columns)
                 clock.lap("encode")
@@ -655,11 +551,7 @@ class Runner:
                         if kind is LabelMessage:
                             continue
                         if kind is Joined:   # scored with its record's prediction
-                            key = (type(record.id).__name__, record.id)
-                            pred = (record.held.prediction if key not in made
-                                    else made[key])
-                            if self.scorer is not None and pred is not None:
-                                self.scorer(record.y, pred)
+                            self._score_joined(record, made)
                             continue
                         pred = (next(preds) if kind is not Blank or record.x is None
                                 else self._predictor().predict_one(record.x))
@@ -688,21 +580,7 @@ class Runner:
         done, blanks, start = [], [], 0
         if (self.held is not None and len(admitted) > 2
                 and any(type(r) is Joined for _, r, _ in admitted)):
-            # delayed labels interleave held records (advanced over) and joined labels
-            # (learned) one by one: learn the segment's pairs in one call, then advance over
-            # the rest. Nothing can close or release inside a segment (stream_room), and a
-            # window drops its blank places before training, so the state is the one the
-            # records' order gives (tests/test_delayed_labels.py compares the two models)
-            learn = [entry for entry in admitted if entry[2]]
-            pick = [row_of[id(entry)] for entry in learn]
-            model.learn_stream(rows if len(pick) == len(valid) else rows.take(pick),
-                               [r.y for _, r, _ in learn], public=[r.public for _, r, _ in learn])
-            rest = len(admitted) - len(learn)
-            advance = getattr(model, "advance", None)
-            if rest and advance is not None:
-                advance(rest)
-            return ([recs[k] for k, _, ok in admitted if ok],
-                    [recs[k] for k, _, ok in admitted if not ok])
+            return self._learn_pairs(recs, admitted, valid, rows, row_of)
         while start < len(admitted):
             ok = admitted[start][2]
             end = start
@@ -801,16 +679,10 @@ class Runner:
                                        key=sink_key(rec.partition, rec.offset, exc.id))
             self.positions[rec.partition] = rec.offset + 1
             return Blank(f"{rec.partition}@{rec.offset}" if exc.id is None else exc.id, {})
-        if type(record) is LabelMessage:
-            self.counters["clipped"] += record.clipped
-            self.counters["coerced_labels"] += record.coerced
-            return record
+        label = self._as_label(record)
+        if label is not None:
+            return label
         if (type(record.id).__name__, record.id) in self.ids:
-            key = (type(record.id).__name__, record.id)
-            if record.labeled and ((self.held is not None and key in self.held)
-                                   or key in self.joined_ids or key in self.expired_ids):
-                # a full record with the label of one held (or joined, or expired): a label
-                return LabelMessage(record.id, record.y, record.clipped, record.coerced)
             self.counters["duplicates"] += 1
             self.positions[rec.partition] = rec.offset + 1
             return Blank(record.id, record.x)
@@ -850,9 +722,7 @@ class Runner:
                 "checkpoint_id": self.checkpoint_id,
                 "positions": dict(self.positions), "counters": dict(self.counters),
                 "ids": self.ids.state(), "outbox": [[msg, key] for msg, key in self.outbox],
-                "labels": {"held": None if self.held is None else self.held.state(),
-                           "joined": self.joined_ids.state(),
-                           "expired": self.expired_ids.state()},
+                "labels": self._labels_state(),
                 "noise": dict(self.noise)}
 
     def checkpoint(self) -> None:
@@ -1030,19 +900,6 @@ class _Stages:
             now = time.thread_time()
             self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self.last
             self.last = now
-
-
-def _release_epoch(model: Any) -> int:
-    """The model's count of noise-drawing releases: its ``release_epoch`` (S-GBDT: rounds
-    plus drift-signal windows), else its ``training_rounds``."""
-    epoch = getattr(model, "release_epoch", None)
-    return model.training_rounds if epoch is None else epoch
-
-
-def _jsonable(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    return value
 
 
 def _quiet_report(model: Any) -> dict:

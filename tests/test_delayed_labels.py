@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import random
 
-import numpy as np
 import pytest
 from delayed_stream import delayed_stream, oracle
 

@@ -126,8 +126,8 @@ def test_replay_killed_three_times_learns_every_labeled_record_once(tmp_path):
     for pause in (0.5, 1.0, 1.5):
         with open(log, "ab") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=out)
-        _wait(lambda: _seen(ck) > 0 or proc.poll() is not None, 120, "a first checkpoint",
-              log)
+        _wait(lambda p=proc: _seen(ck) > 0 or p.poll() is not None, 120,
+              "a first checkpoint", log)
         time.sleep(pause)
         if proc.poll() is None:
             proc.kill()
