@@ -99,6 +99,10 @@ class GaussianMechanism:
     ValueError: sensitivity must be > 0, got -1.0
     """
 
+    #: a mechanism saved in a checkpoint before this existed takes the default (sound: every
+    #: coordinate rounded)
+    touched: int | None = None
+
     def __init__(self, *, sigma: float, sensitivity: float,
                  rng: np.random.Generator | int | None = None, touched: int | None = None):
         self.sigma = check_positive("sigma", sigma)

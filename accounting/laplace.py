@@ -65,6 +65,11 @@ class LaplaceMechanism:
     ValueError: epsilon must be > 0, got 0.0
     """
 
+    # a mechanism saved in a checkpoint before these existed takes the defaults (sound: every
+    # coordinate rounded)
+    touched: int | None = None
+    integers: bool = False
+
     def __init__(self, *, epsilon: float, sensitivity: float,
                  rng: np.random.Generator | int | None = None, touched: int | None = None,
                  integers: bool = False):

@@ -66,7 +66,9 @@ def test_run_writes_a_report(tmp_path):
     assert priv["epsilon"] <= 0.5 and priv["epsilon_budget"] == 0.5
     assert report["dataset"]["records"] == 48842 and priv["rounds"] == sgbdt_rounds(48842)
     assert "spend_by_age" not in priv and "records_seen" not in priv   # public by default
-    assert report["summary"]["accuracy"] > 0.8        # majority class: 0.761
+    # majority class 0.761; seeds 0-5 read 0.792-0.811 (mean 0.800; float noise before issue
+    # 65: 0.799-0.814, mean 0.805): one seed's spread is 0.6 pp
+    assert report["summary"]["accuracy"] > 0.785
     assert report["curve"][-1]["records"] == 48842
     png = (tmp_path / "rep" / "report.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
