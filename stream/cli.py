@@ -196,8 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--kafka-client", default="auto", **KAFKA)
     rp.add_argument("--accept-behind", action="store_true", help=BEHIND_HELP)
     rp.add_argument("--checkpoint-interval", type=float, default=5.0, metavar="S",
-                    help="with --checkpoint-dir: also checkpoint every S seconds, so a killed "
-                         "replay resumes (default 5)")
+                    help="with --checkpoint-dir: also every S seconds (default 5)")
     rp.add_argument("--seed", type=int, help="seed for tests and benchmarks only")
     rp.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="repeatable")
     rp.add_argument("--json", action="store_true", help="print one JSON summary")
@@ -397,26 +396,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _held_flags(p: argparse.ArgumentParser, labels: str) -> None:
     """Delayed labels (docs/service.md, "Delayed labels"); unset flags keep the defaults."""
     g = p.add_argument_group("delayed labels (docs/service.md)")
-    if labels == "topic":
-        g.add_argument("--label-topic", metavar="T", help="label messages {id, y} on T too "
-                       "(keyed by record id; as many partitions as --topic; one process)")
-    else:
-        g.add_argument("--labels", metavar="PATH", help="label messages {id, y} from this "
-                       "JSONL file too, read in turn with the records, a batch of each")
-    g.add_argument("--hold-unlabeled", action=argparse.BooleanOptionalAction, default=None,
-                   help="hold records without a label for a later label message {id, y} "
-                        "(default: yes, but for the median forest, which learns them unlabeled)")
-    g.add_argument("--max-held", type=int, metavar="N",
-                   help="records held at most; the oldest expires first (default 10000)")
-    g.add_argument("--held-messages", type=int, metavar="N",
-                   help="a held record expires after N messages (default 1000000)")
-    g.add_argument("--held-seconds", type=float, metavar="S",
-                   help="a held record expires after S seconds (default: never)")
-
-
-def _held_options(args: argparse.Namespace) -> dict:
-    return {k: v for k in ("hold_unlabeled", "max_held", "held_messages", "held_seconds")
-            if (v := getattr(args, k)) is not None}
+    g.add_argument("--label-topic" if labels == "topic" else "--labels", metavar="SOURCE",
+                   help="label messages {id, y} there too (docs/service.md)")
+    g.add_argument("--hold-unlabeled", action=argparse.BooleanOptionalAction, help="hold "
+                   "records without a label for a label message (default: but the median forest)")
+    for flag, kind in (("--max-held", int), ("--held-messages", int), ("--held-seconds", float)):
+        g.add_argument(flag, type=kind, metavar="N", help="held records' bounds (docs/service.md)")
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -439,7 +424,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
                           kafka_client=args.kafka_client, keep_checkpoint=args.keep_checkpoint,
                           accept_behind=args.accept_behind,
                           checkpoint_interval=args.checkpoint_interval, labels=args.labels,
-                          **_held_options(args))
+                          **{k: v for k in ("hold_unlabeled", "max_held", "held_messages",
+                                            "held_seconds") if (v := getattr(args, k)) is not None})
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

@@ -416,9 +416,9 @@ def check_copartitioned(bootstrap: str, topic: str, label_topic: str,
 
 
 def _warm_up(settings: ServeSettings, schema: Schema, member: bool) -> None:
-    """:func:`~dpstream.stream.warmup.warm_up` before the group is joined; a failure is
+    """:func:`~dpstream.stream.run.warm_up` before the group is joined; a failure is
     logged and the service goes on (it only costs the first records' speed)."""
-    from .warmup import warm_up
+    from .run import warm_up
 
     try:
         with warnings.catch_warnings():   # a throwaway model: its warnings are not the service's
