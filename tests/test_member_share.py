@@ -229,15 +229,23 @@ def test_two_members_with_the_services_defaults_are_as_accurate_as_one_process(a
     """Issue 62's target, in process at the median forest's own defaults (what ``serve`` and
     ``examples/scale_out.py`` run: small decaying windows, the feature grid): two members,
     each releasing its own grid and holding its windows, within 1 pp of one process on the
-    first 30,000 Adult records. Members without grids of their own scored 1.4 pp below one
-    process on average (``python benchmarks/members_sim.py --stream adult --members 1,2
-    --seeds 8 --hold --service``: benchmark notes)."""
+    first 30,000 Adult records, on average over seeds 0-5. Members without grids of their own
+    scored 1.4 pp below one process on average (``python benchmarks/members_sim.py --stream
+    adult --members 1,2 --seeds 8 --hold --service``: benchmark notes).
+
+    One seed's gap spreads over about 0.6 pp (with float noise seeds 0-5 read -0.04 to
+    -1.19 pp, mean -0.32; with the exact noise of issue 65 -1.52 to +0.50, mean -0.93: the
+    target holds on the mean, just, and this test once took seed 3 alone)."""
     X, y = adult
-    one, two = (float(prequential(X[:30_000], y[:30_000], ADULT_SCHEMA, k=k, seed=3,
-                                  hold=k > 1, **SERVICE_POLICY).mean()) for k in (1, 2))
-    print(json.dumps({"one": one, "two": two}))
-    assert one > 0.77
-    assert two >= one - 0.01, (one, two)
+    gaps, ones = [], []
+    for seed in range(6):
+        one, two = (float(prequential(X[:30_000], y[:30_000], ADULT_SCHEMA, k=k, seed=seed,
+                                      hold=k > 1, **SERVICE_POLICY).mean()) for k in (1, 2))
+        ones.append(one)
+        gaps.append(two - one)
+    print(json.dumps({"one": ones, "gap": gaps}))
+    assert np.mean(ones) > 0.77
+    assert np.mean(gaps) >= -0.01, gaps
 
 
 def test_status_shows_the_member_share(tmp_path, capsys, adult):
