@@ -170,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--model-topic", metavar="T", help="share windows with group members on T")
     sv.add_argument("--whole-windows", action="store_true", default=None, help="with --model-"
                     "topic: full-size windows, not sized by this member's partition share")
+    _held_flags(sv, "topic")
     sv.set_defaults(func=_cmd_serve)
 
     rp = sub.add_parser("replay", help="run the service's runner over a file or topic to its end",
@@ -194,9 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "records are dead letters (default 0.1)")
     rp.add_argument("--kafka-client", default="auto", **KAFKA)
     rp.add_argument("--accept-behind", action="store_true", help=BEHIND_HELP)
+    rp.add_argument("--checkpoint-interval", type=float, default=5.0, metavar="S",
+                    help="with --checkpoint-dir: also every S seconds (default 5)")
     rp.add_argument("--seed", type=int, help="seed for tests and benchmarks only")
     rp.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="repeatable")
     rp.add_argument("--json", action="store_true", help="print one JSON summary")
+    _held_flags(rp, "file")
     rp.set_defaults(func=_cmd_replay)
 
     st = sub.add_parser("status", help="counters and privacy report of a checkpoint",
@@ -389,6 +393,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     as_json=args.json, curator=args.curator)
 
 
+def _held_flags(p: argparse.ArgumentParser, labels: str) -> None:
+    """Delayed labels (docs/service.md, "Delayed labels"); unset flags keep the defaults."""
+    g = p.add_argument_group("delayed labels (docs/service.md)")
+    g.add_argument("--label-topic" if labels == "topic" else "--labels", metavar="SOURCE",
+                   help="label messages {id, y} there too (docs/service.md)")
+    g.add_argument("--hold-unlabeled", action=argparse.BooleanOptionalAction, help="hold "
+                   "records without a label for a label message (default: but the median forest)")
+    for flag, kind in (("--max-held", int), ("--held-messages", int), ("--held-seconds", float)):
+        g.add_argument(flag, type=kind, metavar="N", help="held records' bounds (docs/service.md)")
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from .service import serve_command
 
@@ -407,7 +422,10 @@ def _cmd_replay(args: argparse.Namespace) -> int:
                           dead_letter_file=args.dead_letter_file, label=args.label, seed=args.seed,
                           params=_parse_sets(args.set), max_dead_letter_share=args.max_share,
                           kafka_client=args.kafka_client, keep_checkpoint=args.keep_checkpoint,
-                          accept_behind=args.accept_behind)
+                          accept_behind=args.accept_behind,
+                          checkpoint_interval=args.checkpoint_interval, labels=args.labels,
+                          **{k: v for k in ("hold_unlabeled", "max_held", "held_messages",
+                                            "held_seconds") if (v := getattr(args, k)) is not None})
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

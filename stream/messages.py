@@ -22,7 +22,10 @@ schema's:
 * a declared feature absent or null is *missing* (kept, counted: ``missing_features``);
 * a numeric label outside the target range is clipped like a feature (or rejected under
   ``on_out_of_domain="error"``);
-* ``y`` null or absent is an *unlabeled* record (counted; supervised models skip it);
+* ``y`` null or absent is an *unlabeled* record (counted; the runner holds it for a label
+  message, :mod:`dpstream.stream.labels`);
+* a message without ``x`` and with a non-null ``y`` is a *label message*
+  (:class:`LabelMessage`): only ``id`` and ``y``, the label checked as a record's;
 * a message longer than ``max_message_bytes`` (default 1 MiB) or an id longer than
   ``max_id_bytes`` (default 256 bytes of UTF-8; an integer id by its decimal digits) is
   **rejected** before anything else is kept: ids live in the duplicate memory and the
@@ -112,7 +115,8 @@ from ..models.encoding import check_input_policy
 from ..models.schema import CategoricalFeature, NumericFeature, Schema, Target, coerce_schema
 
 __all__ = ["NumericFeature", "CategoricalFeature", "Target", "Schema", "coerce_schema",
-           "Message", "ValidRecord", "ValidBatch", "RejectedRecord", "RecordValidator",
+           "Message", "ValidRecord", "LabelMessage", "ValidBatch", "RejectedRecord",
+           "RecordValidator",
            "MAX_ID_BYTES", "MAX_MESSAGE_BYTES", "MAX_REASON_CHARS"]
 
 #: default cap on a record id: UTF-8 bytes of a string id, decimal digits of an integer id
@@ -169,6 +173,26 @@ class ValidRecord(NamedTuple):
     @property
     def labeled(self) -> bool:
         return self.y is not None
+
+
+class LabelMessage(NamedTuple):
+    """A label for a record sent earlier (delayed labels, :mod:`dpstream.stream.labels`):
+    ``{"id": ..., "y": ...}`` without ``x``, the label checked as a record's is (``clipped``,
+    ``coerced`` as in :class:`ValidRecord`)."""
+
+    id: str | int
+    y: Any
+    clipped: int = 0
+    coerced: int = 0
+
+    #: a label message has no features
+    x = None
+    #: nor a public flag (the record it labels has its own)
+    public = False
+
+    @property
+    def labeled(self) -> bool:
+        return True
 
 
 def _short(value: Any) -> str:
@@ -261,6 +285,8 @@ class RecordValidator:
         if isinstance(record_id, (str, int)):
             self._check_id(record_id)
         features, public = raw.get("x"), raw.get("public", False)
+        if "x" not in raw and raw.get("y") is not None:
+            return self._label_message(raw, record_id)
         if not (type(raw) is dict and record_id is not _ABSENT and type(features) is dict
                 and type(public) is bool and raw.keys() <= _MESSAGE_KEYS
                 and set(map(type, features)) <= _FEATURE_KEY_TYPES):
@@ -274,6 +300,12 @@ class RecordValidator:
                     raise RejectedRecord(f"message: unknown key {_short(err['loc'][0])} (a "
                                          f"message holds id, x, y and public)") from None
                 where = ".".join(str(p) for p in err["loc"]) or "message"
+                if where == "x" and err["type"] == "missing":
+                    raise RejectedRecord("x: Field required (a record holds x; a label message "
+                                         "holds id and a non-null y)", id=raw.get("id")
+                                         if isinstance(raw.get("id"), (str, int))
+                                         and not isinstance(raw.get("id"), bool)
+                                         else None) from None
                 raise RejectedRecord(f"{where}: {err['msg']}") from None
             record_id, features, public = msg.id, msg.x, msg.public
         try:
@@ -285,6 +317,21 @@ class RecordValidator:
                            clipped=clipped + label_clipped,
                            missing=self._width - len(x),
                            coerced=coerced)
+
+    def _label_message(self, raw: Mapping, record_id: Any) -> LabelMessage:
+        """``raw`` without ``x`` and with a label: a label message, or the reason it is not."""
+        if record_id is _ABSENT:
+            raise RejectedRecord("label message: id is required (a label joins its record by "
+                                 "id)")
+        extra = sorted(str(k) for k in raw if k not in ("id", "y"))
+        if extra:
+            raise RejectedRecord(f"label message: unknown key {_short(extra[0])} (a label "
+                                 f"message holds id and y)", id=record_id)
+        try:
+            y, clipped, coerced = self._label(raw["y"])
+        except RejectedRecord as exc:
+            raise RejectedRecord(exc.reason, id=record_id) from None
+        return LabelMessage(record_id, y, clipped, coerced)
 
     def validate_many(self, values: Sequence, slow: Callable[[int], ValidRecord] | None = None
                       ) -> Any:
@@ -533,9 +580,7 @@ def _validate_many(validator: Any, values: Sequence, slow: Callable[[int], Valid
     module docstring, "Batches". ``slow(i)`` decides message ``i`` when the column path does not (it
     returns a :class:`ValidRecord` or raises :class:`RejectedRecord`); by default
     ``validator.validate(values[i])``."""
-    plan = validator.__dict__.get("_batch_plan")
-    if plan is None:
-        plan = validator._batch_plan = _Plan(validator)
+    plan = batch_plan(validator)
     n = len(values)
     records: list = [None] * n
     numeric = np.full((n, len(plan.numeric)), np.nan)
@@ -563,7 +608,7 @@ def _validate_many(validator: Any, values: Sequence, slow: Callable[[int], Valid
             records[i] = exc
             continue
         records[i] = record
-        if record.x is not None:
+        if record.x is not None:   # (a label message has none)
             _compact_row(plan, record.x, numeric[i], codes[i])
     return ValidBatch(records, numeric, codes)
 
@@ -759,6 +804,45 @@ def _labels(validator: Any, plan: _Plan, ys: list, ok: np.ndarray) -> tuple[list
             v, clip_flags[k] = min(max(v, lo), hi), 1
         out[k] = v
     return out, np.array(clip_flags, dtype=np.int64), coerced
+
+
+def batch_plan(validator: Any) -> _Plan:
+    """The validator's column layout of a batch (built once)."""
+    plan = validator.__dict__.get("_batch_plan")
+    if plan is None:
+        plan = validator._batch_plan = _Plan(validator)
+    return plan
+
+
+def compact_features(validator: Any, x: dict) -> tuple[np.ndarray, np.ndarray]:
+    """A validated record's features as one row of a batch's columns: ``(numeric, codes)``
+    (NaN / -1 where missing; what :meth:`RecordValidator.validate_many` keeps)."""
+    plan = batch_plan(validator)
+    numeric = np.empty(len(plan.numeric))
+    codes = np.empty(len(plan.categorical), dtype=np.int32)
+    _compact_row(plan, x, numeric, codes)
+    return numeric, codes
+
+
+def row_features(validator: Any, numeric: np.ndarray, codes: np.ndarray) -> dict:
+    """Inverse of :func:`compact_features`: the validated features of one batch row.
+
+    >>> v = RecordValidator({"features": {"age": {"type": "numeric", "min": 0, "max": 99},
+    ...                                   "sex": {"type": "categorical", "values": ["F", "M"]}},
+    ...                      "target": {"type": "binary", "values": [False, True]}})
+    >>> row_features(v, *compact_features(v, {"age": 30.0, "sex": "M"}))
+    {'age': 30.0, 'sex': 'M'}
+    """
+    plan = batch_plan(validator)
+    x: dict = {}
+    for c, (_j, name, _lo, _hi) in enumerate(plan.numeric):
+        v = float(numeric[c])
+        if v == v:
+            x[name] = v
+    for c, (_j, name, _text, values) in enumerate(plan.categorical):
+        if codes[c] >= 0:
+            x[name] = values[int(codes[c])]
+    return x
 
 
 def _compact_row(plan: _Plan, x: dict, numeric: np.ndarray, codes: np.ndarray) -> None:

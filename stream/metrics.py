@@ -100,6 +100,13 @@ CURATOR_SERIES: frozenset[str] = frozenset({
     "dpstream_record_budget_spent_fraction",
     "dpstream_active_records",
     "dpstream_window_pending_records",
+    'dpstream_labels_total{outcome="joined"}',
+    'dpstream_labels_total{outcome="unknown"}',
+    'dpstream_labels_total{outcome="expired"}',
+    'dpstream_labels_total{outcome="repeated"}',
+    "dpstream_held_records_total",
+    "dpstream_held_expired_total",
+    "dpstream_records_held",
 })
 
 #: Keys of a model's privacy report (at any depth: ``drift``, ``feature_grid``, a member's
@@ -126,6 +133,8 @@ CURATOR_REPORT_KEYS: frozenset[str] = frozenset({
 CURATOR_SUMMARY_KEYS: frozenset[str] = frozenset({
     "records_learned", "dead_letters", "duplicates", "clipped", "predictions",
     "missing_features", "coerced_labels", "blank_lines_this_run", "warnings", "unlabeled",
+    "held", "labels_joined", "held_expired", "labels_unknown", "labels_expired",
+    "labels_repeated", "records_held",
 })
 
 #: The warning logged or printed wherever a curator-only read-out is turned on.
@@ -218,6 +227,20 @@ class ServiceCollector:
         for outcome in ("seen", "learned", "dead_letters", "duplicates", "unlabeled"):
             records.add_metric([outcome], counters.get(outcome, 0))
         yield records
+        labels = CounterMetricFamily("dpstream_labels", "Label messages by outcome (delayed "
+                                     "labels)", labels=["outcome"])
+        for outcome in ("joined", "unknown", "expired", "repeated"):
+            labels.add_metric([outcome], counters.get(f"labels_{outcome}", 0))
+        yield labels
+        yield CounterMetricFamily("dpstream_held_records", "Records put on hold for a label",
+                                  value=counters.get("held", 0))
+        yield CounterMetricFamily("dpstream_held_expired",
+                                  "Held records that expired before their label",
+                                  value=counters.get("held_expired", 0))
+        held_now = getattr(r, "held", None)
+        if held_now is not None:
+            yield GaugeMetricFamily("dpstream_records_held", "Records waiting for their label",
+                                    value=float(len(held_now)))
         yield CounterMetricFamily("dpstream_clipped_values",
                                   "Numeric values clipped to the public domain",
                                   value=counters.get("clipped", 0))

@@ -80,9 +80,13 @@ from ..models import (
 from ..models.boosting.sgbdt_party import SGBDTParty
 from ..models.encoding import EncodedRows
 from ..models.params import quiet_clipped_inputs, quiet_small_stream
+from .labels import DEFAULT_MAX_HELD, DEFAULT_MAX_HELD_MESSAGES, LABEL_COUNTERS, Joined, LabelJoin
+from .labels import jsonable as _jsonable
+from .labels import release_epoch as _release_epoch
 from .messages import (
     MAX_ID_BYTES,
     MAX_MESSAGE_BYTES,
+    LabelMessage,
     RecordValidator,
     RejectedRecord,
     Schema,
@@ -120,7 +124,8 @@ SERVICE_MODELS: dict[str, dict[str, type]] = {
 }
 
 COUNTERS = ("seen", "learned", "dead_letters", "duplicates", "unlabeled", "clipped",
-            "predictions", "checkpoints", "missing_features", "coerced_labels")
+            "predictions", "checkpoints", "missing_features", "coerced_labels",
+            *LABEL_COUNTERS)
 
 
 def build_model(name: str, schema: Schema | dict | str, *, epsilon: float,
@@ -185,7 +190,7 @@ def _class_cell(text: str, values: list) -> Any:
         return text
 
 
-class Runner:
+class Runner(LabelJoin):
     """Feeds records into a model with exactly-once checkpoints (see the module docstring).
 
     Parameters
@@ -216,7 +221,15 @@ class Runner:
     scorer
         Called as ``scorer(y, prediction)`` for every labeled record, with the prediction
         made before the model learned the record (a :class:`PrequentialScore`: what a replay
-        reports); nothing is published and no checkpoint is added for it.
+        reports; a held record's prediction is scored when its label joins it); nothing is
+        published and no checkpoint is added for it.
+    hold_unlabeled
+        Hold records without a label for a later label message
+        (:mod:`~dpstream.stream.labels`). Default: for every model but the median forest,
+        which learns unlabeled records (semi-supervised) at once unless this is ``True``.
+    max_held, held_messages, held_seconds
+        The held records' bounds: how many (the oldest expires first), and after how many
+        messages or seconds one expires (``None``: never).
     """
 
     def __init__(self, model: Any, *, store: CheckpointStore, model_name: str = "sgbdt",
@@ -224,7 +237,10 @@ class Runner:
                  checkpoint_interval: float = 5.0, csv_label: str | None = "y",
                  checkpoint_every_round: bool | None = None, max_id_bytes: int = MAX_ID_BYTES,
                  max_message_bytes: int = MAX_MESSAGE_BYTES, hold_predictions: bool = False,
-                 scorer: Callable[[Any, Any], None] | None = None):
+                 scorer: Callable[[Any, Any], None] | None = None,
+                 hold_unlabeled: bool | None = None, max_held: int = DEFAULT_MAX_HELD,
+                 held_messages: int | None = DEFAULT_MAX_HELD_MESSAGES,
+                 held_seconds: float | None = None):
         self.model = model
         quiet_small_stream(model)   # its report is read at every checkpoint, from the start
         quiet_clipped_inputs(model)   # counted here (``clipped``), not warned about
@@ -264,6 +280,9 @@ class Runner:
         self.saved_positions: dict[str, int] = {}
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self.ids = IdMemory(self.id_memory)
+        self._init_labels(not isinstance(model, MedianForestClassifier)
+                          if hold_unlabeled is None else bool(hold_unlabeled),
+                          max_held, held_messages, held_seconds)
         self.lock = threading.RLock()
         self.last_checkpoint = time.monotonic()
         self.last_checkpoint_wall: float | None = None
@@ -340,6 +359,7 @@ class Runner:
         runner.saved_positions = dict(state["positions"])
         runner.counters.update(state["counters"])
         runner.ids = IdMemory.from_state(state["ids"], runner.ids.size)
+        runner._restore_labels(state.get("labels") or {})
         runner.last_checkpoint_wall = state.get("written")
         # predictions saved with their trees but maybe not sent before a crash: the next
         # checkpoint sends them again (a consumer drops repeats by key; maybe_checkpoint)
@@ -362,15 +382,28 @@ class Runner:
                 self.positions[partition] = offset
 
     def process(self, rec: SourceRecord) -> None:
-        """One record: validate, deduplicate, predict, learn; checkpoint after a round."""
+        """One record: validate, deduplicate, predict, learn (or hold for its label, or join
+        a held record with this label); checkpoint after a round."""
         with self.lock:
             record = self._check(rec)
             if record is None:
                 return
-            if self.predictions is not None or self.scorer is not None:
-                self._predicted(rec, record, self._predictor().predict_one(record.x))
+            if self.held is not None:
+                self._expire()
             model = self.model
+            if type(record) is LabelMessage:
+                self._join(rec, record)
+                return
+            pred = None
+            if self.predictions is not None or self.scorer is not None:
+                pred = self._predictor().predict_one(record.x)
+                self._predicted(rec, record, pred)
             rounds, epoch = model.training_rounds, _release_epoch(model)
+            if (type(record) is not Blank and self.held is not None
+                    and not record.labeled):
+                self._hold(rec, record, pred)
+                self._advance([rec], rounds, epoch)
+                return
             if type(record) is Blank or not self._accept(rec, record):
                 self._advance([rec], rounds, epoch)
                 return
@@ -433,6 +466,7 @@ class Runner:
                                                  slow=lambda k: self._validate(recs[k]))
             clock.lap("validate")
             encoder, decided = model._encoder, batch.records
+            held = self.held
             positions, counters, ids = self.positions, self.counters, self.ids
             learns_unlabeled = bool(getattr(model, "learns_unlabeled", False))
             learned, i = [], 0
@@ -465,35 +499,67 @@ class Runner:
                         counters["coerced_labels"] += record.coerced
                         ids.add(key)
                         positions[rec.partition] = rec.offset + 1
+                        if held is not None and len(held):
+                            self._expire()
                         if record.y is None:
                             counters["unlabeled"] += 1
-                            learn = learns_unlabeled
+                            if held is None:
+                                learn = learns_unlabeled
+                            else:   # held for its label, with its row of the batch
+                                self._hold_row(rec, record, key, (batch.numeric[i - 1].copy(),
+                                                                  batch.codes[i - 1].copy()))
+                                learn = False
                         else:
                             learn = True
                     else:
                         record = self._check(rec, record)
                         if record is None:
                             continue   # already processed: not a new message
-                        learn = type(record) is not Blank and self._accept(rec, record)
+                        if held is not None and len(held):
+                            self._expire()
+                        if type(record) is LabelMessage:   # a Joined pair, or counted
+                            record = self._take_label(rec, record)
+                            learn = type(record) is Joined
+                        else:
+                            learn = type(record) is not Blank and self._accept(rec, record)
                     admitted.append((i - 1, record, learn))
                 clock.lap("bookkeeping")
                 if not admitted:
                     continue
                 # rows to encode: the valid records', and a batch-validated duplicate's (its
                 # Blank keeps no features: x None); a dead letter is predicted from {}
-                valid = [entry for entry in admitted
-                         if type(entry[1]) is not Blank or entry[1].x is None]
+                # (a label message has no row; a joined pair's row is its held record's)
+                valid = [entry for entry in admitted if type(entry[1]) is not LabelMessage
+                         and (type(entry[1]) is not Blank or entry[1].x is None)]
                 at = np.fromiter((k for k, _, _ in valid), dtype=np.intp, count=len(valid))
-                rows = EncodedRows(encoder.expand({"numeric": batch.numeric[at],
-                                                   "codes": batch.codes[at]}), encoder.columns)
+                numeric, codes = batch.numeric[at], batch.codes[at]
+                joined = self._joined_rows(valid, numeric, codes)
+                rows = EncodedRows(encoder.expand({"numeric": numeric, "codes": codes}),
+                                   encoder.columns)
                 clock.lap("encode")
-                if predicting:   # every message gets its prediction, in offset order
-                    preds = iter(self._predictor().predict_many(rows) if valid else ())
+                if predicting:   # every record gets its prediction, in offset order
+                    if joined:
+                        asked = [j for j, entry in enumerate(valid) if type(entry[1]) is not Joined]
+                        ask = rows.take(asked) if asked else None
+                    else:
+                        asked, ask = valid, rows
+                    preds = iter(self._predictor().predict_many(ask) if asked else ())
                     clock.lap("predict")
+                    made: dict = {}   # this segment's predictions of held records, by key
                     for k, record, _ in admitted:
-                        pred = (next(preds) if type(record) is not Blank or record.x is None
+                        kind = type(record)
+                        if kind is LabelMessage:
+                            continue
+                        if kind is Joined:   # scored with its record's prediction
+                            self._score_joined(record, made)
+                            continue
+                        pred = (next(preds) if kind is not Blank or record.x is None
                                 else self._predictor().predict_one(record.x))
                         self._predicted(recs[k], record, pred)
+                        if held is not None and kind is ValidRecord and record.y is None:
+                            key = (type(record.id).__name__, record.id)
+                            made[key] = _jsonable(pred)
+                            held.set_prediction(key, made[key])
                     clock.lap("publish")
                 rounds, epoch = model.training_rounds, _release_epoch(model)
                 done, blanks = self._learn_runs(recs, admitted, valid, rows)
@@ -501,6 +567,8 @@ class Runner:
                 learned.extend(done)
                 self._advance(blanks, rounds, epoch, done, advanced=True)
                 clock.lap("checkpoint")   # after a round (or the member's publish)
+            if self.held is not None and len(self.held):
+                self._expire()   # (no label in the batch: the same records expire by its end)
             return learned
 
     def _learn_runs(self, recs: list[SourceRecord], admitted: list, valid: list,
@@ -510,6 +578,9 @@ class Runner:
         model = self.model
         row_of = {id(entry): j for j, entry in enumerate(valid)}
         done, blanks, start = [], [], 0
+        if (self.held is not None and len(admitted) > 2
+                and any(type(r) is Joined for _, r, _ in admitted)):
+            return self._learn_pairs(recs, admitted, valid, rows, row_of)
         while start < len(admitted):
             ok = admitted[start][2]
             end = start
@@ -608,6 +679,9 @@ class Runner:
                                        key=sink_key(rec.partition, rec.offset, exc.id))
             self.positions[rec.partition] = rec.offset + 1
             return Blank(f"{rec.partition}@{rec.offset}" if exc.id is None else exc.id, {})
+        label = self._as_label(record)
+        if label is not None:
+            return label
         if (type(record.id).__name__, record.id) in self.ids:
             self.counters["duplicates"] += 1
             self.positions[rec.partition] = rec.offset + 1
@@ -648,6 +722,7 @@ class Runner:
                 "checkpoint_id": self.checkpoint_id,
                 "positions": dict(self.positions), "counters": dict(self.counters),
                 "ids": self.ids.state(), "outbox": [[msg, key] for msg, key in self.outbox],
+                "labels": self._labels_state(),
                 "noise": dict(self.noise)}
 
     def checkpoint(self) -> None:
@@ -755,6 +830,9 @@ def describe(state: dict) -> dict:
            "offsets": dict(state["positions"]),
            "privacy": _quiet_report(state["model"]),
            "noise": _noise_source(state["model"], state.get("noise"))}
+    held = (state.get("labels") or {}).get("held")
+    if held is not None:   # records waiting for their labels (curator-only)
+        out["records_held"] = len(held["held"])
     union = getattr(state["model"], "member_union", None)
     if union is not None:   # a group member: the union it predicts with, at the checkpoint
         out["union"] = dict(union)
@@ -822,19 +900,6 @@ class _Stages:
             now = time.thread_time()
             self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self.last
             self.last = now
-
-
-def _release_epoch(model: Any) -> int:
-    """The model's count of noise-drawing releases: its ``release_epoch`` (S-GBDT: rounds
-    plus drift-signal windows), else its ``training_rounds``."""
-    epoch = getattr(model, "release_epoch", None)
-    return model.training_rounds if epoch is None else epoch
-
-
-def _jsonable(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    return value
 
 
 def _quiet_report(model: Any) -> dict:

@@ -15,7 +15,6 @@ import logging
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 import warnings
@@ -23,19 +22,17 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ..connectors import (
     CheckpointStore,
-    FileSource,
     JsonlDeadLetterSink,
-    SourceRecord,
     read_checkpoint,
 )
-from .messages import MAX_ID_BYTES, MAX_MESSAGE_BYTES, Schema, coerce_schema
+from .labels import DEFAULT_MAX_HELD, DEFAULT_MAX_HELD_MESSAGES
+from .messages import MAX_ID_BYTES, MAX_MESSAGE_BYTES, Schema
 from .metrics import (
     MAX_DEAD_LETTER_SHARE,
     format_replay,
@@ -43,7 +40,8 @@ from .metrics import (
     stop_lines,
     summary_warnings,
 )
-from .runner import PrequentialScore, Runner, describe, streaming_gc
+from .run import _chunks, replay
+from .runner import Runner, describe, streaming_gc
 
 __all__ = ["ServeSettings", "serve", "replay", "install_signal_handlers", "serve_command",
            "replay_command", "replay_verdict", "format_replay", "default_replay_dir",
@@ -78,6 +76,19 @@ class ServeSettings(BaseSettings):
                                    "dead letter (which keeps its first 4 KiB)")
     max_id_bytes: int = Field(MAX_ID_BYTES, gt=0, description="a longer record id (UTF-8 "
                               "bytes, or digits of an integer) is a dead letter")
+    label_topic: str | None = Field(None, description="label messages {id, y} on this topic "
+                                    "too (keyed by record id, as many partitions as --topic; "
+                                    "one serve process: not with --model-topic or "
+                                    "--board-topic)")
+    hold_unlabeled: bool | None = Field(None, description="hold records without a label for "
+                                        "a later label message {id, y} (default: yes, but for "
+                                        "the median forest, which learns them unlabeled)")
+    max_held: int = Field(DEFAULT_MAX_HELD, gt=0, description="records held for their labels "
+                          "at most (the oldest expires first)")
+    held_messages: int | None = Field(DEFAULT_MAX_HELD_MESSAGES, gt=0, description="a held "
+                                      "record expires after this many messages")
+    held_seconds: float | None = Field(None, gt=0, description="a held record expires after "
+                                       "this many seconds (default: never)")
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = Field(9108, description="0: any free port; unset: no server")
     curator_metrics: bool = Field(False, description="also export the curator-only series on "
@@ -141,6 +152,13 @@ class ServeSettings(BaseSettings):
                              "DPSTREAM_ALLOW_SEED=1")
         if self.dead_letter_topic and self.dead_letter_file:
             raise ValueError("give --dead-letter-topic or --dead-letter-file, not both")
+        if self.label_topic is not None and (self.model_topic or self.board_topic):
+            raise ValueError("--label-topic is for one serve process in this release: not "
+                             "with --model-topic or --board-topic (a member that loses a "
+                             "partition would keep records whose labels go to another)")
+        if self.label_topic is not None and self.label_topic == self.topic:
+            raise ValueError("--label-topic names the records topic: labels on the records "
+                             "topic need no flag")
         if self.hold_predictions and (not self.predictions_topic or self.board_topic
                                       or self.model_topic):
             raise ValueError("--hold-predictions needs --predictions-topic (and is for one "
@@ -224,7 +242,7 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
     schema = Schema.load(settings.schema_path)
     store = CheckpointStore(settings.checkpoint_dir)
     sinks: list[Any] = []
-    metrics = source = dist = member = None
+    metrics = source = dist = member = labels = None
     startup = contextlib.ExitStack()   # the connect deadline holds until the source is in
     startup.enter_context(connect_deadline(settings.connect_timeout))
     try:
@@ -250,7 +268,10 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                                checkpoint_interval=settings.checkpoint_interval,
                                party=settings.aggregation if settings.board_topic else None,
                                max_id_bytes=settings.max_id_bytes,
-                               max_message_bytes=settings.max_message_bytes)
+                               max_message_bytes=settings.max_message_bytes,
+                               hold_unlabeled=settings.hold_unlabeled,
+                               max_held=settings.max_held, held_messages=settings.held_messages,
+                               held_seconds=settings.held_seconds)
         if settings.board_topic:
             dist = _start_party(settings, schema, runner, stop)
             sinks.append(dist.board)
@@ -270,6 +291,19 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                               else member.on_assigned, checkpoint_id=runner.checkpoint_id,
                               accept_behind=runner.skip_to if settings.accept_behind
                               else None)
+        labels = None
+        if settings.label_topic:
+            check_copartitioned(settings.bootstrap, settings.topic, settings.label_topic)
+            labels = kafka_source(client, settings.bootstrap, settings.label_topic,
+                                  f"{settings.group}.labels", position_of=runner.position_of,
+                                  on_revoke=runner.checkpoint,
+                                  consumer_config={
+                                      "session_timeout_ms": settings.session_timeout_ms,
+                                      "heartbeat_interval_ms": settings.heartbeat_interval_ms},
+                                  exclusive=True, checkpoint_id=runner.checkpoint_id,
+                                  accept_behind=runner.skip_to if settings.accept_behind
+                                  else None)
+
         def lag() -> int | None:
             return source.lag(runner.positions) if source.consumer is not None else None
 
@@ -292,7 +326,7 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                      settings.metrics_host, metrics.port)
         if settings.warm_up and not stop.is_set():
             _warm_up(settings, schema, member=member is not None)
-        if not source.connect(stop):
+        if not source.connect(stop) or (labels is not None and not labels.connect(stop)):
             log.info("stopped before the broker was reachable")
         startup.close()   # later connections (a broker lost mid-run) retry as long as it takes
         committed: dict[str, int] = {}
@@ -304,6 +338,9 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                         runner.process_many(chunk)
                     else:
                         member.process_adopting(chunk)
+                if labels is not None:   # after the records: a label finds its record held
+                    for chunk in _chunks(labels.poll(timeout_ms=0), stop):
+                        runner.process_many(chunk)
                 if member is not None:
                     member.poll()
                 if dist is not None:
@@ -317,6 +354,8 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                 saved = runner.saved_positions if member is None else member.committable()
                 if saved != committed:
                     source.commit(saved)
+                    if labels is not None:
+                        labels.commit(saved)
                     committed = dict(saved)
         if dist is not None:   # apply rounds the board resolved meanwhile, then save
             dist.poll(want=False, join=False)
@@ -325,6 +364,8 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         runner.checkpoint()
         if source.consumer is not None:
             source.commit(runner.saved_positions if member is None else member.committable())
+        if labels is not None and labels.consumer is not None:
+            labels.commit(runner.saved_positions)
         s = runner.summary()
         log.info("stopped: %d messages seen; checkpoint in %s", s["records_seen"],
                  settings.checkpoint_dir)   # public counts only: `dpstream status --curator`
@@ -335,6 +376,8 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         startup.close()
         if source is not None:
             source.close()
+        if labels is not None:
+            labels.close()
         for sink in sinks:
             try:
                 sink.close()
@@ -345,10 +388,37 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         store.close()
 
 
+def check_copartitioned(bootstrap: str, topic: str, label_topic: str,
+                        timeout: float = 30.0) -> int:
+    """The partition count both topics share; a clear error when they differ (a label must
+    reach the partition, hence the process, of its record: labels are keyed by record id and
+    the label topic has as many partitions as the records topic). A topic not created yet is
+    waited for up to ``timeout`` seconds."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            counts = {t: len(consumer.partitions_for_topic(t) or ()) for t in (topic, label_topic)}
+            if all(counts.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    finally:
+        consumer.close()
+    if counts[topic] != counts[label_topic]:
+        raise ValueError(f"--label-topic {label_topic!r} has {counts[label_topic]} partitions "
+                         f"and --topic {topic!r} {counts[topic]}: labels are keyed by record "
+                         f"id and must be co-partitioned with their records (the same "
+                         f"partition count and the default partitioner); recreate "
+                         f"{label_topic!r} with {counts[topic]}")
+    return counts[topic]
+
+
 def _warm_up(settings: ServeSettings, schema: Schema, member: bool) -> None:
-    """:func:`~dpstream.stream.warmup.warm_up` before the group is joined; a failure is
+    """:func:`~dpstream.stream.run.warm_up` before the group is joined; a failure is
     logged and the service goes on (it only costs the first records' speed)."""
-    from .warmup import warm_up
+    from .run import warm_up
 
     try:
         with warnings.catch_warnings():   # a throwaway model: its warnings are not the service's
@@ -405,192 +475,6 @@ def _start_member(settings: ServeSettings, runner: Runner, stop: threading.Event
 
 
 # ---------------------------------------------------------------------------- replay
-BUNDLED = ("adult", "abalone")
-
-
-def _bundled_records(name: str):
-    from .datasets import load_abalone, load_adult
-
-    X, y, schema = load_adult("all") if name == "adult" else load_abalone()
-    partition = f"bundled:{name}"
-
-    def records(start: int):
-        for i in range(start, len(X)):
-            yield SourceRecord(value={"id": i, "x": X[i], "y": y[i]}, partition=partition,
-                               offset=i)
-    return schema, records, len(X)
-
-
-def replay(source: str, *, schema: Any = None, model: str = "sgbdt", epsilon: float,
-           checkpoint_dir: str | None = None, dead_letter_file: str | None = None,
-           label: str | None = "y", seed: int | None = None, params: dict | None = None,
-           progress: Any = None, stop: threading.Event | None = None, evaluate: bool = False,
-           connect_timeout: float | None = 60.0, kafka_client: str | None = "auto",
-           accept_behind: bool = False) -> dict:
-    """Run the runner over a file (CSV / JSONL, optionally gzip), a bundled dataset
-    (``adult``, ``abalone``) or a Kafka topic (``kafka://HOST:PORT/TOPIC?group=G``) until its
-    end; returns the summary. With ``checkpoint_dir`` a second replay resumes where the first
-    stopped (nothing is learned twice); without one, a temporary directory is used and
-    deleted (the summary's ``checkpoint_dir`` and, unless ``dead_letter_file`` is given,
-    ``dead_letter_file`` are then ``None``).
-
-    Besides the runner's counters the summary holds this run's ``records_this_run``,
-    ``learned_this_run`` and ``dead_letters_this_run``, the most frequent dead-letter
-    reasons (``dead_letter_reasons``: ``{"reason", "count"}``, grouped by
-    :func:`~dpstream.connectors.deadletter.reason_group`) and, with ``evaluate`` (as
-    ``dpstream replay`` does; it costs the window forests about a fifth of their rate), the
-    prequential score of this run's labeled records (``prequential``:
-    :class:`~dpstream.stream.runner.PrequentialScore`; each record predicted before it is
-    learned). All of it is the curator's: exact functions of the data, not DP.
-    ``connect_timeout``: seconds a topic's broker may stay unreachable at start (then the
-    summary's ``error`` says so). ``kafka_client``: a topic's client (``auto``,
-    ``kafka-python`` or ``confluent``:
-    :func:`~dpstream.connectors.kafka_clients.resolve_kafka_client`). A topic whose group
-    committed past the checkpoint raises
-    :class:`~dpstream.connectors.kafka.CheckpointBehindError` unless ``accept_behind``."""
-    from ..connectors.deadletter import ReasonTally
-
-    stop = stop or threading.Event()
-    file_source = None
-    if source not in BUNDLED and not source.startswith("kafka://"):
-        file_source = FileSource(source)   # an absent or unnamed file: a usage error, early
-    elif source.startswith("kafka://"):   # a client not installed: a usage error, early
-        from ..connectors.kafka_clients import resolve_kafka_client
-        kafka_client = resolve_kafka_client(kafka_client)
-    tmp = None
-    if checkpoint_dir is None:
-        tmp = tempfile.TemporaryDirectory(prefix="dpstream-replay-")
-        checkpoint_dir = tmp.name
-    bundled = source in BUNDLED
-    if bundled:
-        bundled_schema, records, total = _bundled_records(source)
-        schema = schema if schema is not None else bundled_schema
-    elif schema is None:
-        raise ValueError("--schema is required unless the source is a bundled dataset "
-                         f"({', '.join(BUNDLED)})")
-    else:
-        schema = coerce_schema(schema)
-    store = CheckpointStore(checkpoint_dir)
-    dead = ReasonTally(JsonlDeadLetterSink(dead_letter_file
-                                           or Path(checkpoint_dir) / "dead-letters.jsonl"))
-    score = PrequentialScore(schema.target.type != "numeric") if evaluate else None
-    error = None
-    try:
-        runner = Runner.create(model, schema, store=store, epsilon=epsilon, seed=seed,
-                               params=params, dead_letters=dead, csv_label=label, scorer=score)
-        before = dict(runner.counters)
-        t0 = time.perf_counter()
-        try:
-            with streaming_gc():
-                if source.startswith("kafka://"):
-                    _replay_kafka(source, runner, stop, progress, connect_timeout,
-                                  kafka_client, accept_behind, commit=tmp is None)
-                else:
-                    if bundled:
-                        partition = f"bundled:{source}"
-                        it = records(runner.positions.get(partition, 0))
-                    else:
-                        total = None
-                        file_source.start = runner.positions.get(file_source.partition, 0)
-                        it = iter(file_source)
-                    for chunk in _chunks(it, stop):
-                        runner.process_many(chunk)
-                        if progress is not None:
-                            progress(runner.counters["seen"], total)
-        except Exception as exc:   # a source that breaks: keep what was read, then report
-            from ..connectors import SourceError
-            from ..connectors.kafka import CheckpointBehindError
-            if not isinstance(exc, SourceError) or isinstance(exc, CheckpointBehindError):
-                raise
-            error = str(exc)
-            log.error("%s", error)
-        runner.checkpoint()
-        seconds = time.perf_counter() - t0
-        out = runner.summary()
-        seen = out["records_seen"] - before["seen"]
-        streaming = (time.monotonic() - runner.first_record_at
-                     if runner.first_record_at is not None else 0.0)
-        out.update({"source": source, "seconds": round(seconds, 3),
-                    "rows_per_s": round(seen / seconds) if seconds > 0 else None,
-                    # from the first record on: excludes connecting and the group join
-                    "rows_per_s_streaming": round(seen / streaming) if streaming > 0 else None,
-                    "records_this_run": seen,
-                    "learned_this_run": runner.counters["learned"] - before["learned"],
-                    "dead_letters_this_run": (runner.counters["dead_letters"]
-                                              - before["dead_letters"]),
-                    "dead_letter_reasons": dead.top(),
-                    "prequential": None if score is None else score.summary(),
-                    "blank_lines_this_run": getattr(file_source, "blank_lines", 0),
-                    "error": error,
-                    # a signal (or the caller's event) ended the run, not the source's end
-                    "stopped": stop.is_set(),
-                    "checkpoint_dir": None if tmp else str(checkpoint_dir),
-                    "dead_letter_file": (None if tmp and not dead_letter_file
-                                         else str(dead.sink.path))})
-        out["warnings"] = summary_warnings(out, out["prequential"])
-        return out
-    finally:
-        dead.close()
-        store.close()
-        if tmp is not None:
-            tmp.cleanup()
-
-
-def _chunks(records: Any, stop: threading.Event, size: int = 2000):
-    """``records`` in lists of up to ``size`` (one learning call each), until ``stop``."""
-    it = iter(records)
-    while not stop.is_set():
-        chunk: list = []
-        try:
-            for rec in it:
-                chunk.append(rec)
-                if len(chunk) >= size:
-                    break
-        except Exception:   # a broken source: what it read before the error is processed
-            if chunk:
-                yield chunk
-            raise
-        if not chunk:
-            return
-        yield chunk
-
-
-def _replay_kafka(url: str, runner: Runner, stop: threading.Event, progress: Any,
-                  connect_timeout: float | None, kafka_client: str | None = "auto",
-                  accept_behind: bool = False, commit: bool = True) -> None:
-    from ..connectors.kafka import connect_deadline
-    from ..connectors.kafka_clients import client_version, kafka_source, resolve_kafka_client
-
-    u = urlparse(url)
-    topic = u.path.strip("/")
-    if not u.netloc or not topic:
-        raise ValueError(f"expected kafka://HOST:PORT/TOPIC[?group=G], got {url!r}")
-    group = parse_qs(u.query).get("group", ["dpstream-replay"])[0]
-    client = resolve_kafka_client(kafka_client)
-    log.info("Kafka client: %s", client_version(client))
-    source = kafka_source(client, u.netloc, topic, group, position_of=runner.position_of,
-                          on_revoke=runner.checkpoint, exclusive=True,
-                          checkpoint_id=runner.checkpoint_id,
-                          accept_behind=runner.skip_to if accept_behind else None)
-    try:
-        with connect_deadline(connect_timeout):
-            if not source.connect(stop):
-                return
-        ends = source.end_offsets()
-        while not stop.is_set():
-            for chunk in _chunks(source.poll(timeout_ms=200), stop):
-                runner.process_many(chunk)
-            if progress is not None:
-                progress(runner.counters["seen"], None)
-            if all(runner.positions.get(k, 0) >= end for k, end in ends.items()):
-                break
-        runner.checkpoint()
-        if commit:   # a model removed at exit owns no records: it commits none
-            source.commit(runner.saved_positions)
-    finally:
-        source.close()
-
-
 # ---------------------------------------------------------------------------- the commands
 def configure_logging() -> None:
     """Log lines to stderr for the long-running commands (kafka-python's own: errors only,

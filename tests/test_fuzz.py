@@ -188,6 +188,16 @@ def _reason_class(reason: str) -> str:
     return reason.split(":")[0]
 
 
+def _label_message(raw: bytes) -> bool:
+    """Whether ``raw`` is a well-formed label message (id and a label, no x)."""
+    try:
+        d = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return (isinstance(d, dict) and "x" not in d and d.get("y") is not None
+            and set(d) <= {"id", "y"})
+
+
 # ------------------------------------------------------------------ the fuzz run
 def test_ten_thousand_fuzzed_messages_through_the_runner(tmp_path):
     store = CheckpointStore(tmp_path / "ck")
@@ -230,8 +240,14 @@ def test_ten_thousand_fuzzed_messages_through_the_runner(tmp_path):
         for key in ("clipped", "missing_features", "coerced_labels"):   # how it fitted
             delta.pop(key, None)
         delta.pop("checkpoints", None)   # none: no predictions sink, interval 5 s
+        if delta == {"unlabeled": 1, "held": 1}:   # held for its label (issue 66)
+            delta = {"held": 1}
+        if delta.get("labels_joined") == 1:           # a label message joined its record
+            delta.pop("learned", None)
         outcomes_by_delta = {"dead_letters": "dead letter", "duplicates": "duplicate",
-                             "learned": "learned", "unlabeled": "unlabeled"}
+                             "learned": "learned", "unlabeled": "unlabeled", "held": "held",
+                             "labels_joined": "label", "labels_unknown": "label",
+                             "labels_repeated": "label", "labels_expired": "label"}
         if len(delta) != 1 or list(delta.values()) != [1] or next(iter(delta)) not in (
                 outcomes_by_delta):
             raise AssertionError(f"{family}: counters moved {delta}")
@@ -239,10 +255,12 @@ def test_ten_thousand_fuzzed_messages_through_the_runner(tmp_path):
         outcomes[outcome] += 1
         by_family[family, outcome] += 1
         if family in ("valid",):
-            assert outcome in ("learned", "unlabeled"), raw[:200]
+            assert outcome in ("learned", "held"), raw[:200]
         elif family in ("broken", "corrupted", "deep", "huge id") or (
                 family == "oversized" and len(raw) > MAX_MESSAGE_BYTES):
-            assert outcome == "dead letter", (family, part, raw[:200])
+            # (a message that lost its x but kept an id and a label is a label message)
+            assert outcome == "dead letter" or (outcome == "label" and _label_message(raw)), (
+                family, part, raw[:200])
 
     batch()
     assert not failures, failures[:5]

@@ -9,9 +9,9 @@ import pytest
 
 from dpstream.stream import ADULT_SCHEMA, load_abalone
 from dpstream.stream.messages import RecordValidator
+from dpstream.stream.run import public_records, warm_up
 from dpstream.stream.runner import SERVICE_MODELS
 from dpstream.stream.service import ServeSettings, _warm_up
-from dpstream.stream.warmup import public_records, warm_up
 
 
 @pytest.mark.parametrize("schema", [ADULT_SCHEMA, load_abalone()[2]], ids=["adult", "abalone"])

@@ -1,0 +1,366 @@
+"""Delayed labels: records held for the labels that come after them (docs/service.md,
+"Delayed labels").
+
+A record without ``y`` is predicted when it arrives and then waits in :class:`HeldRecords`
+until a *label message* with its id comes (``{"id": ..., "y": ...}``, no ``x``; a later full
+record with the same id and a label counts as one too). The pair is learned at the label's
+position in the stream, once. The store is bounded three ways, each settable:
+
+* ``max_records`` (default 10,000): a record held beyond the cap expires, oldest first;
+* ``max_messages`` (default 1,000,000): a record expires once that many messages arrived after
+  it (every message counts, whatever its content: a public count);
+* ``max_seconds`` (default none): a record expires once it waited that long (wall clock).
+
+An expired record is dropped, never learned (a model's schedules advance on message counts, and
+learning it at its expiry would add a step that depends on which labels came). Every outcome has
+a curator-only counter in the runner: ``held`` (records put on hold), ``labels_joined``,
+``held_expired``, and for a label without a held record ``labels_unknown`` (no record with the
+id was held, or it was evicted from the runner's id memory), ``labels_expired`` (its record
+expired) and ``labels_repeated`` (its record was already learned with an earlier label).
+
+The held records are curator state: the runner checkpoints them with the model (the data-only
+format), and nothing about them is published but the public message counts.
+
+Examples
+--------
+>>> held = HeldRecords(max_records=2, max_messages=100)
+>>> held.hold(("int", 1), {"age": 39.0}, seen=1)
+[]
+>>> held.hold(("int", 2), {"age": 50.0}, seen=2)
+[]
+>>> [key for key, _ in held.hold(("int", 3), {"age": 21.0}, seen=3)]   # over the cap
+[('int', 1)]
+>>> held.take(("int", 2)).x, len(held)
+({'age': 50.0}, 1)
+>>> [key for key, _ in held.expire(seen=104)]     # 101 messages after it arrived
+[('int', 3)]
+>>> back = HeldRecords.from_state(held.state(), max_records=2)
+>>> len(back), back.max_messages
+(0, 100)
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..connectors import SourceRecord
+from ..connectors.idmemory import IdMemory
+from .messages import LabelMessage, compact_features, row_features
+
+__all__ = ["HeldRecords", "Held", "Joined", "LabelJoin", "LABEL_COUNTERS", "DEFAULT_MAX_HELD",
+           "DEFAULT_MAX_HELD_MESSAGES"]
+
+#: records held at most (``serve --max-held``)
+DEFAULT_MAX_HELD = 10_000
+#: messages after which a held record expires (``serve --held-messages``)
+DEFAULT_MAX_HELD_MESSAGES = 1_000_000
+#: the runner's counters of the join (curator-only: they depend on the records' content)
+LABEL_COUNTERS = ("held", "labels_joined", "held_expired", "labels_unknown", "labels_expired",
+                  "labels_repeated")
+
+
+class Held(NamedTuple):
+    """One held record: its validated features (the ``(numeric, codes)`` row of a validated
+    batch, :func:`~dpstream.stream.messages.compact_features`; a dict is accepted too), public
+    flag, where it arrived (partition, offset), the message count and wall time at its
+    arrival, and the prediction made then (scored against the label when it comes; ``None``
+    when nothing predicted)."""
+
+    x: Any
+    public: bool = False
+    partition: str = ""
+    offset: int = -1
+    seen: int = 0
+    wall: float = 0.0
+    prediction: Any = None
+
+
+class HeldRecords:
+    """Records waiting for their labels, oldest first, bounded by count and age (module
+    docstring).
+
+    Parameters
+    ----------
+    max_records
+        Records held at most (>= 1); the oldest expires when a new one would exceed it.
+    max_messages
+        A record expires once this many messages arrived after it (``None``: never).
+    max_seconds
+        A record expires once it waited this long (``None``: never).
+    """
+
+    def __init__(self, max_records: int = DEFAULT_MAX_HELD,
+                 max_messages: int | None = DEFAULT_MAX_HELD_MESSAGES,
+                 max_seconds: float | None = None):
+        if type(max_records) is not int or max_records < 1:
+            raise ValueError(f"max_records must be an int >= 1, got {max_records!r}")
+        if max_messages is not None and (type(max_messages) is not int or max_messages < 1):
+            raise ValueError(f"max_messages must be an int >= 1 or None, got {max_messages!r}")
+        if max_seconds is not None and not float(max_seconds) > 0:
+            raise ValueError(f"max_seconds must be > 0 or None, got {max_seconds!r}")
+        self.max_records = max_records
+        self.max_messages = max_messages
+        self.max_seconds = None if max_seconds is None else float(max_seconds)
+        self._held: OrderedDict[tuple, Held] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def __contains__(self, key: tuple) -> bool:
+        return key in self._held
+
+    def __iter__(self) -> Iterator[tuple]:
+        return iter(self._held)
+
+    def hold(self, key: tuple, x: dict, *, seen: int, public: bool = False,
+             partition: str = "", offset: int = -1, prediction: Any = None,
+             wall: float | None = None) -> list[tuple[tuple, Held]]:
+        """Hold a record (``seen``: the runner's message count at its arrival); returns the
+        records that expired to make room, oldest first."""
+        self._held[key] = Held(x, bool(public), partition, int(offset), int(seen),
+                               time.time() if wall is None else float(wall), prediction)
+        out = []
+        while len(self._held) > self.max_records:
+            out.append(self._held.popitem(last=False))
+        return out
+
+    def set_prediction(self, key: tuple, prediction: Any) -> None:
+        """Note the prediction made for the held record ``key`` (if it is still held)."""
+        entry = self._held.get(key)
+        if entry is not None:
+            self._held[key] = entry._replace(prediction=prediction)
+
+    def take(self, key: tuple) -> Held | None:
+        """The held record with ``key``, removed; ``None`` when none is held."""
+        return self._held.pop(key, None)
+
+    def expire(self, *, seen: int, now: float | None = None) -> list[tuple[tuple, Held]]:
+        """Remove and return the records past their age at message count ``seen`` (and wall
+        time ``now``), oldest first."""
+        out = []
+        if not self._held:
+            return out
+        limit_seen = None if self.max_messages is None else seen - self.max_messages
+        limit_wall = None
+        if self.max_seconds is not None:
+            limit_wall = (time.time() if now is None else now) - self.max_seconds
+        while self._held:
+            key, entry = next(iter(self._held.items()))
+            if ((limit_seen is not None and entry.seen < limit_seen)
+                    or (limit_wall is not None and entry.wall < limit_wall)):
+                out.append(self._held.popitem(last=False))
+            else:
+                break
+        return out
+
+    def drop_partitions(self, partitions: set[str]) -> list[tuple[tuple, Held]]:
+        """Remove and return the records that arrived on ``partitions`` (a member that lost
+        them: their labels go to the new owner, which reads the records again)."""
+        gone = [k for k, e in self._held.items() if e.partition in partitions]
+        return [(k, self._held.pop(k)) for k in gone]
+
+    # ------------------------------------------------------------ checkpoints
+    def state(self) -> dict:
+        """Data-only state for the checkpoint: the bounds and one row per held record."""
+        return {"max_records": self.max_records, "max_messages": self.max_messages,
+                "max_seconds": self.max_seconds,
+                "held": [[k[0], k[1], e.x if isinstance(e.x, dict) else list(e.x), e.public,
+                          e.partition, e.offset, e.seen, e.wall,
+                          e.prediction] for k, e in self._held.items()]}
+
+    @classmethod
+    def from_state(cls, state: dict | None, **bounds: Any) -> HeldRecords:
+        """The store saved in ``state`` (``None``: an empty one), with ``bounds`` (the
+        constructor's keywords) overriding the saved ones: a restart may change them."""
+        state = state or {}
+        kwargs = {k: state[k] for k in ("max_records", "max_messages", "max_seconds")
+                  if k in state}
+        kwargs.update(bounds)
+        out = cls(**kwargs)
+        for kind, value, x, public, partition, offset, seen, wall, pred in state.get("held", []):
+            x = dict(x) if isinstance(x, dict) else (np.asarray(x[0], dtype=np.float64),
+                                                     np.asarray(x[1], dtype=np.int32))
+            out._held[(kind, value)] = Held(x, bool(public), partition, int(offset),
+                                            int(seen), float(wall), pred)
+        return out
+
+
+class Joined(NamedTuple):
+    """A label message joined with its held record (:mod:`~dpstream.stream.labels`): learned
+    at the label's position with the record's features and public flag."""
+
+    id: Any
+    y: Any
+    public: bool
+    held: Any
+
+
+class LabelJoin:
+    """The runner's half of the join (:class:`~dpstream.stream.runner.Runner` inherits it):
+    holding records, taking labels, expiring, and their checkpoint state. It uses the
+    runner's ``counters``, ``positions``, ``model``, ``validator``, ``scorer`` and its
+    ``_learned`` / ``_advance``."""
+
+    def _init_labels(self, holding: bool, max_held: int, held_messages: int | None,
+                     held_seconds: float | None) -> None:
+        #: records waiting for their labels (``None``: unlabeled records are not held)
+        self.held: HeldRecords | None = (HeldRecords(max_held, held_messages, held_seconds)
+                                         if holding else None)
+        #: ids whose label joined, and ids of held records that expired: what a later label
+        #: for them is counted as (``labels_repeated``, ``labels_expired``)
+        self.joined_ids = IdMemory(self.id_memory)
+        self.expired_ids = IdMemory(self.id_memory)
+
+    def _restore_labels(self, labels: dict) -> None:
+        if self.held is not None:
+            h = self.held
+            self.held = HeldRecords.from_state(
+                labels.get("held"), max_records=h.max_records, max_messages=h.max_messages,
+                max_seconds=h.max_seconds)
+        elif labels.get("held") and labels["held"].get("held"):
+            raise ValueError(f"the checkpoint holds {len(labels['held']['held'])} records "
+                             f"waiting for their labels; resume with hold_unlabeled (serve "
+                             f"--hold-unlabeled) so that none is lost")
+        self.joined_ids = IdMemory.from_state(labels.get("joined", []), self.ids.size)
+        self.expired_ids = IdMemory.from_state(labels.get("expired", []), self.ids.size)
+
+    def _learn_pairs(self, recs: list, admitted: list, valid: list, rows: Any,
+                     row_of: dict) -> tuple[list, list]:
+        """A batch segment where delayed labels interleave held records (advanced over) and
+        joined pairs (learned) one by one: the pairs learned in one call, then the rest
+        advanced over. Nothing can close or release inside a segment (``stream_room``), and
+        a window drops its blank places before training, so the state is the one the
+        records' order gives (tests/test_delayed_labels.py compares the two models)."""
+        model = self.model
+        learn = [entry for entry in admitted if entry[2]]
+        pick = [row_of[id(entry)] for entry in learn]
+        model.learn_stream(rows if len(pick) == len(valid) else rows.take(pick),
+                           [r.y for _, r, _ in learn], public=[r.public for _, r, _ in learn])
+        rest = len(admitted) - len(learn)
+        advance = getattr(model, "advance", None)
+        if rest and advance is not None:
+            advance(rest)
+        return ([recs[k] for k, _, ok in admitted if ok],
+                [recs[k] for k, _, ok in admitted if not ok])
+
+    def _joined_rows(self, valid: list, numeric: np.ndarray, codes: np.ndarray) -> list[int]:
+        """Write each joined pair's held row into the segment's columns; their positions."""
+        joined = [j for j, entry in enumerate(valid) if type(entry[1]) is Joined]
+        for j in joined:
+            x = valid[j][1].held.x
+            numeric[j], codes[j] = (x if not isinstance(x, dict)
+                                    else compact_features(self.validator, x))
+        return joined
+
+    def _score_joined(self, pair: Joined, made: dict) -> None:
+        """Score a joined pair's label against the prediction its record got on arrival
+        (``made``: this segment's predictions of held records, by key)."""
+        key = (type(pair.id).__name__, pair.id)
+        pred = pair.held.prediction if key not in made else made[key]
+        if self.scorer is not None and pred is not None:
+            self.scorer(pair.y, pred)
+
+    def _labels_state(self) -> dict:
+        return {"held": None if self.held is None else self.held.state(),
+                "joined": self.joined_ids.state(), "expired": self.expired_ids.state()}
+
+    def _as_label(self, record: Any) -> LabelMessage | None:
+        """A label message (its clipped and coerced counts added), or a full record with
+        the label of a record held, joined or expired (a label too); else ``None``."""
+        if type(record) is LabelMessage:
+            self.counters["clipped"] += record.clipped
+            self.counters["coerced_labels"] += record.coerced
+            return record
+        key = (type(record.id).__name__, record.id)
+        if record.labeled and key in self.ids and (
+                (self.held is not None and key in self.held)
+                or key in self.joined_ids or key in self.expired_ids):
+            return LabelMessage(record.id, record.y, record.clipped, record.coerced)
+        return None
+
+    def _hold(self, rec: SourceRecord, record: Any, pred: Any) -> None:
+        """Hold an unlabeled record for its label (its id and position taken, counted
+        unlabeled)."""
+        self._accept(rec, record)
+        self.counters["held"] += 1
+        key = (type(record.id).__name__, record.id)
+        row = compact_features(self.validator, record.x)   # (its batch row: ~100 bytes)
+        for old, _ in self.held.hold(key, row, seen=self.counters["seen"],
+                                     public=record.public, partition=rec.partition,
+                                     offset=rec.offset, prediction=jsonable(pred)):
+            self._expired(old)
+
+    def _hold_row(self, rec: SourceRecord, record: Any, key: tuple, row: tuple) -> None:
+        """:meth:`_hold` for a record of a validated batch: its ``(numeric, codes)`` row."""
+        self.counters["held"] += 1
+        for old, _ in self.held.hold(key, row, seen=self.counters["seen"],
+                                     public=record.public, partition=rec.partition,
+                                     offset=rec.offset):
+            self._expired(old)
+
+    def _take_label(self, rec: SourceRecord, label: LabelMessage) -> Any:
+        """A label message of a batch: the :class:`Joined` pair to learn at its position, or
+        the label itself, counted (unknown, expired, repeated) and passed over."""
+        key = (type(label.id).__name__, label.id)
+        entry = None if self.held is None else self.held.take(key)
+        self.positions[rec.partition] = rec.offset + 1
+        if entry is None:
+            self.counters["labels_repeated" if key in self.joined_ids else
+                          "labels_expired" if key in self.expired_ids else
+                          "labels_unknown"] += 1
+            return label
+        self.counters["labels_joined"] += 1
+        self.joined_ids.add(key)
+        return Joined(label.id, label.y, entry.public, entry)
+
+    def _expire(self) -> None:
+        for key, _ in self.held.expire(seen=self.counters["seen"]):
+            self._expired(key)
+
+    def _expired(self, key: tuple) -> None:
+        self.counters["held_expired"] += 1
+        self.expired_ids.add(key)
+
+    def _join(self, rec: SourceRecord, label: LabelMessage) -> None:
+        """A label message: the held record with its id learned with its label, at this
+        message's position; else counted (unknown, expired, repeated) and passed over."""
+        model = self.model
+        key = (type(label.id).__name__, label.id)
+        entry = None if self.held is None else self.held.take(key)
+        self.positions[rec.partition] = rec.offset + 1
+        rounds, epoch = model.training_rounds, release_epoch(model)
+        if entry is None:
+            outcome = ("labels_repeated" if key in self.joined_ids else
+                       "labels_expired" if key in self.expired_ids else "labels_unknown")
+            self.counters[outcome] += 1
+            self._advance([rec], rounds, epoch)
+            return
+        self.counters["labels_joined"] += 1
+        self.joined_ids.add(key)
+        if self.scorer is not None and entry.prediction is not None:
+            self.scorer(label.y, entry.prediction)
+        kwargs: dict[str, Any] = {"public": True} if entry.public else {}
+        if getattr(model, "window_seconds", None) is not None and "timestamp" in rec.meta:
+            kwargs["t"] = rec.meta["timestamp"]
+        x = entry.x if isinstance(entry.x, dict) else row_features(self.validator, *entry.x)
+        model.learn_one(x, label.y, **kwargs)
+        self._learned([rec], model.training_rounds != rounds, release_epoch(model) != epoch)
+
+
+def release_epoch(model: Any) -> int:
+    """The model's count of noise-drawing releases: its ``release_epoch`` (S-GBDT: rounds
+    plus drift-signal windows), else its ``training_rounds``."""
+    epoch = getattr(model, "release_epoch", None)
+    return model.training_rounds if epoch is None else epoch
+
+
+def jsonable(value: Any) -> Any:
+    """A numpy scalar as its Python value (a prediction kept in JSON or a checkpoint)."""
+    if hasattr(value, "item"):
+        return value.item()
+    return value
