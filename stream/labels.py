@@ -42,8 +42,8 @@ Examples
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
-from collections.abc import Iterator
+from collections import OrderedDict, deque
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -52,8 +52,8 @@ from ..connectors import SourceRecord
 from ..connectors.idmemory import IdMemory
 from .messages import LabelMessage, compact_features, row_features
 
-__all__ = ["HeldRecords", "Held", "Joined", "LabelJoin", "LABEL_COUNTERS", "DEFAULT_MAX_HELD",
-           "DEFAULT_MAX_HELD_MESSAGES"]
+__all__ = ["HeldRecords", "Held", "Joined", "LabelJoin", "LabelPacer", "LABEL_COUNTERS",
+           "DEFAULT_MAX_HELD", "DEFAULT_MAX_HELD_MESSAGES"]
 
 #: records held at most (``serve --max-held``)
 DEFAULT_MAX_HELD = 10_000
@@ -364,3 +364,74 @@ def jsonable(value: Any) -> Any:
     if hasattr(value, "item"):
         return value.item()
     return value
+
+
+class LabelPacer:
+    """Label messages of a second topic, let through in step with the records.
+
+    Two topics have no order between them: a service draining a backlog (after a restart,
+    say) may read a label before the record it labels, which then counts as
+    ``labels_unknown`` and is lost. The pacer keeps each label read from the label topic until
+    a record strictly newer than it (by the messages' Kafka timestamps) has been read from the
+    same partition of the records topic (the topics are co-partitioned), or the records topic
+    is read to its end (``caught_up``), or the label has waited ``max_wait_s`` seconds: a
+    label is then processed after every record produced before it. It keeps at most
+    ``max_waiting`` labels (:meth:`wants_more` tells the service to stop reading labels
+    meanwhile). The waiting labels are not processed, so their offsets are not committed: a
+    crash re-reads them.
+
+    >>> from dpstream.connectors import SourceRecord
+    >>> def msg(topic, i, ts):
+    ...     return SourceRecord(b"", partition=f"{topic}:0", offset=i, meta={"timestamp": ts})
+    >>> pacer = LabelPacer()
+    >>> pacer.add([msg("labels", 0, 5.0), msg("labels", 1, 9.0)])
+    >>> pacer.saw([msg("records", 7, 6.0)])         # a record newer than the first label
+    >>> [m.offset for m in pacer.ready(caught_up=False)]
+    [0]
+    >>> [m.offset for m in pacer.ready(caught_up=True)], len(pacer)
+    ([1], 0)
+    """
+
+    def __init__(self, max_waiting: int = 50_000, max_wait_s: float = 10.0):
+        self.max_waiting, self.max_wait_s = int(max_waiting), float(max_wait_s)
+        #: partition number -> the newest record timestamp read from it
+        self.newest: dict[str, float] = {}
+        self._waiting: deque = deque()   # (label message, monotonic time read)
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def wants_more(self) -> bool:
+        """Whether the service should read more labels now."""
+        return len(self._waiting) < self.max_waiting
+
+    def saw(self, records: Sequence[SourceRecord]) -> None:
+        """Records read from the records topic (only their partitions and timestamps are
+        looked at)."""
+        newest = self.newest
+        for rec in records:
+            ts = rec.meta.get("timestamp") if rec.meta else None
+            if ts is not None:
+                p = rec.partition.rpartition(":")[2]
+                if ts > newest.get(p, -1.0):
+                    newest[p] = ts
+
+    def add(self, labels: Sequence[SourceRecord]) -> None:
+        """Label messages read from the label topic, in its order."""
+        now = time.monotonic()
+        self._waiting.extend((m, now) for m in labels)
+
+    def ready(self, caught_up: bool) -> list[SourceRecord]:
+        """The labels to process now, in the order read: the first ones older than the newest
+        record read from their partition, all of them once the records are ``caught_up``,
+        and any that waited ``max_wait_s``."""
+        out, waiting, newest = [], self._waiting, self.newest
+        stale = time.monotonic() - self.max_wait_s
+        while waiting:
+            m, since = waiting[0]
+            ts = m.meta.get("timestamp") if m.meta else None
+            if not (caught_up or ts is None or since <= stale
+                    or ts < newest.get(m.partition.rpartition(":")[2], -1.0)):
+                break
+            out.append(waiting.popleft()[0])
+        return out

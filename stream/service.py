@@ -31,7 +31,7 @@ from ..connectors import (
     JsonlDeadLetterSink,
     read_checkpoint,
 )
-from .labels import DEFAULT_MAX_HELD, DEFAULT_MAX_HELD_MESSAGES
+from .labels import DEFAULT_MAX_HELD, DEFAULT_MAX_HELD_MESSAGES, LabelPacer
 from .messages import MAX_ID_BYTES, MAX_MESSAGE_BYTES, Schema
 from .metrics import (
     MAX_DEAD_LETTER_SHARE,
@@ -292,6 +292,7 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                               accept_behind=runner.skip_to if settings.accept_behind
                               else None)
         labels = None
+        pacer = LabelPacer()   # a label waits for the records produced before it
         if settings.label_topic:
             check_copartitioned(settings.bootstrap, settings.topic, settings.label_topic)
             labels = kafka_source(client, settings.bootstrap, settings.label_topic,
@@ -339,7 +340,11 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                     else:
                         member.process_adopting(chunk)
                 if labels is not None:   # after the records: a label finds its record held
-                    for chunk in _chunks(labels.poll(timeout_ms=0), stop):
+                    pacer.saw(records)
+                    if pacer.wants_more():
+                        pacer.add(labels.poll(timeout_ms=0))
+                    caught_up = not records and source.lag(runner.positions) == 0
+                    for chunk in _chunks(pacer.ready(caught_up), stop):
                         runner.process_many(chunk)
                 if member is not None:
                     member.poll()

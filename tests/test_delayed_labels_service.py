@@ -247,6 +247,48 @@ def test_serve_with_a_label_topic_killed_three_times_learns_every_labeled_record
         broker.stop()
 
 
+@pytest.mark.kafka
+def test_serve_draining_a_backlog_of_two_topics_meets_every_label_with_its_record(tmp_path):
+    """Records and labels produced in time order to their two topics before serve starts: the
+    service reads a backlog, where the label topic's consumer could run ahead of the records'
+    one; every label still comes after its record (stream.labels.LabelPacer), so the counters
+    are those of the interleaved stream's oracle: no label lost as unknown."""
+    from dpstream.connectors.partitioning import key_partition
+
+    messages = [m for m in delayed_stream(4000, seed=7, full_labels=0, bad=0)
+                if m.startswith(b'{"id"')]
+    want = oracle(messages, max_messages=10**9)
+    schema = tmp_path / "schema.json"
+    ADULT_SCHEMA.dump(schema)
+    ck, log = tmp_path / "ck", tmp_path / "serve.log"
+    broker = LocalBroker().start()
+    try:
+        broker.create_topic("records", partitions=2)
+        broker.create_topic("labels", partitions=2)
+        from kafka import KafkaProducer
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5)
+        for m in messages:   # one producer, in order: a label's timestamp follows its record's
+            i = str(json.loads(m)["id"]).encode()
+            producer.send("records" if b'"x"' in m else "labels", m, key=i,
+                          partition=key_partition(i, 2))
+            time.sleep(0.0002)
+        producer.flush()
+        producer.close()
+        cmd = [*DPSTREAM, "serve", "--bootstrap", broker.bootstrap, "--topic", "records",
+               "--label-topic", "labels", "--group", "dp", "--schema", str(schema),
+               "--epsilon", "1.0", "--checkpoint-dir", str(ck), "--metrics-port", "0",
+               "--seed", "0", "--checkpoint-interval", "0.5", "--set", "round_size=200"]
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=out)
+        _wait(lambda: _seen(ck) >= len(messages), 180, "every message", log)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        _final(ck, want)
+        assert want["labels_unknown"] == 5 and want["labels_joined"] > 2000
+    finally:
+        broker.stop()
+
+
 def test_serve_refuses_labels_that_cannot_meet_their_records(tmp_path):
     from dpstream.stream.service import ServeSettings, check_copartitioned
 

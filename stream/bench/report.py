@@ -17,7 +17,8 @@ prequential accuracy over the stream (:func:`plot_stream_curves`; a line from be
 has none); the speed section (every stream model with its library defaults, each in a fresh
 process: rows/s and resident memory); then the drifting streams (:mod:`.drift_report`: accuracy
 over the stream, drift marked); then the young streams (:mod:`.young_streams`: the first
-records and a drift restart, beside the oracle-refit reference).
+records and a drift restart, beside the oracle-refit reference); then the delayed labels
+(:mod:`.delayed`: accuracy by label delay).
 
 Examples
 --------
@@ -38,6 +39,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
+from .delayed import delayed_section
 from .drift_report import drift_section
 from .scale_report import scale_out_section
 from .suite import PAPER, PAPER_NONPRIVATE, RELEASED, summarize, variant_label
@@ -492,7 +494,7 @@ def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         groups[_table_key(r)].append(r)
-    tables = [k for k in groups if k[1] not in ("stream", "drift", "speed", "young")]
+    tables = [k for k in groups if k[1] not in ("stream", "drift", "speed", "young", "delayed")]
     if tables:
         out += ["## Accuracy against ε", "",
                 "Kinds: dpstream (solid lines), diffprivlib's DP random forest and "
@@ -524,6 +526,9 @@ def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
     young = [r for r in rows if r.get("table") == "young"]
     if young:
         out += young_section(young, img, img_prefix)
+    delayed = [r for r in rows if r.get("table") == "delayed"]
+    if delayed:
+        out += delayed_section(delayed, img, img_prefix)
     out += scale_out_section(list(scale_rows), img, img_prefix)
     out.append(_HOW.replace("[references.md](references.md)",
                             link("references.md", "references.md")))

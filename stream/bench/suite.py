@@ -30,7 +30,9 @@ library defaults over the Adult stream, each in a fresh process, for rows/s and 
 (:mod:`dpstream.stream.bench.speed`). The young-stream section runs S-GBDT and the window
 forests from the first record of short streams and after a drift restart, with the library
 defaults and the defaults before issue 64, beside an oracle-refit reference
-(:mod:`dpstream.stream.bench.young_streams`).
+(:mod:`dpstream.stream.bench.young_streams`). The delayed-label section runs the same models and
+river's HoeffdingTree with each label d records after its record on Elec2 and Adult
+(:mod:`dpstream.stream.bench.delayed`).
 
 Every line carries DESIGN.md §6's bench fields plus ``rows_per_s``, ``peak_rss_mib`` (the
 peak resident memory of the process while the cell ran, reset before each cell where Linux
@@ -68,6 +70,7 @@ from .baselines import (
     missing_optional,
     run_baseline,
 )
+from .delayed import DELAYED_MODELS, DELAYED_SCENARIOS, DELAYED_SEEDS, run_delayed
 from .drift_streams import DRIFT_SCENARIOS, WINDOW_FORESTS, run_drift_stream
 from .memory import peak_rss_mib, reset_peak, status_mib, trim
 from .protocols import DEFAULT_FOLDS, SGBDT_HOLDOUT, run_bench
@@ -136,6 +139,7 @@ class Profile:
     speed_n: int | None = None
     dp_peer: bool = True               # DP-EBM next to S-GBDT on Adult and Abalone
     young: tuple[str, ...] = ()        # young streams, now and before (:mod:`.young_streams`)
+    delayed: tuple[str, ...] = ()      # delayed-label streams (:mod:`.delayed`)
 
 
 #: figures quoted by the papers: (model, params, dataset, labeled_fraction) -> {ε: value};
@@ -253,7 +257,8 @@ PROFILES: dict[str, Profile] = {
                              ("agrawal-drift", _STREAMERS), ("elec2", _STREAMERS),
                              *((m, _CLASSIFIERS) for m in MULTICLASS_STREAMS)),
                     drifts=tuple(DRIFT_SCENARIOS),
-                    speeds=SPEED_MODELS, young=YOUNG_SCENARIOS),
+                    speeds=SPEED_MODELS, young=YOUNG_SCENARIOS,
+                    delayed=tuple(DELAYED_SCENARIOS)),
     # <= 5 minutes on 2 cores with the bench extra: 5-fold instead of 10-fold CV for the
     # random / greedy forest table, and no scikit-learn there (QUICK_TABLES); the drifting
     # streams without river's ARF (its 30,000 records cost more than everything else of the
@@ -279,7 +284,7 @@ PROFILES: dict[str, Profile] = {
 class Cell:
     """One line of the results: a model, baseline or stream run at one ε."""
 
-    kind: str                     # "model" | "baseline" | "stream" | "drift" | "speed" | "young"
+    kind: str   # "model" | "baseline" | "stream" | "drift" | "speed" | "young" | "delayed"
     name: str
     dataset: str
     protocol: str
@@ -317,6 +322,10 @@ class Cell:
             return run_young_stream(self.name, self.dataset, epsilon=self.epsilon,
                                     seeds=tuple(range(self.repeats)), params=dict(self.params),
                                     progress=progress)
+        if self.kind == "delayed":
+            return run_delayed(self.name, self.dataset, dict(self.params)["delay"],
+                               epsilon=self.epsilon, seeds=tuple(range(self.repeats)),
+                               progress=progress)
         if self.kind == "drift":
             return run_drift_stream(self.name, self.dataset, epsilon=self.epsilon,
                                     n=self.n or 30_000, repeats=self.repeats,
@@ -396,6 +405,10 @@ def build_matrix(profile: str | Profile) -> list[Cell]:
     cells += [Cell("young", m, d, "young", prof.stream_epsilon, params=p, repeats=YOUNG_SEEDS)
               for d in prof.young for m in young_models(d)
               for p in ((), tuple(sorted(before_params(m, d).items())))]
+    cells += [Cell("delayed", m, d, "delayed", None if m == "hoeffding-tree"
+                   else prof.stream_epsilon, params=(("delay", delay),),
+                   repeats=1 if m == "hoeffding-tree" else DELAYED_SEEDS)
+              for d in prof.delayed for m in DELAYED_MODELS for delay in DELAYED_SCENARIOS[d]]
     return cells
 
 
