@@ -168,6 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     ds.add_argument("--roster", metavar="PATH", help="roster: parties' public keys, threshold")
     ds.add_argument("--board-key", metavar="PATH", help="this party's signing key (PEM)")
     sv.add_argument("--model-topic", metavar="T", help="share windows with group members on T")
+    sv.add_argument("--held-topic", metavar="T", help="with --model-topic: the private topic "
+                    "of held records handed over at a rebalance (default T-held)")
     sv.add_argument("--whole-windows", action="store_true", default=None, help="with --model-"
                     "topic: full-size windows, not sized by this member's partition share")
     _held_flags(sv, "topic")

@@ -53,7 +53,7 @@ from ..connectors.idmemory import IdMemory
 from .messages import LabelMessage, compact_features, row_features
 
 __all__ = ["HeldRecords", "Held", "Joined", "LabelJoin", "LabelPacer", "LABEL_COUNTERS",
-           "DEFAULT_MAX_HELD", "DEFAULT_MAX_HELD_MESSAGES"]
+           "DEFAULT_MAX_HELD", "DEFAULT_MAX_HELD_MESSAGES", "HELD_FORMAT"]
 
 #: records held at most (``serve --max-held``)
 DEFAULT_MAX_HELD = 10_000
@@ -61,7 +61,10 @@ DEFAULT_MAX_HELD = 10_000
 DEFAULT_MAX_HELD_MESSAGES = 1_000_000
 #: the runner's counters of the join (curator-only: they depend on the records' content)
 LABEL_COUNTERS = ("held", "labels_joined", "held_expired", "labels_unknown", "labels_expired",
-                  "labels_repeated")
+                  "labels_repeated", "held_handed_over", "held_adopted", "held_dropped")
+#: the held-topic message of one partition's held records, handed over at a rebalance
+#: (stream/members.py: :meth:`HeldRecords.hand_over`, :meth:`HeldRecords.adopt`)
+HELD_FORMAT = "dpstream-held/1"
 
 
 class Held(NamedTuple):
@@ -163,6 +166,49 @@ class HeldRecords:
         them: their labels go to the new owner, which reads the records again)."""
         gone = [k for k, e in self._held.items() if e.partition in partitions]
         return [(k, self._held.pop(k)) for k in gone]
+
+    # ------------------------------------------------------------ rebalances
+    def hand_over(self, partitions: set[str], *, seen: int) -> dict[str, dict]:
+        """Remove the records that arrived on ``partitions`` and return them packed per
+        partition (:meth:`adopt` takes a pack): features as two matrices, each record's id,
+        public flag, offset, age in messages at count ``seen``, arrival wall time and
+        prediction. A consumer-group member hands them to the partitions' next owner."""
+        by: dict[str, list[tuple[tuple, Held]]] = {}
+        for key in [k for k, e in self._held.items() if e.partition in partitions]:
+            entry = self._held.pop(key)
+            by.setdefault(entry.partition, []).append((key, entry))
+        out = {}
+        for partition, entries in by.items():
+            xs = [e.x if not isinstance(e.x, dict) else None for _, e in entries]
+            if any(x is None for x in xs):   # (a dict row, from an old checkpoint)
+                raise ValueError("held records kept as dicts cannot be handed over")
+            out[partition] = {
+                "ids": [[k[0], k[1]] for k, _ in entries],
+                "numeric": np.stack([np.asarray(x[0], dtype=np.float64) for x in xs]),
+                "codes": np.stack([np.asarray(x[1], dtype=np.int32) for x in xs]),
+                "public": [bool(e.public) for _, e in entries],
+                "offsets": [int(e.offset) for _, e in entries],
+                "age": [int(seen) - int(e.seen) for _, e in entries],
+                "wall": [float(e.wall) for _, e in entries],
+                "prediction": [e.prediction for _, e in entries]}
+        return out
+
+    def adopt(self, pack: dict, partition: str, *, seen: int) -> list[tuple[tuple, Held]]:
+        """Hold the records of a :meth:`hand_over` pack of ``partition`` (their ages kept:
+        arrival counts ``seen`` less their age); returns the records that expired to make
+        room, oldest first."""
+        numeric, codes = np.asarray(pack["numeric"]), np.asarray(pack["codes"])
+        for i, (kind, value) in enumerate(pack["ids"]):
+            self._held[(kind, value)] = Held(
+                (numeric[i], codes[i]), bool(pack["public"][i]), partition,
+                int(pack["offsets"][i]), int(seen) - int(pack["age"][i]),
+                float(pack["wall"][i]), pack["prediction"][i])
+        # oldest first again (expiry reads the front), then the cap
+        self._held = OrderedDict(sorted(self._held.items(), key=lambda kv: kv[1].seen))
+        out = []
+        while len(self._held) > self.max_records:
+            out.append(self._held.popitem(last=False))
+        return out
 
     # ------------------------------------------------------------ checkpoints
     def state(self) -> dict:

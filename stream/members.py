@@ -95,6 +95,7 @@ from ..models.windows.window_exchange import (
     discard_open_window,
     record_ranges,
 )
+from .labels import HELD_FORMAT
 from .runner import Runner
 
 __all__ = ["WindowMember"]
@@ -145,8 +146,11 @@ class WindowMember:
     """
 
     def __init__(self, runner: Runner, topic: ModelTopic, member: str, hold: bool = True,
-                 await_windows: bool = False):
+                 await_windows: bool = False, held_topic: ModelTopic | None = None):
         self.runner, self.topic, self.member = runner, topic, member
+        #: the private topic of held records handed over at a rebalance (``None``: none)
+        self.held_topic = held_topic
+        self.held_offers: dict[str, Any] = {}   # held-topic key -> its newest offer read
         self.hold = bool(hold)
         self.ensemble = WindowEnsemble(runner.model, member)
         self.handoff: dict[str, int] = {}       # partition -> newest published position
@@ -568,12 +572,67 @@ class WindowMember:
             runner.model.__dict__["member_claims"] = seq
             self.topic.publish(claims)
             self.merge()   # to the claims: windows published before them move the start
+            self._move_to_handoff()
+            self._take_over_held()
         except TimeoutError as exc:   # stopping, or the broker is away: process nothing yet
             log.warning("member %s: %s", self.member, exc)
             return False
-        self._move_to_handoff()
         self.unverified.clear()
         return True
+
+    def _take_over_held(self) -> None:
+        """The held records of each newly assigned partition (records waiting for a label
+        that will come on this partition, docs/service.md "Delayed labels"): the previous
+        owner's offer on the held topic is adopted when it was made at the position this
+        member starts the partition at (nobody trained the partition since); this member's
+        own held records of the partition are dropped when another member has trained it
+        since this member's checkpoint (they may have been learned there) or an offer
+        replaces them. So a record is held by one member at a time, and learned once."""
+        runner = self.runner
+        if self.held_topic is None or runner.held is None:
+            return
+        self.held_offers.update(self.held_topic.catch_up())
+        for p in sorted(self.unverified):
+            start = runner.positions.get(p, 0)
+            offer = self.held_offers.get(f"held/{p}")
+            fresh = (offer is not None and offer.get("format") == HELD_FORMAT
+                     and int(offer["position"]) == start)
+            stale = self.handoff.get(p, -1) > runner.saved_positions.get(p, -1)
+            if fresh or stale:
+                dropped = runner.held.drop_partitions({p})
+                if dropped and not fresh:
+                    runner.counters["held_dropped"] += len(dropped)
+                    log.info("member %s: dropped %d held records of %s, trained by another "
+                             "member since", self.member, len(dropped), p)
+            if fresh and offer["ids"]:
+                for key, _ in runner.held.adopt(offer, p, seen=runner.counters["seen"]):
+                    runner._expired(key)
+                for kind, value in offer["ids"]:
+                    runner.ids.add((kind, value))
+                runner.counters["held_adopted"] += len(offer["ids"])
+                log.info("member %s: took over %d held records of %s from %s", self.member,
+                         len(offer["ids"]), p, offer.get("member"))
+
+    def _hand_over(self, partitions: set[str]) -> None:
+        """Offer this member's held records of ``partitions`` (being revoked) to their next
+        owner on the held topic, at the handoff position it starts from; they leave this
+        member's store (checkpointed first: a crash in between loses them, never doubles
+        them)."""
+        runner = self.runner
+        if self.held_topic is None or runner.held is None or not partitions:
+            return
+        packs = runner.held.hand_over(partitions, seen=runner.counters["seen"])
+        if not packs:
+            return
+        n = sum(len(pack["ids"]) for pack in packs.values())
+        runner.counters["held_handed_over"] += n
+        runner.checkpoint()
+        self.held_topic.publish({
+            f"held/{p}": {"format": HELD_FORMAT, "member": self.member, "partition": p,
+                          "position": int(self.handoff.get(p, runner.positions.get(p, 0))),
+                          **pack} for p, pack in packs.items()})
+        log.info("member %s: handed over %d held records of %s", self.member, n,
+                 sorted(packs))
 
     def _move_to_handoff(self) -> None:
         """Each newly assigned partition starts at the newest handoff position read."""
@@ -631,11 +690,14 @@ class WindowMember:
             self.unverified.clear()
 
     def on_revoke(self) -> None:
-        """Before partitions are revoked: close the open window, checkpoint, publish."""
+        """Before partitions are revoked: close the open window, checkpoint, publish; then
+        offer the held records of the partitions to their next owner (:meth:`_hand_over`)."""
         with self.runner.lock:
+            owned = set(self.owned)
             self.owned.clear()
             self.unverified.clear()
             self.claimed.clear()   # a claim read from now on takes nothing of ours
             if close_open_window(self.runner.model):
                 self.pending.clear()
             self.publish()
+            self._hand_over(owned)

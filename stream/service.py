@@ -128,6 +128,10 @@ class ServeSettings(BaseSettings):
     member_id: str | None = Field(None, description="this member's id (unique in the group, "
                                                     "stable across restarts; default: host "
                                                     "name and checkpoint directory)")
+    held_topic: str | None = Field(None, description="with --model-topic: the topic where a "
+                                   "member offers its held records (waiting for labels) to a "
+                                   "partition's next owner at a rebalance; private: it holds "
+                                   "records' features (default: MODEL_TOPIC-held)")
     whole_windows: bool = Field(False, description="with --model-topic: windows and trees of "
                                 "the model's full sizes in every member, instead of sizes "
                                 "scaled by the member's share of the partitions")
@@ -183,6 +187,8 @@ class ServeSettings(BaseSettings):
             if self.seed is not None:   # members never share noise (differences would cancel it)
                 mixed = hashlib.sha256(f"{self.seed}/{self.member_id}".encode()).hexdigest()
                 self.seed = int(mixed[:8], 16)
+            if self.held_topic is None:
+                self.held_topic = f"{self.model_topic}-held"
             if self.model == "sgbdt" or self.board_topic is not None:
                 raise ValueError("--model-topic merges window forests (median-forest, "
                                  "random-forest, rdt, greedy-forest); S-GBDT across processes "
@@ -278,6 +284,8 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         if settings.model_topic:
             member = _start_member(settings, runner, stop)
             sinks.append(member.topic)
+            if member.held_topic is not None:
+                sinks.append(member.held_topic)
         source = kafka_source(client, settings.bootstrap, settings.topic, settings.group,
                               position_of=runner.position_of if member is None
                               else member.position_of,
@@ -471,8 +479,14 @@ def _start_member(settings: ServeSettings, runner: Runner, stop: threading.Event
                        key=None if key is None else key.encode())
     if not topic.connect():
         raise RuntimeError("stopped before the model topic was reachable")
+    held = None
+    if runner.held is not None:   # records wait for labels: hand them over at a rebalance
+        held = ModelTopic(settings.bootstrap, settings.held_topic, stop=stop,
+                          key=None if key is None else key.encode())
+        if not held.connect():
+            raise RuntimeError("stopped before the held topic was reachable")
     member = WindowMember(runner, topic, settings.member_id, hold=settings.hold_windows,
-                          await_windows=settings.await_windows)
+                          await_windows=settings.await_windows, held_topic=held)
     member.start()
     log.info("member %s: %d windows of members %s on model topic %s", settings.member_id,
              len(member.ensemble.windows), member.ensemble.members(), settings.model_topic)
