@@ -39,6 +39,7 @@ from .partitioning import key_partition
 from .records import SinkError, SourceError, SourceRecord
 
 __all__ = ["KafkaSource", "KafkaSink", "KafkaDeadLetterSink", "GroupSource", "DeadLetterSend",
+           "FollowerSource",
            "connect_with_backoff", "connect_deadline", "BrokerUnreachable", "partition_key",
            "CheckpointBehindError", "commit_metadata"]
 
@@ -595,6 +596,91 @@ class KafkaSource(GroupSource):
             except Exception as exc:  # closing a consumer whose broker is gone
                 log.warning("consumer close: %s", exc)
             self.consumer = None
+
+
+class FollowerSource:
+    """A topic read without a consumer group, the partitions another source's group assigned:
+    a label topic co-partitioned with the records topic, read by the group member that holds
+    the records (``serve --label-topic`` with ``--model-topic``). Partition ``p`` of this topic
+    is followed from the position the caller gives (its checkpoint or the group's handoff)
+    while partition ``p`` of the records topic is this member's (:meth:`follow`,
+    :meth:`unfollow_all`, called from the records source's rebalance callbacks: no network
+    call). Nothing is committed to Kafka: the positions live in the member's checkpoint and
+    windows.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, *, consumer_config: dict | None = None):
+        self.bootstrap, self.topic = bootstrap, topic
+        self.config = dict(consumer_config or {})
+        self.consumer: Any = None
+        self.followed: dict[int, int | None] = {}   # partition -> start (None: the beginning)
+        self._assigned: dict[int, int | None] | None = None
+
+    def connect(self, stop: threading.Event) -> bool:
+        from kafka import KafkaConsumer
+
+        self.consumer = connect_with_backoff(
+            lambda: KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
+                                  enable_auto_commit=False, auto_offset_reset="earliest",
+                                  bootstrap_timeout_ms=5000, **self.config),
+            what=f"Kafka broker {self.bootstrap} (label topic {self.topic})", stop=stop)
+        return self.consumer is not None
+
+    def follow(self, partition: int, position: int | None) -> None:
+        """Read ``partition`` from ``position`` (``None``: its beginning) from the next poll."""
+        self.followed[int(partition)] = position
+
+    def unfollow_all(self) -> None:
+        self.followed.clear()
+
+    def _sync(self) -> None:
+        from kafka import TopicPartition
+
+        if self._assigned == self.followed:
+            return
+        tps = {p: TopicPartition(self.topic, p) for p in self.followed}
+        self.consumer.assign(list(tps.values()))
+        for p, tp in tps.items():
+            if self.followed[p] is None:
+                self.consumer.seek_to_beginning(tp)
+            else:
+                self.consumer.seek(tp, self.followed[p])
+        self._assigned = dict(self.followed)
+
+    def poll(self, timeout_ms: int = 0) -> list[SourceRecord]:
+        """The next messages of the followed partitions (``[]`` while none is followed)."""
+        from kafka.errors import RetriableError
+
+        if self.consumer is None:
+            return []
+        self._sync()
+        if not self.followed:
+            return []
+        try:
+            batches = self.consumer.poll(timeout_ms=timeout_ms)
+        except RetriableError as exc:
+            log.warning("label topic %s: %s; retrying", self.topic, exc)
+            return []
+        out = []
+        for tp, messages in batches.items():
+            if tp.partition not in self.followed:   # (fetched before an unfollow)
+                continue
+            key = partition_key(tp.topic, tp.partition)
+            for m in messages:
+                value = m.value if m.value is not None else b""
+                meta = {"topic": tp.topic, "kafka_partition": tp.partition}
+                if m.timestamp is not None and m.timestamp >= 0:
+                    meta["timestamp"] = m.timestamp / 1000.0
+                out.append(SourceRecord(value=value, partition=key, offset=m.offset, raw=value,
+                                        meta=meta))
+        return out
+
+    def close(self) -> None:
+        if self.consumer is not None:
+            try:
+                self.consumer.close(autocommit=False)
+            finally:
+                self.consumer = None
 
 
 def _log_commit(offsets, response) -> None:

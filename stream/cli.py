@@ -1,15 +1,12 @@
 """The ``dpstream`` command line: it parses the flags and dispatches, nothing more.
 
-Each command's work lives with its package: ``privacy`` in
-:mod:`dpstream.accounting.calculator`, ``run`` in :mod:`dpstream.stream.run`, ``serve`` /
-``replay`` / ``status`` in :mod:`dpstream.stream.service`, ``bench`` / ``suite`` in
-:mod:`dpstream.stream.bench.commands`, ``broker`` in :mod:`dpstream.connectors.local_broker`.
-
-Commands: ``privacy`` (the privacy calculator), ``run`` (the main job), ``bench`` (accuracy by
-cross-validation), ``serve`` (the Kafka service), ``replay`` (a file, bundled dataset or topic
-to its end), ``status`` (a checkpoint's counters and privacy report), ``migrate-checkpoint``
-(convert a trusted pickled checkpoint of older versions) and ``broker`` (a local broker).
-Every command has ``--help``; ``--json`` prints one JSON object per result line.
+Commands: ``privacy`` (the privacy calculator, :mod:`dpstream.accounting.calculator`), ``run``
+(the main job, :mod:`dpstream.stream.run`), ``serve`` (the Kafka service), ``replay`` (a file,
+bundled dataset or topic to its end), ``status`` (a checkpoint's counters and privacy report)
+and ``migrate-checkpoint`` (a trusted pickled checkpoint of older versions converted), all in
+:mod:`dpstream.stream.service`; ``bench`` / ``suite`` (:mod:`dpstream.stream.bench.commands`)
+and ``broker`` (a local broker, :mod:`dpstream.connectors.local_broker`). Every command has
+``--help``; ``--json`` prints one JSON object per result line.
 """
 
 from __future__ import annotations
@@ -168,8 +165,6 @@ def build_parser() -> argparse.ArgumentParser:
     ds.add_argument("--roster", metavar="PATH", help="roster: parties' public keys, threshold")
     ds.add_argument("--board-key", metavar="PATH", help="this party's signing key (PEM)")
     sv.add_argument("--model-topic", metavar="T", help="share windows with group members on T")
-    sv.add_argument("--held-topic", metavar="T", help="with --model-topic: the private topic "
-                    "of held records handed over at a rebalance (default T-held)")
     sv.add_argument("--whole-windows", action="store_true", default=None, help="with --model-"
                     "topic: full-size windows, not sized by this member's partition share")
     _held_flags(sv, "topic")
@@ -400,10 +395,13 @@ def _held_flags(p: argparse.ArgumentParser, labels: str) -> None:
     g = p.add_argument_group("delayed labels (docs/service.md)")
     g.add_argument("--label-topic" if labels == "topic" else "--labels", metavar="SOURCE",
                    help="label messages {id, y} there too (docs/service.md)")
+    if labels == "topic":
+        g.add_argument("--held-topic", metavar="T", help="with --model-topic: held records "
+                       "handed over at a rebalance, private (default MODEL_TOPIC-held)")
     g.add_argument("--hold-unlabeled", action=argparse.BooleanOptionalAction, help="hold "
                    "records without a label for a label message (default: but the median forest)")
     for flag, kind in (("--max-held", int), ("--held-messages", int), ("--held-seconds", float)):
-        g.add_argument(flag, type=kind, metavar="N", help="held records' bounds (docs/service.md)")
+        g.add_argument(flag, type=kind, metavar="N", help="held records' bounds")
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:

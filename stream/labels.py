@@ -447,6 +447,11 @@ class LabelPacer:
     def __len__(self) -> int:
         return len(self._waiting)
 
+    def clear(self) -> None:
+        """Forget the waiting labels (their partitions were revoked: re-read from their
+        positions by whoever owns them next)."""
+        self._waiting.clear()
+
     def wants_more(self) -> bool:
         """Whether the service should read more labels now."""
         return len(self._waiting) < self.max_waiting

@@ -88,6 +88,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..connectors.kafka import partition_key
 from ..connectors.model_topic import ModelTopic
 from ..models.windows.window_exchange import (
     WindowEnsemble,
@@ -98,7 +99,7 @@ from ..models.windows.window_exchange import (
 from .labels import HELD_FORMAT
 from .runner import Runner
 
-__all__ = ["WindowMember"]
+__all__ = ["FollowedLabels", "WindowMember"]
 
 log = logging.getLogger("dpstream.members")
 
@@ -701,3 +702,56 @@ class WindowMember:
                 self.pending.clear()
             self.publish()
             self._hand_over(owned)
+
+
+class FollowedLabels:
+    """A label topic (``serve --label-topic``) read by a group member: partition ``p`` of it
+    while partition ``p`` of the records topic is the member's, from the member's position of
+    it (its checkpoint, or the newest handoff another member published), through a
+    :class:`~dpstream.connectors.kafka.FollowerSource` (no consumer group: the records' group
+    decides). A label joins its held record in the member that holds it because both topics
+    are co-partitioned (labels keyed by record id; the service checks the partition counts).
+    The label partitions are the member's partitions too: their messages' positions go into
+    the windows' handoff positions and claims, so a label is learned once across rebalances
+    as a record is. The records source calls :meth:`position_of`, :meth:`on_revoke` and
+    :meth:`on_lost` in place of the member's; the service loop reads it as a source.
+    """
+
+    def __init__(self, member: WindowMember, pacer: Any, source: Any):
+        self.member, self.pacer, self.source = member, pacer, source
+
+    @property
+    def consumer(self) -> Any:
+        return self.source.consumer
+
+    def position_of(self, partition: str) -> int | None:
+        """The member's start of records ``partition``; label partition of the same number
+        followed from the member's start of it."""
+        pos = self.member.position_of(partition)
+        number = int(partition.rpartition(":")[2])
+        key = partition_key(self.source.topic, number)
+        self.member.position_of(key)   # (owned by the member from now on)
+        self.source.follow(number, self.member.runner.positions.get(key))
+        return pos
+
+    def on_revoke(self) -> None:
+        self.member.on_revoke()
+        self.source.unfollow_all()
+        self.pacer.clear()   # labels read before: the next owner reads them
+
+    def on_lost(self) -> None:
+        self.member.on_lost()
+        self.source.unfollow_all()
+        self.pacer.clear()
+
+    def connect(self, stop: threading.Event) -> bool:
+        return self.source.connect(stop)
+
+    def poll(self, timeout_ms: int = 0) -> list:
+        return self.source.poll(timeout_ms)
+
+    def commit(self, positions: dict[str, int]) -> None:
+        """Nothing: a followed topic's positions live in the checkpoint and the windows."""
+
+    def close(self) -> None:
+        self.source.close()

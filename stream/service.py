@@ -78,8 +78,7 @@ class ServeSettings(BaseSettings):
                               "bytes, or digits of an integer) is a dead letter")
     label_topic: str | None = Field(None, description="label messages {id, y} on this topic "
                                     "too (keyed by record id, as many partitions as --topic; "
-                                    "one serve process: not with --model-topic or "
-                                    "--board-topic)")
+                                    "not with --board-topic)")
     hold_unlabeled: bool | None = Field(None, description="hold records without a label for "
                                         "a later label message {id, y} (default: yes, but for "
                                         "the median forest, which learns them unlabeled)")
@@ -156,10 +155,9 @@ class ServeSettings(BaseSettings):
                              "DPSTREAM_ALLOW_SEED=1")
         if self.dead_letter_topic and self.dead_letter_file:
             raise ValueError("give --dead-letter-topic or --dead-letter-file, not both")
-        if self.label_topic is not None and (self.model_topic or self.board_topic):
-            raise ValueError("--label-topic is for one serve process in this release: not "
-                             "with --model-topic or --board-topic (a member that loses a "
-                             "partition would keep records whose labels go to another)")
+        if self.label_topic is not None and self.board_topic:
+            raise ValueError("--label-topic is not for distributed S-GBDT (--board-topic): "
+                             "send its labels inside the records")
         if self.label_topic is not None and self.label_topic == self.topic:
             raise ValueError("--label-topic names the records topic: labels on the records "
                              "topic need no flag")
@@ -232,7 +230,7 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
     """Consume ``settings.topic`` until stopped; returns the exit status. A broker not
     reachable within ``settings.connect_timeout`` seconds of the first attempt raises
     :class:`~dpstream.connectors.kafka.BrokerUnreachable`."""
-    from ..connectors.kafka import connect_deadline
+    from ..connectors.kafka import FollowerSource, connect_deadline
     from ..connectors.kafka_clients import (
         client_version,
         kafka_dead_letter_sink,
@@ -240,6 +238,7 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         kafka_source,
         resolve_kafka_client,
     )
+    from .members import FollowedLabels
     from .metrics import CURATOR_WARNING, MetricsServer, ServiceCollector
 
     stop = stop or threading.Event()
@@ -286,11 +285,19 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
             sinks.append(member.topic)
             if member.held_topic is not None:
                 sinks.append(member.held_topic)
+        labels = follower = None
+        if settings.label_topic:
+            check_copartitioned(settings.bootstrap, settings.topic, settings.label_topic)
+        pacer = LabelPacer()   # a label waits for the records produced before it
+        if settings.label_topic and member is not None:   # labels follow the records' partitions
+            follower = labels = FollowedLabels(member, pacer, FollowerSource(
+                settings.bootstrap, settings.label_topic))
         source = kafka_source(client, settings.bootstrap, settings.topic, settings.group,
                               position_of=runner.position_of if member is None
-                              else member.position_of,
+                              else member.position_of if follower is None
+                              else follower.position_of,
                               on_revoke=runner.checkpoint if member is None
-                              else member.on_revoke,
+                              else member.on_revoke if follower is None else follower.on_revoke,
                               consumer_config={
                                   "session_timeout_ms": settings.session_timeout_ms,
                                   "heartbeat_interval_ms": settings.heartbeat_interval_ms},
@@ -299,10 +306,7 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                               else member.on_assigned, checkpoint_id=runner.checkpoint_id,
                               accept_behind=runner.skip_to if settings.accept_behind
                               else None)
-        labels = None
-        pacer = LabelPacer()   # a label waits for the records produced before it
-        if settings.label_topic:
-            check_copartitioned(settings.bootstrap, settings.topic, settings.label_topic)
+        if settings.label_topic and member is None:
             labels = kafka_source(client, settings.bootstrap, settings.label_topic,
                                   f"{settings.group}.labels", position_of=runner.position_of,
                                   on_revoke=runner.checkpoint,
@@ -318,7 +322,8 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
 
         if member is not None:   # waiting for the others' windows reads the consumer's lag
             member.backlog = lag
-            source.on_lost = member.on_lost   # an eviction publishes nothing unpublished
+            # an eviction publishes nothing unpublished
+            source.on_lost = member.on_lost if follower is None else follower.on_lost
         if settings.metrics_port is not None:
             metrics = MetricsServer(
                 ServiceCollector(runner, lag=lag,
@@ -353,7 +358,10 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                         pacer.add(labels.poll(timeout_ms=0))
                     caught_up = not records and source.lag(runner.positions) == 0
                     for chunk in _chunks(pacer.ready(caught_up), stop):
-                        runner.process_many(chunk)
+                        if member is None:
+                            runner.process_many(chunk)
+                        else:
+                            member.process_adopting(chunk)
                 if member is not None:
                     member.poll()
                 if dist is not None:

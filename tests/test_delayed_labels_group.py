@@ -54,7 +54,10 @@ def _assignments(log: Path) -> int:
 
 
 @pytest.mark.kafka
-def test_a_rebalance_hands_held_records_to_the_partitions_next_owner(tmp_path):
+@pytest.mark.parametrize("label_topic", [False, True], ids=["labels-in-records", "label-topic"])
+def test_a_rebalance_hands_held_records_to_the_partitions_next_owner(tmp_path, label_topic):
+    """Labels on the records topic, or on a label topic co-partitioned with it (each member
+    follows the label partitions of its record partitions)."""
     messages = [m for m in delayed_stream(2400, seed=11, max_delay=600.0, repeated=0,
                                                 full_labels=0, bad=0)
                 if m.startswith(b'{"id"')]
@@ -72,13 +75,16 @@ def test_a_rebalance_hands_held_records_to_the_partitions_next_owner(tmp_path):
     logs = [tmp_path / "m0.log", tmp_path / "m1.log"]
     try:
         broker.create_topic("records", partitions=PARTITIONS)
+        if label_topic:
+            broker.create_topic("labels", partitions=PARTITIONS)
         from kafka import KafkaProducer
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5)
 
         def produce(batch: list[bytes]) -> None:
             for m in batch:   # records and labels keyed by record id: one partition per id
                 key = str(json.loads(m)["id"]).encode()
-                producer.send("records", m, key=key, partition=key_partition(key, PARTITIONS))
+                topic = "labels" if label_topic and b'"x"' not in m else "records"
+                producer.send(topic, m, key=key, partition=key_partition(key, PARTITIONS))
             producer.flush()
 
         def start(k: int) -> None:
@@ -87,7 +93,8 @@ def test_a_rebalance_hands_held_records_to_the_partitions_next_owner(tmp_path):
                    str(schema), "--model", "rdt", "--epsilon", "1.0", "--checkpoint-dir",
                    str(cks[k]), "--metrics-port", "0", "--model-topic", "models",
                    "--max-held", "1000000", "--held-messages", "1000000000",
-                   "--checkpoint-interval", "0.5", "--seed", str(k)]
+                   "--checkpoint-interval", "0.5", "--seed", str(k),
+                   *(["--label-topic", "labels"] if label_topic else [])]
             procs.append(subprocess.Popen(
                 cmd, stdout=open(logs[k], "wb"), stderr=subprocess.STDOUT,
                 env={**os.environ, "DPSTREAM_MEMBER_ID": f"m{k}", "DPSTREAM_WARM_UP": "false"}))

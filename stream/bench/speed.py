@@ -45,11 +45,11 @@ from typing import Any
 
 import numpy as np
 
-from .memory import peak_rss_mib, reset_peak, status_mib, trim
 from .protocols import BENCH_MODELS
 from .throughput import RIVER_MODELS, STREAMS, time_batch
 
-__all__ = ["SPEED_MODELS", "WARMUP_RECORDS", "run_speed", "run_speed_isolated"]
+__all__ = ["SPEED_MODELS", "WARMUP_RECORDS", "peak_rss_mib", "reset_peak", "run_speed",
+           "run_speed_isolated", "status_mib", "trim"]
 
 #: every stream model of the speed rows: S-GBDT and DPBoost (classifiers), the four window
 #: forests, and river's HoeffdingTree and ARF for reference
@@ -57,6 +57,51 @@ SPEED_MODELS = ("sgbdt", "dpboost", "median-forest", "greedy-forest", "rdt", "ra
                 *RIVER_MODELS)
 #: records of the throwaway warm-up run (kernels loaded, warm-up windows trained once)
 WARMUP_RECORDS = 4_000
+
+
+# ------------------------------------------------------------ resident memory (the suite's
+# cells too): Linux /proc, getrusage elsewhere
+def status_mib(field_name: str) -> float | None:
+    """A ``/proc/self/status`` memory field (``VmRSS``, ``VmHWM``) in MiB; None if unreadable."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field_name + ":"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory in MiB (since the last reset, where supported)."""
+    peak = status_mib("VmHWM")
+    if peak is not None:
+        return peak
+    import resource
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
+
+
+def reset_peak() -> bool:
+    """Reset the kernel's peak-RSS mark of this process (Linux >= 4.0); False if it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def trim() -> None:
+    """Give freed heap back to the OS (glibc), so a start RSS is what is live."""
+    import ctypes
+    import gc
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _build(model: str, schema: Any, epsilon: float | None, seed: int):

@@ -72,10 +72,9 @@ from .baselines import (
 )
 from .delayed import DELAYED_MODELS, DELAYED_SCENARIOS, DELAYED_SEEDS, run_delayed
 from .drift_streams import DRIFT_SCENARIOS, WINDOW_FORESTS, run_drift_stream
-from .memory import peak_rss_mib, reset_peak, status_mib, trim
 from .protocols import DEFAULT_FOLDS, SGBDT_HOLDOUT, run_bench
 from .scenarios import MULTICLASS_STREAMS
-from .speed import SPEED_MODELS, run_speed_isolated
+from .speed import SPEED_MODELS, peak_rss_mib, reset_peak, run_speed_isolated, status_mib, trim
 from .throughput import RIVER_LEARNERS, RIVER_MODELS, run_stream
 from .young_streams import (
     BEFORE,
