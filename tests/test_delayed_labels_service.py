@@ -294,8 +294,10 @@ def test_serve_refuses_labels_that_cannot_meet_their_records(tmp_path):
 
     base = dict(bootstrap="127.0.0.1:1", topic="records", schema_path="s.json",
                 epsilon=1.0, checkpoint_dir=str(tmp_path))
-    with pytest.raises(ValueError, match="one serve process"):
-        ServeSettings(**base, label_topic="labels", model_topic="models")
+    with pytest.raises(ValueError, match="not for distributed S-GBDT"):
+        ServeSettings(**base, label_topic="labels", board_topic="board")
+    members = ServeSettings(**base, label_topic="labels", model_topic="models", model="rdt")
+    assert members.held_topic == "models-held"   # (the default hand-over topic)
     with pytest.raises(ValueError, match="names the records topic"):
         ServeSettings(**base, label_topic="records")
     broker = LocalBroker().start()
