@@ -11,10 +11,27 @@ message rate with labels as messages of their own against labels inside the reco
   and its label as a message ``{"id", "y"}`` 1,000 messages later; messages a second (a delayed
   stream has twice the messages).
 
+* **Kafka** (``--kafka``): ``dpstream serve`` through the local tansu broker, on topics filled
+  before it starts (a backlog, drained as fast as it goes): the Adult records with their
+  labels inside, against the same records unlabeled with their labels on a second,
+  co-partitioned topic (each label produced ``--delay`` records after its record); messages a
+  second from the service's public ``/metrics`` count (``dpstream_records_total{outcome="seen"}``)
+  between its first message and its last, and the process's peak RSS.
+* **Memory** (``--soak``): a runner fed ``--messages`` messages in process (the service's batches
+  of 2,000), every record unlabeled and its label ``--held`` records later, with ``max_held``
+  at ``--held``: the store sits at its cap; RSS every 100k messages, and the seconds a
+  checkpoint takes with the store full.
+
+The accuracy cells are the suite's (:mod:`dpstream.stream.bench.delayed`): ``dpstream suite
+--profile full --render-docs --only "(delayed)"`` renders them into docs/benchmarks.md; this
+script prints them for any seeds.
+
 Usage::
 
     python benchmarks/delayed_labels.py --seeds 0 1 2 [--plot docs/img/delayed_labels.png]
     python benchmarks/delayed_labels.py --service [--records 30000]
+    python benchmarks/delayed_labels.py --kafka [--records 30000] [--models rdt,sgbdt]
+    python benchmarks/delayed_labels.py --soak [--messages 1000000] [--held 100000]
 """
 
 from __future__ import annotations
@@ -27,73 +44,33 @@ import warnings
 from collections import deque
 from pathlib import Path
 
-import numpy as np
-from river import tree
-
-from dpstream.stream import load_adult, load_elec2
-from dpstream.stream.bench.protocols import BENCH_MODELS
-
-MODELS = {name: kinds.get("accuracy", kinds.get("error")) for name, kinds in BENCH_MODELS.items()
-          if name in ("sgbdt", "median-forest", "random-forest", "rdt", "greedy-forest")}
-DELAYS = {"elec2": (0, 48, 336), "adult": (0, 1000)}
-
-
-def prequential(model, rows: list, delay: int) -> float:
-    """Accuracy of predictions made on arrival, each record learned ``delay`` records later."""
-    right, waiting = 0, deque()
-    for x, y in rows:
-        right += model.predict_one(x) == y
-        waiting.append((x, y))
-        if len(waiting) > delay:
-            model.learn_one(*waiting.popleft())
-    return right / len(rows)
+from dpstream.connectors import CheckpointStore
+from dpstream.stream import load_adult
+from dpstream.stream.bench.delayed import (
+    DELAYED_MODELS,
+    DELAYED_SCENARIOS,
+    plot_delayed,
+    run_delayed,
+)
 
 
 def accuracy(seeds: list[int]) -> list[dict]:
-    X, y, elec = load_elec2()
-    aX, ay, adult = load_adult("train")
-    streams = {"elec2": (list(zip(X, y, strict=True)), elec),
-               "adult": (list(zip(aX, ay, strict=True)), adult)}
+    """Every model at every delay of every stream (the suite's cells), printed as they end."""
     out = []
-    for stream, (rows, schema) in streams.items():
-        for name in [*MODELS, "river HoeffdingTree"]:
-            for d in DELAYS[stream]:
+    for stream, delays in DELAYED_SCENARIOS.items():
+        for name in DELAYED_MODELS:
+            for d in delays:
                 t = time.perf_counter()
-                if name in MODELS:
-                    accs = [prequential(MODELS[name](schema=schema, epsilon=1.0, seed=s), rows, d)
-                            for s in seeds]
-                else:
-                    accs = [prequential(tree.HoeffdingTreeClassifier(), rows, d)]
+                r = run_delayed(name, stream, d, seeds=seeds)
                 out.append({"stream": stream, "model": name, "delay": d,
-                            "accuracy": round(float(np.mean(accs)), 4),
-                            "sd": round(float(np.std(accs)), 4), "runs": len(accs),
-                            "seconds": round(time.perf_counter() - t, 1)})
-                print(json.dumps(out[-1]), flush=True)
+                            "accuracy": round(r["mean"], 4), "sd": round(r["std"], 4),
+                            "runs": r["repeats"], "seconds": round(time.perf_counter() - t, 1),
+                            **{k: r[k] for k in ("dataset", "params", "mean", "std", "repeats",
+                                                 "epsilon")}})
+                print(json.dumps({k: out[-1][k] for k in ("stream", "model", "delay",
+                                                          "accuracy", "sd", "runs",
+                                                          "seconds")}), flush=True)
     return out
-
-
-def plot(rows: list[dict], path: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=False)
-    for ax, stream in zip(axes, DELAYS, strict=True):
-        for name in [*MODELS, "river HoeffdingTree"]:
-            pts = [(r["delay"], r["accuracy"]) for r in rows
-                   if r["stream"] == stream and r["model"] == name]
-            if pts:
-                ax.plot(*zip(*pts, strict=True), marker="o",
-                        linestyle="--" if "river" in name else "-", label=name)
-        ax.set_title(f"{stream}: accuracy by label delay (ε = 1)")
-        ax.set_xlabel("label delay (records)")
-        ax.set_ylabel("prequential accuracy")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    print(f"plot: {path}")
 
 
 def service(records: int, models: list[str], delay: int = 1000) -> list[dict]:
@@ -130,6 +107,174 @@ def service(records: int, models: list[str], delay: int = 1000) -> list[dict]:
     return out
 
 
+def _seen(port: int) -> int:
+    """The service's public count of messages seen, from its /metrics."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith('dpstream_records_total{outcome="seen"}'):
+                return int(float(line.split()[-1]))
+    return 0
+
+
+def _peak_rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def _serve_rate(broker, schema_path: Path, topic: str, label_topic: str | None, total: int,
+                model: str, work: Path) -> dict:
+    """Start ``dpstream serve`` on a filled topic; its messages a second until ``total``."""
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    log = work / f"{topic}-{model}.log"
+    cmd = [sys.executable, "-m", "dpstream.stream.cli", "serve", "--bootstrap", broker.bootstrap,
+           "--topic", topic, "--group", f"g-{topic}-{model}", "--schema", str(schema_path),
+           "--model", model, "--epsilon", "1.0", "--checkpoint-dir",
+           str(work / f"ck-{topic}-{model}"), "--metrics-port", "0", "--hold-unlabeled",
+           *(["--label-topic", label_topic] if label_topic else [])]
+    proc = subprocess.Popen(cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+    try:
+        port = None
+        deadline = time.monotonic() + 120
+        while port is None:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise SystemExit(f"serve did not start:\n{log.read_text()[-2000:]}")
+            found = re.search(r"metrics on http://[\d.]+:(\d+)/metrics", log.read_text())
+            port = int(found.group(1)) if found else None
+            time.sleep(0.1)
+        first = None
+        while True:
+            seen = _seen(port)
+            now = time.perf_counter()
+            if first is None and seen > 0:
+                first = (seen, now)
+            if seen >= total:
+                break
+            if time.monotonic() > deadline + 600:
+                raise SystemExit(f"serve stalled at {seen} of {total}:\n"
+                                 f"{log.read_text()[-2000:]}")
+            time.sleep(0.05)
+        rss = _peak_rss_mib(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        state = CheckpointStore.read(work / f"ck-{topic}-{model}")
+        counters = state["counters"]
+        return {"msgs_per_s": round((total - first[0]) / (now - first[1])),
+                "peak_rss_mib": rss, "learned": counters["learned"],
+                "labels_joined": counters.get("labels_joined", 0),
+                "labels_unknown": counters.get("labels_unknown", 0)}
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def kafka(records: int, models: list[str], delay: int = 1000, partitions: int = 2) -> list[dict]:
+    """The service through the broker: labels inside the records against labels on a second
+    topic (module docstring)."""
+    from kafka import KafkaProducer
+
+    from dpstream.connectors.local_broker import LocalBroker
+    from dpstream.connectors.partitioning import key_partition
+
+    X, y, schema = load_adult("train")
+    out = []
+    with tempfile.TemporaryDirectory() as tmp, LocalBroker() as broker:
+        work = Path(tmp)
+        schema_path = work / "schema.json"
+        schema.dump(schema_path)
+        for t in ("now", "late", "labels"):
+            broker.create_topic(t, partitions=partitions)
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=20,
+                                 batch_size=256 * 1024)
+
+        def send(topic: str, value: dict) -> None:
+            key = str(value["id"]).encode()
+            producer.send(topic, json.dumps(value).encode(), key=key,
+                          partition=key_partition(key, partitions))
+
+        for i in range(records):
+            j = i % len(X)
+            send("now", {"id": i, "x": X[j], "y": y[j]})
+            send("late", {"id": i, "x": X[j]})
+            if i >= delay:   # the label of the record `delay` records back
+                k = i - delay
+                send("labels", {"id": k, "y": y[k % len(X)]})
+        for k in range(max(0, records - delay), records):
+            send("labels", {"id": k, "y": y[k % len(X)]})
+        producer.flush()
+        producer.close()
+        for model in models:
+            for arm, topic, labels, total in (("labels inside", "now", None, records),
+                                              ("label topic", "late", "labels", 2 * records)):
+                res = _serve_rate(broker, schema_path, topic, labels, total, model, work)
+                out.append({"model": model, "arm": arm, "messages": total, **res,
+                            "records_per_s": round(res["msgs_per_s"] * records / total)})
+                print(json.dumps(out[-1]), flush=True)
+    return out
+
+
+def soak(messages: int, held: int, model: str = "rdt") -> list[dict]:
+    """RSS of a runner whose held store sits at its cap (module docstring)."""
+    import resource
+
+    from dpstream.connectors import SourceRecord
+    from dpstream.stream.runner import Runner, streaming_gc
+
+    def rss_mib() -> float:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    X, y, schema = load_adult("train")
+    encoded = [json.dumps({"x": X[j]})[1:-1].encode() for j in range(len(X))]
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        store = CheckpointStore(Path(tmp) / "ck")
+        runner = Runner.create(model, schema, store=store, epsilon=1.0, seed=0,
+                               hold_unlabeled=True, max_held=held, held_messages=None)
+        offset, rec, batch, sample = 0, 0, [], 100_000
+        t0 = time.perf_counter()
+        with streaming_gc(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            while offset < messages:
+                j = rec % len(X)
+                batch.append(SourceRecord(b'{"id": %d, ' % rec + encoded[j] + b"}", "soak:0",
+                                          offset))
+                offset += 1
+                if rec >= held:   # the label of the oldest held record
+                    k = rec - held
+                    batch.append(SourceRecord(
+                        json.dumps({"id": k, "y": y[k % len(X)]}).encode(), "soak:0", offset))
+                    offset += 1
+                rec += 1
+                if len(batch) >= 2000:
+                    runner.process_many(batch)
+                    batch = []
+                    if offset >= sample or offset >= messages:
+                        sample += 100_000
+                        t = time.perf_counter()
+                        runner.checkpoint()
+                        out.append({"messages": offset, "rss_mib": rss_mib(),
+                                    "held": len(runner.held),
+                                    "checkpoint_s": round(time.perf_counter() - t, 2),
+                                    "msgs_per_s": round(offset / (t - t0))})
+                        print(json.dumps(out[-1]), flush=True)
+            if batch:
+                runner.process_many(batch)
+        store.close()
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
@@ -137,13 +282,25 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--service", action="store_true")
     ap.add_argument("--records", type=int, default=30_000)
     ap.add_argument("--models", default="sgbdt,median-forest,rdt")
+    ap.add_argument("--kafka", action="store_true")
+    ap.add_argument("--delay", type=int, default=1000)
+    ap.add_argument("--soak", action="store_true")
+    ap.add_argument("--messages", type=int, default=1_000_000)
+    ap.add_argument("--held", type=int, default=100_000)
     args = ap.parse_args(argv)
     if args.service:
         service(args.records, args.models.split(","))
         return
+    if args.kafka:
+        kafka(args.records, args.models.split(","), delay=args.delay)
+        return
+    if args.soak:
+        soak(args.messages, args.held)
+        return
     rows = accuracy(args.seeds)
     if args.plot:
-        plot(rows, args.plot)
+        plot_delayed(rows, Path(args.plot))
+        print(f"plot: {args.plot}")
 
 
 if __name__ == "__main__":

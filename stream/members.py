@@ -608,8 +608,8 @@ class WindowMember:
             if fresh and offer["ids"]:
                 for key, _ in runner.held.adopt(offer, p, seen=runner.counters["seen"]):
                     runner._expired(key)
-                for kind, value in offer["ids"]:
-                    runner.ids.add((kind, value))
+                for key in zip(offer["kinds"], offer["ids"], strict=True):
+                    runner.ids.add(key)
                 runner.counters["held_adopted"] += len(offer["ids"])
                 log.info("member %s: took over %d held records of %s from %s", self.member,
                          len(offer["ids"]), p, offer.get("member"))

@@ -185,3 +185,53 @@ def test_a_held_records_prediction_is_scored_when_its_label_comes(tmp_path):
     assert score.summary() is None
     runner.process(SourceRecord(b'{"id": "a", "y": true}', "t:0", 1))
     assert score.summary()["records"] == 1
+
+
+def _rows(n: int, partitions: int = 2) -> HeldRecords:
+    import numpy as np
+
+    held = HeldRecords(max_records=max(100, 10 * n), max_messages=None)
+    for i in range(n):
+        held.hold(("int", i) if i % 3 else ("str", f"r{i}"),
+                  (np.full(3, float(i)), np.array([i % 5, 1], dtype=np.int32)), seen=10 + 2 * i,
+                  public=i % 4 == 0, partition=f"records:{i % partitions}", offset=i,
+                  prediction=None if i % 2 else i % 7 == 0, wall=1000.0 + i)
+    return held
+
+
+def test_a_checkpoint_packs_held_records_as_arrays_and_restores_them_in_order():
+    held = _rows(50)
+    state = held.state()
+    assert state["count"] == 50 and state["pack"]["numeric"].shape == (50, 3)
+    back = HeldRecords.from_state(state)
+    assert list(back) == list(held)
+    for key in held:
+        a, b = held._held[key], back._held[key]
+        assert (a.public, a.partition, a.offset, a.seen, a.wall, a.prediction) == (
+            b.public, b.partition, b.offset, b.seen, b.wall, b.prediction)
+        assert (a.x[0] == b.x[0]).all() and (a.x[1] == b.x[1]).all()
+    legacy = {"max_records": 9, "max_messages": 5, "max_seconds": None,   # (rows: older format)
+              "held": [["int", 1, [[0.5, 1.0], [2]], False, "records:0", 4, 7, 1.5, None]]}
+    old = HeldRecords.from_state(legacy)
+    assert list(old) == [("int", 1)] and old.max_messages == 5
+
+
+def test_a_hand_over_moves_a_partitions_records_with_their_ages():
+    held = _rows(40)
+    packs = held.hand_over({"records:1"}, seen=200)
+    assert set(packs) == {"records:1"} and len(held) == 20
+    assert all(e.partition == "records:0" for e in held._held.values())
+    other = _rows(0)
+    for i in range(5):   # the new owner holds records of its own, newer ones too
+        other.hold(("int", 1000 + i), held._held[("int", 2)].x, seen=300 + 100 * i,
+                   partition="records:0", offset=i)
+    expired = other.adopt(packs["records:1"], "records:1", seen=500)
+    assert expired == [] and len(other) == 25
+    seen = [e.seen for e in other._held.values()]
+    assert seen == sorted(seen)   # oldest first: expiry by messages reads the front
+    moved = other._held[("int", 1)]
+    assert moved.seen == 500 - (200 - 12) and moved.offset == 1 and moved.partition == "records:1"
+    small = HeldRecords(max_records=3)
+    gone = small.adopt(held.hand_over({"records:0"}, seen=200)["records:0"], "records:0",
+                       seen=200)
+    assert len(small) == 3 and [k for k, _ in gone][:2] == [("str", "r0"), ("int", 2)]

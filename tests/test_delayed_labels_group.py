@@ -23,6 +23,7 @@ from dpstream.connectors import CheckpointStore
 from dpstream.connectors.local_broker import LocalBroker
 from dpstream.connectors.partitioning import key_partition
 from dpstream.stream import ADULT_SCHEMA
+from dpstream.stream.labels import held_count
 
 PARTITIONS = 4
 SUMMED = ("learned", "labels_joined", "labels_unknown", "labels_expired", "labels_repeated",
@@ -36,7 +37,7 @@ def _counters(ck: Path) -> dict:
 
 def _held(ck: Path) -> int:
     state = CheckpointStore.read(ck)
-    return 0 if state is None else len(state["labels"]["held"]["held"])
+    return 0 if state is None else held_count(state["labels"]["held"])
 
 
 def _wait(pred, timeout: float, what: str, logs: list[Path]) -> None:
