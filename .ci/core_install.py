@@ -159,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
 
         def every_module_imports() -> None:
             code = ("import pkgutil, importlib, dpstream; "
-                    "names = [m.name for m in pkgutil.walk_packages(dpstream.__path__, 'dpstream.')]; "
+                    "names = [m.name for m in "
+                    "pkgutil.walk_packages(dpstream.__path__, 'dpstream.')]; "
                     "[importlib.import_module(n) for n in names]; print(len(names))")
             out = subprocess.run([py, "-c", code], capture_output=True, text=True)
             ok(out)
