@@ -163,7 +163,7 @@ def plot_delayed(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     streams = [d for d in DELAYED_SCENARIOS if any(r["dataset"] == d for r in rows)]
-    fig, axes = plt.subplots(1, len(streams), figsize=(5 * len(streams), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(streams), figsize=(5 * len(streams), 4.6), squeeze=False)
     for ax, stream in zip(axes[0], streams, strict=True):
         by: dict[str, list] = defaultdict(list)
         for r in rows:
@@ -179,8 +179,10 @@ def plot_delayed(rows: list[dict], path: Path) -> None:
         ax.set_xlabel("label delay (records)")
         ax.set_ylabel("prequential accuracy (%)")
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=min(6, len(names)), fontsize=7,
+               frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
