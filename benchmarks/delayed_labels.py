@@ -16,7 +16,9 @@ message rate with labels as messages of their own against labels inside the reco
   labels inside, against the same records unlabeled with their labels on a second,
   co-partitioned topic (each label produced ``--delay`` records after its record); messages a
   second from the service's public ``/metrics`` count (``dpstream_records_total{outcome="seen"}``)
-  between its first message and its last, and the process's peak RSS.
+  between its first message and its last (``msgs_per_s``: the label topic's consumer joins its
+  group in the first seconds) and from a quarter of the messages to the last
+  (``steady_msgs_per_s``), and the process's peak RSS.
 * **Memory** (``--soak``): a runner fed ``--messages`` messages in process (the service's batches
   of 2,000), every record unlabeled and its label ``--held`` records later, with ``max_held``
   at ``--held``: the store sits at its cap; RSS every 100k messages, and the seconds a
@@ -150,12 +152,14 @@ def _serve_rate(broker, schema_path: Path, topic: str, label_topic: str | None, 
             found = re.search(r"metrics on http://[\d.]+:(\d+)/metrics", log.read_text())
             port = int(found.group(1)) if found else None
             time.sleep(0.1)
-        first = None
+        first = quarter = None
         while True:
             seen = _seen(port)
             now = time.perf_counter()
             if first is None and seen > 0:
                 first = (seen, now)
+            if quarter is None and seen >= total // 4:
+                quarter = (seen, now)
             if seen >= total:
                 break
             if time.monotonic() > deadline + 600:
@@ -168,9 +172,12 @@ def _serve_rate(broker, schema_path: Path, topic: str, label_topic: str | None, 
         state = CheckpointStore.read(work / f"ck-{topic}-{model}")
         counters = state["counters"]
         return {"msgs_per_s": round((total - first[0]) / (now - first[1])),
+                "steady_msgs_per_s": round((total - quarter[0]) / (now - quarter[1])),
                 "peak_rss_mib": rss, "learned": counters["learned"],
                 "labels_joined": counters.get("labels_joined", 0),
-                "labels_unknown": counters.get("labels_unknown", 0)}
+                "labels_unknown": counters.get("labels_unknown", 0),
+                "labels_expired": counters.get("labels_expired", 0),
+                "held_expired": counters.get("held_expired", 0)}
     finally:
         if proc.poll() is None:
             proc.kill()

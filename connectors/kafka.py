@@ -633,6 +633,27 @@ class FollowerSource:
     def unfollow_all(self) -> None:
         self.followed.clear()
 
+    @property
+    def assigned(self) -> set[str]:
+        """The followed partitions' keys (``topic:partition``)."""
+        return {partition_key(self.topic, p) for p in self.followed}
+
+    def lag(self, positions: dict[str, int]) -> int | None:
+        """Messages behind the high watermark, from cached fetch metadata (no network call)."""
+        from kafka import TopicPartition
+
+        if self.consumer is None:
+            return None
+        if not self.followed:
+            return 0   # (nothing to read)
+        total, known = 0, False
+        for p in list(self.followed):
+            high = self.consumer.highwater(TopicPartition(self.topic, p))
+            if high is not None:
+                known = True
+                total += max(0, high - positions.get(partition_key(self.topic, p), 0))
+        return total if known else None
+
     def _sync(self) -> None:
         from kafka import TopicPartition
 

@@ -362,13 +362,13 @@ checkpoint_id, accept_behind
             msgs = consumer.consume(self._batch, 0)
             if not msgs:
                 first = consumer.poll(timeout_ms / 1000)
-                if first is None:
-                    return []
-                msgs = [first, *consumer.consume(self._batch - 1, 0)]
+                msgs = [] if first is None else [first, *consumer.consume(self._batch - 1, 0)]
             now = time.monotonic()
             if now - self._highs_at > 1.0 or len(self._highs) < len(self.assigned):
-                self._highs_at = now
+                self._highs_at = now   # (an idle poll too: a caught-up reader's lag is 0)
                 self._refresh_highs()
+            if not msgs:
+                return []
         except KafkaException as exc:
             self._error(exc)
             time.sleep(timeout_ms / 1000)

@@ -468,69 +468,125 @@ class LabelPacer:
     ``labels_unknown`` and is lost. The pacer keeps each label read from the label topic until
     a record strictly newer than it (by the messages' Kafka timestamps) has been read from the
     same partition of the records topic (the topics are co-partitioned), or the records topic
-    is read to its end (``caught_up``), or the label has waited ``max_wait_s`` seconds: a
-    label is then processed after every record produced before it. It keeps at most
-    ``max_waiting`` labels (:meth:`wants_more` tells the service to stop reading labels
-    meanwhile). The waiting labels are not processed, so their offsets are not committed: a
-    crash re-reads them.
+    is read to its end (``caught_up``, for :attr:`SETTLE_S`), or the label has waited
+    ``max_wait_s`` seconds (default: no limit; a label released before its record is lost): a
+    label is then processed after every record produced before it. Each partition's labels
+    wait in their own queue, in the topic's order. It keeps at most ``max_waiting`` labels
+    (:meth:`wants_more` tells the service to stop reading labels meanwhile). The waiting labels
+    are not processed, so their offsets are not committed: a crash re-reads them.
+
+    The other way round, :meth:`labels_first` tells the service to read the label topic
+    before more records while a partition's labels are older than its records and more of
+    them are there: draining a backlog, the records would otherwise run ahead of their labels
+    and expire from the held store's cap before the labels are read.
 
     >>> from dpstream.connectors import SourceRecord
-    >>> def msg(topic, i, ts):
-    ...     return SourceRecord(b"", partition=f"{topic}:0", offset=i, meta={"timestamp": ts})
+    >>> def msg(topic, i, ts, p=0):
+    ...     return SourceRecord(b"", partition=f"{topic}:{p}", offset=i, meta={"timestamp": ts})
     >>> pacer = LabelPacer()
-    >>> pacer.add([msg("labels", 0, 5.0), msg("labels", 1, 9.0)])
-    >>> pacer.saw([msg("records", 7, 6.0)])         # a record newer than the first label
-    >>> [m.offset for m in pacer.ready(caught_up=False)]
-    [0]
-    >>> [m.offset for m in pacer.ready(caught_up=True)], len(pacer)
-    ([1], 0)
+    >>> pacer.add([msg("labels", 0, 5.0), msg("labels", 1, 9.0), msg("labels", 0, 1.0, p=1)])
+    >>> pacer.saw([msg("records", 7, 6.0)], {"records:0": 8})   # partition 0 up to t = 6
+    >>> [(m.partition, m.offset) for m in pacer.ready(caught_up=False)]
+    [('labels:0', 0)]
+    >>> pacer.SETTLE_S = 0.0      # (read to their end: after 2 s by default)
+    >>> [(m.partition, m.offset) for m in pacer.ready(caught_up=True)], len(pacer)
+    ([('labels:0', 1), ('labels:1', 0)], 0)
     """
 
-    def __init__(self, max_waiting: int = 50_000, max_wait_s: float = 10.0):
-        self.max_waiting, self.max_wait_s = int(max_waiting), float(max_wait_s)
+    #: a label waits at least this long when the records are read to their end: the records
+    #: source's end offsets come from its last fetches, a little behind the label topic's
+    SETTLE_S = 2.0
+    #: at most this many polls of the label topic in a row before the records' next one
+    MAX_LABELS_FIRST = 25
+    #: seconds the records wait, at the start, for the label source's partitions
+    JOIN_WAIT_S = 30.0
+
+    def __init__(self, max_waiting: int = 50_000, max_wait_s: float | None = None):
+        self.max_waiting = int(max_waiting)
+        self.max_wait_s = None if max_wait_s is None else float(max_wait_s)
         #: partition number -> the newest record timestamp read from it
         self.newest: dict[str, float] = {}
-        self._waiting: deque = deque()   # (label message, monotonic time read)
+        #: partition number -> the newest label timestamp read from it
+        self.labels_newest: dict[str, float] = {}
+        self.read_upto: dict[str, int] = {}   # label partition -> offset after the last read
+        #: partition number -> its waiting labels (label message, monotonic time read)
+        self._waiting: dict[str, deque] = {}
+        self._count = 0
+        self._first = 0
+        self._started = time.monotonic()
 
     def __len__(self) -> int:
-        return len(self._waiting)
+        return self._count
 
     def clear(self) -> None:
-        """Forget the waiting labels (their partitions were revoked: re-read from their
-        positions by whoever owns them next)."""
+        """Forget the waiting labels and the records' times (their partitions were revoked:
+        re-read from their positions by whoever owns them next)."""
         self._waiting.clear()
+        self.newest.clear()
+        self._count = 0
 
     def wants_more(self) -> bool:
         """Whether the service should read more labels now."""
-        return len(self._waiting) < self.max_waiting
+        return self._count < self.max_waiting
 
-    def saw(self, records: Sequence[SourceRecord]) -> None:
-        """Records read from the records topic (only their partitions and timestamps are
-        looked at)."""
-        newest = self.newest
-        for rec in records:
-            ts = rec.meta.get("timestamp") if rec.meta else None
+    @staticmethod
+    def _newest(into: dict[str, float], messages: Sequence[SourceRecord]) -> None:
+        for m in messages:
+            ts = m.meta.get("timestamp") if m.meta else None
             if ts is not None:
-                p = rec.partition.rpartition(":")[2]
-                if ts > newest.get(p, -1.0):
-                    newest[p] = ts
+                p = m.partition.rpartition(":")[2]
+                if ts > into.get(p, -1.0):
+                    into[p] = ts
+
+    def saw(self, records: Sequence[SourceRecord], positions: dict[str, int]) -> None:
+        """Records read from the records topic and processed: those below ``positions`` (the
+        runner's, after the batch; a group member drops the records of a partition it does
+        not own yet, which it reads again later). Only their partitions and timestamps are
+        looked at."""
+        self._newest(self.newest, [r for r in records
+                                   if r.offset < positions.get(r.partition, 0)])
 
     def add(self, labels: Sequence[SourceRecord]) -> None:
         """Label messages read from the label topic, in its order."""
         now = time.monotonic()
-        self._waiting.extend((m, now) for m in labels)
+        for m in labels:
+            self._waiting.setdefault(m.partition.rpartition(":")[2], deque()).append((m, now))
+            self.read_upto[m.partition] = m.offset + 1
+        self._count += len(labels)
+        self._newest(self.labels_newest, labels)
+
+    def labels_first(self, source: Any) -> bool:
+        """Whether the service should read the label topic before more records: while a
+        label source with a group of its own has no partitions yet (at the start, up to
+        :attr:`JOIN_WAIT_S`; a group member's label partitions follow its records'), and
+        while some partition's labels read are older than its records read and the label
+        topic holds more (a backlog), at most :attr:`MAX_LABELS_FIRST` polls in a row."""
+        if getattr(source, "joins_group", True) and not getattr(source, "assigned", True):
+            return time.monotonic() - self._started < self.JOIN_WAIT_S
+        behind = any(self.labels_newest.get(p, -1.0) < ts for p, ts in self.newest.items())
+        if (behind and self.wants_more() and self._first < self.MAX_LABELS_FIRST
+                and source.lag(self.read_upto) != 0):   # (None: no fetch answered yet)
+            self._first += 1
+            return True
+        self._first = 0
+        return False
 
     def ready(self, caught_up: bool) -> list[SourceRecord]:
-        """The labels to process now, in the order read: the first ones older than the newest
-        record read from their partition, all of them once the records are ``caught_up``,
-        and any that waited ``max_wait_s``."""
-        out, waiting, newest = [], self._waiting, self.newest
-        stale = time.monotonic() - self.max_wait_s
-        while waiting:
-            m, since = waiting[0]
-            ts = m.meta.get("timestamp") if m.meta else None
-            if not (caught_up or ts is None or since <= stale
-                    or ts < newest.get(m.partition.rpartition(":")[2], -1.0)):
-                break
-            out.append(waiting.popleft()[0])
+        """The labels to process now, each partition's in the order read: the first ones
+        older than the newest record read from their partition, the ones read
+        :attr:`SETTLE_S` ago or more once the records are ``caught_up``, and any that waited
+        ``max_wait_s``."""
+        out = []
+        now = time.monotonic()
+        stale = -1.0 if self.max_wait_s is None else now - self.max_wait_s
+        settled = now - self.SETTLE_S if caught_up else -1.0
+        for p, waiting in self._waiting.items():
+            newest = self.newest.get(p, -1.0)
+            while waiting:
+                m, since = waiting[0]
+                ts = m.meta.get("timestamp") if m.meta else None
+                if not (ts is None or ts < newest or since <= settled or since <= stale):
+                    break
+                out.append(waiting.popleft()[0])
+        self._count -= len(out)
         return out

@@ -717,12 +717,22 @@ class FollowedLabels:
     :meth:`on_lost` in place of the member's; the service loop reads it as a source.
     """
 
+    #: the label partitions follow the records' group (LabelPacer.labels_first)
+    joins_group = False
+
     def __init__(self, member: WindowMember, pacer: Any, source: Any):
         self.member, self.pacer, self.source = member, pacer, source
 
     @property
     def consumer(self) -> Any:
         return self.source.consumer
+
+    @property
+    def assigned(self) -> set[str]:
+        return self.source.assigned
+
+    def lag(self, positions: dict[str, int]) -> int | None:
+        return self.source.lag(positions)
 
     def position_of(self, partition: str) -> int | None:
         """The member's start of records ``partition``; label partition of the same number

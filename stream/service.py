@@ -346,16 +346,17 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         committed: dict[str, int] = {}
         with streaming_gc():   # the loop allocates per record; few cyclic passes
             while not stop.is_set():
-                records = source.poll(timeout_ms=200)
+                first = labels is not None and pacer.labels_first(labels)
+                records = [] if first else source.poll(timeout_ms=200)
                 for chunk in _chunks(records, stop):
                     if member is None:
                         runner.process_many(chunk)
                     else:
                         member.process_adopting(chunk)
                 if labels is not None:   # after the records: a label finds its record held
-                    pacer.saw(records)
+                    pacer.saw(records, runner.positions)
                     if pacer.wants_more():
-                        pacer.add(labels.poll(timeout_ms=0))
+                        pacer.add(labels.poll(timeout_ms=200 if first else 0))
                     caught_up = not records and source.lag(runner.positions) == 0
                     for chunk in _chunks(pacer.ready(caught_up), stop):
                         if member is None:
