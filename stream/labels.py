@@ -111,6 +111,9 @@ class HeldRecords:
         self.max_messages = max_messages
         self.max_seconds = None if max_seconds is None else float(max_seconds)
         self._held: OrderedDict[tuple, Held] = OrderedDict()
+        #: the oldest held record's message count, or a lower bound of it (records only
+        #: leave the front or join at the back; an adoption resets it); None: not known
+        self._front_seen: int | None = None
 
     def __len__(self) -> int:
         return len(self._held)
@@ -150,6 +153,13 @@ class HeldRecords:
         if not self._held:
             return out
         limit_seen = None if self.max_messages is None else seen - self.max_messages
+        if self.max_seconds is None:   # (the runner asks at every message: a fast no)
+            if limit_seen is None:
+                return out
+            if self._front_seen is None:
+                self._front_seen = next(iter(self._held.values())).seen
+            if self._front_seen >= limit_seen:   # (a lower bound of the oldest's count)
+                return out
         limit_wall = None
         if self.max_seconds is not None:
             limit_wall = (time.time() if now is None else now) - self.max_seconds
@@ -160,6 +170,7 @@ class HeldRecords:
                 out.append(self._held.popitem(last=False))
             else:
                 break
+        self._front_seen = None
         return out
 
     def drop_partitions(self, partitions: set[str]) -> list[tuple[tuple, Held]]:
@@ -196,6 +207,7 @@ class HeldRecords:
             self._held[key] = entry._replace(partition=partition)
         # oldest first again (expiry reads the front), then the cap
         self._held = OrderedDict(sorted(self._held.items(), key=lambda kv: kv[1].seen))
+        self._front_seen = None
         out = []
         while len(self._held) > self.max_records:
             out.append(self._held.popitem(last=False))
