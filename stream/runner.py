@@ -80,14 +80,8 @@ from ..models import (
 from ..models.boosting.sgbdt_party import SGBDTParty
 from ..models.encoding import EncodedRows
 from ..models.params import quiet_clipped_inputs, quiet_small_stream
-from .labels import (
-    DEFAULT_MAX_HELD,
-    DEFAULT_MAX_HELD_MESSAGES,
-    LABEL_COUNTERS,
-    Joined,
-    LabelJoin,
-    held_count,
-)
+from .labels import DEFAULT_MAX_HELD, DEFAULT_MAX_HELD_MESSAGES, LABEL_COUNTERS, Joined, LabelJoin
+from .labels import held_count as _held_count
 from .labels import jsonable as _jsonable
 from .labels import release_epoch as _release_epoch
 from .messages import (
@@ -839,7 +833,7 @@ def describe(state: dict) -> dict:
            "noise": _noise_source(state["model"], state.get("noise"))}
     held = (state.get("labels") or {}).get("held")
     if held is not None:   # records waiting for their labels (curator-only)
-        out["records_held"] = held_count(held)
+        out["records_held"] = _held_count(held)
     union = getattr(state["model"], "member_union", None)
     if union is not None:   # a group member: the union it predicts with, at the checkpoint
         out["union"] = dict(union)
