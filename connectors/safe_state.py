@@ -285,8 +285,9 @@ class _Encoder:
         if not _allowed(name):
             raise self.fail(f"an instance of {name} (not an allow-listed class; see "
                             f"dpstream.connectors.safe_state.ALLOWED_CLASSES)")
-        try:
-            rv = obj.__reduce_ex__(4)
+        try:   # (a live model refuses pickle's reduction; its unguarded one is this)
+            reduce = getattr(obj, "__dpstream_reduce__", None)
+            rv = obj.__reduce_ex__(4) if reduce is None else reduce(4)
         except Exception as exc:
             raise self.fail(f"an instance of {name} ({exc})") from exc
         if (not isinstance(rv, tuple) or len(rv) < 2 or rv[0] is not copyreg.__newobj__

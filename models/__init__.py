@@ -25,7 +25,12 @@ from __future__ import annotations
 from .boosting import DPBoostClassifier, DPBoostRegressor, SGBDTClassifier, SGBDTRegressor
 from .encoding import InvalidRecordError, RecordEncoder
 from .forest import Forest
-from .params import ClippedInputWarning, SmallStreamWarning
+from .params import (
+    ClippedInputWarning,
+    PrivateStateError,
+    SmallStreamWarning,
+    private_state_access,
+)
 from .schema import Schema
 from .windows import (
     GreedyForestClassifier,
@@ -36,5 +41,6 @@ from .windows import (
 
 __all__ = ["ClippedInputWarning", "DPBoostClassifier", "DPBoostRegressor", "Forest",
            "GreedyForestClassifier", "InvalidRecordError", "MedianForestClassifier",
-           "RDTClassifier", "RandomDecisionForestClassifier", "RecordEncoder", "SGBDTClassifier",
-           "SGBDTRegressor", "Schema", "SmallStreamWarning"]
+           "PrivateStateError", "RDTClassifier", "RandomDecisionForestClassifier",
+           "RecordEncoder", "SGBDTClassifier", "SGBDTRegressor", "Schema", "SmallStreamWarning",
+           "private_state_access"]

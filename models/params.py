@@ -25,20 +25,25 @@ ValueError: delta=0.5 is too large: ...
 
 from __future__ import annotations
 
+import contextvars
+import copy
 import inspect
 import math
 import os
 import sys
 import warnings
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from ..accounting import check_delta as accounting_check_delta
 
-__all__ = ["ClippedInputWarning", "LARGE_DELTA", "SMALL_STREAM_SCALE", "ShortRepr",
-           "SmallStreamWarning", "check_delta", "check_integer", "check_real", "records_needed",
+__all__ = ["ClippedInputWarning", "LARGE_DELTA", "PrivateState", "PrivateStateError",
+           "SMALL_STREAM_SCALE", "ShortRepr", "SmallStreamWarning", "check_delta",
+           "private_state_access", "check_integer", "check_real", "records_needed",
            "short_repr", "quiet_clipped_inputs", "quiet_small_stream", "warn_clipped_input",
            "warn_small_stream"]
 
@@ -263,3 +268,81 @@ def _caller_level() -> int:
     while frame is not None and frame.f_code.co_filename.startswith(inside):
         frame, level = frame.f_back, level + 1
     return level
+
+
+# ------------------------------------------------------------------ private state
+_PRIVATE_ACCESS: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "dpstream_private_state_access", default=False)
+
+
+class PrivateStateError(TypeError):
+    """A live model was pickled outside :func:`private_state_access`: its state holds the
+    records it learns from (docs/privacy.md, "Taking the model out")."""
+
+
+@contextmanager
+def private_state_access(allowed: bool = True) -> Iterator[None]:
+    """Let the code in this block pickle live models: a trusted curator's copy, which holds
+    the records a model learns from. Outside it, ``pickle.dumps(model)`` raises
+    :class:`PrivateStateError`; ship ``model.export(path)`` instead (the DP release only).
+
+    >>> import pickle
+    >>> from dpstream.models import RDTClassifier
+    >>> schema = {"features": {"a": {"type": "numeric", "min": 0, "max": 1}},
+    ...           "target": {"type": "binary", "values": [False, True]}}
+    >>> model = RDTClassifier(schema=schema, epsilon=1.0, seed=0)
+    >>> pickle.dumps(model)
+    Traceback (most recent call last):
+    ...
+    dpstream.models.params.PrivateStateError: pickling a live RDTClassifier copies its ...
+    >>> with private_state_access():
+    ...     clone = pickle.loads(pickle.dumps(model))
+    >>> type(clone).__name__
+    'RDTClassifier'
+    """
+    token = _PRIVATE_ACCESS.set(bool(allowed))
+    try:
+        yield
+    finally:
+        _PRIVATE_ACCESS.reset(token)
+
+
+class PrivateState:
+    """Mixin of every live estimator: pickling refuses outside :func:`private_state_access`
+    (a river user's habit, ``pickle.dump(model, f)`` to ship a model, would ship the records
+    in it). ``copy.deepcopy`` stays in-process and works; the checkpoint encoder reads the
+    state through ``__dpstream_reduce__``, never through pickle."""
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        if not _PRIVATE_ACCESS.get():
+            raise PrivateStateError(
+                f"pickling a live {type(self).__name__} copies its private state (the records "
+                f"it learns from): ship model.export(path), the DP release only "
+                f"(dpstream.load_model reads it); save with the service's checkpoints; a "
+                f"trusted curator's copy: inside dpstream.models.private_state_access()")
+        return super().__reduce_ex__(protocol)
+
+    def export(self, path: Any) -> dict:
+        """Write this model's public model file to ``path``: its DP release only, which
+        ``dpstream.load_model(path)`` reads into a predict-only estimator
+        (:mod:`dpstream.models.public_model`, docs/model_format.md). Returns the file's
+        JSON object."""
+        from .public_model import export_model
+
+        return export_model(self, path)
+
+    def __dpstream_reduce__(self, protocol: int = 4) -> Any:
+        """The pickle reduction without the guard (the safe checkpoint encoder's)."""
+        return object.__reduce_ex__(self, protocol)
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        cls = type(self)
+        new = cls.__new__(cls)
+        memo[id(self)] = new
+        state = copy.deepcopy(self.__getstate__(), memo)
+        if hasattr(new, "__setstate__"):
+            new.__setstate__(state)
+        else:   # pragma: no cover - every estimator's state is its __dict__
+            new.__dict__.update(state)
+        return new
+

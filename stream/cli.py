@@ -19,18 +19,12 @@ from collections.abc import Sequence
 
 from .. import MissingExtraError, __version__
 from ..accounting import ACCOUNTANTS
+from ..accounting.calculator import PRIVACY_HELP
+from ..connectors.local_broker import BROKER_HELP
 
 __all__ = ["main", "build_parser"]
 
 CURATOR_HELP = "also the curator-only counts: exact functions of private data, not DP"
-PRIVACY_HELP = """\
-Epsilon of T Poisson-subsampled Gaussian releases (DP-SGD, S-GBDT rounds, ...), or the inverse:
-the noise multiplier that achieves a target epsilon.
-
-examples:
-  dpstream privacy --noise-multiplier 5 --sample-rate 0.1 --steps 150 --delta 1e-6
-  dpstream privacy --epsilon 1.0 --sample-rate 0.1 --steps 150 --delta 1e-6 --json
-"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -209,6 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--curator", action="store_true", help=CURATOR_HELP)
     st.set_defaults(func=_cmd_status)
 
+    ex = sub.add_parser("export", help="write a checkpoint's model as a public model file",
+                        description="Write the DP release of a checkpoint's model (no record, "
+                                    "no private state): docs/model_format.md.")
+    ex.add_argument("--checkpoint-dir", required=True, metavar="DIR")
+    ex.add_argument("-o", "--output", required=True, metavar="PATH", help="model.json")
+    ex.set_defaults(func=_cmd_export)
+
     bk = sub.add_parser("broker", help="a local Kafka broker (tansu) for trying serve",
                         description=BROKER_HELP,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -270,15 +271,6 @@ dead letters over --max-dead-letter-share, or a broken source (docs/service.md, 
 examples:
   dpstream replay --source adult --epsilon 1.0 --json
   dpstream replay --source records.jsonl.gz --schema schema.json --epsilon 0.5 --checkpoint-dir ck
-"""
-
-BROKER_HELP = """\
-Run tansu, the Kafka-protocol broker of pip install 'dpstream[broker]', on 127.0.0.1 until
-Ctrl-C or SIGTERM: for trying the service, not for production (in memory: topics vanish when it
-stops; on Linux it stops when this command dies, even by SIGKILL). Exit status 0 when stopped,
-1 if tansu exits by itself, 2 without the extra or with the port taken (docs/service.md).
-
-example:  dpstream broker --topic records:2 --topic records-dlq
 """
 
 MIGRATE_HELP = """\
@@ -426,6 +418,12 @@ def _cmd_replay(args: argparse.Namespace) -> int:
                           checkpoint_interval=args.checkpoint_interval, labels=args.labels,
                           **{k: v for k in ("hold_unlabeled", "max_held", "held_messages",
                                             "held_seconds") if (v := getattr(args, k)) is not None})
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from .service import export_command
+
+    return export_command(args.checkpoint_dir, args.output)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

@@ -51,6 +51,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ..models.params import SMALL_STREAM_SCALE, records_needed
+from ..models.public_model import CURATOR_REPORT_KEYS, public_report
 
 __all__ = ["MetricsServer", "ServiceCollector", "PUBLIC_SERIES", "CURATOR_SERIES",
            "CURATOR_REPORT_KEYS", "CURATOR_SUMMARY_KEYS", "CURATOR_WARNING", "is_public_series",
@@ -109,24 +110,6 @@ CURATOR_SERIES: frozenset[str] = frozenset({
     "dpstream_records_held",
 })
 
-#: Keys of a model's privacy report (at any depth: ``drift``, ``feature_grid``, a member's
-#: ``local`` report) that are exact functions of private data: the model's counts of valid
-#: records it was given, learned, buffered, holding or out of budget, S-GBDT's per-record
-#: spend, the round interval, the counts of unlabeled and public-flagged records, and its
-#: feature grid's
-#: records (those whose budget could afford the release: their gradients decide) and records
-#: learned at the release. A report key that is an exact count of private data takes one of
-#: these names (``tests/test_report_keys.py`` compares every other key on neighbouring
-#: streams); generic names such as ``records`` are not listed, as window forests publish
-#: their windows' sizes under them.
-CURATOR_REPORT_KEYS: frozenset[str] = frozenset({
-    "records_seen", "records_learned", "records_pending", "records_active",
-    "records_exhausted", "records_evicted", "records_dropped", "records_filtered",
-    "init_score_records", "spend_fraction", "spend_by_age", "round_interval",
-    "drift_forgotten_records", "records_in_release", "records_learned_at_release",
-    "unlabeled_seen", "public_seen",
-})
-
 #: Keys of a runner summary (:func:`dpstream.stream.runner.describe`) for the curator only:
 #: the outcome counters that depend on the records' content, a replay's blank lines, and the
 #: curator's warnings (:func:`summary_warnings`).
@@ -150,17 +133,6 @@ def is_public_series(name: str, labels: dict[str, str] | None = None) -> bool:
     :data:`PUBLIC_SERIES` by name or by one of its labels, and in no curator entry)."""
     keys = {name, *(f'{name}{{{k}="{v}"}}' for k, v in (labels or {}).items())}
     return bool(keys & PUBLIC_SERIES) and not keys & CURATOR_SERIES
-
-
-def public_report(report: dict) -> dict:
-    """``report`` (a privacy report) without :data:`CURATOR_REPORT_KEYS`, at any depth."""
-    def cut(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: cut(v) for k, v in value.items() if k not in CURATOR_REPORT_KEYS}
-        if isinstance(value, list):
-            return [cut(v) for v in value]
-        return value
-    return cut(report)
 
 
 def public_summary(summary: dict) -> dict:

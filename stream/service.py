@@ -611,6 +611,20 @@ def status_command(checkpoint_dir: str, *, as_json: bool = False,
     return 0
 
 
+def export_command(checkpoint_dir: str, output: str) -> int:
+    """``dpstream export``: the public model file of a checkpoint's model (its DP release
+    only: :mod:`dpstream.models.public_model`); prints where it went and what it holds."""
+    from ..models.public_model import export_model
+
+    state, _info = read_checkpoint(checkpoint_dir)   # checked, decoded safely, never unpickled
+    if state is None:
+        raise ValueError(f"no checkpoint in {checkpoint_dir}")
+    obj = export_model(state["model"], output)
+    print(f"public model file: {output} ({obj['model']}, {obj['trees']['n_trees']} trees, "
+          f"epsilon {obj['privacy'].get('epsilon')}, {obj['digest'][:19]}...)")
+    return 0
+
+
 def migrate_checkpoint_command(checkpoint_dir: str, *, trust_pickle: bool = False,
                                trust_unsigned: bool = False, as_json: bool = False) -> int:
     """``dpstream migrate-checkpoint``: convert a trusted pickled checkpoint to format ``/2``,

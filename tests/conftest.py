@@ -6,6 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
@@ -44,3 +46,14 @@ _isolate_kafka_random()
 # `dpstream serve` refuses --seed in production (issue 65); the tests' serve processes inherit
 # this and may pass one, so that their runs are reproducible
 os.environ.setdefault("DPSTREAM_ALLOW_SEED", "1")
+
+
+@pytest.fixture(autouse=True)
+def _curator_copies():
+    """The tests are the curator: they may pickle live models (state round trips), which
+    users may only inside ``private_state_access()`` (tests/test_public_model.py checks the
+    refusal outside it)."""
+    from dpstream.models import private_state_access
+
+    with private_state_access():
+        yield

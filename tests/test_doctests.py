@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import dpstream
+from dpstream.models import private_state_access
 
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 MODULES = ["dpstream", *sorted(
@@ -27,12 +28,15 @@ def test_modules_were_found():
 @pytest.mark.parametrize("name", MODULES)
 def test_module_doctests(name):
     module = importlib.import_module(name)
-    result = doctest.testmod(module, optionflags=FLAGS, raise_on_error=False, verbose=False)
+    with private_state_access(False):   # (a user's session: no curator pickles)
+        result = doctest.testmod(module, optionflags=FLAGS, raise_on_error=False,
+                                 verbose=False)
     assert result.failed == 0, f"{result.failed} doctest(s) failed in {name}"
 
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
 def test_docs_examples(path):
-    result = doctest.testfile(str(path), module_relative=False, optionflags=FLAGS,
-                              globs={"dpstream": dpstream})
+    with private_state_access(False):
+        result = doctest.testfile(str(path), module_relative=False, optionflags=FLAGS,
+                                  globs={"dpstream": dpstream})
     assert result.failed == 0, f"{result.failed} example(s) failed in {path.name}"

@@ -54,7 +54,7 @@ from ...accounting import (
 )
 from ..encoding import RecordEncoder, check_input_policy
 from ..forest import Forest, complete_tree_layout
-from ..params import ShortRepr, check_integer, check_real, warn_small_stream
+from ..params import PrivateState, ShortRepr, check_integer, check_real, warn_small_stream
 from ..schema import require_schema, river_check_schema
 from .scores import RawScoreBinaryClassifier, RawScoreRegressor, dp_init_score, own_args, sigmoid
 
@@ -134,7 +134,7 @@ _PARAMS_DOC = """
 """
 
 
-class _DPBoostBase(ShortRepr, base.Estimator):
+class _DPBoostBase(PrivateState, ShortRepr, base.Estimator):
     _loss = "squared"
     _PARAMS = ("epsilon", "n_ensembles", "trees_per_ensemble", "depth", "learning_rate",
                "grad_clip", "l2", "l2_per_epsilon", "split_share", "init_share", "label_clip",

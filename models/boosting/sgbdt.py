@@ -32,7 +32,7 @@ from ...accounting import as_generator
 from ...accounting.rdp import rdp_to_epsilon
 from ..drift import DPDriftSignal
 from ..encoding import EncodedRows, RecordEncoder
-from ..params import ShortRepr, warn_small_stream
+from ..params import PrivateState, ShortRepr, warn_small_stream
 from ..schema import require_schema, river_check_schema
 from .hist_splits import split_report
 from .scores import RawScoreClassifier, RawScoreRegressor, own_args
@@ -49,7 +49,7 @@ __all__ = ["SGBDTRegressor", "SGBDTClassifier"]
 POOL_ROUNDS = 400
 
 
-class _SGBDTBase(ShortRepr, base.Estimator):
+class _SGBDTBase(PrivateState, ShortRepr, base.Estimator):
     _loss = "squared"
     # models pickled before these parameters existed take their defaults
     on_out_of_domain = "clip"

@@ -90,7 +90,7 @@ from ..drift import DPDriftSignal
 from ..encoding import RecordEncoder, check_input_policy, is_frame
 from ..forest import Forest
 from ..grid import FeatureGrid
-from ..params import ShortRepr, check_integer, check_real, warn_small_stream
+from ..params import PrivateState, ShortRepr, check_integer, check_real, warn_small_stream
 from ..schema import require_schema
 from .relevance import AttributeRelevance, owned_attributes
 from .window_hold import HeldWindowMixin
@@ -125,7 +125,7 @@ class _Window:
     grid_release: int = 0
 
 
-class WindowForestBase(HeldWindowMixin, ShortRepr, base.Classifier):
+class WindowForestBase(PrivateState, HeldWindowMixin, ShortRepr, base.Classifier):
     """Classifier over tumbling windows; subclasses turn one closed window into trees.
 
     The window policy, shared by every subclass:
