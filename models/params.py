@@ -41,7 +41,8 @@ import numpy as np
 
 from ..accounting import check_delta as accounting_check_delta
 
-__all__ = ["ClippedInputWarning", "LARGE_DELTA", "PrivateState", "PrivateStateError",
+__all__ = ["CURATOR_REPORT_KEYS", "ClippedInputWarning", "LARGE_DELTA", "PrivateState",
+           "PrivateStateError", "public_report",
            "SMALL_STREAM_SCALE", "ShortRepr", "SmallStreamWarning", "check_delta",
            "private_state_access", "check_integer", "check_real", "records_needed",
            "short_repr", "quiet_clipped_inputs", "quiet_small_stream", "warn_clipped_input",
@@ -322,15 +323,6 @@ class PrivateState:
                 f"trusted curator's copy: inside dpstream.models.private_state_access()")
         return super().__reduce_ex__(protocol)
 
-    def export(self, path: Any) -> dict:
-        """Write this model's public model file to ``path``: its DP release only, which
-        ``dpstream.load_model(path)`` reads into a predict-only estimator
-        (:mod:`dpstream.models.public_model`, docs/model_format.md). Returns the file's
-        JSON object."""
-        from .public_model import export_model
-
-        return export_model(self, path)
-
     def __dpstream_reduce__(self, protocol: int = 4) -> Any:
         """The pickle reduction without the guard (the safe checkpoint encoder's)."""
         return object.__reduce_ex__(self, protocol)
@@ -346,3 +338,38 @@ class PrivateState:
             new.__dict__.update(state)
         return new
 
+
+# ------------------------------------------------------------------ public reports
+#: Keys of a model's privacy report (at any depth: ``drift``, ``feature_grid``, a member's
+#: ``local`` report) that are exact functions of private data: the model's counts of valid
+#: records it was given, learned, buffered, holding or out of budget, S-GBDT's per-record
+#: spend, the round interval, the counts of unlabeled and public-flagged records, and its
+#: feature grid's
+#: records (those whose budget could afford the release: their gradients decide) and records
+#: learned at the release. A report key that is an exact count of private data takes one of
+#: these names (``tests/test_report_keys.py`` compares every other key on neighbouring
+#: streams); generic names such as ``records`` are not listed, as window forests publish
+#: their windows' sizes under them.
+CURATOR_REPORT_KEYS: frozenset[str] = frozenset({
+    "records_seen", "records_learned", "records_pending", "records_active",
+    "records_exhausted", "records_evicted", "records_dropped", "records_filtered",
+    "init_score_records", "spend_fraction", "spend_by_age", "round_interval",
+    "drift_forgotten_records", "records_in_release", "records_learned_at_release",
+    "unlabeled_seen", "public_seen",
+})
+
+
+def public_report(report: dict) -> dict:
+    """``report`` (a privacy report) without :data:`CURATOR_REPORT_KEYS`, at any depth.
+
+    >>> public_report({"epsilon": 1.0, "spend_fraction": {"max": 0.3}, "drift": {
+    ...     "releases": 4, "records_dropped": 7}})
+    {'epsilon': 1.0, 'drift': {'releases': 4}}
+    """
+    def cut(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: cut(v) for k, v in value.items() if k not in CURATOR_REPORT_KEYS}
+        if isinstance(value, list):
+            return [cut(v) for v in value]
+        return value
+    return cut(report)

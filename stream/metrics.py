@@ -50,8 +50,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from ..models.params import SMALL_STREAM_SCALE, records_needed
-from ..models.public_model import CURATOR_REPORT_KEYS, public_report
+from ..models.params import CURATOR_REPORT_KEYS, SMALL_STREAM_SCALE, public_report, records_needed
 
 __all__ = ["MetricsServer", "ServiceCollector", "PUBLIC_SERIES", "CURATOR_SERIES",
            "CURATOR_REPORT_KEYS", "CURATOR_SUMMARY_KEYS", "CURATOR_WARNING", "is_public_series",

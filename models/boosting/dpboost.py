@@ -145,6 +145,15 @@ class _DPBoostBase(PrivateState, ShortRepr, base.Estimator):
     on_unknown = "ignore"
     _batch_trained = False
 
+
+    def export(self, path: Any) -> dict:
+        """Write this model's public model file to ``path``: its DP release only, which
+        ``dpstream.load_model(path)`` reads into a predict-only estimator with this model's
+        predictions (:mod:`dpstream.models.boosting.public_model`, docs/model_format.md).
+        Returns the file's JSON object."""
+        from .public_model import export_model
+
+        return export_model(self, path)
     def __init__(self, schema: Any, **params: Any):
         self.schema = require_schema(schema, type(self).__name__)
         for name in self._PARAMS:

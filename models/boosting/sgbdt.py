@@ -74,6 +74,15 @@ class _SGBDTBase(PrivateState, ShortRepr, base.Estimator):
                "split_after", "split_share", "split_bins", "split_decay", "seed",
                "on_out_of_domain", "on_unknown", "allow_large_delta", "leaf_lambda", "grid_share")
 
+
+    def export(self, path: Any) -> dict:
+        """Write this model's public model file to ``path``: its DP release only, which
+        ``dpstream.load_model(path)`` reads into a predict-only estimator with this model's
+        predictions (:mod:`dpstream.models.boosting.public_model`, docs/model_format.md).
+        Returns the file's JSON object."""
+        from .public_model import export_model
+
+        return export_model(self, path)
     def __init__(self, schema: Any, **params: Any):
         self.schema = require_schema(schema, type(self).__name__)
         for name in self._PARAMS:

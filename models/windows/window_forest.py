@@ -171,6 +171,13 @@ class WindowForestBase(PrivateState, HeldWindowMixin, ShortRepr, base.Classifier
     #: window through one grid, could never be refreshed (young streams, issue 64)
     grid_min_records = 1000
 
+
+    def export(self, path: Any) -> dict:
+        """The public model file covers the boosted models in this release (S-GBDT and
+        DPBoost: docs/model_format.md); a window forest raises ``TypeError``."""
+        raise TypeError(f"{type(self).__name__} cannot be exported to a public model file in "
+                        f"this release: the format covers S-GBDT and DPBoost (the window "
+                        f"forests follow; see docs/model_format.md)")
     def __init__(self, schema: Any, epsilon: float, n_trees: int, window_size: int | None,
                  max_windows: int | None, seed: int | None,
                  window_seconds: float | None = None, warmup: int | None = 1000,

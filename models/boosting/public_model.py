@@ -46,35 +46,17 @@ from typing import Any
 import numpy as np
 from river import base
 
-from .boosting.scores import RawScoreClassifier, RawScoreRegressor
-from .encoding import RecordEncoder
-from .forest import Forest
-from .schema import coerce_schema
+from ..encoding import RecordEncoder
+from ..forest import Forest
+from ..params import public_report
+from ..schema import coerce_schema
+from .scores import RawScoreClassifier, RawScoreRegressor
 
-__all__ = ["PUBLIC_FORMAT", "CURATOR_REPORT_KEYS", "PublicBoostedClassifier",
-           "PublicBoostedRegressor", "PublicModelError", "export_model", "load_model",
-           "public_model", "public_report"]
+__all__ = ["PUBLIC_FORMAT", "PublicBoostedClassifier", "PublicBoostedRegressor",
+           "PublicModelError", "export_model", "load_model", "public_model"]
 
 #: the format tag of a public model file (docs/model_format.md)
 PUBLIC_FORMAT = "dpstream-model/1"
-
-#: Keys of a model's privacy report (at any depth: ``drift``, ``feature_grid``, a member's
-#: ``local`` report) that are exact functions of private data: the model's counts of valid
-#: records it was given, learned, buffered, holding or out of budget, S-GBDT's per-record
-#: spend, the round interval, the counts of unlabeled and public-flagged records, and its
-#: feature grid's
-#: records (those whose budget could afford the release: their gradients decide) and records
-#: learned at the release. A report key that is an exact count of private data takes one of
-#: these names (``tests/test_report_keys.py`` compares every other key on neighbouring
-#: streams); generic names such as ``records`` are not listed, as window forests publish
-#: their windows' sizes under them.
-CURATOR_REPORT_KEYS: frozenset[str] = frozenset({
-    "records_seen", "records_learned", "records_pending", "records_active",
-    "records_exhausted", "records_evicted", "records_dropped", "records_filtered",
-    "init_score_records", "spend_fraction", "spend_by_age", "round_interval",
-    "drift_forgotten_records", "records_in_release", "records_learned_at_release",
-    "unlabeled_seen", "public_seen",
-})
 
 _BOOSTED = {"SGBDTClassifier": "classifier", "SGBDTRegressor": "regressor",
             "DPBoostClassifier": "classifier", "DPBoostRegressor": "regressor"}
@@ -82,22 +64,6 @@ _BOOSTED = {"SGBDTClassifier": "classifier", "SGBDTRegressor": "regressor",
 
 class PublicModelError(ValueError):
     """A public model file that is malformed, of another format, or altered (its digest)."""
-
-
-def public_report(report: dict) -> dict:
-    """``report`` (a privacy report) without :data:`CURATOR_REPORT_KEYS`, at any depth.
-
-    >>> public_report({"epsilon": 1.0, "spend_fraction": {"max": 0.3}, "drift": {
-    ...     "releases": 4, "records_dropped": 7}})
-    {'epsilon': 1.0, 'drift': {'releases': 4}}
-    """
-    def cut(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: cut(v) for k, v in value.items() if k not in CURATOR_REPORT_KEYS}
-        if isinstance(value, list):
-            return [cut(v) for v in value]
-        return value
-    return cut(report)
 
 
 def _finite_or_none(values: np.ndarray) -> list:
