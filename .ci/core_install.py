@@ -181,6 +181,11 @@ def main(argv: list[str] | None = None) -> int:
         c.check("status", lambda: ok(c.run("status", "--checkpoint-dir", "ck"), "guarantee"))
         c.check("status --json", lambda: ok(c.run("status", "--checkpoint-dir", "ck", "--json"),
                                             '"records_seen": 4177'))
+        c.check("export, then load the public model", lambda: (
+            ok(c.run("export", "--checkpoint-dir", "ck", "-o", "model.json"),
+               "public model file: model.json (SGBDTRegressor"),
+            ok(c.run("-c", "import dpstream; m = dpstream.load_model('model.json'); "
+                           "print(round(m.predict_one({'length': 0.5}), 1))", exe="python"))))
         bad_jsonl(c.work / "bad.jsonl")
         ADULT_SCHEMA.dump(c.work / "schema.json")
         c.check("replay a JSONL file with bad lines", lambda: ok(
