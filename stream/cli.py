@@ -206,7 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", help="write a checkpoint's model as a public model file",
                         description="Write the DP release of a checkpoint's model (no record, "
                                     "no private state): docs/model_format.md.")
-    ex.add_argument("--checkpoint-dir", required=True, metavar="DIR")
+    ex.add_argument("--checkpoint-dir", required=True, metavar="DIR", help="a serve or "
+                    "replay checkpoint's folder")
     ex.add_argument("-o", "--output", required=True, metavar="PATH", help="model.json")
     ex.set_defaults(func=_cmd_export)
 
