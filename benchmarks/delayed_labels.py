@@ -230,17 +230,9 @@ def kafka(records: int, models: list[str], delay: int = 1000, partitions: int = 
 
 def soak(messages: int, held: int, model: str = "rdt") -> list[dict]:
     """RSS of a runner whose held store sits at its cap (module docstring)."""
-    import resource
-
     from dpstream.connectors import SourceRecord
+    from dpstream.stream.bench.speed import status_mib
     from dpstream.stream.runner import Runner, streaming_gc
-
-    def rss_mib() -> float:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
     X, y, schema = load_adult("train")
     encoded = [json.dumps({"x": X[j]})[1:-1].encode() for j in range(len(X))]
@@ -271,7 +263,7 @@ def soak(messages: int, held: int, model: str = "rdt") -> list[dict]:
                         sample += 100_000
                         t = time.perf_counter()
                         runner.checkpoint()
-                        out.append({"messages": offset, "rss_mib": rss_mib(),
+                        out.append({"messages": offset, "rss_mib": status_mib("VmRSS"),
                                     "held": len(runner.held),
                                     "checkpoint_s": round(time.perf_counter() - t, 2),
                                     "msgs_per_s": round(offset / (t - t0))})

@@ -93,9 +93,10 @@ def _boosted(model: Any) -> tuple[Forest, Any]:
         return model._forest, (model.init_score or 0.0)
     engine = model._engine   # S-GBDT: the current generation's engine (None: untrained)
     if engine is None:
-        k = len(model._encoder.classes or ()) if model._encoder.classes else 1
-        forest = Forest(max_nodes=1, max_depth=0, n_outputs=k if k > 2 else 1)
-        return forest, (np.zeros(k) if k > 2 else 0.0)
+        k = len(model._encoder.classes or ())   # (0: a regressor)
+        if k > 2:   # a multi-class booster's raw score is a K-vector, 0 before any round
+            return Forest(max_nodes=1, max_depth=0, n_outputs=k), np.zeros(k)
+        return Forest(max_nodes=1, max_depth=0), 0.0
     return engine.forest, engine.base_score
 
 
