@@ -47,8 +47,8 @@ def import_extra(module: str, extra: str, feature: str) -> ModuleType:
 
 def load_model(path: str) -> object:
     """A predict-only estimator from a public model file (``model.export(path)``, ``dpstream
-    export``): :func:`dpstream.models.boosting.public_model.load_model`."""
-    from .models.boosting.public_model import load_model as load
+    export``): :func:`dpstream.models.public.load_model`."""
+    from .models.public import load_model as load
 
     return load(path)
 

@@ -12,6 +12,7 @@ The core, shared by every family:
 ``forest``             the shared array forest (feature, threshold, left, value)
 ``forest_kernels``     its compiled routing and score updates (numba)
 ``drift``              the DP drift signal
+``public``             the public model file: digest, checks, each family's registry
 ``params``             hyper-parameter checks, the short repr, the small-stream and
                        clipped-input warnings
 =====================  ==============================================================

@@ -614,7 +614,7 @@ def status_command(checkpoint_dir: str, *, as_json: bool = False,
 def export_command(checkpoint_dir: str, output: str) -> int:
     """``dpstream export``: the public model file of a checkpoint's model (its DP release
     only: :mod:`dpstream.models.boosting.public_model`); prints where it went and what it holds."""
-    from ..models.boosting.public_model import export_model
+    from ..models.public import export_model
 
     state, _info = read_checkpoint(checkpoint_dir)   # checked, decoded safely, never unpickled
     if state is None:

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import dpstream
+import dpstream.models.public
 from dpstream.connectors import CheckpointStore
 from dpstream.models import (
     DPBoostClassifier,
@@ -169,7 +170,7 @@ def test_a_file_is_checked_when_it_is_loaded(tmp_path):
     with pytest.raises(PublicModelError, match="not a dpstream-model/1 file"):
         load_model({**obj, "format": "something/9"})
     broken = {**obj, "trees": {**obj["trees"], "left": obj["trees"]["left"][:-1]}}
-    broken["digest"] = dpstream.models.boosting.public_model._digest(broken)
+    broken["digest"] = dpstream.models.public.digest(broken)
     with pytest.raises(PublicModelError, match="malformed trees"):
         load_model(broken)
     (tmp_path / "bad.json").write_text("{not json")

@@ -12,11 +12,13 @@
 ``block_sums``         per-record sums of tree blocks (retiring a block without routing)
 ``scores``             the DP initial score and raw score -> prediction
 ``dpboost``            the enhanced DPBoost estimators
+``public_model``       the boosted models' public model file and predict-only readers
 =====================  ==============================================================
 """
 
 from __future__ import annotations
 
+from . import public_model as _public_model  # noqa: F401 - registers the public readers
 from .dpboost import DPBoostClassifier, DPBoostRegressor
 from .sgbdt import SGBDTClassifier, SGBDTRegressor
 

@@ -12,8 +12,7 @@ model's predictions, bit for bit: it routes with the same array forest
 runs no code from the file: it is JSON, read by :func:`json.loads` and checked field by field.
 
 The format (``dpstream-model/1``) is specified in docs/model_format.md, for readers in any
-language. This release exports the boosted models (S-GBDT classifiers, binary and multi-class,
-and regressors; DPBoost); the window forests raise a clear error.
+language; what every family shares (the digest, the registry) is :mod:`dpstream.models.public`.
 
 Examples
 --------
@@ -23,6 +22,7 @@ Examples
 >>> model = SGBDTClassifier(schema=schema, epsilon=1.0, n_trees=5, round_size=20, seed=0)
 >>> for i in range(200):
 ...     model.learn_one({"a": (i % 10) / 10}, i % 10 >= 5)
+>>> from dpstream.models.public import load_model, public_model
 >>> public = load_model(public_model(model))
 >>> [public.predict_one({"a": v}) == model.predict_one({"a": v}) for v in (0.1, 0.9)]
 [True, True]
@@ -36,11 +36,9 @@ TypeError: a public model is predict-only: it holds the release, not the records
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,30 +46,24 @@ from river import base
 
 from ..encoding import RecordEncoder
 from ..forest import Forest
-from ..params import public_report
+from ..public import (
+    PUBLIC_FORMAT,
+    PublicModelError,
+    export_model,
+    finite_or_none,
+    load_model,
+    public_model,
+    quiet_report,
+    register_public,
+)
 from ..schema import coerce_schema
 from .scores import RawScoreClassifier, RawScoreRegressor
 
 __all__ = ["PUBLIC_FORMAT", "PublicBoostedClassifier", "PublicBoostedRegressor",
            "PublicModelError", "export_model", "load_model", "public_model"]
 
-#: the format tag of a public model file (docs/model_format.md)
-PUBLIC_FORMAT = "dpstream-model/1"
-
 _BOOSTED = {"SGBDTClassifier": "classifier", "SGBDTRegressor": "regressor",
             "DPBoostClassifier": "classifier", "DPBoostRegressor": "regressor"}
-
-
-class PublicModelError(ValueError):
-    """A public model file that is malformed, of another format, or altered (its digest)."""
-
-
-def _finite_or_none(values: np.ndarray) -> list:
-    """Floats for JSON: ``+inf`` (a leaf's threshold) as ``null``; NaN is refused."""
-    out = np.asarray(values, dtype=np.float64)
-    if np.isnan(out).any():
-        raise ValueError("a released value is NaN: the model cannot be exported")
-    return [None if math.isinf(v) else float(v) for v in out.tolist()]
 
 
 def _trees(forest: Forest) -> dict:
@@ -79,11 +71,11 @@ def _trees(forest: Forest) -> dict:
     state = forest.to_dict()
     trees = {"n_trees": len(forest), "max_nodes": state["max_nodes"],
              "max_depth": state["max_depth"], "feature": state["feature"],
-             "threshold": _finite_or_none(state["threshold"]), "left": state["left"],
-             "value": _finite_or_none(state["value"])}
+             "threshold": finite_or_none(state["threshold"]), "left": state["left"],
+             "value": finite_or_none(state["value"])}
     if "vector" in state:
         trees["n_outputs"] = state["n_outputs"]
-        trees["vector"] = [_finite_or_none(row) for row in np.asarray(state["vector"])]
+        trees["vector"] = [finite_or_none(row) for row in np.asarray(state["vector"])]
     return trees
 
 
@@ -100,98 +92,30 @@ def _boosted(model: Any) -> tuple[Forest, Any]:
     return engine.forest, engine.base_score
 
 
-def public_model(model: Any) -> dict:
-    """The release of ``model`` as the public model file's JSON object, with its digest.
-
-    Raises
-    ------
-    TypeError
-        For a model the format does not cover yet (the window forests) or not a dpstream
-        model at all.
-    """
+def _export(model: Any) -> dict:
+    """The boosted model's fields of its public model file (docs/model_format.md)."""
     name = type(model).__name__
-    if name not in _BOOSTED:
-        raise TypeError(f"{name} cannot be exported to a public model file in this release: "
-                        f"the format covers {', '.join(sorted(_BOOSTED))} (the window forests "
-                        f"follow; see docs/model_format.md)")
     forest, base_score = _boosted(model)
     encoder = model._encoder
     classes = encoder.classes
     base = np.atleast_1d(np.asarray(base_score, dtype=np.float64))
-    out = {
-        "format": PUBLIC_FORMAT,
+    multi = classes is not None and len(classes) > 2
+    regressor = _BOOSTED[name] == "regressor"
+    return {
         "model": name,
-        "task": ("regression" if _BOOSTED[name] == "regressor" else
-                 "multiclass" if classes is not None and len(classes) > 2 else "binary"),
+        "task": "regression" if regressor else "multiclass" if multi else "binary",
         "schema": json.loads(encoder.schema.model_dump_json()),
         "columns": list(encoder.columns),
-        "link": ("identity" if _BOOSTED[name] == "regressor" else
-                 "softmax" if classes is not None and len(classes) > 2 else "logistic"),
-        "base_score": _finite_or_none(base) if base.size > 1 else float(base[0]),
+        "link": "identity" if regressor else "softmax" if multi else "logistic",
+        "base_score": finite_or_none(base) if base.size > 1 else float(base[0]),
         "trees": _trees(forest),
-        "privacy": public_report(_quiet_report(model)),
+        "privacy": quiet_report(model),
     }
-    out["digest"] = _digest(out)
-    return out
 
 
-def _quiet_report(model: Any) -> dict:
-    import warnings
-
-    with warnings.catch_warnings():   # (a small stream's warning: the report is the point)
-        warnings.simplefilter("ignore")
-        return json.loads(json.dumps(model.privacy_report(), default=_jsonable))
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return str(value)
-
-
-def _digest(obj: dict) -> str:
-    """SHA-256 of the canonical JSON of every field but ``digest`` (sorted keys, no spaces)."""
-    body = {k: v for k, v in obj.items() if k != "digest"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def export_model(model: Any, path: str | Path) -> dict:
-    """Write the public model file of ``model`` to ``path`` (JSON); returns its object."""
-    obj = public_model(model)
-    Path(path).write_text(json.dumps(obj, allow_nan=False, indent=None) + "\n",
-                          encoding="utf-8")
-    return obj
-
-
-def load_model(source: str | Path | Mapping) -> PublicBoostedClassifier | PublicBoostedRegressor:
-    """A predict-only estimator from a public model file (a path, or its parsed object).
-
-    Raises
-    ------
-    PublicModelError
-        When the file is not a ``dpstream-model/1`` file, a field is malformed, or the digest
-        does not match its content.
-    """
-    if isinstance(source, Mapping):
-        obj = dict(source)
-    else:
-        try:
-            obj = json.loads(Path(source).read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise PublicModelError(f"{source}: not JSON ({exc})") from None
-    if not isinstance(obj, dict) or obj.get("format") != PUBLIC_FORMAT:
-        raise PublicModelError(f"not a {PUBLIC_FORMAT} file (format "
-                               f"{obj.get('format') if isinstance(obj, dict) else None!r})")
-    if obj.get("digest") != _digest(obj):
-        raise PublicModelError("the digest does not match the content: the file was altered "
-                               "or truncated")
-    kind = _BOOSTED.get(obj.get("model"))
-    if kind is None:
-        raise PublicModelError(f"unknown model {obj.get('model')!r}")
-    cls = PublicBoostedRegressor if kind == "regressor" else PublicBoostedClassifier
+def _read(obj: dict) -> PublicBoostedClassifier | PublicBoostedRegressor:
+    cls = PublicBoostedRegressor if _BOOSTED[obj["model"]] == "regressor" else \
+        PublicBoostedClassifier
     return cls(obj)
 
 
@@ -276,3 +200,7 @@ class PublicBoostedClassifier(RawScoreClassifier, _PublicBoosted, base.Classifie
 class PublicBoostedRegressor(RawScoreRegressor, _PublicBoosted, base.Regressor):
     """A public S-GBDT or DPBoost regressor: ``predict_one`` and ``predict_many`` as the
     live model's (:func:`load_model`)."""
+
+
+for _name in _BOOSTED:
+    register_public(_name, _export, _read)

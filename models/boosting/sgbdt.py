@@ -80,7 +80,7 @@ class _SGBDTBase(PrivateState, ShortRepr, base.Estimator):
         ``dpstream.load_model(path)`` reads into a predict-only estimator with this model's
         predictions (:mod:`dpstream.models.boosting.public_model`, docs/model_format.md).
         Returns the file's JSON object."""
-        from .public_model import export_model
+        from ..public import export_model
 
         return export_model(self, path)
     def __init__(self, schema: Any, **params: Any):
