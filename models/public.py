@@ -21,8 +21,8 @@ import numpy as np
 
 from .params import public_report
 
-__all__ = ["PUBLIC_FORMAT", "PublicModelError", "export_model", "load_model", "public_model",
-           "register_public"]
+__all__ = ["PUBLIC_FORMAT", "PublicModelError", "describe", "digest", "export_model",
+           "finite_or_none", "load_model", "public_model", "quiet_report", "register_public"]
 
 #: the format tag of a public model file (docs/model_format.md)
 PUBLIC_FORMAT = "dpstream-model/1"
@@ -96,6 +96,19 @@ def public_model(model: Any) -> dict:
     out = {"format": PUBLIC_FORMAT, **family[0](model)}
     out["digest"] = digest(out)
     return out
+
+
+def describe(obj: Mapping) -> str:
+    """One line on a public model file's object: the model and what it holds.
+
+    >>> describe({"model": "RDTClassifier", "trees": None, "windows": {"windows": [1, 2]},
+    ...           "privacy": {"epsilon": 1.0}})
+    'RDTClassifier, 2 windows, epsilon 1.0'
+    """
+    trees = obj.get("trees")
+    size = (f"{len(obj['windows'].get('windows', []))} windows" if obj.get("windows")
+            else f"{trees['n_trees']} trees" if trees else "no trees")
+    return f"{obj.get('model')}, {size}, epsilon {obj.get('privacy', {}).get('epsilon')}"
 
 
 def export_model(model: Any, path: str | Path) -> dict:

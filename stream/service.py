@@ -613,15 +613,17 @@ def status_command(checkpoint_dir: str, *, as_json: bool = False,
 
 def export_command(checkpoint_dir: str, output: str) -> int:
     """``dpstream export``: the public model file of a checkpoint's model (its DP release
-    only: :mod:`dpstream.models.boosting.public_model`); prints where it went and what it holds."""
+    only: :mod:`dpstream.models.public`); prints where it went and what it holds. A consumer
+    group member's checkpoint holds its own windows; the union it predicts with is ``GET
+    /model`` of the running member."""
+    from ..models.public import describe as describe_release
     from ..models.public import export_model
 
     state, _info = read_checkpoint(checkpoint_dir)   # checked, decoded safely, never unpickled
     if state is None:
         raise ValueError(f"no checkpoint in {checkpoint_dir}")
     obj = export_model(state["model"], output)
-    print(f"public model file: {output} ({obj['model']}, {obj['trees']['n_trees']} trees, "
-          f"epsilon {obj['privacy'].get('epsilon')}, {obj['digest'][:19]}...)")
+    print(f"public model file: {output} ({describe_release(obj)}, {obj['digest'][:19]}...)")
     return 0
 
 

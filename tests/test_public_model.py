@@ -182,10 +182,11 @@ def test_a_file_is_checked_when_it_is_loaded(tmp_path):
     assert public.privacy_report()["epsilon"] == obj["privacy"]["epsilon"]
 
 
-def test_window_forests_say_they_cannot_be_exported_yet(tmp_path):
+def test_what_is_not_a_dpstream_model_is_refused_with_the_list(tmp_path):
+    with pytest.raises(TypeError, match="cannot be exported .* covers .*MedianForestClassifier"):
+        dpstream.models.public.export_model(object(), tmp_path / "m.json")
     model = MedianForestClassifier(schema=ADULT.schema, epsilon=1.0, seed=0)
-    with pytest.raises(TypeError, match="cannot be exported .* in this release"):
-        model.export(tmp_path / "m.json")
+    assert model.export(tmp_path / "m.json")["model"] == "MedianForestClassifier"
 
 
 def test_pickling_a_live_model_refuses_outside_private_state_access(tmp_path):
@@ -219,6 +220,18 @@ def test_dpstream_export_writes_a_checkpoints_public_model(tmp_path):
     public = dpstream.load_model(str(tmp_path / "model.json"))
     live = CheckpointStore.read(ck)["model"]
     _same(live, public, load_adult("test").X[:300])
+    ck = tmp_path / "ck-rdt"   # a window forest's checkpoint (keyed trees: windows only)
+    subprocess.run([*run, "replay", "--source", "adult", "--model", "rdt", "--epsilon", "1.0",
+                    "--seed", "0", "--checkpoint-dir", str(ck), "--json"], check=True,
+                   capture_output=True)
+    out = subprocess.run([*run, "export", "--checkpoint-dir", str(ck), "-o",
+                          str(tmp_path / "rdt.json")], check=True, capture_output=True, text=True)
+    assert "RDTClassifier" in out.stdout and "windows" in out.stdout
+    live = CheckpointStore.read(ck)["model"]
+    public = dpstream.load_model(str(tmp_path / "rdt.json"))
+    rows = load_adult("test").X[:300]
+    _same(live, public, rows, proba=False)   # (a live window forest has no proba_many)
+    assert [public.predict_proba_one(x) for x in rows] == [live.predict_proba_one(x) for x in rows]
     missing = subprocess.run([*run, "export", "--checkpoint-dir", str(tmp_path / "none"), "-o",
                               str(tmp_path / "x.json")], capture_output=True, text=True)
     assert missing.returncode != 0 and "no checkpoint" in missing.stderr

@@ -11,9 +11,8 @@ from stattest import outcome_events, privacy_loss_lower_bound
 
 from dpstream.models import RandomDecisionForestClassifier
 from dpstream.models.windows import random_forest as rf_module
-from dpstream.models.windows.private_range import private_ranges
 from dpstream.models.windows.random_forest import release_leaf_labels, theorem2_depth
-from dpstream.models.windows.random_trees import ImplicitRandomTrees
+from dpstream.models.windows.random_trees import ImplicitRandomTrees, private_ranges
 from dpstream.stream import ADULT_SCHEMA, load_adult
 from dpstream.stream.bench import run_bench
 from dpstream.stream.bench.scenarios import load_synth

@@ -6,8 +6,8 @@
 ``window_trees``       a window's trees as arrays, and leaf class distributions
 ``window_exchange``    export and merge of finished windows across processes
 ``relevance``          DP attribute-relevance evidence that split attributes are drawn from
-``private_range``      DP ranges of numeric features
-``random_trees``       keyed random trees drawn without data
+``random_trees``       keyed random trees drawn without data; DP numeric ranges
+``public_windows``     the window forests' public model file and predict-only reader
 ``buckets``            public buckets every keyed-tree level releases through
 ``median_forest``      median-split private ensembles (Huang, Lei & Kabán)
 ``random_forest``      random decision forests (Fletcher & Islam)
@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+from . import public_windows as _public_windows  # noqa: F401 - registers the public readers
 from .greedy_forest import GreedyForestClassifier
 from .median_forest import MedianForestClassifier
 from .random_forest import RandomDecisionForestClassifier

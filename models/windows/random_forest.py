@@ -34,7 +34,7 @@ wherever the domain is wider than the data: on SynthF (domain ±11.5, 99% of the
 ±3.8) most records of most trees shared one leaf, and the forest scored 79-80% at every epsilon
 from 0.1 to 5 against the paper's "over 85%" at epsilon 1 (its Fig. 9). Each window therefore
 spends ``range_share`` (5%) of its budget on an ``epsilon``-DP range per numeric attribute
-(:func:`~dpstream.models.windows.private_range.private_ranges`, shared with RDT: the window's
+(:func:`~dpstream.models.windows.random_trees.private_ranges`, shared with RDT: the window's
 labeled records dealt one attribute each, a Laplace histogram of ``range_bins`` bins of the public
 domain, the span of the bins that clearly hold records) and its trees — the same keyed trees —
 split inside it; the leaves get the other 95%. A record is in one attribute's part of the range
@@ -77,12 +77,12 @@ from ..params import check_integer, check_real
 from ..schema import river_check_schema
 from . import random_trees
 from .buckets import BucketTable, bucket_count, bucket_counts, bucket_keys
-from .private_range import private_ranges
 from .random_trees import (
     ImplicitRandomTrees,
     KeyedTree,
     LeafTable,
     kernel_salts,
+    private_ranges,
     root_keys,
     uniform_label,
 )
@@ -165,7 +165,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
         Overrides the Theorem-2 depth.
     range_share
         Share of a window's budget spent on the private range of the numeric attributes
-        (:func:`~dpstream.models.windows.private_range.private_ranges`); the window's trees draw
+        (:func:`~dpstream.models.windows.random_trees.private_ranges`); the window's trees draw
         their numeric split points inside it. ``0``: split points over the public domain, no budget
         spent on it. Default 0.2 (was 0.05): on top of the feature grid, the range of each
         window follows a drifting stream (Elec2 at epsilon 1: 0.686 at 0.0, 0.726 at 0.2).
@@ -296,7 +296,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
         """The window's random trees: the model's (same secret: the same attributes and
         uniform draws) with their numeric split points drawn inside an ``epsilon``-DP range
         of the window's labeled records
-        (:func:`~dpstream.models.windows.private_range.private_ranges`) instead of the schema's
+        (:func:`~dpstream.models.windows.random_trees.private_ranges`) instead of the schema's
         whole public domain; the model's own trees if ``epsilon`` is 0.
         """
         trees = self._trees

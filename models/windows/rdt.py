@@ -36,7 +36,7 @@ data: on Huang et al.'s syn5d (domain ±8.7, data within ±2.6 for 98% of values
 left all 2,700 records in one leaf in 3 of 5 trees, so RDT scored 57.5% at every ε from 0.05
 to 10 (syn10d 67.7%, syn15d 60.5%), against the paper's 79.8 / 78.6 / 80.2%. Each window now
 spends ``range_share`` (10%) of its budget on an ``epsilon``-DP range per numeric attribute
-(:func:`~dpstream.models.windows.private_range.private_ranges`, shared with the random decision
+(:func:`~dpstream.models.windows.random_trees.private_ranges`, shared with the random decision
 forest: the records dealt into one part per attribute, a Laplace histogram of
 ``range_bins`` bins of the public domain, the span of the bins that clearly hold records), and
 its trees — the same keyed trees — draw their numeric split points inside it. The ledger charges
@@ -99,13 +99,13 @@ from ..params import check_integer, check_real
 from ..schema import river_check_schema
 from . import random_trees
 from .buckets import BucketTable, bucket_count, bucket_counts, bucket_keys
-from .private_range import private_ranges
 from .random_trees import (
     ImplicitRandomTrees,
     KeyedTree,
     LeafTable,
     kernel_salts,
     laplace_of,
+    private_ranges,
     root_keys,
 )
 from .relevance import slot_counts

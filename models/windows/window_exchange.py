@@ -678,6 +678,13 @@ class WindowEnsemble:
             scores += weight * view._scores(Xe)
         return np.array(enc.classes, dtype=object).take(np.argmax(scores, axis=1))
 
+    def export(self, path: Any) -> dict:
+        """Write the union's public model file to ``path``: the voting windows of every
+        member as released, with their weights (docs/model_format.md, "Window forests")."""
+        from ..public import export_model
+
+        return export_model(self, path)
+
     # ------------------------------------------------------------ report
     def privacy_report(self) -> dict:
         """The merged ensemble's guarantee, its windows and their members; ``local`` is this

@@ -173,11 +173,15 @@ class WindowForestBase(PrivateState, HeldWindowMixin, ShortRepr, base.Classifier
 
 
     def export(self, path: Any) -> dict:
-        """The public model file covers the boosted models in this release (S-GBDT and
-        DPBoost: docs/model_format.md); a window forest raises ``TypeError``."""
-        raise TypeError(f"{type(self).__name__} cannot be exported to a public model file in "
-                        f"this release: the format covers S-GBDT and DPBoost (the window "
-                        f"forests follow; see docs/model_format.md)")
+        """Write this model's public model file to ``path``: its kept windows as released
+        (no record, no generator, no curator count), which ``dpstream.load_model(path)``
+        reads into a predict-only estimator with this model's predictions
+        (:mod:`dpstream.models.windows.public_windows`, docs/model_format.md). Returns the
+        file's JSON object."""
+        from ..public import export_model
+
+        return export_model(self, path)
+
     def __init__(self, schema: Any, epsilon: float, n_trees: int, window_size: int | None,
                  max_windows: int | None, seed: int | None,
                  window_seconds: float | None = None, warmup: int | None = 1000,
