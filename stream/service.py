@@ -611,16 +611,24 @@ def status_command(checkpoint_dir: str, *, as_json: bool = False,
     return 0
 
 
-def export_command(checkpoint_dir: str, output: str) -> int:
+def export_command(checkpoint_dir: str, output: str, fmt: str | None = None) -> int:
     """``dpstream export``: the public model file of a checkpoint's model (its DP release
-    only: :mod:`dpstream.models.boosting.public_model`); prints where it went and what it holds."""
-    from ..models.public import export_model
+    only: :mod:`dpstream.models.boosting.public_model`), or its ONNX graph when ``fmt`` is
+    ``"onnx"`` or ``output`` ends with ``.onnx`` (:mod:`dpstream.models.onnx_export`; the
+    ``onnx`` extra); prints where it went and what it holds."""
+    from ..models.public import export_model, public_model
 
     state, _info = read_checkpoint(checkpoint_dir)   # checked, decoded safely, never unpickled
     if state is None:
         raise ValueError(f"no checkpoint in {checkpoint_dir}")
-    obj = export_model(state["model"], output)
-    print(f"public model file: {output} ({obj['model']}, {obj['trees']['n_trees']} trees, "
+    if fmt == "onnx" or (fmt is None and output.lower().endswith(".onnx")):
+        from ..models.onnx_export import export_onnx
+
+        obj, what = public_model(state["model"]), "ONNX model"
+        export_onnx(obj, output)
+    else:
+        obj, what = export_model(state["model"], output), "public model file"
+    print(f"{what}: {output} ({obj['model']}, {obj['trees']['n_trees']} trees, "
           f"epsilon {obj['privacy'].get('epsilon')}, {obj['digest'][:19]}...)")
     return 0
 

@@ -2,11 +2,13 @@
 model's predictions (S-GBDT binary, multi-class and regression, DPBoost classifier and
 regressor on Adult, Abalone and Elec2; rows with missing features and rows exactly at a
 threshold), hand-built files exercise every link (``normalize`` included) on irregular trees,
-keyed forests and malformed files are refused."""
+keyed forests and malformed files are refused, a missing ``onnx`` names the extra, and
+``dpstream export -o model.onnx`` converts a real checkpoint."""
 
 from __future__ import annotations
 
 import json
+import sys
 import warnings
 
 import numpy as np
@@ -16,6 +18,8 @@ REASON = "the ONNX export's tests need onnx and onnxruntime: pip install 'dpstre
 onnx = pytest.importorskip("onnx", reason=REASON)
 ort = pytest.importorskip("onnxruntime", reason=REASON)
 
+from dpstream import MissingExtraError  # noqa: E402
+from dpstream.connectors import CheckpointStore  # noqa: E402
 from dpstream.models import (  # noqa: E402
     DPBoostClassifier,
     DPBoostRegressor,
@@ -33,6 +37,7 @@ from dpstream.models.public import (  # noqa: E402
     public_model,
 )
 from dpstream.stream import load_abalone, load_adult  # noqa: E402
+from dpstream.stream.cli import main  # noqa: E402
 from dpstream.stream.datasets import load_elec2  # noqa: E402
 
 warnings.simplefilter("ignore")   # (small streams on purpose)
@@ -284,3 +289,45 @@ def test_the_model_file_carries_its_release_and_encodes_records(tmp_path):
     want = RecordEncoder(ADULT.schema).encode_many(records)
     for source in (tmp_path / "m.onnx", proto, obj, model):
         assert np.array_equal(encode(source, records), want, equal_nan=True)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A real checkpoint: S-GBDT after 600 Adult records, saved as the service saves it."""
+    ck = tmp_path_factory.mktemp("onnx") / "ck"
+    model = _learn(SGBDTClassifier(schema=ADULT.schema, epsilon=1.0, seed=0), ADULT, 600)
+    store = CheckpointStore(ck)
+    store.save({"model": model, "positions": {}, "counters": {}, "ids": []})
+    store.close()
+    return ck
+
+
+def test_dpstream_export_writes_onnx_from_a_checkpoint(checkpoint, tmp_path, capsys):
+    assert main(["export", "--checkpoint-dir", str(checkpoint), "-o",
+                 str(tmp_path / "model.onnx")]) == 0
+    out = capsys.readouterr().out
+    assert "ONNX model:" in out and "SGBDTClassifier" in out
+    live = CheckpointStore.read(checkpoint)["model"]
+    records = ADULT.X[-300:]
+    label, proba = _session(onnx.load(str(tmp_path / "model.onnx"))).run(
+        None, {"X": encode(tmp_path / "model.onnx", records)})
+    assert np.allclose(proba, np.asarray(live.predict_proba_many(records)), rtol=0, atol=ATOL)
+    assert main(["export", "--checkpoint-dir", str(checkpoint), "--format", "onnx", "-o",
+                 str(tmp_path / "model.bin")]) == 0   # the suffix need not say it
+    assert (tmp_path / "model.bin").read_bytes() == (tmp_path / "model.onnx").read_bytes()
+    assert main(["export", "--checkpoint-dir", str(checkpoint), "-o",
+                 str(tmp_path / "model.json")]) == 0   # the public model file, as before
+    assert load_model(json.loads((tmp_path / "model.json").read_text()))
+
+
+def test_a_missing_onnx_names_the_extra(checkpoint, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "onnx", None)   # ``import onnx`` now fails
+    obj = _hand_built("logistic", _random_trees(np.random.default_rng(0), 2, 1))
+    with pytest.raises(MissingExtraError, match=r"ONNX export needs the onnx package, which is "
+                                                r"not installed: pip install 'dpstream\[onnx\]'"):
+        to_onnx(obj)
+    with pytest.raises(SystemExit) as stop:
+        main(["export", "--checkpoint-dir", str(checkpoint), "-o", str(tmp_path / "m.onnx")])
+    assert stop.value.code == 2
+    assert "pip install 'dpstream[onnx]'" in capsys.readouterr().err
+    assert not (tmp_path / "m.onnx").exists()
