@@ -105,17 +105,11 @@ def _arrays(trees: Mapping, k: int) -> tuple[int, int, int, np.ndarray, np.ndarr
     return n, m, depth, feature, threshold, left, values
 
 
-def _ensemble(obj: Mapping, n_columns: int, k: int) -> dict:
-    """The attributes of one ``TreeEnsemble`` (ai.onnx.ml opset 5) for the file's trees.
-
-    Opset 5 lists interior nodes and leaves apart, a leaf feeding one target: a forest of
-    K-vector leaves becomes K copies of its trees, copy ``c`` holding component ``c``. Only
-    nodes a path reaches are written (padding is dropped). A tree that is a single leaf gets
-    a root whose both branches lead to it.
-    """
-    n, m, depth, feature, threshold, left, values = _arrays(obj["trees"], k)
+def _reached(n: int, m: int, depth: int, left: np.ndarray) -> np.ndarray:
+    """Which nodes a path from a root reaches (padding: none); refuses a path longer than
+    ``max_depth`` (the reader stops there), which also stops a cycle."""
     size = n * m
-    start = np.arange(size) - np.arange(size) % m   # each node's tree's root
+    start = np.arange(size) - np.arange(size) % m
     is_leaf = left == np.arange(size) % m
     reach = np.zeros(size, dtype=bool)
     frontier = np.arange(n) * m
@@ -124,53 +118,83 @@ def _ensemble(obj: Mapping, n_columns: int, k: int) -> dict:
         inner = frontier[~is_leaf[frontier]]
         frontier = np.concatenate([start[inner] + left[inner], start[inner] + left[inner] + 1])
         if frontier.size == 0:
-            break
-    if frontier.size:
-        raise PublicModelError(f"malformed trees: a path longer than max_depth ({depth})")
+            return reach
+    raise PublicModelError(f"malformed trees: a path longer than max_depth ({depth})")
+
+
+def _ensemble(obj: Mapping, n_columns: int, k: int) -> dict:
+    """The attributes of one ``TreeEnsemble`` (ai.onnx.ml opset 5) for the file's trees.
+
+    Opset 5 lists interior nodes and leaves apart, a leaf feeding one target: a forest of
+    K-vector leaves becomes K copies of its trees, copy ``c`` holding component ``c``. Only
+    nodes a path reaches are written (padding is dropped). Two shapes are avoided because
+    runtimes misread them: a root whose branches lead to the same leaf (onnx's reference
+    implementation then reads the leaf at the root's index) and a root whose true and false
+    ids are equal, one a node's and one a leaf's (onnxruntime 1.21-1.23 take it for a leaf).
+    So a tree that is a single leaf gets a root with two copies of that leaf, and where a
+    root's ids would coincide an unused leaf shifts the ids of that tree's leaves.
+    """
+    n, m, depth, feature, threshold, left, values = _arrays(obj["trees"], k)
+    size = n * m
+    start = np.arange(size) - np.arange(size) % m   # each node's tree's root
+    is_leaf = left == np.arange(size) % m
+    reach = _reached(n, m, depth, left)
     used = reach & ~is_leaf
     if feature[used].size and (feature[used].min() < 0 or feature[used].max() >= n_columns):
         raise PublicModelError("malformed trees: a feature column the schema does not have")
     roots = np.arange(n) * m
-    inner = np.flatnonzero(used | (np.isin(np.arange(size), roots) & is_leaf))
-    leaves = np.flatnonzero(reach & is_leaf)
+    lone = roots[is_leaf[roots]]   # trees that are a single leaf
+    inner = np.flatnonzero(used | np.isin(np.arange(size), lone))
+    leaves = np.sort(np.concatenate([np.flatnonzero(reach & is_leaf), lone]))
     node_id = np.full(size, -1, dtype=np.int64)
     node_id[inner] = np.arange(inner.size)
-    leaf_id = np.full(size, -1, dtype=np.int64)
-    leaf_id[leaves] = np.arange(leaves.size)
-    single = is_leaf[inner]   # a one-leaf tree's root: both branches to that leaf
+    leaf_id = np.searchsorted(leaves, np.arange(size))   # (a lone leaf: the first of two)
+    single = is_leaf[inner]
     true_child = np.where(single, inner, start[inner] + left[inner])
-    false_child = np.where(single, inner, start[inner] + left[inner] + 1)
+    false_child = np.where(single, inner, true_child + 1)
     true_leaf, false_leaf = is_leaf[true_child], is_leaf[false_child]
     true_ids = np.where(true_leaf, leaf_id[true_child], node_id[true_child])
-    false_ids = np.where(false_leaf, leaf_id[false_child], node_id[false_child])
+    false_ids = np.where(false_leaf, leaf_id[false_child] + single, node_id[false_child])
     copies = [c for c in range(k) if k == 1 or values[leaves, c].any()] or [0]
-    n_in, n_leaf = inner.size, leaves.size
-
-    def tile(ids: np.ndarray, to_leaf: np.ndarray) -> list[int]:
-        return np.concatenate([ids + np.where(to_leaf, i * n_leaf, i * n_in)
-                               for i in range(len(copies))]).tolist()
-
+    n_in, n_leaf, n_copies = inner.size, leaves.size, len(copies)
+    # the copies side by side: node and leaf ids move by a copy's count of each
+    node_shift = np.repeat(np.arange(n_copies) * n_in, n_in)
+    leaf_shift = np.repeat(np.arange(n_copies) * n_leaf, n_in)
+    true_leaf, false_leaf = np.tile(true_leaf, n_copies), np.tile(false_leaf, n_copies)
+    true_ids = np.tile(true_ids, n_copies) + np.where(true_leaf, leaf_shift, node_shift)
+    false_ids = np.tile(false_ids, n_copies) + np.where(false_leaf, leaf_shift, node_shift)
+    tree_roots = (node_id[roots] + np.arange(n_copies)[:, None] * n_in).ravel()
+    first_leaf = (np.searchsorted(leaves, roots) + np.arange(n_copies)[:, None] * n_leaf).ravel()
+    node_tree = (inner // m + np.arange(n_copies)[:, None] * n).ravel()
+    weights = np.concatenate([values[leaves, c] for c in copies])
+    targets = np.repeat(copies, n_leaf)
+    moved, inserts = np.zeros(tree_roots.size, dtype=np.int64), []
+    for t, r in enumerate(tree_roots.tolist()):
+        if true_ids[r] + true_leaf[r] * len(inserts) == \
+                false_ids[r] + false_leaf[r] * len(inserts):
+            inserts.append(first_leaf[t])
+        moved[t] = len(inserts)
+    true_ids += true_leaf * moved[node_tree]
+    false_ids += false_leaf * moved[node_tree]
     onnx = _onnx()
-    splits = np.where(single, 0.0, threshold[inner])
     return {
         "n_targets": k,
         "aggregate_function": 1,   # SUM
         "post_transform": 0,       # NONE: the link follows as standard operators
-        "tree_roots": np.concatenate([node_id[roots] + i * n_in
-                                      for i in range(len(copies))]).tolist(),
-        "nodes_featureids": np.tile(np.where(single, 0, feature[inner]), len(copies)).tolist(),
-        "nodes_splits": onnx.numpy_helper.from_array(np.tile(splits, len(copies))),
+        "tree_roots": tree_roots.tolist(),
+        "nodes_featureids": np.tile(np.where(single, 0, feature[inner]), n_copies).tolist(),
+        "nodes_splits": onnx.numpy_helper.from_array(
+            np.tile(np.where(single, 0.0, threshold[inner]), n_copies)),
         # 0: BRANCH_LEQ, ``x <= split`` goes to the true (left) branch
-        "nodes_modes": onnx.numpy_helper.from_array(np.zeros(n_in * len(copies), np.uint8)),
-        "nodes_truenodeids": tile(true_ids, true_leaf),
-        "nodes_trueleafs": np.tile(true_leaf, len(copies)).astype(np.int64).tolist(),
-        "nodes_falsenodeids": tile(false_ids, false_leaf),
-        "nodes_falseleafs": np.tile(false_leaf, len(copies)).astype(np.int64).tolist(),
+        "nodes_modes": onnx.numpy_helper.from_array(np.zeros(n_in * n_copies, np.uint8)),
+        "nodes_truenodeids": true_ids.tolist(),
+        "nodes_trueleafs": true_leaf.astype(np.int64).tolist(),
+        "nodes_falsenodeids": false_ids.tolist(),
+        "nodes_falseleafs": false_leaf.astype(np.int64).tolist(),
         # NaN (missing) compares false and goes right, as the public model file says
-        "nodes_missing_value_tracks_true": [0] * (n_in * len(copies)),
-        "leaf_targetids": np.repeat(copies, n_leaf).tolist(),
-        "leaf_weights": onnx.numpy_helper.from_array(
-            np.concatenate([values[leaves, c] for c in copies])),
+        "nodes_missing_value_tracks_true": [0] * (n_in * n_copies),
+        "leaf_targetids": np.insert(targets, inserts, 0).tolist(),
+        "leaf_weights": onnx.numpy_helper.from_array(np.insert(weights, inserts, 0.0)),
     }
 
 

@@ -226,6 +226,31 @@ def test_irregular_hand_built_trees_predict_as_the_reader(link, k):
     _check(obj, _grid_rows(rng))
 
 
+def test_the_graph_avoids_tree_shapes_runtimes_misread():
+    """A one-leaf tree and a root with one leaf child: onnx's reference implementation reads
+    a root whose branches share a leaf at the root's own index, and onnxruntime 1.21-1.23
+    take a root whose true and false ids are equal for a leaf (whatever the leaf flags).
+    Neither shape is written, and the reference implementation agrees with the reader."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(3)
+    obj = _hand_built("softmax", _random_trees(rng, 40, 3))
+    trees = obj["trees"]
+    lefts = np.reshape(trees["left"], (40, -1))
+    assert (lefts[:, 0] == 0).any(), "no one-leaf tree"
+    assert ((lefts[:, 0] == 1) & ((lefts[:, 1] == 1) ^ (lefts[:, 2] == 2))).any(), \
+        "no root with exactly one leaf child"
+    proto = to_onnx(obj)
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in proto.graph.node[0].attribute}
+    roots = list(attrs["tree_roots"])
+    assert len(roots) == 3 * 40
+    assert all(attrs["nodes_truenodeids"][r] != attrs["nodes_falsenodeids"][r] for r in roots)
+    rows = _grid_rows(rng, 200)
+    want = np.asarray(load_model(obj).predict_proba_many(rows))
+    (got,) = ReferenceEvaluator(proto).run(["probabilities"], {"X": rows.rows})
+    assert np.allclose(got, want, rtol=0, atol=ATOL)
+
+
 def test_the_normalize_link_of_median_forests():
     rng = np.random.default_rng(11)
     obj = _hand_built("normalize", _random_trees(rng, 30, 3), model="MedianForestClassifier")
