@@ -346,7 +346,7 @@ def to_onnx(source: Any) -> Any:
     model = h.make_model(graph, producer_name="dpstream", producer_version=__version__,
                          opset_imports=[h.make_opsetid("", ONNX_OPSET),
                                         h.make_opsetid("ai.onnx.ml", ONNX_ML_OPSET)],
-                         doc_string=f"dpstream {obj['model']} ({obj['task']}, link "
+                         doc_string=f"dpstream {obj['model']} ({obj.get('task')}, link "
                                     f"{obj['link']}): X holds records encoded as "
                                     "docs/model_format.md says")
     model.ir_version = _IR_VERSION
@@ -364,7 +364,19 @@ def to_onnx(source: Any) -> Any:
 
 def export_onnx(source: Any, path: str | Path) -> Any:
     """Write :func:`to_onnx` of ``source`` (a model, a public model file's object or path) to
-    ``path``; returns the ``onnx.ModelProto``."""
+    ``path``; returns the ``onnx.ModelProto``.
+
+    Examples
+    --------
+    >>> import tempfile, onnx
+    >>> from dpstream.models import SGBDTClassifier
+    >>> schema = {"features": {"a": {"type": "numeric", "min": 0, "max": 1}},
+    ...           "target": {"type": "binary", "values": [False, True]}}
+    >>> path = tempfile.mkdtemp() + "/model.onnx"
+    >>> _ = export_onnx(SGBDTClassifier(schema=schema, epsilon=1.0), path)
+    >>> [o.name for o in onnx.load(path).graph.output]
+    ['label', 'probabilities']
+    """
     model = to_onnx(source)
     Path(path).write_bytes(model.SerializeToString())
     return model
@@ -391,6 +403,19 @@ def encode(source: Any, records: Iterable[Mapping] | Any) -> np.ndarray:
 
     ``source`` is the ONNX model (or its ``.onnx`` path), or a model, a public model file's
     object or its path; ``records`` are dicts (or a pandas DataFrame).
+
+    Examples
+    --------
+    >>> from dpstream.models import SGBDTRegressor
+    >>> from dpstream.models.public import public_model
+    >>> schema = {"features": {"a": {"type": "numeric", "min": 0, "max": 1},
+    ...                        "c": {"type": "categorical", "values": ["x", "y"]}},
+    ...           "target": {"type": "numeric", "min": 0, "max": 10}}
+    >>> obj = public_model(SGBDTRegressor(schema=schema, epsilon=1.0))
+    >>> obj["columns"]
+    ['<leaf>', 'a', 'c=x', 'c=y']
+    >>> encode(obj, [{"a": 0.25, "c": "y"}, {"c": "x"}]).tolist()   # a missing: NaN
+    [[0.0, 0.25, 1.0, 0.0], [0.0, nan, 0.0, 1.0]]
     """
     schema, columns = _layout(source)
     encoder = RecordEncoder(coerce_schema(dict(schema)))
