@@ -13,6 +13,7 @@ The core, shared by every family:
 ``forest_kernels``     its compiled routing and score updates (numba)
 ``drift``              the DP drift signal
 ``public``             the public model file: digest, checks, each family's registry
+``onnx_export``        the public model file as an ONNX TreeEnsemble graph (the onnx extra)
 ``params``             hyper-parameter checks, the short repr, the small-stream and
                        clipped-input warnings
 =====================  ==============================================================

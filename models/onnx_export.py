@@ -18,10 +18,10 @@ import numpy as np
 
 from .. import __version__, import_extra
 from .encoding import RecordEncoder
-from .public import PUBLIC_FORMAT, PublicModelError, digest, public_model
+from .public import PUBLIC_FORMAT, PublicModelError, digest, export_model, public_model
 from .schema import coerce_schema
 
-__all__ = ["ONNX_ML_OPSET", "ONNX_OPSET", "encode", "export_onnx", "to_onnx"]
+__all__ = ["ONNX_ML_OPSET", "ONNX_OPSET", "encode", "export_file", "export_onnx", "to_onnx"]
 
 #: the ``ai.onnx`` opset of the exported graphs (ONNX 1.16's; IR version 10)
 ONNX_OPSET = 21
@@ -380,6 +380,16 @@ def export_onnx(source: Any, path: str | Path) -> Any:
     model = to_onnx(source)
     Path(path).write_bytes(model.SerializeToString())
     return model
+
+
+def export_file(model: Any, path: str | Path) -> dict:
+    """``model.export(path)``: the public model file (JSON), or its ONNX graph when ``path``
+    ends with ``.onnx``; returns the public model file's object."""
+    if not str(path).lower().endswith(".onnx"):
+        return export_model(model, path)
+    obj = public_model(model)
+    export_onnx(obj, path)
+    return obj
 
 
 def _layout(source: Any) -> tuple[Mapping, list]:

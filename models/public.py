@@ -112,7 +112,9 @@ def describe(obj: Mapping) -> str:
 
 
 def export_model(model: Any, path: str | Path) -> dict:
-    """Write the public model file of ``model`` to ``path`` (JSON); returns its object."""
+    """Write the public model file of ``model`` to ``path`` (JSON); returns its object.
+    (``model.export(path)`` writes an ONNX graph for a ``.onnx`` path:
+    :func:`dpstream.models.onnx_export.export_file`.)"""
     obj = public_model(model)
     Path(path).write_text(json.dumps(obj, allow_nan=False) + "\n", encoding="utf-8")
     return obj

@@ -24,6 +24,8 @@ from dpstream.models import (  # noqa: E402
     DPBoostClassifier,
     DPBoostRegressor,
     Forest,
+    MedianForestClassifier,
+    RDTClassifier,
     SGBDTClassifier,
     SGBDTRegressor,
 )
@@ -36,6 +38,7 @@ from dpstream.models.public import (  # noqa: E402
     load_model,
     public_model,
 )
+from dpstream.models.windows.window_exchange import WindowEnsemble  # noqa: E402
 from dpstream.stream import load_abalone, load_adult  # noqa: E402
 from dpstream.stream.cli import main  # noqa: E402
 from dpstream.stream.datasets import load_elec2  # noqa: E402
@@ -264,6 +267,37 @@ def test_the_normalize_link_of_median_forests():
                                       "n_outputs": 3, "vector": []}, "MedianForestClassifier")
     label, proba = _session(to_onnx(empty)).run(None, {"X": rows.rows[:5]})
     assert label.tolist() == [0] * 5 and np.allclose(proba, 1 / 3, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("data, schema, y", [(ADULT, ADULT.schema, None),
+                                              (ELEC2, ELEC2.schema, None),
+                                              (ABALONE, AGES, AGE_Y)],
+                         ids=["adult", "elec2", "abalone-3-classes"])
+def test_a_trained_median_forest_and_a_members_union_predict_as_the_public_model(data, schema,
+                                                                                  y):
+    make = [MedianForestClassifier(schema=schema, epsilon=1.0, seed=s, window_size=300,
+                                   max_windows=None) for s in (6, 7)]
+    n = min(2400, len(data.X) - 400)
+    labels = data.y if y is None else y
+    for i in range(n):
+        make[i % 2].learn_one(data.X[i], labels[i])
+    obj = public_model(make[0])
+    assert obj["trees"]["n_trees"] > 0 and obj["link"] == "normalize"
+    _check(obj, _rows(obj, data.X[-400:]))
+    a, b = WindowEnsemble(make[0], "a"), WindowEnsemble(make[1], "b")
+    a.local_updates()   # a's own windows join its union
+    for key, state in b.local_updates().items():
+        a.adopt(key, state)
+    union = public_model(a)
+    assert union["combine"] == "union" and union["trees"]["n_trees"] > obj["trees"]["n_trees"]
+    _check(union, _rows(union, data.X[-400:]))
+
+
+def test_a_trained_keyed_forest_is_refused():
+    model = RDTClassifier(schema=ADULT.schema, epsilon=1.0, seed=0, window_size=300)
+    _learn(model, ADULT, 700)
+    with pytest.raises(ValueError, match=r"keyed \(hash-routed\) trees"):
+        to_onnx(model)
 
 
 @pytest.mark.parametrize("trees", [None, "absent"])

@@ -76,13 +76,14 @@ class _SGBDTBase(PrivateState, ShortRepr, base.Estimator):
 
 
     def export(self, path: Any) -> dict:
-        """Write this model's public model file to ``path``: its DP release only, which
+        """Write this model's public model file to ``path`` (an ONNX graph for a ``.onnx``
+        path: the onnx extra): its DP release only, which
         ``dpstream.load_model(path)`` reads into a predict-only estimator with this model's
         predictions (:mod:`dpstream.models.boosting.public_model`, docs/model_format.md).
         Returns the file's JSON object."""
-        from ..public import export_model
+        from ..onnx_export import export_file
 
-        return export_model(self, path)
+        return export_file(self, path)
     def __init__(self, schema: Any, **params: Any):
         self.schema = require_schema(schema, type(self).__name__)
         for name in self._PARAMS:

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 from river import base
 
+from ..encoding import is_frame
 from ..grid import FeatureGrid
 from ..public import PublicModelError, finite_or_none, quiet_report, register_public
 from ..schema import coerce_schema
@@ -321,17 +322,27 @@ class PublicWindowForest(base.Classifier):
     def predict_one(self, x: Mapping, **kwargs) -> Any:
         return self._encoder.classes[int(self._row_scores(x).argmax())]
 
-    def predict_many(self, X: Any) -> np.ndarray:
+    def predict_many(self, X: Any) -> Any:
+        """Classes of a batch (a pandas Series for a DataFrame, as the live model's)."""
         scores = self._batch_scores(X)
-        return np.array(self._encoder.classes, dtype=object).take(np.argmax(scores, axis=1))
+        out = np.array(self._encoder.classes, dtype=object).take(np.argmax(scores, axis=1))
+        if is_frame(X):
+            import pandas as pd
+            return pd.Series(out, index=X.index)
+        return out
 
-    def predict_proba_many(self, X: Any) -> list[dict]:
-        """Class probabilities of a batch, one dict per row (as :meth:`predict_proba_one`)."""
+    def predict_proba_many(self, X: Any) -> Any:
+        """Class probabilities of a batch, as :meth:`predict_proba_one` row by row: a pandas
+        DataFrame with a column per class (a dict of columns without pandas)."""
         classes = self._encoder.classes
         s = np.maximum(self._batch_scores(X), 0.0)
         total = s.sum(axis=1, keepdims=True)
         p = np.divide(s, total, out=np.full_like(s, 1.0 / len(classes)), where=total > 0)
-        return [dict(zip(classes, row.tolist(), strict=True)) for row in p]
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover - pandas is optional
+            return {c: p[:, i] for i, c in enumerate(classes)}
+        return pd.DataFrame(p, columns=list(classes), index=X.index if is_frame(X) else None)
 
     def __repr__(self) -> str:
         n = len(self.public["windows"].get("windows", []))

@@ -173,14 +173,15 @@ class WindowForestBase(PrivateState, HeldWindowMixin, ShortRepr, base.Classifier
 
 
     def export(self, path: Any) -> dict:
-        """Write this model's public model file to ``path``: its kept windows as released
+        """Write this model's public model file to ``path`` (an ONNX graph for a ``.onnx``
+        path: the onnx extra): its kept windows as released
         (no record, no generator, no curator count), which ``dpstream.load_model(path)``
         reads into a predict-only estimator with this model's predictions
         (:mod:`dpstream.models.windows.public_windows`, docs/model_format.md). Returns the
         file's JSON object."""
-        from ..public import export_model
+        from ..onnx_export import export_file
 
-        return export_model(self, path)
+        return export_file(self, path)
 
     def __init__(self, schema: Any, epsilon: float, n_trees: int, window_size: int | None,
                  max_windows: int | None, seed: int | None,
