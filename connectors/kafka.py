@@ -239,6 +239,10 @@ class GroupSource:
         self.assigned: set[str] = set()
         self.rebalances = 0
         self.poll_errors = 0
+        #: wall time the broker last answered this consumer (records fetched, a heartbeat or
+        #: librdkafka's responses); ``None`` before the first answer (``dpstream serve``:
+        #: ``dpstream_broker_last_contact_age_seconds``)
+        self.last_contact: float | None = None
         self.shared = False          # exclusive, and another member holds some partitions
         self._total_unknown = False  # exclusive, and the topic's partition count not known yet
         self.shared_assignments = 0
@@ -513,6 +517,7 @@ class KafkaSource(GroupSource):
                 self._check_behind()
             wait_ms = max(timeout_ms, JOIN_WAIT_MS) if self._joining() else timeout_ms
             batches = self.consumer.poll(timeout_ms=wait_ms)
+            self._note_contact(bool(batches))
             if self.shared:
                 self._shared_error()
                 return []   # fetched before the pause: dropped untrained, positions unmoved
@@ -540,6 +545,21 @@ class KafkaSource(GroupSource):
                 out.append(SourceRecord(value=value, partition=key, offset=m.offset, raw=value,
                                         meta=meta))
         return out
+
+    def _note_contact(self, fetched: bool) -> None:
+        """Move :attr:`last_contact` to now if the poll fetched records, else to the group
+        coordinator's last heartbeat answer (kafka-python has no public read-out of it: its
+        coordinator's ``heartbeat.last_receive``, monotonic; absent: records only)."""
+        now = time.time()
+        if fetched:
+            self.last_contact = now
+            return
+        heartbeat = getattr(getattr(self.consumer, "_coordinator", None), "heartbeat", None)
+        beat = getattr(heartbeat, "last_receive", None)
+        if isinstance(beat, float) and beat != -float("inf"):
+            wall = now - (time.monotonic() - beat)
+            if self.last_contact is None or wall > self.last_contact:
+                self.last_contact = wall
 
     def _joining(self) -> bool:
         """Whether the consumer is (re)joining its group: a join round trip is in flight, or

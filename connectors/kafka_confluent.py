@@ -63,6 +63,9 @@ _DROPPED = {"bootstrap_timeout_ms", "max_poll_records", "max_block_ms", "api_ver
             "value_serializer", "key_deserializer", "value_deserializer"}
 #: the most messages one :meth:`ConfluentSource.poll` returns (``max_poll_records``)
 BATCH = 2000
+#: how often librdkafka reports its statistics to a source (``statistics.interval.ms``): the
+#: responses its brokers sent, which move :attr:`ConfluentSource.last_contact` while idle
+STATS_MS = 5000
 
 
 def rdkafka_config(config: dict) -> dict:
@@ -166,6 +169,7 @@ checkpoint_id, accept_behind
             self.config.get("partition.assignment.strategy", ""))
         self._highs: dict[str, int] = {}   # partition key -> high watermark (last fetches)
         self._highs_at = -float("inf")
+        self._responses = 0   # responses from brokers, at librdkafka's last statistics
 
     def connect(self, stop: threading.Event) -> bool:
         """Create the consumer and subscribe (retrying while the broker is away, up to the
@@ -177,7 +181,8 @@ checkpoint_id, accept_behind
         conf = {"bootstrap.servers": self.bootstrap, "group.id": self.group,
                 "enable.auto.commit": False, "enable.auto.offset.store": False,
                 "enable.partition.eof": False, "topic.metadata.refresh.interval.ms": 10000,
-                **rdkafka_config(self.config), "on_commit": _log_commit, "logger": RDKAFKA_LOG}
+                "statistics.interval.ms": STATS_MS, **rdkafka_config(self.config),
+                "on_commit": _log_commit, "logger": RDKAFKA_LOG, "stats_cb": self._stats}
 
         def factory() -> Any:
             wait = _within(self.config, deadline).get("bootstrap_timeout_ms", 5000) / 1000
@@ -344,6 +349,18 @@ checkpoint_id, accept_behind
                         err.str() if hasattr(err, "str") else _reason(err))
             self._last_poll_warning = now
 
+    def _stats(self, text: str) -> None:   # librdkafka's statistics (stats_cb), in poll
+        """Note contact with the broker when the responses received from brokers (``rx``,
+        summed over the brokers librdkafka knows, its internal one aside) grew."""
+        try:
+            brokers = json.loads(text).get("brokers", {}).values()
+            responses = sum(int(b.get("rx", 0)) for b in brokers if b.get("source") != "internal")
+        except (ValueError, TypeError, AttributeError):   # not the statistics we know
+            return
+        if responses != self._responses and responses > 0:   # (less: a new consumer)
+            self.last_contact = time.time()
+        self._responses = responses
+
     # ------------------------------------------------------------ reading
     def poll(self, timeout_ms: int = 200) -> list[SourceRecord]:
         """The next records, up to ``max_poll_records``: what is already fetched, else the
@@ -396,6 +413,8 @@ checkpoint_id, accept_behind
             if kind and ts >= 0:
                 meta["timestamp"] = ts / 1000.0   # the broker's, in seconds
             append(SourceRecord(value, key, m.offset(), value, meta))
+        if out:   # records fetched: the broker answered
+            self.last_contact = time.time()
         return out
 
     def _current(self, msgs: list) -> list:

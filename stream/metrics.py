@@ -16,9 +16,10 @@ that neighbouring streams leave every remaining key with the same value.
 
 The collector reads the runner's counters at scrape time, so nothing has to be kept in sync:
 ``dpstream_records_total{outcome=...}``, ``dpstream_epsilon`` (the guarantee),
-``dpstream_trees``, ``dpstream_consumer_lag``, ``dpstream_group_shared`` (1 while a service
-that must be its group's only member is paused), ``dpstream_union_*`` (a window-forest member:
-the union of every member's windows it predicts with) and ``dpstream_member_share`` (its share
+``dpstream_trees``, ``dpstream_consumer_lag``, ``dpstream_broker_last_contact_age_seconds``,
+``dpstream_group_shared`` (1 while a service that must be its group's only member is paused),
+``dpstream_union_*`` (a window-forest member: the union of every member's windows it predicts
+with; ``dpstream_union_newest_window_age_seconds``) and ``dpstream_member_share`` (its share
 of the partitions), ``dpstream_last_checkpoint_age_seconds`` and, for a party of distributed
 S-GBDT, ``dpstream_board_messages_ignored_total{reason=...}``; with ``curator=True`` also the
 curator-only series. ``/healthz`` answers 200 while the main loop has turned within
@@ -62,7 +63,8 @@ __all__ = ["MetricsServer", "ServiceCollector", "PUBLIC_SERIES", "CURATOR_SERIES
 #: lag: every message counts, whatever its content, issue 63), the guarantee,
 #: the released model's size, closed windows, and the union of released windows (whose record
 #: counts are published on the model topic with each window and weigh its vote), protocol
-#: messages of distributed S-GBDT (not records) and checkpoint bookkeeping.
+#: messages of distributed S-GBDT (not records), checkpoint bookkeeping, and two ages that are
+#: functions of time and public releases only.
 PUBLIC_SERIES: frozenset[str] = frozenset({
     'dpstream_records_total{outcome="seen"}',
     "dpstream_checkpoints_total",
@@ -79,6 +81,8 @@ PUBLIC_SERIES: frozenset[str] = frozenset({
     "dpstream_group_shared",
     "dpstream_board_messages_ignored_total",
     "dpstream_last_checkpoint_age_seconds",
+    "dpstream_broker_last_contact_age_seconds",   # broker answer times (as arrivals: public)
+    "dpstream_union_newest_window_age_seconds",   # a released window's `published` stamp
 })
 
 #: ``/metrics`` series for the data curator only: exact functions of private data, not
@@ -154,6 +158,12 @@ class ServiceCollector:
     lag, board, group_shared, ensemble
         Optional read-outs: the consumer's lag, distributed S-GBDT's ignored board messages,
         whether the group is shared, a member's union report.
+    contact, union_published
+        Optional wall times (``None``: not yet): the broker's last answer to the consumer
+        (:attr:`~dpstream.connectors.kafka.GroupSource.last_contact`), and when the newest
+        window of another member in a member's union was published
+        (:meth:`~dpstream.models.windows.window_exchange.WindowEnsemble.newest_published`);
+        exported as ages in seconds.
     curator
         Export :data:`CURATOR_SERIES` too (exact functions of private data, for the data
         curator only); by default only :data:`PUBLIC_SERIES` are exported, and a series in
@@ -163,13 +173,17 @@ class ServiceCollector:
     def __init__(self, runner: Any, lag: Callable[[], int | None] | None = None,
                  board: Callable[[], dict[str, int]] | None = None,
                  group_shared: Callable[[], bool] | None = None,
-                 ensemble: Callable[[], dict] | None = None, *, curator: bool = False):
+                 ensemble: Callable[[], dict] | None = None, *, curator: bool = False,
+                 contact: Callable[[], float | None] | None = None,
+                 union_published: Callable[[], float | None] | None = None):
         self.runner = runner
         self.lag = lag
         self.board = board
         self.group_shared = group_shared
         self.ensemble = ensemble
         self.curator = curator
+        self.contact = contact
+        self.union_published = union_published
 
     def collect(self) -> Iterator[Metric]:
         """The families to export: every one with ``curator``, else their public series."""
@@ -193,6 +207,7 @@ class ServiceCollector:
             saved = getattr(r, "saved_report", None)
             report = r.model.privacy_report() if self.curator or saved is None else saved
             union = None if self.ensemble is None else self.ensemble()
+            published = None if self.union_published is None else self.union_published()
         records = CounterMetricFamily("dpstream_records", "Records by outcome",
                                       labels=["outcome"])
         for outcome in ("seen", "learned", "dead_letters", "duplicates", "unlabeled"):
@@ -251,6 +266,12 @@ class ServiceCollector:
         if lag is not None:
             yield GaugeMetricFamily("dpstream_consumer_lag", "Messages behind the high watermark",
                                     value=float(lag))
+        contact = None if self.contact is None else self.contact()
+        if contact is not None:
+            yield GaugeMetricFamily("dpstream_broker_last_contact_age_seconds",
+                                    "Seconds since the broker last answered the consumer "
+                                    "(records fetched, a heartbeat)",
+                                    value=max(0.0, time.time() - contact))
         if union is not None:   # a window-forest member: the union it predicts with
             yield GaugeMetricFamily("dpstream_union_epsilon",
                                     "Epsilon per record of the union of every member's windows",
@@ -268,6 +289,11 @@ class ServiceCollector:
                                     "This member's share of the partitions (its windows and "
                                     "trees take that share of the model's sizes)",
                                     value=float(union["local"].get("member_share", 1.0)))
+        if published is not None:   # a member whose union holds another member's window
+            yield GaugeMetricFamily("dpstream_union_newest_window_age_seconds",
+                                    "Seconds since the newest window of another member in the "
+                                    "union was published (its publisher's clock)",
+                                    value=max(0.0, time.time() - published))
         if self.group_shared is not None:   # a service that must be its group's only member
             yield GaugeMetricFamily(
                 "dpstream_group_shared",

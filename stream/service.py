@@ -327,6 +327,9 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
         if settings.metrics_port is not None:
             metrics = MetricsServer(
                 ServiceCollector(runner, lag=lag,
+                                 contact=lambda: source.last_contact,
+                                 union_published=None if member is None
+                                 else member.ensemble.newest_published,
                                  board=None if dist is None else lambda: dist.counters,
                                  group_shared=None if member is not None
                                  else lambda: source.shared,

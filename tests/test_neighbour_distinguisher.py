@@ -49,7 +49,9 @@ NOISY = re.compile(r"(quantiles|weights|history|histogram|relevance|init_score$|
                    r"/drift/change_at_release|/numeric_range)")
 #: what an outside reader may see move with the record: nothing but the DP values, and its
 #: own message's echo (the id it was sent with)
-PUBLIC_SERIES_FREE = {"dpstream_last_checkpoint_age_seconds"}
+PUBLIC_SERIES_FREE = {"dpstream_last_checkpoint_age_seconds",
+                      "dpstream_broker_last_contact_age_seconds",
+                      "dpstream_union_newest_window_age_seconds"}
 
 
 class Topic:

@@ -55,7 +55,9 @@ ATTACKED = ('dpstream_records_total{outcome="learned"}',
             "dpstream_clipped_values_total", "dpstream_record_budget_spent_fraction",
             "dpstream_active_records", "dpstream_window_pending_records")
 #: public series whose value may differ between neighbours: arrivals and wall time
-ARRIVALS = ('dpstream_records_total{outcome="seen"}', "dpstream_last_checkpoint_age_seconds")
+ARRIVALS = ('dpstream_records_total{outcome="seen"}', "dpstream_last_checkpoint_age_seconds",
+            "dpstream_broker_last_contact_age_seconds",
+            "dpstream_union_newest_window_age_seconds")
 
 
 def _adult(extra: dict | None = None) -> list[dict]:
@@ -108,12 +110,14 @@ def _listed(series: str, allow: frozenset[str]) -> bool:
 
 
 def _everything(runner: Runner, *, curator: bool) -> ServiceCollector:
-    """A collector with every optional read-out wired (lag, board, group, a member's union)."""
+    """A collector with every optional read-out wired (lag, board, group, a member's union,
+    the broker's last answer, the newest window of another member)."""
     union = {"epsilon": 1.0, "windows_kept": 2, "members": ["a", "b"],
              "records_in_windows": 200, "local": {"member_share": 0.5}}
     return ServiceCollector(runner, lag=lambda: 3, board=lambda: {"unsigned": 1},
                             group_shared=lambda: False, ensemble=lambda: union,
-                            curator=curator)
+                            curator=curator, contact=lambda: time.time() - 2.0,
+                            union_published=lambda: time.time() - 60.0)
 
 
 def _status(directory: Path, capsys, *args: str) -> tuple[dict, str]:

@@ -613,6 +613,14 @@ class WindowEnsemble:
         """Members with a window in the union (sorted)."""
         return sorted({s["member"] for s in self.windows.values()})
 
+    def newest_published(self) -> float | None:
+        """When the newest window of another member in the union was published (Unix time,
+        its ``published`` stamp: the publishing member's clock); ``None`` while the union holds
+        no other member's window (``dpstream serve``:
+        ``dpstream_union_newest_window_age_seconds``)."""
+        return max((float(s["published"]) for s in self.windows.values()
+                    if s["member"] != self.member), default=None)
+
     def _serving(self) -> list[tuple[dict, Any, float]]:
         if self._kept is None:
             order = sorted(self.windows.values(),
