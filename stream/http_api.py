@@ -20,13 +20,13 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 __all__ = ["Reply", "Snapshot", "SnapshotPublisher", "PredictAPI", "serve_model",
            "serve_model_command", "add_http_arguments", "is_loopback", "MAX_BODY_BYTES",
-           "MAX_RECORDS", "CONCURRENCY"]
+           "MAX_RECORDS", "CONCURRENCY", "SERVE_CONCURRENCY", "SERVE_SHARE"]
 
 log = logging.getLogger("dpstream.http")
 
@@ -34,8 +34,13 @@ log = logging.getLogger("dpstream.http")
 MAX_BODY_BYTES = 1 << 20
 #: records in one request at most (413 beyond)
 MAX_RECORDS = 10_000
-#: predictions computed at once; a request waits :data:`QUEUE_WAIT_S` for a slot, then 503
+#: requests worked on at once by ``serve-model``; a request waits :data:`QUEUE_WAIT_S` for
+#: a slot, then 503
 CONCURRENCY = 4
+#: ``serve --http-predict``'s defaults: one slot, busy at most a quarter of the time (the
+#: interpreter lock is shared with training: docs/service.md, "HTTP predictions")
+SERVE_CONCURRENCY = 1
+SERVE_SHARE = 0.25
 QUEUE_WAIT_S = 0.5
 #: bytes of a refused body read and dropped before the answer, so that a client that sent a
 #: body a little over the limit reads the 413 instead of a reset connection
@@ -45,11 +50,12 @@ API_PATHS = ("/predict", "/model")
 
 class Reply(NamedTuple):
     """An HTTP answer: status, body, headers; ``close``: end the connection after it (the
-    request's body was not read)."""
+    request's body was not read); ``after``: called once it is sent (or failed to be)."""
     code: int
     body: bytes
     headers: dict
     close: bool = False
+    after: Callable[[], None] | None = None
 
 
 def _json_reply(code: int, obj: Any, *, close: bool = False, **headers: str) -> Reply:
@@ -212,21 +218,29 @@ class PredictAPI:
     max_bytes, max_records
         The largest body and the most records per request (413 beyond).
     concurrency
-        Predictions computed at once; a request waits up to :data:`QUEUE_WAIT_S` for a slot,
-        then gets 503.
+        Requests worked on at once (decoding, checking, predicting); a request waits up to
+        :data:`QUEUE_WAIT_S` for a slot, then gets 503.
+    share
+        The share of its time a slot may work, in (0, 1]: after an answer whose work took
+        ``t`` seconds of its thread's CPU, the slot stays taken ``t * (1/share - 1)`` seconds
+        more. With one slot, predictions then take at most about ``share`` of the time, and
+        the training thread keeps the interpreter the rest of it (1: no pause).
     """
 
     paths = API_PATHS
 
     def __init__(self, publisher: SnapshotPublisher, *, token: str | None = None,
                  max_bytes: int = MAX_BODY_BYTES, max_records: int = MAX_RECORDS,
-                 concurrency: int = CONCURRENCY):
+                 concurrency: int = CONCURRENCY, share: float = 1.0):
         if token is not None and not token:
             raise ValueError("the HTTP token is empty: give a secret, or none")
         for name, value in (("max_bytes", max_bytes), ("max_records", max_records),
                             ("concurrency", concurrency)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not 0 < share <= 1:
+            raise ValueError(f"share is in (0, 1], got {share!r}")
+        self.share = float(share)
         self.publisher = publisher
         self._token = None if token is None else token.encode("utf-8")
         self.max_bytes, self.max_records = max_bytes, max_records
@@ -306,6 +320,31 @@ class PredictAPI:
             return _error(408, "the body did not arrive", close=True)
         if len(data) < length:
             return _error(400, "the body is shorter than its Content-Length", close=True)
+        snapshot = self._snapshot()
+        if isinstance(snapshot, Reply):
+            return snapshot
+        if not self.slots.acquire(timeout=QUEUE_WAIT_S):
+            return _error(503, "too many predictions at once: retry shortly",
+                          headers={"Retry-After": "1"})
+        start = time.thread_time()   # this thread's CPU: not the waits for the interpreter
+        try:
+            reply = self._answer(snapshot, data)
+        except BaseException:
+            self.slots.release()
+            raise
+        # the slot stays taken after the answer for (1/share - 1) times the work it took
+        busy = time.thread_time() - start
+        return reply._replace(after=lambda: self._cool_down(busy))
+
+    def _cool_down(self, busy: float) -> None:
+        try:
+            if self.share < 1.0:
+                time.sleep(busy * (1.0 / self.share - 1.0))
+        finally:
+            self.slots.release()
+
+    def _answer(self, snapshot: Snapshot, data: bytes) -> Reply:
+        """Decode, check and predict the body's records (the work a slot bounds)."""
         try:
             obj = json.loads(data)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -322,12 +361,6 @@ class PredictAPI:
             if not isinstance(record, dict):
                 return _error(400, f"record {i}: expected a JSON object of feature values, "
                                    f"got {type(record).__name__}", record=i)
-        snapshot = self._snapshot()
-        if isinstance(snapshot, Reply):
-            return snapshot
-        if not self.slots.acquire(timeout=QUEUE_WAIT_S):
-            return _error(503, "too many predictions at once: retry shortly",
-                          headers={"Retry-After": "1"})
         try:
             out = _predictions(snapshot, records, single)
         except (ValueError, TypeError) as exc:
@@ -336,8 +369,6 @@ class PredictAPI:
                 raise
             i, why = culprit
             return _error(400, f"record {i}: {why}", record=i, field=getattr(why, "field", None))
-        finally:
-            self.slots.release()
         return _json_reply(200, {**out, "model": snapshot.digest})
 
 
@@ -455,8 +486,10 @@ def _limit_flags(p: Any, *, defaults: bool) -> None:
                    f"(default {MAX_BODY_BYTES}; 413 beyond)", **dflt(MAX_BODY_BYTES))
     p.add_argument("--http-max-records", type=int, metavar="N", help=f"most records per "
                    f"request (default {MAX_RECORDS}; 413 beyond)", **dflt(MAX_RECORDS))
-    p.add_argument("--http-concurrency", type=int, metavar="N", help=f"predictions computed "
-                   f"at once (default {CONCURRENCY}; then 503)", **dflt(CONCURRENCY))
+    concurrency = CONCURRENCY if defaults else SERVE_CONCURRENCY
+    p.add_argument("--http-concurrency", type=int, metavar="N", help=f"requests worked on at "
+                   f"once (default {concurrency}; then a short wait, then 503)",
+                   **dflt(concurrency))
 
 
 SERVE_MODEL_HELP = """\
@@ -480,6 +513,9 @@ def add_http_arguments(sub: Any, serve: argparse.ArgumentParser) -> None:
     g.add_argument("--http-refresh", type=float, metavar="S", help="rebuild the served model "
                    "at a checkpoint at most every S seconds, when asked (default 1)")
     _limit_flags(g, defaults=False)
+    g.add_argument("--http-share", type=float, metavar="F", help=f"share of its time a "
+                   f"prediction slot may work, in (0, 1] (default {SERVE_SHARE}: training "
+                   f"keeps the rest of the interpreter)")
     sm = sub.add_parser("serve-model", help="serve a public model file over HTTP (predict "
                         "only)", description=SERVE_MODEL_HELP,
                         formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -327,6 +327,9 @@ class MetricsServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"   # keep-alive: a client may send many requests
             timeout = 30                    # an idle or stalled connection closes
+            # headers and body leave in two writes: without TCP_NODELAY the second waits for
+            # the client's delayed ACK of the first (40 ms a kept-alive request)
+            disable_nagle_algorithm = True
 
             def handle(self):
                 try:
@@ -350,7 +353,7 @@ class MetricsServer:
                 # refuse a body we would not read (too long, no token) before it is sent
                 refused = self._api_refusal()
                 if refused is not None:
-                    self._send(*refused)
+                    self._send(refused.code, refused.body, refused.headers, refused.close)
                     return False
                 return super().handle_expect_100()
 
@@ -363,7 +366,12 @@ class MetricsServer:
             def _route(self, method):
                 path = urlsplit(self.path).path
                 if server.api is not None and path in server.api.paths:
-                    self._send(*server.api.respond(method, path, self.headers, self.rfile))
+                    reply = server.api.respond(method, path, self.headers, self.rfile)
+                    try:
+                        self._send(reply.code, reply.body, reply.headers, reply.close)
+                    finally:
+                        if reply.after is not None:
+                            reply.after()
                 elif path not in ("/metrics", "/healthz") or (
                         path == "/metrics" and server.registry is None):
                     off = "" if path not in ("/predict", "/model") else (

@@ -31,7 +31,7 @@ from ..connectors import (
     JsonlDeadLetterSink,
     read_checkpoint,
 )
-from .http_api import CONCURRENCY, MAX_BODY_BYTES, MAX_RECORDS
+from .http_api import MAX_BODY_BYTES, MAX_RECORDS, SERVE_CONCURRENCY, SERVE_SHARE
 from .labels import DEFAULT_MAX_HELD, DEFAULT_MAX_HELD_MESSAGES, LabelPacer
 from .messages import MAX_ID_BYTES, MAX_MESSAGE_BYTES, Schema
 from .metrics import (
@@ -103,7 +103,10 @@ class ServeSettings(BaseSettings):
                                 "served model at least (at a checkpoint, when asked)")
     http_max_bytes: int = Field(MAX_BODY_BYTES, gt=0, description="largest /predict body")
     http_max_records: int = Field(MAX_RECORDS, gt=0, description="most records per request")
-    http_concurrency: int = Field(CONCURRENCY, gt=0, description="predictions at once")
+    http_concurrency: int = Field(SERVE_CONCURRENCY, gt=0, description="requests worked "
+                                  "on at once")
+    http_share: float = Field(SERVE_SHARE, gt=0, le=1, description="share of its time a "
+                              "prediction slot may work (it rests the rest)")
     seed: int | None = Field(None, description="makes the noise reproducible by anyone who "
                              "knows it: refused unless allow_seed (tests and benchmarks)")
     allow_seed: bool = Field(False, description="accept --seed (DPSTREAM_ALLOW_SEED=1; tests "
@@ -460,7 +463,7 @@ def _predict_api(settings: ServeSettings, runner: Runner) -> Any:
     publisher.follow(runner)
     api = PredictAPI(publisher, token=settings.http_token, max_bytes=settings.http_max_bytes,
                      max_records=settings.http_max_records,
-                     concurrency=settings.http_concurrency)
+                     concurrency=settings.http_concurrency, share=settings.http_share)
     warning = exposure_warning(settings.metrics_host, settings.http_token)
     if warning:
         log.warning("%s", warning)

@@ -187,6 +187,25 @@ def test_a_token_guards_predict_and_model_but_not_health(classifier):
         PredictAPI(SnapshotPublisher(), token="")
 
 
+def test_a_slot_rests_after_its_work_and_a_saturated_endpoint_answers_503(classifier):
+    publisher = SnapshotPublisher()
+    publisher.publish(classifier, force=True)
+    api = PredictAPI(publisher, concurrency=1, share=1e-4)   # rests 9,999 times its work
+    server = MetricsServer(None, api=api, stale_after=None)
+    url = f"http://127.0.0.1:{server.port}"
+    try:
+        assert _call(url + "/predict", ADULT.X[:100])[0] == 200
+        assert not api.slots.acquire(blocking=False)   # answered, and resting
+        t0 = time.monotonic()
+        status, out = _call(url + "/predict", ADULT.X[0])
+        assert status == 503 and out["error"].startswith("too many predictions at once")
+        assert time.monotonic() - t0 >= 0.45           # after a short wait for the slot
+    finally:
+        server.close()
+    with pytest.raises(ValueError, match="share"):
+        PredictAPI(publisher, share=0)
+
+
 class _NoExport:
     """A model the public format does not cover (yet): its export raises ``TypeError``."""
 
