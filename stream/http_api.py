@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 __all__ = ["Reply", "Snapshot", "SnapshotPublisher", "PredictAPI", "serve_model",
-           "serve_model_command", "add_http_arguments", "is_loopback", "MAX_BODY_BYTES",
-           "MAX_RECORDS", "CONCURRENCY", "SERVE_CONCURRENCY", "SERVE_SHARE"]
+           "serve_model_command", "add_http_arguments", "is_loopback", "exposure_warning",
+           "MAX_BODY_BYTES", "MAX_RECORDS", "CONCURRENCY", "SERVE_CONCURRENCY", "SERVE_SHARE"]
 
 log = logging.getLogger("dpstream.http")
 
@@ -453,10 +453,11 @@ def serve_model_command(args: argparse.Namespace) -> int:
         signal.signal(s, lambda *_: stop.set())
 
     def ready(server: Any) -> None:
-        snap = server.api.publisher.snapshot
-        public = snap.public
-        print(f"serving {args.model_file} ({public['model']}, {public['trees']['n_trees']} "
-              f"trees, epsilon {public['privacy'].get('epsilon')}) on "
+        public = server.api.publisher.snapshot.public
+        trees = public.get("trees") if isinstance(public.get("trees"), dict) else {}
+        size = f", {trees['n_trees']} trees" if "n_trees" in trees else ""   # (boosted models)
+        print(f"serving {args.model_file} ({public['model']}{size}, epsilon "
+              f"{(public.get('privacy') or {}).get('epsilon')}) on "
               f"http://{args.host}:{server.port}: POST /predict, GET /model, GET /healthz"
               f"{' (bearer token required)' if token else ''}", flush=True)
         warning = exposure_warning(args.host, token)
