@@ -1,12 +1,12 @@
 """The ``dpstream`` command line: it parses the flags and dispatches, nothing more.
 
 Commands: ``privacy`` (the privacy calculator, :mod:`dpstream.accounting.calculator`), ``run``
-(the main job, :mod:`dpstream.stream.run`), ``serve`` (the Kafka service), ``replay`` (a file,
-bundled dataset or topic to its end), ``status`` (a checkpoint's counters and privacy report)
-and ``migrate-checkpoint`` (a trusted pickled checkpoint of older versions converted), all in
-:mod:`dpstream.stream.service`; ``bench`` / ``suite`` (:mod:`dpstream.stream.bench.commands`)
-and ``broker`` (a local broker, :mod:`dpstream.connectors.local_broker`). Every command has
-``--help``; ``--json`` prints one JSON object per result line.
+(the main job, :mod:`dpstream.stream.run`), ``serve``, ``replay``, ``status``, ``export`` and
+``migrate-checkpoint`` (the Kafka service, a source to its end, a checkpoint's counters, its
+public model file, an old checkpoint converted: :mod:`dpstream.stream.service`); ``serve-model``
+(:mod:`dpstream.stream.http_api`, also ``serve``'s ``--http-*`` flags); ``bench`` / ``suite``
+(:mod:`dpstream.stream.bench.commands`) and ``broker`` (:mod:`dpstream.connectors.local_broker`).
+Every command has ``--help``; ``--json`` prints one JSON object per result line.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from .. import MissingExtraError, __version__
 from ..accounting import ACCOUNTANTS
 from ..accounting.calculator import PRIVACY_HELP
 from ..connectors.local_broker import BROKER_HELP
+from .http_api import add_http_arguments
 
 __all__ = ["main", "build_parser"]
 
@@ -163,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "topic: full-size windows, not sized by this member's partition share")
     _held_flags(sv, "topic")
     sv.set_defaults(func=_cmd_serve)
+    add_http_arguments(sub, sv)   # --http-* and serve-model
 
     rp = sub.add_parser("replay", help="run the service's runner over a file or topic to its end",
                         description=REPLAY_HELP,

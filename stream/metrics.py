@@ -23,7 +23,9 @@ with; ``dpstream_union_newest_window_age_seconds``) and ``dpstream_member_share`
 of the partitions), ``dpstream_last_checkpoint_age_seconds`` and, for a party of distributed
 S-GBDT, ``dpstream_board_messages_ignored_total{reason=...}``; with ``curator=True`` also the
 curator-only series. ``/healthz`` answers 200 while the main loop has turned within
-``stale_after`` seconds, else 503 (a wedged consumer).
+``stale_after`` seconds, else 503 (a wedged consumer). Given an ``api``, the server answers
+its paths too (``POST /predict``, ``GET /model``: :mod:`dpstream.stream.http_api`); ``/metrics``
+and ``/healthz`` stay open to scrapers even when those require a token.
 
 Examples
 --------
@@ -47,6 +49,7 @@ import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -315,40 +318,134 @@ class ServiceCollector:
                                     value=time.time() - r.last_checkpoint_wall)
 
 
+#: bytes of a refused request's unread body read and dropped before the answer (a client
+#: that sent a body a little over a limit then reads the answer, not a reset connection)
+DRAIN_BYTES = 64 << 10
+
+
 class MetricsServer:
     """Serve ``/metrics`` and ``/healthz`` on ``host:port`` from a daemon thread
-    (``port=0`` picks a free port; see :attr:`port`)."""
+    (``port=0`` picks a free port; see :attr:`port`).
 
-    def __init__(self, collector: ServiceCollector, *, host: str = "127.0.0.1", port: int = 0,
-                 stale_after: float = 60.0):
-        self.registry = CollectorRegistry()
-        self.registry.register(collector)
+    Parameters
+    ----------
+    collector
+        What ``/metrics`` exports (``None``: no ``/metrics``, as for ``dpstream serve-model``).
+    api
+        Answers its ``paths`` besides (``POST /predict`` and ``GET /model``:
+        :class:`~dpstream.stream.http_api.PredictAPI`); ``None``: those paths answer 404.
+    stale_after
+        ``/healthz`` answers 503 when :meth:`beat` was not called for this many seconds;
+        ``None``: no loop to watch, always 200.
+    """
+
+    def __init__(self, collector: ServiceCollector | None, *, host: str = "127.0.0.1",
+                 port: int = 0, stale_after: float | None = 60.0, api: Any = None):
+        self.registry = None
+        if collector is not None:
+            self.registry = CollectorRegistry()
+            self.registry.register(collector)
+        self.api = api
         self.heartbeat = time.monotonic()
         self.stale_after = stale_after
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's name
-                if self.path.split("?")[0] == "/metrics":
-                    body = generate_latest(server.registry)
-                    self._send(200, body, "text/plain; version=0.0.4; charset=utf-8")
-                elif self.path.split("?")[0] == "/healthz":
-                    age = time.monotonic() - server.heartbeat
-                    ok = age < server.stale_after
-                    body = json.dumps({"ok": ok, "loop_age_s": round(age, 3)}).encode()
-                    self._send(200 if ok else 503, body, "application/json")
-                else:
-                    self._send(404, b"not found\n", "text/plain")
+            protocol_version = "HTTP/1.1"   # keep-alive: a client may send many requests
+            timeout = 30                    # an idle or stalled connection closes
+            # headers and body leave in two writes: without TCP_NODELAY the second waits for
+            # the client's delayed ACK of the first (40 ms a kept-alive request)
+            disable_nagle_algorithm = True
 
-            def _send(self, code, body, ctype):
+            def handle(self):
+                try:
+                    super().handle()
+                except (ConnectionError, TimeoutError):   # a kept-alive client hung up
+                    self.close_connection = True
+
+            def do_GET(self):  # noqa: N802 - http.server's names
+                self._route("GET")
+
+            def do_POST(self):  # noqa: N802
+                self._route("POST")
+
+            def do_PUT(self):  # noqa: N802
+                self._route("PUT")
+
+            def do_DELETE(self):  # noqa: N802
+                self._route("DELETE")
+
+            def handle_expect_100(self):
+                # refuse a body we would not read (too long, no token) before it is sent
+                refused = self._api_refusal()
+                if refused is not None:
+                    self._send(refused.code, refused.body, refused.headers, refused.close)
+                    return False
+                return super().handle_expect_100()
+
+            def _api_refusal(self):
+                path = urlsplit(self.path).path
+                if server.api is not None and path in server.api.paths:
+                    return server.api.precheck(self.command, path, self.headers)
+                return None
+
+            def _route(self, method):
+                path = urlsplit(self.path).path
+                if server.api is not None and path in server.api.paths:
+                    reply = server.api.respond(method, path, self.headers, self.rfile)
+                    try:
+                        self._send(reply.code, reply.body, reply.headers, reply.close)
+                    finally:
+                        if reply.after is not None:
+                            reply.after()
+                elif path not in ("/metrics", "/healthz") or (
+                        path == "/metrics" and server.registry is None):
+                    off = "" if path not in ("/predict", "/model") else (
+                        ": HTTP predictions are off (dpstream serve --http-predict)")
+                    self._send(404, f"not found{off}\n".encode(), {"Content-Type":
+                                                                   "text/plain"}, True)
+                elif method != "GET":
+                    self._send(405, b"GET only\n", {"Content-Type": "text/plain",
+                                                    "Allow": "GET"}, True)
+                elif path == "/metrics":
+                    body = generate_latest(server.registry)
+                    self._send(200, body, {"Content-Type":
+                                           "text/plain; version=0.0.4; charset=utf-8"})
+                else:
+                    age = time.monotonic() - server.heartbeat
+                    ok = server.stale_after is None or age < server.stale_after
+                    body = json.dumps({"ok": ok, "loop_age_s": round(age, 3)} if
+                                      server.stale_after is not None else {"ok": ok}).encode()
+                    self._send(200 if ok else 503, body, {"Content-Type": "application/json"})
+
+            def _send(self, code, body, headers, close=False):
                 try:
                     self.send_response(code)
-                    self.send_header("Content-Type", ctype)
+                    for name, value in headers.items():
+                        self.send_header(name, value)
                     self.send_header("Content-Length", str(len(body)))
+                    if close:   # the body was not read: the connection cannot carry another
+                        self.send_header("Connection", "close")
+                        self._drain()
                     self.end_headers()
                     self.wfile.write(body)
-                except ConnectionError:   # the scraper gave up (its timeout): not our error
+                except (ConnectionError, TimeoutError):   # the client gave up: not our error
                     self.close_connection = True
+
+            def _drain(self):
+                """Read and drop up to :data:`DRAIN_BYTES` of an unread body."""
+                if self.headers.get("Expect", "").lower() == "100-continue":
+                    return   # refused before the client sent it
+                try:
+                    left = min(int(self.headers.get("Content-Length") or 0), DRAIN_BYTES)
+                    self.connection.settimeout(0.2)
+                    while left > 0:
+                        chunk = self.rfile.read1(min(left, 65536))
+                        if not chunk:
+                            break
+                        left -= len(chunk)
+                except (ValueError, OSError):
+                    pass
 
             def log_message(self, *args):   # keep the service log for the service
                 pass

@@ -31,6 +31,7 @@ from ..connectors import (
     JsonlDeadLetterSink,
     read_checkpoint,
 )
+from .http_api import MAX_BODY_BYTES, MAX_RECORDS, SERVE_CONCURRENCY, SERVE_SHARE
 from .labels import DEFAULT_MAX_HELD, DEFAULT_MAX_HELD_MESSAGES, LabelPacer
 from .messages import MAX_ID_BYTES, MAX_MESSAGE_BYTES, Schema
 from .metrics import (
@@ -93,6 +94,19 @@ class ServeSettings(BaseSettings):
     curator_metrics: bool = Field(False, description="also export the curator-only series on "
                                   "/metrics (exact functions of private data, not DP: "
                                   "stream.metrics.CURATOR_SERIES)")
+    http_predict: bool = Field(False, description="also answer POST /predict and GET /model "
+                               "on the metrics port, from the model as of the last "
+                               "checkpoint (docs/service.md, 'HTTP predictions')")
+    http_token: str | None = Field(None, min_length=1, description="bearer token that "
+                                   "/predict and /model require (DPSTREAM_HTTP_TOKEN)")
+    http_refresh: float = Field(1.0, ge=0, description="seconds between rebuilds of the "
+                                "served model at least (at a checkpoint, when asked)")
+    http_max_bytes: int = Field(MAX_BODY_BYTES, gt=0, description="largest /predict body")
+    http_max_records: int = Field(MAX_RECORDS, gt=0, description="most records per request")
+    http_concurrency: int = Field(SERVE_CONCURRENCY, gt=0, description="requests worked "
+                                  "on at once")
+    http_share: float = Field(SERVE_SHARE, gt=0, le=1, description="share of its time a "
+                              "prediction slot may work (it rests the rest)")
     seed: int | None = Field(None, description="makes the noise reproducible by anyone who "
                              "knows it: refused unless allow_seed (tests and benchmarks)")
     allow_seed: bool = Field(False, description="accept --seed (DPSTREAM_ALLOW_SEED=1; tests "
@@ -174,6 +188,8 @@ class ServeSettings(BaseSettings):
             if self.model != "sgbdt":
                 raise ValueError(f"distributed training runs the sgbdt model, not "
                                  f"{self.model!r}")
+        if self.http_predict and self.metrics_port is None:
+            raise ValueError("--http-predict answers on the metrics port: give --metrics-port")
         if self.whole_windows and self.model_topic is None:
             raise ValueError("--whole-windows needs --model-topic (it sizes a member's windows)")
         if self.model_topic is not None:
@@ -324,6 +340,7 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
             member.backlog = lag
             # an eviction publishes nothing unpublished
             source.on_lost = member.on_lost if follower is None else follower.on_lost
+        api = None if not settings.http_predict else _predict_api(settings, runner)
         if settings.metrics_port is not None:
             metrics = MetricsServer(
                 ServiceCollector(runner, lag=lag,
@@ -336,7 +353,7 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
                                  ensemble=None if member is None
                                  else member.ensemble.privacy_report,
                                  curator=settings.curator_metrics),
-                host=settings.metrics_host, port=settings.metrics_port)
+                host=settings.metrics_host, port=settings.metrics_port, api=api)
             if settings.curator_metrics:
                 log.warning("--curator-metrics on, /metrics exports all: %s", CURATOR_WARNING)
             log.info("metrics on http://%s:%d/metrics (health: /healthz)",
@@ -438,6 +455,25 @@ def check_copartitioned(bootstrap: str, topic: str, label_topic: str,
                          f"partition count and the default partitioner); recreate "
                          f"{label_topic!r} with {counts[topic]}")
     return counts[topic]
+
+
+def _predict_api(settings: ServeSettings, runner: Runner) -> Any:
+    """``POST /predict`` and ``GET /model`` of ``--http-predict``: the runner publishes its
+    model (or a member's union) at start and after checkpoints (stream/http_api.py)."""
+    from .http_api import PredictAPI, SnapshotPublisher, exposure_warning
+
+    publisher = SnapshotPublisher(settings.http_refresh)
+    publisher.follow(runner)
+    api = PredictAPI(publisher, token=settings.http_token, max_bytes=settings.http_max_bytes,
+                     max_records=settings.http_max_records,
+                     concurrency=settings.http_concurrency, share=settings.http_share)
+    warning = exposure_warning(settings.metrics_host, settings.http_token)
+    if warning:
+        log.warning("%s", warning)
+    log.info("HTTP predictions on /predict and /model (%s)%s",
+             "bearer token required" if settings.http_token else "no token",
+             "" if publisher.unavailable is None else f"; not yet: {publisher.unavailable}")
+    return api
 
 
 def _warm_up(settings: ServeSettings, schema: Schema, member: bool) -> None:

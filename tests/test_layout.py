@@ -24,7 +24,7 @@ LAYERS = {
     "connectors": 1,
     "stream.messages": 2, "stream.metrics": 2, "stream.datasets": 3, "stream.runner": 3,
     "stream.bench": 4, "stream.distributed": 4, "stream.members": 4, "stream.run": 4,
-    "stream.service": 5, "stream.labels": 2.5,
+    "stream.service": 5, "stream.labels": 2.5, "stream.http_api": 3,
     "stream.cli": 6,
     "stream": 6,          # the package's __init__ re-exports the record flow's public names
 }
@@ -123,7 +123,8 @@ def test_the_layer_check_catches_an_upward_import(tmp_path):
 
 
 def test_stream_keeps_the_record_flow_only():
-    top = sorted(p.name for p in (ROOT / "stream").glob("*.py"))
+    # at most 10 modules beside __init__.py (the rule of ../shared/checks/layout.sh)
+    top = sorted(p.name for p in (ROOT / "stream").glob("*.py") if p.name != "__init__.py")
     assert len(top) <= 10, top
     assert (ROOT / "stream" / "bench" / "suite.py").exists()
     assert (ROOT / "stream" / "distributed" / "__init__.py").exists()
