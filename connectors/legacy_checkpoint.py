@@ -38,6 +38,7 @@ dpstream.connectors.checkpoint.CheckpointError: refusing to unpickle ...
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import os
@@ -57,7 +58,8 @@ from .checkpoint import (
 )
 from .safe_state import MOVED_MODULES
 
-__all__ = ["migrate_checkpoint"]
+__all__ = ["MIGRATE_HELP", "add_migrate_parser", "migrate_checkpoint",
+           "migrate_checkpoint_command"]
 
 
 def migrate_checkpoint(directory: str | os.PathLike, *, trust_pickle: bool = False,
@@ -143,3 +145,56 @@ def _names_moved_modules(path: Path) -> bool:
     search for ``"MODULE:`` in the file; a class name is always written so)."""
     data = path.read_bytes()
     return any(f'"{old}:'.encode() in data for old in MOVED_MODULES)
+
+
+#: ``dpstream migrate-checkpoint --help``
+MIGRATE_HELP = """\
+Checkpoints are written in format dpstream-checkpoint/2 (JSON and raw arrays, checksummed and,
+with DPSTREAM_CHECKPOINT_KEY set, HMAC-signed; loading never runs code). Older versions wrote
+DIR/checkpoint.pkl, a pickle, which serve, replay and status refuse to load. This command
+converts one, once, for a directory you trust: it unpickles it (running any code the file
+names), writes DIR/checkpoint.dpck and renames the old file to checkpoint.pkl.migrated. It
+also rewrites a checkpoint.dpck naming an older layout's modules. DIR's lock is taken.
+
+examples:
+  dpstream migrate-checkpoint --checkpoint-dir /var/lib/dpstream/census --trust-pickle
+  DPSTREAM_CHECKPOINT_KEY=... dpstream migrate-checkpoint --checkpoint-dir ck --trust-unsigned
+"""
+
+
+def migrate_checkpoint_command(checkpoint_dir: str, *, trust_pickle: bool = False,
+                               trust_unsigned: bool = False, as_json: bool = False) -> int:
+    """``dpstream migrate-checkpoint``: convert a trusted pickled checkpoint to format ``/2``,
+    sign a trusted unsigned one, or rewrite one that names the modules of an older layout; see
+    :mod:`dpstream.connectors.legacy_checkpoint`."""
+    res = migrate_checkpoint(checkpoint_dir, trust_pickle=trust_pickle,
+                             trust_unsigned=trust_unsigned)
+    if as_json:
+        print(json.dumps(res))
+    elif res["converted"] == "signed":
+        print(f"signed {res['path']}")
+    elif "backup" not in res:
+        print(f"rewrote {res['path']}: {res['converted']}")
+    else:
+        print(f"converted {res['converted']}: {res['path']} (old file kept as {res['backup']})")
+    return 0
+
+
+def add_migrate_parser(sub: Any) -> None:
+    """Register ``dpstream migrate-checkpoint`` on the CLI's subparsers ``sub``."""
+    mg = sub.add_parser("migrate-checkpoint",
+                        help="convert a trusted pickled checkpoint (format /1) to format /2",
+                        description=MIGRATE_HELP,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    mg.add_argument("--checkpoint-dir", required=True, metavar="DIR",
+                    help="the checkpoint directory to convert or sign")
+    mg.add_argument("--trust-pickle", action="store_true",
+                    help="required to convert DIR/checkpoint.pkl: it is unpickled, which runs "
+                         "code named by the file")
+    mg.add_argument("--trust-unsigned", action="store_true",
+                    help="sign DIR/checkpoint.dpck with DPSTREAM_CHECKPOINT_KEY (it was "
+                         "written before a key was configured)")
+    mg.add_argument("--json", action="store_true", help="print one JSON object")
+    mg.set_defaults(func=lambda a: migrate_checkpoint_command(
+        a.checkpoint_dir, trust_pickle=a.trust_pickle, trust_unsigned=a.trust_unsigned,
+        as_json=a.json))

@@ -1,11 +1,12 @@
 """The ``dpstream`` command line: it parses the flags and dispatches, nothing more.
 
 Commands: ``privacy`` (the privacy calculator, :mod:`dpstream.accounting.calculator`), ``run``
-(the main job, :mod:`dpstream.stream.run`), ``serve``, ``replay``, ``status``, ``export`` and
-``migrate-checkpoint`` (the Kafka service, a source to its end, a checkpoint's counters, its
-public model file, an old checkpoint converted: :mod:`dpstream.stream.service`); ``serve-model``
-(:mod:`dpstream.stream.http_api`, also ``serve``'s ``--http-*`` flags); ``bench`` / ``suite``
-(:mod:`dpstream.stream.bench.commands`) and ``broker`` (:mod:`dpstream.connectors.local_broker`).
+(the main job, :mod:`dpstream.stream.run`); ``serve``, ``replay``, ``status`` and ``export``
+(the Kafka service, a source to its end, a checkpoint's counters, its public model file:
+:mod:`dpstream.stream.service`); ``serve-model`` (:mod:`dpstream.stream.http.api`, also
+``serve``'s ``--http-*`` flags); ``bench`` / ``suite`` (:mod:`dpstream.stream.bench.commands`);
+``broker`` and ``migrate-checkpoint`` (:mod:`dpstream.connectors.local_broker`,
+:mod:`dpstream.connectors.legacy_checkpoint`).
 Every command has ``--help``; ``--json`` prints one JSON object per result line.
 """
 
@@ -20,8 +21,9 @@ from collections.abc import Sequence
 from .. import MissingExtraError, __version__
 from ..accounting import ACCOUNTANTS
 from ..accounting.calculator import PRIVACY_HELP
+from ..connectors.legacy_checkpoint import add_migrate_parser
 from ..connectors.local_broker import BROKER_HELP
-from .http_api import add_http_arguments
+from .http.api import add_http_arguments
 
 __all__ = ["main", "build_parser"]
 
@@ -224,20 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     bk.add_argument("--json", action="store_true", help='one line {"bootstrap", "pid"} (tansu\'s)')
     bk.set_defaults(func=_cmd_broker)
 
-    mg = sub.add_parser("migrate-checkpoint",
-                        help="convert a trusted pickled checkpoint (format /1) to format /2",
-                        description=MIGRATE_HELP,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    mg.add_argument("--checkpoint-dir", required=True, metavar="DIR",
-                    help="the checkpoint directory to convert or sign")
-    mg.add_argument("--trust-pickle", action="store_true",
-                    help="required to convert DIR/checkpoint.pkl: it is unpickled, which runs "
-                         "code named by the file")
-    mg.add_argument("--trust-unsigned", action="store_true",
-                    help="sign DIR/checkpoint.dpck with DPSTREAM_CHECKPOINT_KEY (it was "
-                         "written before a key was configured)")
-    mg.add_argument("--json", action="store_true", help="print one JSON object")
-    mg.set_defaults(func=_cmd_migrate)
+    add_migrate_parser(sub)   # migrate-checkpoint: dpstream.connectors.legacy_checkpoint
     return parser
 
 
@@ -276,19 +265,6 @@ dead letters over --max-dead-letter-share, or a broken source (docs/service.md, 
 examples:
   dpstream replay --source adult --epsilon 1.0 --json
   dpstream replay --source records.jsonl.gz --schema schema.json --epsilon 0.5 --checkpoint-dir ck
-"""
-
-MIGRATE_HELP = """\
-Checkpoints are written in format dpstream-checkpoint/2 (JSON and raw arrays, checksummed and,
-with DPSTREAM_CHECKPOINT_KEY set, HMAC-signed; loading never runs code). Older versions wrote
-DIR/checkpoint.pkl, a pickle, which serve, replay and status refuse to load. This command
-converts one, once, for a directory you trust: it unpickles it (running any code the file
-names), writes DIR/checkpoint.dpck and renames the old file to checkpoint.pkl.migrated. It
-also rewrites a checkpoint.dpck naming an older layout's modules. DIR's lock is taken.
-
-examples:
-  dpstream migrate-checkpoint --checkpoint-dir /var/lib/dpstream/census --trust-pickle
-  DPSTREAM_CHECKPOINT_KEY=... dpstream migrate-checkpoint --checkpoint-dir ck --trust-unsigned
 """
 
 BENCH_HELP = """\
@@ -435,13 +411,6 @@ def _cmd_status(args: argparse.Namespace) -> int:
     from .service import status_command
 
     return status_command(args.checkpoint_dir, as_json=args.json, curator=args.curator)
-
-
-def _cmd_migrate(args: argparse.Namespace) -> int:
-    from .service import migrate_checkpoint_command
-
-    return migrate_checkpoint_command(args.checkpoint_dir, trust_pickle=args.trust_pickle,
-                                      trust_unsigned=args.trust_unsigned, as_json=args.json)
 
 
 def _cmd_broker(args: argparse.Namespace) -> int:

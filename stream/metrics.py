@@ -24,7 +24,7 @@ of the partitions), ``dpstream_last_checkpoint_age_seconds`` and, for a party of
 S-GBDT, ``dpstream_board_messages_ignored_total{reason=...}``; with ``curator=True`` also the
 curator-only series. ``/healthz`` answers 200 while the main loop has turned within
 ``stale_after`` seconds, else 503 (a wedged consumer). Given an ``api``, the server answers
-its paths too (``POST /predict``, ``GET /model``: :mod:`dpstream.stream.http_api`); ``/metrics``
+its paths too (``POST /predict``, ``GET /model``: :mod:`dpstream.stream.http.api`); ``/metrics``
 and ``/healthz`` stay open to scrapers even when those require a token.
 
 Examples
@@ -333,7 +333,7 @@ class MetricsServer:
         What ``/metrics`` exports (``None``: no ``/metrics``, as for ``dpstream serve-model``).
     api
         Answers its ``paths`` besides (``POST /predict`` and ``GET /model``:
-        :class:`~dpstream.stream.http_api.PredictAPI`); ``None``: those paths answer 404.
+        :class:`~dpstream.stream.http.api.PredictAPI`); ``None``: those paths answer 404.
     stale_after
         ``/healthz`` answers 503 when :meth:`beat` was not called for this many seconds;
         ``None``: no loop to watch, always 200.

@@ -31,7 +31,7 @@ from ..connectors import (
     JsonlDeadLetterSink,
     read_checkpoint,
 )
-from .http_api import MAX_BODY_BYTES, MAX_RECORDS, SERVE_CONCURRENCY, SERVE_SHARE
+from .http.api import MAX_BODY_BYTES, MAX_RECORDS, SERVE_CONCURRENCY, SERVE_SHARE
 from .labels import DEFAULT_MAX_HELD, DEFAULT_MAX_HELD_MESSAGES, LabelPacer
 from .messages import MAX_ID_BYTES, MAX_MESSAGE_BYTES, Schema
 from .metrics import (
@@ -46,7 +46,7 @@ from .runner import Runner, describe, streaming_gc
 
 __all__ = ["ServeSettings", "serve", "replay", "install_signal_handlers", "serve_command",
            "replay_command", "replay_verdict", "format_replay", "default_replay_dir",
-           "status_command", "migrate_checkpoint_command"]
+           "status_command"]
 
 log = logging.getLogger("dpstream.service")
 
@@ -459,8 +459,8 @@ def check_copartitioned(bootstrap: str, topic: str, label_topic: str,
 
 def _predict_api(settings: ServeSettings, runner: Runner) -> Any:
     """``POST /predict`` and ``GET /model`` of ``--http-predict``: the runner publishes its
-    model (or a member's union) at start and after checkpoints (stream/http_api.py)."""
-    from .http_api import PredictAPI, SnapshotPublisher, exposure_warning
+    model (or a member's union) at start and after checkpoints (stream/http/api.py)."""
+    from .http.api import PredictAPI, SnapshotPublisher, exposure_warning
 
     publisher = SnapshotPublisher(settings.http_refresh)
     publisher.follow(runner)
@@ -670,24 +670,4 @@ def export_command(checkpoint_dir: str, output: str, fmt: str | None = None) -> 
     else:
         obj, what = export_model(state["model"], output), "public model file"
     print(f"{what}: {output} ({describe_release(obj)}, {obj['digest'][:19]}...)")
-    return 0
-
-
-def migrate_checkpoint_command(checkpoint_dir: str, *, trust_pickle: bool = False,
-                               trust_unsigned: bool = False, as_json: bool = False) -> int:
-    """``dpstream migrate-checkpoint``: convert a trusted pickled checkpoint to format ``/2``,
-    sign a trusted unsigned one, or rewrite one that names the modules of an older layout; see
-    :mod:`dpstream.connectors.legacy_checkpoint`."""
-    from ..connectors.legacy_checkpoint import migrate_checkpoint
-
-    res = migrate_checkpoint(checkpoint_dir, trust_pickle=trust_pickle,
-                             trust_unsigned=trust_unsigned)
-    if as_json:
-        print(json.dumps(res))
-    elif res["converted"] == "signed":
-        print(f"signed {res['path']}")
-    elif "backup" not in res:
-        print(f"rewrote {res['path']}: {res['converted']}")
-    else:
-        print(f"converted {res['converted']}: {res['path']} (old file kept as {res['backup']})")
     return 0

@@ -23,10 +23,16 @@ import warnings
 import pytest
 
 from dpstream.connectors import CheckpointStore, SourceRecord
-from dpstream.models import SGBDTClassifier, SGBDTRegressor
+from dpstream.models import (
+    MedianForestClassifier,
+    RDTClassifier,
+    SGBDTClassifier,
+    SGBDTRegressor,
+)
 from dpstream.models.public import export_model, load_model, public_model
+from dpstream.models.windows.window_exchange import WindowEnsemble
 from dpstream.stream import load_abalone, load_adult
-from dpstream.stream.http_api import PredictAPI, SnapshotPublisher
+from dpstream.stream.http.api import PredictAPI, SnapshotPublisher
 from dpstream.stream.metrics import MetricsServer
 from dpstream.stream.runner import Runner
 
@@ -101,6 +107,32 @@ def test_one_record_and_a_batch_answer_as_the_public_and_the_live_model(classifi
         assert (status, none["predictions"], none["probabilities"]) == (200, [], [])
         status, model = _call(url + "/model", method="GET")
         assert status == 200 and model == public_model(classifier)
+
+
+@pytest.mark.parametrize("cls", [RDTClassifier, MedianForestClassifier],
+                         ids=lambda c: c.__name__)
+def test_a_window_forest_and_a_members_union_answer_as_their_public_models(cls):
+    members = [cls(schema=ADULT.schema, epsilon=1.0, seed=s, window_size=400, max_windows=None)
+               for s in (1, 2)]
+    for i in range(2000):
+        members[i % 2].learn_one(ADULT.X[i], ADULT.y[i])
+    union, other = WindowEnsemble(members[0], "a"), WindowEnsemble(members[1], "b")
+    union.local_updates()
+    for key, state in other.local_updates().items():
+        union.adopt(key, state)
+    X = ADULT.X[3000:3100]
+    for live in (members[0], union):
+        public = load_model(public_model(live))
+        with _server(live) as url:
+            status, one = _call(url + "/predict", X[0])
+            assert status == 200 and one["predictions"] == [live.predict_one(X[0])]
+            assert one["probabilities"] == [_keyed(live.predict_proba_one(X[0]))]
+            status, many = _call(url + "/predict", X)
+            assert many["predictions"] == list(public.predict_many(X)) \
+                == list(live.predict_many(X))
+            assert many["probabilities"] == _frame_rows(public.predict_proba_many(X))
+            status, model = _call(url + "/model", method="GET")
+            assert model["combine"] == ("union" if live is union else "model")
 
 
 def test_a_regressor_answers_predictions_without_probabilities():

@@ -77,7 +77,7 @@ class Snapshot:
     __slots__ = ("model", "public", "digest", "classifier", "built", "_body")
 
     def __init__(self, public: Mapping):
-        from ..models.public import load_model  # (the models load when a model is served)
+        from ...models.public import load_model  # (the models load when a model is served)
 
         self.model = load_model(public)   # checks the format and the digest
         self.public = public
@@ -142,7 +142,7 @@ class SnapshotPublisher:
         (``public_model`` raises ``TypeError``) sets :attr:`unavailable`; any other failure is
         logged and the old snapshot stays: the training loop never fails here.
         """
-        from ..models.public import public_model
+        from ...models.public import public_model
 
         now = time.monotonic()
         if not force and (now - self._last < self.refresh
@@ -431,7 +431,7 @@ def serve_model(path: str | Path, *, host: str = "127.0.0.1", port: int = 0,
                 ready: Any = None, **limits: Any) -> int:
     """Serve the public model file at ``path`` (``POST /predict``, ``GET /model``, ``GET
     /healthz``) until ``stop`` is set; ``ready(server)`` is called once it listens."""
-    from .metrics import MetricsServer
+    from ..metrics import MetricsServer
 
     api = PredictAPI(SnapshotPublisher.from_file(path), token=token, **limits)
     server = MetricsServer(None, api=api, host=host, port=port, stale_after=None)
