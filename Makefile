@@ -11,7 +11,7 @@ PIP_FLAGS ?= -q --disable-pip-version-check
 # repository root *is* the package here, so the notice says nothing and is filtered
 EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 
-.PHONY: run test test-core bench bench-quick bench-extra lint clean venv demo promtool
+.PHONY: run test test-core bench bench-quick bench-extra lint clean venv demo ci-tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -76,16 +76,18 @@ test-core: $(CORE_VENV)/.stamp $(VENV)/.stamp-test
 	$(CORE_VENV)/bin/python -m pip install $(PIP_FLAGS) --no-deps --force-reinstall .
 	$(BIN)/python .ci/core_install.py --venv $(CORE_VENV)
 
-# CI (CI=true): promtool for tests/test_deploy.py's checks of deploy/prometheus/ (Debian's
-# prometheus package). Never fails the run: without it those checks skip and say why.
-promtool:
-	@command -v promtool >/dev/null 2>&1 || { s=$$([ "$$(id -u)" = 0 ] || echo sudo -n); \
+# CI (CI=true): Debian's prometheus (promtool: tests/test_deploy.py checks deploy/prometheus/)
+# and chromium (tests/test_status_page.py opens the status page in a headless browser). Never
+# fails the run: without one, its checks skip and say why.
+ci-tools:
+	@for pair in promtool:prometheus chromium:chromium; do tool=$${pair%%:*}; pkg=$${pair#*:}; \
+	command -v $$tool >/dev/null 2>&1 && continue; s=$$([ "$$(id -u)" = 0 ] || echo sudo -n); \
 	export DEBIAN_FRONTEND=noninteractive; \
-	$$s apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 || \
-	{ $$s apt-get update -qq && $$s apt-get install -y -qq --no-install-recommends \
-	prometheus; } >/dev/null 2>&1 || echo "promtool not installed: its checks skip" >&2; }
+	{ $$s apt-get install -y -qq --no-install-recommends $$pkg || { $$s apt-get update -qq && \
+	$$s apt-get install -y -qq --no-install-recommends $$pkg; }; } >/dev/null 2>&1 || \
+	echo "$$tool not installed: its checks skip" >&2; done
 
-test: test-core $(if $(filter true,$(CI)),promtool)
+test: test-core $(if $(filter true,$(CI)),ci-tools)
 	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests -- failing" >&2; exit 1; fi; \
 	exit $$rc

@@ -205,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the folder a serve or replay checkpoints to (its --checkpoint-dir)")
     st.add_argument("--json", action="store_true", help="print one JSON object")
     st.add_argument("--curator", action="store_true", help=CURATOR_HELP)
+    st.add_argument("--html", metavar="PATH", help="write the status page (public) to PATH")
     st.set_defaults(func=_cmd_status)
 
     ex = sub.add_parser("export", help="write a checkpoint's model as a public model file",
@@ -410,7 +411,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
 def _cmd_status(args: argparse.Namespace) -> int:
     from .service import status_command
 
-    return status_command(args.checkpoint_dir, as_json=args.json, curator=args.curator)
+    return status_command(args.checkpoint_dir, as_json=args.json, curator=args.curator,
+                          html=args.html)
 
 
 def _cmd_broker(args: argparse.Namespace) -> int:

@@ -333,7 +333,9 @@ class MetricsServer:
         What ``/metrics`` exports (``None``: no ``/metrics``, as for ``dpstream serve-model``).
     api
         Answers its ``paths`` besides (``POST /predict`` and ``GET /model``:
-        :class:`~dpstream.stream.http.api.PredictAPI`); ``None``: those paths answer 404.
+        :class:`~dpstream.stream.http.api.PredictAPI`; ``/``: the status page,
+        :class:`~dpstream.stream.http.page.StatusPage`), or a list of such; ``None``: those
+        paths answer 404.
     stale_after
         ``/healthz`` answers 503 when :meth:`beat` was not called for this many seconds;
         ``None``: no loop to watch, always 200.
@@ -345,7 +347,8 @@ class MetricsServer:
         if collector is not None:
             self.registry = CollectorRegistry()
             self.registry.register(collector)
-        self.api = api
+        self.apis = [a for a in (api if isinstance(api, (list, tuple)) else [api])
+                     if a is not None]
         self.heartbeat = time.monotonic()
         self.stale_after = stale_after
         server = self
@@ -385,14 +388,14 @@ class MetricsServer:
 
             def _api_refusal(self):
                 path = urlsplit(self.path).path
-                if server.api is not None and path in server.api.paths:
-                    return server.api.precheck(self.command, path, self.headers)
-                return None
+                api = server.api_for(path)
+                return None if api is None else api.precheck(self.command, path, self.headers)
 
             def _route(self, method):
                 path = urlsplit(self.path).path
-                if server.api is not None and path in server.api.paths:
-                    reply = server.api.respond(method, path, self.headers, self.rfile)
+                api = server.api_for(path)
+                if api is not None:
+                    reply = api.respond(method, path, self.headers, self.rfile)
                     try:
                         self._send(reply.code, reply.body, reply.headers, reply.close)
                     finally:
@@ -455,6 +458,10 @@ class MetricsServer:
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="dpstream-metrics",
                                        daemon=True)
         self.thread.start()
+
+    def api_for(self, path: str) -> Any:
+        """The api that answers ``path`` (``None``: the server's own paths, or 404)."""
+        return next((a for a in self.apis if path in a.paths), None)
 
     def beat(self) -> None:
         self.heartbeat = time.monotonic()

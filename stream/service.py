@@ -32,6 +32,7 @@ from ..connectors import (
     read_checkpoint,
 )
 from .http.api import MAX_BODY_BYTES, MAX_RECORDS, SERVE_CONCURRENCY, SERVE_SHARE
+from .http.page import StatusPage, checkpoint_page
 from .labels import DEFAULT_MAX_HELD, DEFAULT_MAX_HELD_MESSAGES, LabelPacer
 from .messages import MAX_ID_BYTES, MAX_MESSAGE_BYTES, Schema
 from .metrics import (
@@ -342,18 +343,19 @@ def serve(settings: ServeSettings, *, stop: threading.Event | None = None) -> in
             source.on_lost = member.on_lost if follower is None else follower.on_lost
         api = None if not settings.http_predict else _predict_api(settings, runner)
         if settings.metrics_port is not None:
-            metrics = MetricsServer(
-                ServiceCollector(runner, lag=lag,
-                                 contact=lambda: source.last_contact,
-                                 union_published=None if member is None
-                                 else member.ensemble.newest_published,
-                                 board=None if dist is None else lambda: dist.counters,
-                                 group_shared=None if member is not None
-                                 else lambda: source.shared,
-                                 ensemble=None if member is None
-                                 else member.ensemble.privacy_report,
-                                 curator=settings.curator_metrics),
-                host=settings.metrics_host, port=settings.metrics_port, api=api)
+            collector = ServiceCollector(runner, lag=lag,
+                                         contact=lambda: source.last_contact,
+                                         union_published=None if member is None
+                                         else member.ensemble.newest_published,
+                                         board=None if dist is None else lambda: dist.counters,
+                                         group_shared=None if member is not None
+                                         else lambda: source.shared,
+                                         ensemble=None if member is None
+                                         else member.ensemble.privacy_report,
+                                         curator=settings.curator_metrics)
+            page = StatusPage(runner, collector, source=f"dpstream serve, topic {settings.topic}")
+            metrics = MetricsServer(collector, host=settings.metrics_host,
+                                    port=settings.metrics_port, api=[api, page])
             if settings.curator_metrics:
                 log.warning("--curator-metrics on, /metrics exports all: %s", CURATOR_WARNING)
             log.info("metrics on http://%s:%d/metrics (health: /healthz)",
@@ -629,7 +631,7 @@ def replay_command(source: str, *, as_json: bool = False,
 
 
 def status_command(checkpoint_dir: str, *, as_json: bool = False,
-                   curator: bool = False) -> int:
+                   curator: bool = False, html: str | None = None) -> int:
     """``dpstream status``: a checkpoint's public counters, positions and privacy report;
     ``curator`` adds the curator-only counts (:data:`~dpstream.stream.metrics.CURATOR_SUMMARY_KEYS`
     and :data:`~dpstream.stream.metrics.CURATOR_REPORT_KEYS`) with a warning on stderr."""
@@ -638,6 +640,11 @@ def status_command(checkpoint_dir: str, *, as_json: bool = False,
     state, info = read_checkpoint(checkpoint_dir)   # checked, decoded safely, never unpickled
     if state is None:
         raise ValueError(f"no checkpoint in {checkpoint_dir}")
+    if html is not None:   # the status page, public only (stream/http/page.py)
+        Path(html).write_text(checkpoint_page(state, source=f"checkpoint {checkpoint_dir}"),
+                              encoding="utf-8")
+        print(f"status page: {html}")
+        return 0
     out = {"checkpoint_dir": str(checkpoint_dir), **describe(state),
            "checkpoint_age_s": round(time.time() - state["written"], 3),
            "checkpoint_integrity": info["integrity"]}

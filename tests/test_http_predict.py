@@ -408,6 +408,8 @@ def test_serve_answers_predict_while_it_trains(tmp_path):
             assert len(set(seen)) >= 3 and max(seen) > 0, (seen, log_text[-3000:])
             assert _call(url + "/predict", X)[0] == 401                # the token is required
             assert _call(url + "/healthz", method="GET")[0] == 200     # health is open
+            status, page = _call(url + "/", method="GET")             # the status page too
+            assert status == 200 and b"Privacy budget" in page and b"<svg" in page
             assert "HTTP predictions on /predict and /model (bearer token required)" in log_text
             assert TOKEN not in log_text
         finally:

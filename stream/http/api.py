@@ -453,11 +453,10 @@ def serve_model_command(args: argparse.Namespace) -> int:
         signal.signal(s, lambda *_: stop.set())
 
     def ready(server: Any) -> None:
-        public = server.api.publisher.snapshot.public
-        trees = public.get("trees") if isinstance(public.get("trees"), dict) else {}
-        size = f", {trees['n_trees']} trees" if "n_trees" in trees else ""   # (boosted models)
-        print(f"serving {args.model_file} ({public['model']}{size}, epsilon "
-              f"{(public.get('privacy') or {}).get('epsilon')}) on "
+        from ...models.public import describe
+
+        public = server.apis[0].publisher.snapshot.public
+        print(f"serving {args.model_file} ({describe(public)}) on "
               f"http://{args.host}:{server.port}: POST /predict, GET /model, GET /healthz"
               f"{' (bearer token required)' if token else ''}", flush=True)
         warning = exposure_warning(args.host, token)

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import html
 import math
+import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["StatusHistory", "drift_releases", "line_chart", "page_info", "render_page"]
+__all__ = ["StatusHistory", "StatusPage", "checkpoint_page", "drift_releases", "line_chart",
+           "page_info", "public_values", "render_page"]
 
 #: samples a history keeps (at one a minute: twelve hours)
 MAX_SAMPLES = 720
@@ -133,6 +135,10 @@ def line_chart(series: Mapping[str, Sequence[tuple[float, float]]], *, title: st
                    f'text-anchor="end" fill="{color}">{html.escape(name)}</text>')
     out.append("</svg>")
     return "".join(out)
+
+
+def _text(v: Any) -> str:
+    return str(int(v)) if isinstance(v, float) and v.is_integer() and abs(v) < 1e15 else str(v)
 
 
 def _series(samples: list[tuple[float, dict[str, float]]], name: str,
@@ -244,7 +250,7 @@ def render_page(info: Mapping[str, Any], samples: list[tuple[float, dict[str, fl
              ("δ", info.get("delta"))]
     facts += sorted((str(k), v) for k, v in (info.get("params") or {}).items())
     parts.append("<h2>Model and configuration</h2><table>" + "".join(
-        f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>"
+        f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(_text(v))}</td></tr>"
         for k, v in facts if v is not None) + "</table>")
     parts.append(
         '<h2>What this page shows</h2><p class="note">Only public quantities and '
@@ -290,3 +296,124 @@ def page_info(model: Any, report: Mapping[str, Any], summary: Mapping[str, Any],
             "windows": summary.get("windows_closed"), "lag": summary.get("consumer_lag"),
             "checkpoint_age_s": summary.get("checkpoint_age_s"), "source": source,
             "loss": "error rate" if classifier else "half absolute error (scaled)"}
+
+
+def public_values(collector: Any) -> dict[str, float]:
+    """The public series a ``/metrics`` collector exports now (``name{label="v"}`` ->
+    value): the curator-only series are dropped even from a ``curator=True`` collector."""
+    from ..metrics import is_public_series
+
+    out = {}
+    for family in collector.collect():
+        for s in family.samples:
+            if is_public_series(s.name, s.labels):
+                inner = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+                out[f"{s.name}{{{inner}}}" if inner else s.name] = float(s.value)
+    return out
+
+
+class StatusPage:
+    """The status page at ``/`` of a serve process's HTTP port (docs/service.md, "The status
+    page"): samples of the public ``/metrics`` series every ``interval`` seconds, the drift
+    signal's releases as of the last checkpoint, the model's public configuration and report.
+
+    Parameters
+    ----------
+    runner
+        The service's runner (read under its lock by the collector; its model's drift
+        releases are copied when a checkpoint is written, in the main loop).
+    collector
+        The service's :class:`~dpstream.stream.metrics.ServiceCollector`.
+    interval
+        Seconds between samples (``None``: no sampling thread; :meth:`sample` by hand).
+    source
+        A line on where the numbers come from (the topic, the member).
+    """
+
+    paths = ("/",)
+
+    def __init__(self, runner: Any, collector: Any, *, interval: float | None = 10.0,
+                 source: str = "dpstream serve"):
+        self.runner, self.collector, self.source = runner, collector, source
+        self.history = StatusHistory()
+        self.drift = drift_releases(runner.model)   # restored from a checkpoint, or empty
+        chained = runner.on_checkpoint
+
+        def saved(positions: Any) -> None:   # the main loop, under the runner's lock
+            if chained is not None:
+                chained(positions)
+            self.drift = drift_releases(runner.model)
+
+        runner.on_checkpoint = saved
+        self._stop = threading.Event()
+        self._thread = None
+        if interval is not None:
+            self.sample()
+            self._thread = threading.Thread(target=self._sampling, args=(float(interval),),
+                                            name="dpstream-status", daemon=True)
+            self._thread.start()
+
+    def _sampling(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            try:
+                self.sample()
+            except Exception:   # pragma: no cover - a scrape error must not end the thread
+                continue
+
+    def sample(self, t: float | None = None) -> None:
+        """Add the public series' values now (or at ``t``) to the history."""
+        self.history.add(time.time() if t is None else t, public_values(self.collector))
+
+    def view(self, now: float | None = None) -> dict:
+        """Everything the page shows: ``info``, ``samples`` and ``drift`` (public values and
+        DP releases only; tests/test_status_page.py compares neighbouring streams')."""
+        from ..metrics import public_report
+
+        samples = self.history.samples()
+        last = samples[-1][1] if samples else {}
+        r = self.runner
+        saved = getattr(r, "last_checkpoint_wall", None)
+        now = time.time() if now is None else now
+        summary = {"model": getattr(r, "model_name", None),
+                   "windows_closed": last.get("dpstream_windows_closed_total"),
+                   "consumer_lag": last.get("dpstream_consumer_lag"),
+                   "checkpoint_age_s": None if saved is None else round(now - saved, 1)}
+        report = public_report(dict(r.saved_report))
+        info = page_info(r.model, report, summary, self.source)
+        info["trees"] = last.get("dpstream_trees", info.get("trees"))
+        return {"info": info, "samples": samples, "drift": self.drift}
+
+    def precheck(self, method: str, path: str, headers: Any) -> Any:
+        if method != "GET":
+            from .api import Reply
+            return Reply(405, b"GET only\n", {"Content-Type": "text/plain", "Allow": "GET"},
+                         True)
+        return None
+
+    def respond(self, method: str, path: str, headers: Any, rfile: Any) -> Any:
+        from .api import Reply
+
+        refused = self.precheck(method, path, headers)
+        if refused is not None:
+            return refused
+        view = self.view()
+        body = render_page(view["info"], view["samples"], view["drift"]).encode("utf-8")
+        return Reply(200, body, {"Content-Type": "text/html; charset=utf-8",
+                                 "Cache-Control": "no-store"})
+
+    def close(self) -> None:
+        """Stop sampling."""
+        self._stop.set()
+
+
+def checkpoint_page(state: Mapping[str, Any], *, source: str) -> str:
+    """The status page of a checkpoint (``dpstream status --html``): no time series, the
+    drift signal's releases as saved, and the public report; it does not refresh itself."""
+    from ..metrics import public_report, public_summary
+    from ..runner import describe
+
+    summary = public_summary({**describe(state),
+                              "checkpoint_age_s": round(time.time() - state["written"], 1)})
+    model = state["model"]
+    info = page_info(model, public_report(summary.get("privacy") or {}), summary, source)
+    return render_page(info, [], drift_releases(model), refresh=None)
