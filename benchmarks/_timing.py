@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Callable
 
@@ -18,9 +17,9 @@ def best_of(fn: Callable[[], object], repeats: int = 3) -> float:
     return best
 
 
-def emit(out: dict) -> None:
-    """One JSON line with ``--json`` on the command line, else one ``name: value`` per line."""
-    if "--json" in sys.argv:
+def emit(out: dict, as_json: bool = False) -> None:
+    """One JSON line if ``as_json`` (a script's ``--json``), else one ``name: value`` per line."""
+    if as_json:
         print(json.dumps(out))
         return
     for k, v in out.items():

@@ -30,6 +30,7 @@ and its rate (``msgs_per_s``, records over wall time). ``--fetch-kb``: the consu
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import threading
@@ -38,10 +39,6 @@ import time
 from dpstream.connectors.kafka_clients import kafka_source
 from dpstream.connectors.local_broker import LocalBroker
 from dpstream.connectors.model_topic import ModelTopic
-
-
-def _arg(name: str, default: str) -> str:
-    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
 
 
 def messages(n: int) -> list[bytes]:
@@ -106,13 +103,29 @@ def model_topic_cost(broker: LocalBroker, polls: int) -> dict:
             "wall_us_per_poll": round(wall / polls * 1e6, 1)}
 
 
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",")]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line: see the module docstring."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--records", type=int, default=24_000, help="records on each topic")
+    p.add_argument("--partitions", type=_ints, default=[12, 3],
+                   help="comma-separated partition counts (default 12,3)")
+    p.add_argument("--polls", type=int, default=2000, help="model-topic polls timed")
+    p.add_argument("--repeat", type=int, default=2, help="rounds over the partition counts")
+    p.add_argument("--clients", type=lambda t: t.split(","), default=["kafka-python"],
+                   help="comma-separated Kafka clients (default kafka-python)")
+    p.add_argument("--fetch-kb", type=_ints, default=[64],
+                   help="comma-separated max_partition_fetch_bytes in KiB (default 64)")
+    return p.parse_args(argv)
+
+
 def main() -> int:
-    n = int(_arg("--records", "24000"))
-    parts = [int(p) for p in _arg("--partitions", "12,3").split(",")]
-    polls = int(_arg("--polls", "2000"))
-    repeat = int(_arg("--repeat", "2"))
-    clients = _arg("--clients", "kafka-python").split(",")
-    fetches = [int(k) for k in _arg("--fetch-kb", "64").split(",")]
+    args = parse_args()
+    n, parts, polls, repeat = args.records, args.partitions, args.polls, args.repeat
+    clients, fetches = args.clients, args.fetch_kb
     values = messages(n)
     with LocalBroker() as broker:
         print(json.dumps(model_topic_cost(broker, polls)), flush=True)

@@ -19,8 +19,8 @@ prints, every five polls, how many records of each partition were read:
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 
 from dpstream.connectors.local_broker import LocalBroker
 
@@ -57,7 +57,11 @@ def consume(bootstrap: str, topic: str, mode: str, polls: int = 40) -> dict:
 
 
 def main() -> None:
-    n = int(sys.argv[sys.argv.index("--records") + 1]) if "--records" in sys.argv else 30_000
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--records", type=int, default=30_000, help="records on each topic")
+    p.add_argument("--json", action="store_true", help="one JSON line per mode")
+    args = p.parse_args()
+    n = args.records
     import kafka
 
     with LocalBroker() as broker:
@@ -69,7 +73,7 @@ def main() -> None:
             lines.append({"kafka_python": kafka.__version__, "records": n,
                           **consume(broker.bootstrap, topic, mode)})
     for line in lines:
-        if "--json" in sys.argv:
+        if args.json:
             print(json.dumps(line))
             continue
         print(f"{line['mode']}: records read of partitions 0, 1, 2 after every 5 polls: "

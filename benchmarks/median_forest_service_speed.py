@@ -22,9 +22,9 @@ directory holding that checkout as ``dpstream/`` (e.g. ``git archive`` of the ba
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import statistics
-import sys
 import time
 
 from _timing import emit  # a sibling: benchmarks/ is on sys.path
@@ -32,10 +32,6 @@ from _timing import emit  # a sibling: benchmarks/ is on sys.path
 from dpstream.models.encoding import EncodedRows
 from dpstream.stream import load_adult
 from dpstream.stream.runner import build_model
-
-
-def _arg(name: str, default: int) -> int:
-    return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
 
 
 def run(X: list, y: list, schema, chunk: int = 2_000,
@@ -63,11 +59,17 @@ def run(X: list, y: list, schema, chunk: int = 2_000,
 
 
 def main() -> None:
-    n, repeats = _arg("--records", 200_000), _arg("--repeats", 3)
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--records", type=int, default=200_000, help="Adult records, repeated")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs (the median is shown)")
+    p.add_argument("--encoded", action="store_true", help="hand over EncodedRows")
+    p.add_argument("--json", action="store_true", help="one JSON line")
+    args = p.parse_args()
+    n, repeats = args.records, args.repeats
     X0, y0, schema = load_adult("all")
     X = [X0[i % len(X0)] for i in range(n)]
     y = [y0[i % len(y0)] for i in range(n)]
-    encoded = "--encoded" in sys.argv
+    encoded = args.encoded
     run(X[:20_000], y[:20_000], schema)   # warm: compiled kernels loaded
     runs = [run(X, y, schema, encoded=encoded) for _ in range(repeats)]
     learn = statistics.median(r[0] for r in runs)
@@ -78,7 +80,8 @@ def main() -> None:
           "rows_per_cpu_s": round(n / cpu),
           "learn_us_per_row": round(1e6 * learn / n, 2),
           "predict_us_per_row": round(1e6 * predict / n, 2),
-          "fingerprint": runs[0][2], "same_every_run": len({r[2] for r in runs}) == 1})
+          "fingerprint": runs[0][2], "same_every_run": len({r[2] for r in runs}) == 1},
+         args.json)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ Usage: python benchmarks/median_forest_speed.py [--json]
 
 from __future__ import annotations
 
+import argparse
 import time
 
 from _timing import best_of, emit  # a sibling: benchmarks/ is on sys.path
@@ -24,6 +25,9 @@ from dpstream.stream import load_adult
 
 
 def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--json", action="store_true", help="one JSON line")
+    args = p.parse_args()
     X, y, schema = load_adult("all")
     model = MedianForestClassifier(schema=schema, epsilon=2.0, seed=0)
     n = len(X)
@@ -54,7 +58,8 @@ def main() -> None:
            "trees_voting_at_the_end": trees,
            "predict_many_dicts_rows_per_s": round(n / best_of(lambda: model.predict_many(X))),
            "window_train_s": {"spe_10k": round(spe_s, 3), "pte_10k_20pct_labels": round(pte_s, 3)}}
-    emit(out)
+    emit(out, args.json)
+
 
 if __name__ == "__main__":
     main()

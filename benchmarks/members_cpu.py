@@ -30,10 +30,10 @@ same cores.
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import json
 import pstats
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -187,19 +187,23 @@ def _wall(fn) -> float:
 
 
 def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--records", type=int, default=60_000, help="Agrawal records")
+    p.add_argument("--members", type=lambda t: [int(v) for v in t.split(",")],
+                   default=[1, 2, 4], help="comma-separated member counts k (default 1,2,4)")
+    p.add_argument("--partitions", type=int, default=12, help="partitions of the stream")
+    p.add_argument("--hold-predictions", action="store_true",
+                   help="the runners' hold_predictions (no checkpoint per round)")
+    p.add_argument("--profile", type=int, default=0, metavar="K",
+                   help="print the cProfile of the run with K members")
+    args = p.parse_args()
     from river.datasets import synth
 
-    def arg(name, default):
-        return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
-
-    n = int(arg("--records", "60000"))
-    ks = [int(v) for v in arg("--members", "1,2,4").split(",")]
-    partitions = int(arg("--partitions", "12"))
-    profile_k = int(arg("--profile", "0"))
+    n, ks, partitions, profile_k = args.records, args.members, args.partitions, args.profile
     rows = synth.Agrawal(classification_function=2, seed=0).take(n)
     values = [json.dumps({"id": i, "x": x, "y": y}).encode() for i, (x, y) in enumerate(rows)]
     for k in ks:
-        print(json.dumps(run(k, values, partitions, "--hold-predictions" in sys.argv,
+        print(json.dumps(run(k, values, partitions, args.hold_predictions,
                              profile=k == profile_k)), flush=True)
 
 

@@ -20,10 +20,10 @@ it when the wait ends, not when a message arrives, so the default's latency is a
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import statistics
-import sys
 import threading
 import time
 
@@ -73,13 +73,17 @@ def measure(bootstrap: str, topic: str, fetch_wait_ms: int, windows: int, seed: 
 
 
 def main() -> None:
-    windows = int(sys.argv[sys.argv.index("--windows") + 1]) if "--windows" in sys.argv else 40
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--windows", type=int, default=40, help="windows published")
+    p.add_argument("--json", action="store_true", help="one JSON line per fetch wait")
+    args = p.parse_args()
+    windows = args.windows
     with LocalBroker() as broker:
         for wait in (500, model_topic.FETCH_WAIT_MS):
             topic = f"models-{wait}"
             broker.create_topic(topic)
             line = measure(broker.bootstrap, topic, wait, windows)
-            print(json.dumps(line) if "--json" in sys.argv else
+            print(json.dumps(line) if args.json else
                   f"fetch_max_wait_ms={wait:>3}: mean {line['mean_ms']} ms, median "
                   f"{line['median_ms']}, p90 {line['p90_ms']}, max {line['max_ms']} "
                   f"({line['records_at_7k']} records at 7k msgs/s)", flush=True)

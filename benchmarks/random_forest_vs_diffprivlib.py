@@ -76,7 +76,7 @@ def main() -> None:
                       f" ({t_ours:.1f} s)  diffprivlib {np.mean(theirs):.4f} +- "
                       f"{np.std(theirs):.4f} ({t_theirs:.1f} s)", flush=True)
     if args.json:
-        emit({"rows": rows})
+        emit({"rows": rows}, as_json=True)
 
 
 if __name__ == "__main__":

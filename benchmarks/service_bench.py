@@ -49,10 +49,10 @@ installed, confluent-kafka when it is there).
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import resource
-import sys
 import tempfile
 import threading
 import time
@@ -68,25 +68,36 @@ from dpstream.stream.runner import PrequentialScore, Runner, streaming_gc
 from dpstream.stream.service import replay
 
 
-def _arg(name: str, default: int) -> int:
-    return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
-
-
-def _sarg(name: str, default: str) -> str:
-    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
-
-
-def _params() -> dict:
+def _params(items: list[str]) -> dict:
     """The ``--set NAME=JSON`` pairs (JSON values; a bare word is a string)."""
     out = {}
-    for i, arg in enumerate(sys.argv[:-1]):
-        if arg == "--set":
-            name, _, raw = sys.argv[i + 1].partition("=")
-            try:
-                out[name] = json.loads(raw)
-            except json.JSONDecodeError:
-                out[name] = raw
+    for item in items:
+        name, _, raw = item.partition("=")
+        try:
+            out[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[name] = raw
     return out
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line: see the module docstring."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--records", type=int, default=200_000, help="Adult records (cycled)")
+    p.add_argument("--soak", type=int, default=1_000_000, help="records of the soak")
+    p.add_argument("--model", default="sgbdt", help="a dpstream serve --model name")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=JSON",
+                   help="a model parameter (repeatable)")
+    p.add_argument("--kafka-client", default="auto",
+                   help="auto, kafka-python or confluent (default auto)")
+    p.add_argument("--latency-rate", type=int, default=20_000,
+                   help="messages a second of the latency phase (0: no latency phase)")
+    p.add_argument("--latency-seconds", type=int, default=10,
+                   help="seconds of the latency phase")
+    p.add_argument("--predictions", type=int, default=0, metavar="N",
+                   help="records of the predictions phase (default 0: none)")
+    p.add_argument("--json", action="store_true", help="one JSON line")
+    return p.parse_args(argv)
 
 
 def _rss_mib() -> float:
@@ -113,12 +124,12 @@ def hoeffding_rate(X: list, y: list, n: int) -> int:
 
 
 def main() -> None:
-    n, soak = _arg("--records", 200_000), _arg("--soak", 1_000_000)
-    model = sys.argv[sys.argv.index("--model") + 1] if "--model" in sys.argv else "sgbdt"
-    client = resolve_kafka_client(_sarg("--kafka-client", "auto"))
+    args = parse_args()
+    n, soak, model = args.records, args.soak, args.model
+    client = resolve_kafka_client(args.kafka_client)
     X, y, schema = load_adult("all")
     messages = [_message(X, y, i) for i in range(n)]
-    params = _params()
+    params = _params(args.set)
     out: dict = {"model": model, "records": n, "kafka_client": client,
                  **({"params": params} if params else {})}
     out["hoeffding_rows_per_s"] = hoeffding_rate(X, y, min(n, 100_000))
@@ -160,14 +171,15 @@ def main() -> None:
             out["stages"] = {**_consume_cpu(client, broker.bootstrap, n),
                              **_stage_cpu(model, schema, params, messages, tmp)}
             del messages
-            if _arg("--latency-rate", 20_000):
-                out["latency"] = _latency(client, broker, model, schema, params, X, y)
+            if args.latency_rate:
+                out["latency"] = _latency(client, broker, model, schema, params, X, y,
+                                          args.latency_rate, args.latency_seconds)
         out["soak_rows_per_s"], out["soak"] = _soak(model, schema, params, X, y, soak, tmp)
-    n_pred = _arg("--predictions", 0)
+    n_pred = args.predictions
     if n_pred:
         out["predictions"] = {mode: _predictions_rate(model, schema, X, y, params, n_pred, mode)
                               for mode in ("every_round", "hold")}
-    if "--json" in sys.argv:
+    if args.json:
         print(json.dumps(out))
     else:
         _print(out)
@@ -236,9 +248,8 @@ def _stage_cpu(model: str, schema, params: dict, messages: list, tmp: str) -> di
 
 
 def _latency(client: str, broker: LocalBroker, model: str, schema, params: dict, X: list,
-             y: list) -> dict:
+             y: list, rate: int, seconds: int) -> dict:
     """Broker-to-prediction latency at an offered rate (module docstring)."""
-    rate, seconds = _arg("--latency-rate", 20_000), _arg("--latency-seconds", 10)
     total = rate * seconds
     broker.create_topic("live", partitions=2)
     stop = threading.Event()

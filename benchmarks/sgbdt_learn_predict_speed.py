@@ -22,8 +22,8 @@ calibration (``accounting.calibrate_sgbdt``); without it the stream pass reads ~
 
 from __future__ import annotations
 
+import argparse
 import statistics
-import sys
 import time
 
 from _timing import emit  # a sibling: benchmarks/ is on sys.path
@@ -62,7 +62,11 @@ def batch_pass(X: list, y: list, schema) -> float:
 
 
 def main() -> None:
-    repeats = int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else 3
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--repeats", type=int, default=3, help="passes of each kind (median shown)")
+    p.add_argument("--json", action="store_true", help="one JSON line")
+    args = p.parse_args()
+    repeats = args.repeats
     X, y, schema = load_adult("train")
     warm = SGBDTClassifier(schema=schema, epsilon=1.0, seed=1)   # numba's one-off start-up
     for xi, yi in zip(X[:3000], y[:3000], strict=True):
@@ -77,7 +81,8 @@ def main() -> None:
     emit({"records": len(X), "repeats": repeats,
           "stream_rows_per_s": round(statistics.median(stream)),
           "batch_rows_per_s": round(statistics.median(batch)),
-          "stream_all": [round(r) for r in stream], "batch_all": [round(r) for r in batch]})
+          "stream_all": [round(r) for r in stream], "batch_all": [round(r) for r in batch]},
+         args.json)
 
 
 if __name__ == "__main__":

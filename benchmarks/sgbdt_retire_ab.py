@@ -16,8 +16,8 @@ ratio of the first setting's rate to each other's.
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,13 +29,15 @@ from dpstream.stream.runner import Runner
 BATCH = 2000
 
 
-def _arg(name: str, default: str) -> str:
-    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
-
-
 def main() -> None:
-    warm, n = int(_arg("--warm", "260000")), int(_arg("--records", "200000"))
-    blocks = [int(b) for b in _arg("--blocks", "100,1").split(",")]
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--warm", type=int, default=260_000, help="records before the timing")
+    p.add_argument("--records", type=int, default=200_000, help="records timed")
+    p.add_argument("--blocks", type=lambda t: [int(b) for b in t.split(",")], default=[100, 1],
+                   help="comma-separated retire_block values (default 100,1)")
+    p.add_argument("--json", action="store_true", help="one JSON line")
+    args = p.parse_args()
+    warm, n, blocks = args.warm, args.records, args.blocks
     X, y, schema = load_adult("all")
 
     def batch(start: int) -> list:
@@ -68,7 +70,7 @@ def main() -> None:
             out[f"speedup_vs_block_{b}"] = round(s / spent[0], 3)
         for r in runners:
             r.store.close()
-    if "--json" in sys.argv:
+    if args.json:
         print(json.dumps(out))
     else:
         for k, v in out.items():

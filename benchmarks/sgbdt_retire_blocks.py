@@ -18,8 +18,8 @@ object per line.
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
 
 from river.datasets import synth
@@ -30,8 +30,8 @@ from dpstream.stream.bench.scenarios import AGRAWAL_SCHEMA
 TAIL = 25_000
 
 
-def _arg(name: str, default: str) -> str:
-    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",") if v]
 
 
 def _stream(name: str, n: int) -> tuple[list, list]:
@@ -75,19 +75,27 @@ def run(name: str, X: list, y: list, block: int, max_trees: int = 1000,
 
 
 def main() -> None:
-    n = int(_arg("--records", "200000"))
-    names = [f"f{f}" for f in _arg("--functions", "1,2,3,4").split(",") if f]
-    if "--drift" in sys.argv:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--records", type=int, default=200_000, help="records of each stream")
+    p.add_argument("--functions", type=_ints, default=[1, 2, 3, 4],
+                   help="comma-separated Agrawal functions (default 1,2,3,4)")
+    p.add_argument("--blocks", type=_ints, default=[1, 100],
+                   help="comma-separated retire_block values (default 1,100)")
+    p.add_argument("--max-trees", type=int, default=1000, help="the models' max_trees")
+    p.add_argument("--seeds", type=_ints, default=[0], help="comma-separated model seeds")
+    p.add_argument("--drift", action="store_true", help="also function 1 -> 3 at the middle")
+    p.add_argument("--json", action="store_true", help="one JSON line per run")
+    args = p.parse_args()
+    n, blocks, max_trees, seeds = args.records, args.blocks, args.max_trees, args.seeds
+    names = [f"f{f}" for f in args.functions]
+    if args.drift:
         names.append("drift-1-3")
-    blocks = [int(b) for b in _arg("--blocks", "1,100").split(",")]
-    max_trees = int(_arg("--max-trees", "1000"))
-    seeds = [int(v) for v in _arg("--seeds", "0").split(",")]
     for name in names:
         X, y = _stream(name, n)
         for seed in seeds:
             for block in blocks:
                 out = run(name, X, y, block, max_trees, seed)
-                if "--json" in sys.argv:
+                if args.json:
                     print(json.dumps(out), flush=True)
                 else:
                     print(" ".join(f"{k}={v}" for k, v in out.items()), flush=True)

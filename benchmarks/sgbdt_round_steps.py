@@ -20,7 +20,7 @@ per step ``numpy_ms`` and ``compiled_ms``.
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 import numpy as np
 from _timing import best_of, emit  # a sibling: benchmarks/ is on sys.path
@@ -30,12 +30,13 @@ from dpstream.models.boosting.round_kernels import leaf_counts_sums
 from dpstream.stream import load_adult
 
 
-def _arg(name: str, default: int) -> int:
-    return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
-
-
 def main() -> None:
-    n, repeats = _arg("--records", 110_000), _arg("--repeats", 30)
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--records", type=int, default=110_000, help="Adult records (cycled)")
+    p.add_argument("--repeats", type=int, default=30, help="calls per timing (best of)")
+    p.add_argument("--json", action="store_true", help="one JSON line")
+    args = p.parse_args()
+    n, repeats = args.records, args.repeats
     X, y, schema = load_adult("all")
     reps = -(-n // len(X))
     model = SGBDTClassifier(schema=schema, epsilon=1.0, seed=0, n_trees=100, extra_trees=50,
@@ -92,7 +93,7 @@ def main() -> None:
             tb.append(best_of(b, repeats))
         out[f"{name}_numpy_ms"] = round(min(ta) * 1e3, 3)
         out[f"{name}_compiled_ms"] = round(min(tb) * 1e3, 3)
-    emit(out)
+    emit(out, args.json)
 
 
 if __name__ == "__main__":

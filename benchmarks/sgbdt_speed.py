@@ -13,6 +13,7 @@ Usage: python benchmarks/sgbdt_speed.py [--json]
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import pandas as pd
@@ -23,6 +24,9 @@ from dpstream.stream import load_adult
 
 
 def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--json", action="store_true", help="one JSON line")
+    args = p.parse_args()
     X, y, schema = load_adult("all")
     model = SGBDTClassifier(schema=schema, epsilon=0.5, round_size=256, seed=0)
     t0 = time.perf_counter()
@@ -49,7 +53,8 @@ def main() -> None:
            "scoring_encoded_rows_per_s": round(len(X) / best_of(
                lambda: big.engine.raw_scores(rows))),
            "trees": len(big.engine.forest), "depth": 6}
-    emit(out)
+    emit(out, args.json)
+
 
 if __name__ == "__main__":
     main()

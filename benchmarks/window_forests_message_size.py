@@ -12,6 +12,7 @@ Usage::
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 
@@ -27,6 +28,7 @@ from dpstream.stream import load_adult
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
     X, y, schema = load_adult("train")
     for cls in (MedianForestClassifier, RandomDecisionForestClassifier, RDTClassifier,
                 GreedyForestClassifier):

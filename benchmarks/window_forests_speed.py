@@ -65,7 +65,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="(the output is JSON either way)")
     args = parser.parse_args()
     X, y, schema = load_adult("all")
-    emit({name: measure(name, X, y, schema) for name in args.model})
+    emit({name: measure(name, X, y, schema) for name in args.model}, args.json)
 
 
 if __name__ == "__main__":

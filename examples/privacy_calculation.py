@@ -5,6 +5,8 @@ Run: ``python examples/privacy_calculation.py``
 
 from __future__ import annotations
 
+import argparse
+
 from dpstream.accounting import (
     BudgetLedger,
     RDPAccountant,
@@ -15,6 +17,7 @@ from dpstream.accounting import (
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
     # 1. What does 150 rounds of Poisson-subsampled Gaussian noise cost?
     acc = RDPAccountant()
     acc.compose_subsampled_gaussian(noise_multiplier=5.0, sample_rate=0.1, steps=150)

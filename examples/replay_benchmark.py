@@ -14,6 +14,7 @@ Run: ``python examples/replay_benchmark.py`` (needs the bench extra:
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import sys
 import tempfile
@@ -31,6 +32,7 @@ from dpstream.stream.bench.suite import run_suite
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
     # 1. one row by hand: same protocol, same splits (seeded), three kinds of model
     ours = run_bench("median-forest", "iris", 1.0, repeats=5, seed=0)
     floor = run_baseline("dp-mean", "iris", "holdout", epsilon=1.0, repeats=5, seed=0)

