@@ -1,7 +1,7 @@
-"""DPGDF greedy decision forest (Xin et al., 2019, sound leaf mechanism, complete trees) on windows:
-river contract, the Gini utility's sensitivity and monotonicity, the split and leaf mechanisms
-(statistically and as the only way training releases anything), complete trees, bad input,
-accuracy floors."""
+"""DPGDF greedy decision forest (Xin et al., 2019, sound leaf mechanism, complete trees) on windows
+(river's checks: tests/test_estimators.py): the Gini utility's sensitivity and monotonicity, the
+split and leaf mechanisms (statistically and as the only way training releases anything),
+complete trees, bad input, accuracy floors."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from river import checks
 from stattest import outcome_events, privacy_loss_lower_bound
 
 from dpstream.accounting import ExponentialMechanism, ReportNoisyMax
@@ -17,14 +16,6 @@ from dpstream.models import GreedyForestClassifier
 from dpstream.models.windows.greedy_forest import GINI_SENSITIVITY, gini_utilities
 from dpstream.stream import ADULT_SCHEMA, load_adult
 from dpstream.stream.bench import run_bench
-
-PARAMS = list(GreedyForestClassifier._unit_test_params())
-
-
-@pytest.mark.parametrize("check", list(checks.yield_checks(
-    GreedyForestClassifier(**PARAMS[0]))), ids=lambda c: c.__name__)
-def test_river_checks(check):
-    check(GreedyForestClassifier(**PARAMS[0]))
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,12 +1,11 @@
-"""Fletcher–Islam DP random decision forest (Fletcher & Islam 2017, + addendum) on windows: river
-contract, Theorem-2 depth, data-independent implicit trees, accounting, leaf mechanism, bad input,
-accuracy floors."""
+"""Fletcher–Islam DP random decision forest (Fletcher & Islam 2017, + addendum) on windows (river's
+checks: tests/test_estimators.py): Theorem-2 depth, data-independent implicit trees, accounting,
+leaf mechanism, bad input, accuracy floors."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from river import checks
 from stattest import outcome_events, privacy_loss_lower_bound
 
 from dpstream.models import RandomDecisionForestClassifier
@@ -17,8 +16,6 @@ from dpstream.stream import ADULT_SCHEMA, load_adult
 from dpstream.stream.bench import run_bench
 from dpstream.stream.bench.scenarios import load_synth
 
-PARAMS = list(RandomDecisionForestClassifier._unit_test_params())
-
 
 def PaperForest(**kwargs) -> RandomDecisionForestClassifier:   # noqa: N802
     """The forest with the paper's uniform split attributes (mechanism-level tests)."""
@@ -26,12 +23,6 @@ def PaperForest(**kwargs) -> RandomDecisionForestClassifier:   # noqa: N802
     # mechanism tests count windows of 1,000 records first (the warm-up before issue 64)
     kwargs = {"range_share": 0.05, "grid_share": 0.0, "warmup": 1000, **kwargs}
     return RandomDecisionForestClassifier(attributes="uniform", **kwargs)
-
-
-@pytest.mark.parametrize("check", list(checks.yield_checks(
-    RandomDecisionForestClassifier(**PARAMS[0]))), ids=lambda c: c.__name__)
-def test_river_checks(check):
-    check(RandomDecisionForestClassifier(**PARAMS[0]))
 
 
 # Fletcher & Islam (2017) Table 4: (continuous, discrete) -> depth, for every dataset of the paper

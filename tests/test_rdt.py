@@ -1,7 +1,7 @@
-"""Jagannathan RDT and semi-supervised RDT# (Jagannathan et al., 2013) on windows: river contract,
-height, accounting (sequential and disjoint), each record's path into the counts, the Laplace
-release of centers and of leaves (also those nobody reached), RDT#'s use of public records, bad
-input, accuracy floors."""
+"""Jagannathan RDT and semi-supervised RDT# (Jagannathan et al., 2013) on windows (river's checks:
+tests/test_estimators.py): height, accounting (sequential and disjoint), each record's path into
+the counts, the Laplace release of centers and of leaves (also those nobody reached), RDT#'s use
+of public records, bad input, accuracy floors."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import math
 
 import numpy as np
 import pytest
-from river import checks
 from scipy import stats
 from stattest import halfline_events, privacy_loss_lower_bound
 
@@ -22,8 +21,6 @@ from dpstream.stream import ADULT_SCHEMA, load_adult
 from dpstream.stream.bench import run_bench
 from dpstream.stream.bench.scenarios import load_synthetic
 
-PARAMS = list(RDTClassifier._unit_test_params())
-
 # one categorical attribute, two values: a height-1 tree has exactly two leaves
 TINY = {"features": {"c": {"type": "categorical", "values": ["p", "q"]}},
         "target": {"type": "categorical", "values": ["u", "v"]}}
@@ -34,12 +31,6 @@ def PaperRDT(**kwargs) -> RDTClassifier:   # noqa: N802
     # no feature grid (a stream feature, docs/drift.md): the paper's budget per window; the
     # mechanism tests count windows of 1,000 records first (the warm-up before issue 64)
     return RDTClassifier(attributes="uniform", **{"grid_share": 0.0, "warmup": 1000, **kwargs})
-
-
-@pytest.mark.parametrize("check", list(checks.yield_checks(RDTClassifier(**PARAMS[0]))),
-                         ids=lambda c: c.__name__)
-def test_river_checks(check):
-    check(RDTClassifier(**PARAMS[0]))
 
 
 @pytest.mark.parametrize("k, b, n", [(14, 8.1, 20_000), (14, 8.1, 5_000), (8, 3.0, 81),

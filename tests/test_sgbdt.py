@@ -1,4 +1,5 @@
-"""S-GBDT estimators: river conventions, privacy accounting, stream semantics, bad input."""
+"""S-GBDT estimators: pickling, privacy accounting, stream semantics, bad input (river's checks:
+tests/test_estimators.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from river import checks
 
 from dpstream.accounting import RoundCostTable, calibrate_sgbdt
 from dpstream.models import (
@@ -33,19 +33,6 @@ def _rows(n, seed=0):
           "c": str(rng.choice(["x", "y", "z"]))} for _ in range(n)]
     y = [bool(x["a"] + 3 * x["b"] > 5) for x in X]
     return X, y
-
-
-def _river_checks():
-    for cls in (SGBDTRegressor, SGBDTClassifier):
-        for params in cls._unit_test_params():
-            model = cls(**params)
-            for check in checks.yield_checks(model):
-                yield pytest.param(model, check, id=f"{cls.__name__}-{check.__name__}")
-
-
-@pytest.mark.parametrize(("model", "check"), list(_river_checks()))
-def test_river_checks(model, check):
-    check(model.clone())
 
 
 @pytest.mark.parametrize("cls", [SGBDTClassifier, SGBDTRegressor])
