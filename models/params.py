@@ -13,11 +13,11 @@ ValueError: split_share must be < 1, got 1.0
 Traceback (most recent call last):
 ...
 ValueError: n_trees must be an integer >= 1, got True
->>> check_delta(0.5)
+>>> check_small_delta(0.5)
 Traceback (most recent call last):
 ...
 ValueError: delta=0.5 is too large: ...
->>> check_delta(0.5, allow_large=True), check_delta(1e-6)
+>>> check_small_delta(0.5, allow_large=True), check_small_delta(1e-6)
 (0.5, 1e-06)
 >>> records_needed(1.0), records_needed(0.1)
 (5000, 50000)
@@ -39,11 +39,11 @@ from typing import Any
 
 import numpy as np
 
-from ..accounting import check_delta as accounting_check_delta
+from ..accounting import check_delta
 
 __all__ = ["CURATOR_REPORT_KEYS", "ClippedInputWarning", "LARGE_DELTA", "PrivateState",
            "PrivateStateError", "public_report",
-           "SMALL_STREAM_SCALE", "ShortRepr", "SmallStreamWarning", "check_delta",
+           "SMALL_STREAM_SCALE", "ShortRepr", "SmallStreamWarning", "check_small_delta",
            "private_state_access", "check_integer", "check_real", "records_needed",
            "short_repr", "quiet_clipped_inputs", "quiet_small_stream", "warn_clipped_input",
            "warn_small_stream"]
@@ -77,9 +77,9 @@ def check_real(name: str, value: Any, lo: float | None = None, hi: float | None 
     return float(value)
 
 
-def check_delta(value: Any, *, allow_large: bool = False) -> float:
-    """The delta of an (epsilon, delta) guarantee: in (0, 1) (the accounting's check), and
-    below :data:`LARGE_DELTA` unless ``allow_large``.
+def check_small_delta(value: Any, *, allow_large: bool = False) -> float:
+    """A model's delta: in (0, 1) (:func:`~dpstream.accounting.check_delta`), and below
+    :data:`LARGE_DELTA` unless ``allow_large``.
 
     (epsilon, delta)-DP allows, with probability up to delta, anything at all — publishing a
     record outright included — so a useful delta is far below one over the number of records
@@ -88,7 +88,7 @@ def check_delta(value: Any, *, allow_large: bool = False) -> float:
     """
     if not isinstance(allow_large, (bool, np.bool_)):
         raise ValueError(f"allow_large_delta must be True or False, got {allow_large!r}")
-    delta = accounting_check_delta(value)   # in (0, 1), a real number
+    delta = check_delta(value)   # in (0, 1), a real number
     if delta >= LARGE_DELTA and not allow_large:
         raise ValueError(
             f"delta={value!r} is too large: (epsilon, delta)-DP may fail outright with "

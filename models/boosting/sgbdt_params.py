@@ -10,7 +10,7 @@ import numpy as np
 
 from ...accounting import ACCOUNTANTS
 from ..encoding import check_input_policy
-from ..params import check_delta, check_integer, check_real
+from ..params import check_integer, check_real, check_small_delta
 from .sgbdt_engine import SGBDTConfig
 
 __all__ = ["CLASS_DEFAULTS", "PARAMS_DOC", "resolved", "validate_config"]
@@ -261,7 +261,7 @@ def validate_config(est: Any) -> SGBDTConfig:
         integer("retire_block", 1)
     return SGBDTConfig(
         loss=est._loss, epsilon=real("epsilon", 0),
-        delta=check_delta(est.delta, allow_large=est.allow_large_delta),
+        delta=check_small_delta(est.delta, allow_large=est.allow_large_delta),
         n_trees=integer("n_trees", 1), extra_trees=integer("extra_trees", 0),
         depth=int(est.depth), learning_rate=real("learning_rate", 0),
         subsample=real("subsample", 0, 1, hi_open=False),
