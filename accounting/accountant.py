@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import Literal
 
 import numpy as np
+from numba import njit
 
 from . import _sgm
 from ._validate import (
@@ -368,18 +369,14 @@ def _lookup_kernel(g, grid, table, grad_clip):   # pragma: no cover - compiled
     return out
 
 
-_COMPILED: list = []   # the compiled lookup, built on first use (None without numba)
+_COMPILED: list = []   # the compiled lookup, built on first use ([None]: the numpy form)
 
 
 def _grid_lookup():
-    """:func:`_lookup_kernel` compiled by numba (imported lazily), or ``None``."""
+    """:func:`_lookup_kernel` compiled by numba, or ``None`` where a test sets ``_COMPILED``
+    to ``[None]`` to run the numpy form."""
     if not _COMPILED:
-        try:
-            from numba import njit
-        except ImportError:   # pragma: no cover - numba is a dependency
-            _COMPILED.append(None)
-        else:
-            _COMPILED.append(njit(cache=True, nogil=True)(_lookup_kernel))
+        _COMPILED.append(njit(cache=True, nogil=True)(_lookup_kernel))
     return _COMPILED[0]
 
 

@@ -16,6 +16,7 @@ numpy arrays (spend and bound check) and serialises to plain lists for checkpoin
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from ._validate import check_finite_array, check_int, check_orders, check_positive
 
@@ -99,7 +100,7 @@ class IndividualRenyiFilter:
     def step_sample(self, costs, u, rate: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`step` and then the Poisson subsample of the CONT records, ``cont & (u <
         rate)``: returns ``(cont, sampled, rows)``, ``rows`` the sampled positions in pool
-        order. One compiled pass over the pool where numba is installed (the same
+        order. One compiled pass over the pool (the same
         comparisons and additions as :meth:`charge`); ``costs`` are checked as there, before
         anything is charged.
 
@@ -116,7 +117,7 @@ class IndividualRenyiFilter:
             raise ValueError(f"costs and u must hold one value per pool record "
                              f"({self.spent.size}), got {c.shape} and {u.shape}")
         kernels = _kernels()
-        if kernels is None:   # pragma: no cover - numba is a dependency of the package
+        if kernels is None:   # the numpy form (tests compare the two)
             cont = self.step(c)
             sampled = cont & (u < rate)
             return cont, sampled, np.flatnonzero(sampled)
@@ -131,7 +132,7 @@ class IndividualRenyiFilter:
         """How many records :meth:`exhausted` marks, without building the mask."""
         m = check_positive("min_cost", min_cost)
         kernels = _kernels()
-        if kernels is None:   # pragma: no cover - numba is a dependency of the package
+        if kernels is None:   # the numpy form (tests compare the two)
             return int(self.exhausted(min_cost=m).sum())
         return int(kernels[1](self.spent, self.bound, m))
 
@@ -244,17 +245,13 @@ def _count_below_kernel(spent, bound, floor):   # pragma: no cover - compiled
     return m
 
 
-_COMPILED: list = []   # the compiled kernels, built on first use (None without numba)
+_COMPILED: list = []   # the compiled kernels, built on first use ([None]: the numpy forms)
 
 
 def _kernels():
-    """The filter's kernels compiled by numba (imported lazily), or ``None``."""
+    """The filter's kernels compiled by numba, or ``None`` where a test sets ``_COMPILED``
+    to ``[None]`` to run the numpy forms."""
     if not _COMPILED:
-        try:
-            from numba import njit
-        except ImportError:   # pragma: no cover - numba is a dependency
-            _COMPILED.append(None)
-        else:
-            _COMPILED.append((njit(cache=True, nogil=True)(_step_sample_kernel),
-                              njit(cache=True, nogil=True)(_count_below_kernel)))
+        _COMPILED.append((njit(cache=True, nogil=True)(_step_sample_kernel),
+                          njit(cache=True, nogil=True)(_count_below_kernel)))
     return _COMPILED[0]

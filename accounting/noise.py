@@ -42,8 +42,8 @@ import functools
 import math
 from fractions import Fraction
 
-import numba
 import numpy as np
+from numba import njit
 
 __all__ = ["secure_generator", "is_secure", "lattice_step", "snap", "laplace_on_lattice",
            "gaussian_on_lattice", "discrete_laplace_fill", "discrete_gaussian_fill",
@@ -131,7 +131,7 @@ def snap(values, step: float) -> np.ndarray:
 _TWO53 = 9007199254740992.0
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _bits(rng, st, m):   # pragma: no cover - compiled
     """``m`` (1..53) uniform bits as an integer."""
     if st[1] < m:
@@ -143,7 +143,7 @@ def _bits(rng, st, m):   # pragma: no cover - compiled
     return x
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _bitlen(x):   # pragma: no cover - compiled
     """The bit length of ``0 <= x < 2^63`` (``int.bit_length``): a binary search in six
     halvings of the shift (32, 16, ..., 1)."""
@@ -157,7 +157,7 @@ def _bitlen(x):   # pragma: no cover - compiled
     return b + x
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _bern(rng, st, n, d):   # pragma: no cover - compiled
     """Bernoulli(n / d) exactly, 0 <= n, 1 <= d < 2^62: a uniform U against n / d, ``k``
     binary digits at a time (``p = floor(n 2^k / d)``, the next ``k`` digits of n / d, against
@@ -184,7 +184,7 @@ def _bern(rng, st, n, d):   # pragma: no cover - compiled
             return False
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _below(rng, st, n):   # pragma: no cover - compiled
     """An exactly uniform integer in [0, n), 1 <= n <= 2^53."""
     if n <= 1:
@@ -196,7 +196,7 @@ def _below(rng, st, n):   # pragma: no cover - compiled
             return x
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _bern_exp_small(rng, st, n, d):   # pragma: no cover - compiled
     """Bernoulli(exp(-n/d)) for 0 <= n <= d (Algorithm 1: Bernoulli(gamma/k) drawn as
     Bernoulli(1/k) and Bernoulli(n/d), so no product of integers is formed)."""
@@ -208,7 +208,7 @@ def _bern_exp_small(rng, st, n, d):   # pragma: no cover - compiled
     return k % 2 == 1
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _bern_exp(rng, st, n, d):   # pragma: no cover - compiled
     """Bernoulli(exp(-n/d)) for n >= 0, d >= 1: exp(-1)^floor(n/d) * exp(-(n mod d)/d)."""
     q = n // d
@@ -218,7 +218,7 @@ def _bern_exp(rng, st, n, d):   # pragma: no cover - compiled
     return _bern_exp_small(rng, st, n - q * d, d)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _bern_exp_sq(rng, st, r, t, d):   # pragma: no cover - compiled
     """Bernoulli(exp(-(r/t)^2 / d)) for 0 <= r < t, d >= 1: Algorithm 1 with
     Bernoulli(gamma/k) = Bernoulli(1/k) Bernoulli(1/d) Bernoulli(r/t) Bernoulli(r/t)."""
@@ -229,7 +229,7 @@ def _bern_exp_sq(rng, st, r, t, d):   # pragma: no cover - compiled
     return k % 2 == 1
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _dlap(rng, st, s, t):   # pragma: no cover - compiled
     """One integer with P(x) ∝ exp(-|x| s / t) (Algorithm 2)."""
     while True:
@@ -246,7 +246,7 @@ def _dlap(rng, st, s, t):   # pragma: no cover - compiled
         return -y if b == 1 else y
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _bern_exp_ratio_product(rng, st, q, a, r, t):   # pragma: no cover - compiled
     """Bernoulli(exp(-(q/a)(r/t))) for q >= 0, a >= 1, 0 <= r < t, forming no product:
     q = q1 a + q2 makes it exp(-r/t)^q1 times exp(-(q2/a)(r/t)), the second by Algorithm 1
@@ -262,7 +262,7 @@ def _bern_exp_ratio_product(rng, st, q, a, r, t):   # pragma: no cover - compile
     return k % 2 == 1
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _dgauss(rng, st, a, t, ymax):   # pragma: no cover - compiled
     """One integer with P(x) ∝ exp(-x^2 / (2a)), |x| <= ymax (Algorithm 3; proposal scale t).
 
@@ -286,14 +286,14 @@ def _dgauss(rng, st, a, t, ymax):   # pragma: no cover - compiled
         return y
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _dlap_fill(rng, s, t, out):   # pragma: no cover - compiled
     st = np.zeros(2, np.int64)
     for i in range(out.size):
         out[i] = _dlap(rng, st, s, t)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _dgauss_fill(rng, a, t, ymax, out):   # pragma: no cover - compiled
     st = np.zeros(2, np.int64)
     for i in range(out.size):
@@ -601,13 +601,13 @@ def permutation(rng: np.random.Generator, n: int) -> np.ndarray:
     return rng.permutation(n)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def nb_choose(rng, n):   # pragma: no cover - compiled
     """:func:`choose` for compiled kernels: one exactly uniform integer in ``[0, n)``."""
     return rng.integers(0, n)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def nb_uniform(rng):   # pragma: no cover - compiled
     """:func:`uniforms` for compiled kernels: one draw ``k / 2^53``."""
     return rng.random()
@@ -654,7 +654,7 @@ def utility_steps(utilities, step: float) -> np.ndarray:
     return snap(u, step)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _bern_exp_times(rng, st, d, num, den):   # pragma: no cover - compiled
     """Bernoulli(exp(-d num / den)) for d >= 0, 0 <= num, den >= 1: exp(-num/den)^d, each
     factor split into exp(-1)^(num // den) exp(-(num mod den)/den); early exit."""
@@ -671,7 +671,7 @@ def _bern_exp_times(rng, st, d, num, den):   # pragma: no cover - compiled
     return True
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def em_pick(rng, k, n, num, den):   # pragma: no cover - compiled
     """The exponential mechanism over ``k[:n]`` (int64 utilities on the lattice), exactly:
     index ``i`` with probability proportional to ``exp((num / den) k_i)``. Rejection sampling:
@@ -688,7 +688,7 @@ def em_pick(rng, k, n, num, den):   # pragma: no cover - compiled
             return i
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def em_pick_dist(rng, dist, n, num, den):   # pragma: no cover - compiled
     """:func:`em_pick` for utilities ``-dist[:n]`` (int64 distances, as a private median's
     ``|2 rank - n|``): index ``i`` with probability proportional to
@@ -717,7 +717,7 @@ def distance_factor(epsilon: float, per_unit: int = 2) -> tuple[int, int]:
     return math.floor(Fraction(float(epsilon)) / per_unit * den), den
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _dist_rows(rng, D, num, den, out):   # pragma: no cover - compiled
     for r in range(D.shape[0]):
         out[r] = em_pick_dist(rng, D[r], D.shape[1], num, den)
@@ -738,7 +738,7 @@ def select_by_distance(rng: np.random.Generator, distances, epsilon: float) -> n
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def em_pick_masses(rng, k, cum, n, num, den):   # pragma: no cover - compiled
     """The exponential mechanism with a public base measure, exactly: index ``i`` with
     probability proportional to ``mass_i exp((num / den) k_i)``, ``cum`` the int64 running
@@ -768,7 +768,7 @@ def em_pick_masses(rng, k, cum, n, num, den):   # pragma: no cover - compiled
             return lo
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def pf_pick(rng, k, n, num, den, order):   # pragma: no cover - compiled
     """Permute-and-flip (McKenna and Sheldon 2020) over ``k[:n]``, exactly: candidates in a
     uniformly random order (``order``: scratch of ``n``), each kept with probability
@@ -792,7 +792,7 @@ def pf_pick(rng, k, n, num, den, order):   # pragma: no cover - compiled
     return order[n - 1]   # unreachable: the best candidate is kept with probability 1
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _pick_rows(rng, K, ok, num, den, pf, out):   # pragma: no cover - compiled
     m, n = K.shape
     buf = np.empty(n, np.int64)

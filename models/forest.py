@@ -27,19 +27,17 @@ from __future__ import annotations
 
 import numpy as np
 
-try:   # compiled routing (numba); the numpy routing below gives the same results without it
-    from .forest_kernels import (
-        add_node_values,
-        route_block,
-        route_complete,
-        sum_block,
-        sum_block_parts,
-        sum_one,
-        sum_one_parts,
-    )
-except ImportError:   # pragma: no cover - numba is a dependency
-    route_block = route_complete = sum_block = sum_block_parts = sum_one = None
-    sum_one_parts = add_node_values = None
+# compiled routing (numba); a test that sets one of these names to None runs the numpy
+# routing below, which gives the same results
+from .forest_kernels import (
+    add_node_values,
+    route_block,
+    route_complete,
+    sum_block,
+    sum_block_parts,
+    sum_one,
+    sum_one_parts,
+)
 
 __all__ = ["Forest", "complete_tree_layout", "complete_depth"]
 
@@ -282,7 +280,7 @@ class Forest:
         ``score += predict_tree(tree, X)`` (or ``-=``)."""
         base = self._base(tree)
         values, nodes = self.value[base:base + self.max_nodes], np.asarray(nodes, dtype=np.int64)
-        if add_node_values is None:   # pragma: no cover - numba is a dependency
+        if add_node_values is None:   # the numpy reference (tests compare the two)
             score += float(sign) * values[nodes]
         else:
             add_node_values(score, values, nodes, float(sign))

@@ -9,7 +9,8 @@ threshold is ``lo + u * (hi - lo)`` in the same float operations. Per node it ke
 narrowed numeric intervals and, per categorical feature, which of its columns are still open
 (in schema order) or whether the path has fixed the value.
 
-When numba cannot be imported the pure-Python draw runs instead (same trees).
+The pure-Python draw (``random_splits._draw_python``) stays as the reference the tests
+hold it to (same trees).
 
 Examples
 --------

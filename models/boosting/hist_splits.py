@@ -59,11 +59,7 @@ import weakref
 from typing import Any
 
 import numpy as np
-
-try:   # numba is a core dependency; the numpy path below is the fallback and the test oracle
-    from numba import njit
-except ImportError:  # pragma: no cover - depends on the environment
-    njit = None
+from numba import njit  # set to None by a test: the numpy path below, the kernels' oracle
 
 from ...accounting import noise
 from ..encoding import RecordEncoder
@@ -170,168 +166,170 @@ def _level_histogram_numpy(cells: _Cells, X, codes, rows, pos, g, lo, hi,
                        minlength=width * cells.size)
 
 
-if njit is not None:
-    @njit(cache=True, nogil=True)
-    def _level_histogram_kernel(X, codes, rows, pos, g, num_cols, lo, hi, bins, offset,
-                                width, size):   # pragma: no cover - compiled
-        # feature by feature: the pool is column-major, so each pass reads one column in
-        # row order; categorical features read the compact codes, not their one-hot columns
-        # (indices unsigned, as in models/forest_kernels.py: no wrap-around check on each load)
-        hist = np.zeros(width * size)
-        n_num, n_cat, m = num_cols.shape[0], codes.shape[1], rows.shape[0]
-        u = np.uint64
-        for j in range(n_num):
-            c = u(num_cols[j])
-            base = u(offset[j])
-            for r in range(m):
-                p = u(pos[r])
-                x = X[u(rows[r]), c]
-                if np.isnan(x):
-                    b = bins                      # missing: the extra cell (always right)
-                else:
-                    lo_pj = lo[p, u(j)]
-                    w = hi[p, u(j)] - lo_pj
-                    b = 0
-                    if w > 0:
-                        b = int(np.floor((x - lo_pj) / w * bins))
-                        b = min(max(b, 0), bins - 1)
-                hist[p * u(size) + base + u(b)] += g[u(r)]
-        for k in range(n_cat):
-            base = u(offset[n_num + k])
-            for r in range(m):
-                hist[u(pos[r]) * u(size) + base + u(codes[u(rows[r]), u(k)])] += g[u(r)]
-        return hist
-
-    @njit(cache=True, nogil=True)
-    def _random_levels_kernel(u, start, n_internal, lo, hi, is_open, num_cols, cat_start,
-                              cat_size, numeric_weight, allowed, feature,
-                              threshold):   # pragma: no cover - compiled
-        """The paper's random draw for internal nodes ``start ..`` (heap order), from the
-        per-node state ``lo``/``hi`` (numeric intervals) and ``is_open`` (open categorical
-        columns) that the caller set for the nodes of the first random level."""
-        n_num, n_cat = num_cols.shape[0], cat_start.shape[0]
-        weights = np.zeros(n_num + n_cat)
-        for node in range(start, n_internal):
-            a = 2 * (node - start)
-            total = 0.0
-            for j in range(n_num):
-                w = numeric_weight if (allowed[j] and hi[node, j] > lo[node, j]) else 0.0
-                weights[j] = w
-                total += w
-            for k in range(n_cat):
-                n_open = 0
-                for v in range(cat_size[k]):
-                    n_open += is_open[node, cat_start[k] + v]
-                w = 1.0 if (allowed[n_num + k] and n_open > 1) else 0.0
-                weights[n_num + k] = w
-                total += w
-            left = 2 * node + 1
-            if left < n_internal:
-                for child in (left, left + 1):
-                    lo[child] = lo[node]
-                    hi[child] = hi[node]
-                    is_open[child] = is_open[node]
-            if total <= 0:
-                feature[node], threshold[node] = 0, np.inf
-                continue
-            target, acc, j = u[a] * total, 0.0, -1
-            for i in range(n_num + n_cat):
-                if weights[i] > 0:
-                    j = i
-                    acc += weights[i]
-                    if target < acc:
-                        break
-            if j < n_num:
-                t = lo[node, j] + u[a + 1] * (hi[node, j] - lo[node, j])
-                feature[node], threshold[node] = num_cols[j], t
-                if left < n_internal:
-                    hi[left, j], lo[left + 1, j] = t, t
+@njit(cache=True, nogil=True)
+def _level_histogram_kernel(X, codes, rows, pos, g, num_cols, lo, hi, bins, offset,
+                            width, size):   # pragma: no cover - compiled
+    # feature by feature: the pool is column-major, so each pass reads one column in
+    # row order; categorical features read the compact codes, not their one-hot columns
+    # (indices unsigned, as in models/forest_kernels.py: no wrap-around check on each load)
+    hist = np.zeros(width * size)
+    n_num, n_cat, m = num_cols.shape[0], codes.shape[1], rows.shape[0]
+    u = np.uint64
+    for j in range(n_num):
+        c = u(num_cols[j])
+        base = u(offset[j])
+        for r in range(m):
+            p = u(pos[r])
+            x = X[u(rows[r]), c]
+            if np.isnan(x):
+                b = bins                      # missing: the extra cell (always right)
             else:
-                k = j - n_num
-                n_open = 0
-                for v in range(cat_size[k]):
-                    n_open += is_open[node, cat_start[k] + v]
-                pick = min(int(u[a + 1] * n_open), n_open - 1)
-                col = -1
-                for v in range(cat_size[k]):
-                    if is_open[node, cat_start[k] + v]:
-                        if pick == 0:
-                            col = cat_start[k] + v
-                            break
-                        pick -= 1
-                feature[node], threshold[node] = col, 0.5   # left iff value == this category
-                if left < n_internal:
-                    for v in range(cat_size[k]):
-                        is_open[left, cat_start[k] + v] = False
-                    is_open[left + 1, col] = False
+                lo_pj = lo[p, u(j)]
+                w = hi[p, u(j)] - lo_pj
+                b = 0
+                if w > 0:
+                    b = int(np.floor((x - lo_pj) / w * bins))
+                    b = min(max(b, 0), bins - 1)
+            hist[p * u(size) + base + u(b)] += g[u(r)]
+    for k in range(n_cat):
+        base = u(offset[n_num + k])
+        for r in range(m):
+            hist[u(pos[r]) * u(size) + base + u(codes[u(rows[r]), u(k)])] += g[u(r)]
+    return hist
 
-    @njit(cache=True, nogil=True)
-    def _numpy_sum(a, lo, n):   # pragma: no cover - compiled
-        # ``a[lo:lo + n].sum()`` exactly as numpy adds a contiguous float64 run: pairwise,
-        # eight accumulators per block of up to 128 (numpy's pairwise_sum), from 0.0
-        if n < 8:
-            res = 0.0
-            for i in range(n):
-                res += a[lo + i]
-            return res
-        if n > 128:
-            n2 = n // 2
-            n2 -= n2 % 8
-            return _numpy_sum(a, lo, n2) + _numpy_sum(a, lo + n2, n - n2)
-        r = a[lo:lo + 8].copy()
-        i = 8
-        while i < n - n % 8:
-            for j in range(8):
-                r[j] += a[lo + i + j]
-            i += 8
-        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
-        while i < n:
+
+@njit(cache=True, nogil=True)
+def _random_levels_kernel(u, start, n_internal, lo, hi, is_open, num_cols, cat_start,
+                          cat_size, numeric_weight, allowed, feature,
+                          threshold):   # pragma: no cover - compiled
+    """The paper's random draw for internal nodes ``start ..`` (heap order), from the
+    per-node state ``lo``/``hi`` (numeric intervals) and ``is_open`` (open categorical
+    columns) that the caller set for the nodes of the first random level."""
+    n_num, n_cat = num_cols.shape[0], cat_start.shape[0]
+    weights = np.zeros(n_num + n_cat)
+    for node in range(start, n_internal):
+        a = 2 * (node - start)
+        total = 0.0
+        for j in range(n_num):
+            w = numeric_weight if (allowed[j] and hi[node, j] > lo[node, j]) else 0.0
+            weights[j] = w
+            total += w
+        for k in range(n_cat):
+            n_open = 0
+            for v in range(cat_size[k]):
+                n_open += is_open[node, cat_start[k] + v]
+            w = 1.0 if (allowed[n_num + k] and n_open > 1) else 0.0
+            weights[n_num + k] = w
+            total += w
+        left = 2 * node + 1
+        if left < n_internal:
+            for child in (left, left + 1):
+                lo[child] = lo[node]
+                hi[child] = hi[node]
+                is_open[child] = is_open[node]
+        if total <= 0:
+            feature[node], threshold[node] = 0, np.inf
+            continue
+        target, acc, j = u[a] * total, 0.0, -1
+        for i in range(n_num + n_cat):
+            if weights[i] > 0:
+                j = i
+                acc += weights[i]
+                if target < acc:
+                    break
+        if j < n_num:
+            t = lo[node, j] + u[a + 1] * (hi[node, j] - lo[node, j])
+            feature[node], threshold[node] = num_cols[j], t
+            if left < n_internal:
+                hi[left, j], lo[left + 1, j] = t, t
+        else:
+            k = j - n_num
+            n_open = 0
+            for v in range(cat_size[k]):
+                n_open += is_open[node, cat_start[k] + v]
+            pick = min(int(u[a + 1] * n_open), n_open - 1)
+            col = -1
+            for v in range(cat_size[k]):
+                if is_open[node, cat_start[k] + v]:
+                    if pick == 0:
+                        col = cat_start[k] + v
+                        break
+                    pick -= 1
+            feature[node], threshold[node] = col, 0.5   # left iff value == this category
+            if left < n_internal:
+                for v in range(cat_size[k]):
+                    is_open[left, cat_start[k] + v] = False
+                is_open[left + 1, col] = False
+
+
+@njit(cache=True, nogil=True)
+def _numpy_sum(a, lo, n):   # pragma: no cover - compiled
+    # ``a[lo:lo + n].sum()`` exactly as numpy adds a contiguous float64 run: pairwise,
+    # eight accumulators per block of up to 128 (numpy's pairwise_sum), from 0.0
+    if n < 8:
+        res = 0.0
+        for i in range(n):
             res += a[lo + i]
-            i += 1
         return res
+    if n > 128:
+        n2 = n // 2
+        n2 -= n2 % 8
+        return _numpy_sum(a, lo, n2) + _numpy_sum(a, lo + n2, n - n2)
+    r = a[lo:lo + 8].copy()
+    i = 8
+    while i < n - n % 8:
+        for j in range(8):
+            r[j] += a[lo + i + j]
+        i += 8
+    res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
 
-    @njit(cache=True, nogil=True)
-    def _best_split_kernel(H, bins, num_ok, cat_off, cat_size,
-                           cat_ok):   # pragma: no cover - compiled
-        """:func:`_best_split` of a 1-d histogram whose categorical features are all open
-        or skipped (``cat_ok``), the same steps in the same float operations: ``(kind, j,
-        i)`` — kind 1: numeric feature ``j`` cut after cell ``i``; 2: categorical feature
-        ``j``'s ``i``-th value; 0: none."""
-        best = -np.inf
-        kind, bj, bi = 0, -1, -1
-        width = bins + 1
-        for j in range(num_ok.size):
-            if not num_ok[j]:
-                continue
-            base = j * width
-            total = _numpy_sum(H, base, width)
-            acc = 0.0
-            k, top = -1, 0.0
-            for b in range(bins - 1):   # np.cumsum, then -(left * (total - left)), argmax
-                acc = H[base] if b == 0 else acc + H[base + b]
-                v = -(acc * (total - acc))
-                if k < 0 or v > top or (v != v and top == top):
-                    k, top = b, v
-                if v != v:
-                    break
-            if k >= 0 and top > best:
-                best, kind, bj, bi = top, 1, j, k
-        for j in range(cat_ok.size):
-            if not cat_ok[j]:
-                continue
-            off, m = cat_off[j], cat_size[j]
-            total = _numpy_sum(H, off, m + 1)
-            k, top = -1, 0.0
-            for i in range(m):
-                h = H[off + i]
-                v = -h * (total - h)
-                if k < 0 or v > top or (v != v and top == top):
-                    k, top = i, v
-                if v != v:
-                    break
-            if top > best:
-                best, kind, bj, bi = top, 2, j, k
-        return kind, bj, bi
+
+@njit(cache=True, nogil=True)
+def _best_split_kernel(H, bins, num_ok, cat_off, cat_size,
+                       cat_ok):   # pragma: no cover - compiled
+    """:func:`_best_split` of a 1-d histogram whose categorical features are all open
+    or skipped (``cat_ok``), the same steps in the same float operations: ``(kind, j,
+    i)`` — kind 1: numeric feature ``j`` cut after cell ``i``; 2: categorical feature
+    ``j``'s ``i``-th value; 0: none."""
+    best = -np.inf
+    kind, bj, bi = 0, -1, -1
+    width = bins + 1
+    for j in range(num_ok.size):
+        if not num_ok[j]:
+            continue
+        base = j * width
+        total = _numpy_sum(H, base, width)
+        acc = 0.0
+        k, top = -1, 0.0
+        for b in range(bins - 1):   # np.cumsum, then -(left * (total - left)), argmax
+            acc = H[base] if b == 0 else acc + H[base + b]
+            v = -(acc * (total - acc))
+            if k < 0 or v > top or (v != v and top == top):
+                k, top = b, v
+            if v != v:
+                break
+        if k >= 0 and top > best:
+            best, kind, bj, bi = top, 1, j, k
+    for j in range(cat_ok.size):
+        if not cat_ok[j]:
+            continue
+        off, m = cat_off[j], cat_size[j]
+        total = _numpy_sum(H, off, m + 1)
+        k, top = -1, 0.0
+        for i in range(m):
+            h = H[off + i]
+            v = -h * (total - h)
+            if k < 0 or v > top or (v != v and top == top):
+                k, top = i, v
+            if v != v:
+                break
+        if top > best:
+            best, kind, bj, bi = top, 2, j, k
+    return kind, bj, bi
 
 
 def _level_histogram(cells: _Cells, X, codes, rows, pos, g, lo, hi,

@@ -33,10 +33,9 @@ from ...accounting import noise
 from ..encoding import RecordEncoder
 from ..forest import complete_depth, complete_tree_layout, route_block, route_complete
 
-try:   # compiled draw (numba); _draw_python below gives the same trees without it
-    from .draw_kernels import PY_SUM_COMPENSATED, draw_splits
-except ImportError:   # pragma: no cover - numba is a dependency
-    PY_SUM_COMPENSATED, draw_splits = False, None
+# compiled draw (numba); with ``draw_splits`` set to None (a test) _draw_python below gives
+# the same trees
+from .draw_kernels import PY_SUM_COMPENSATED, draw_splits
 
 __all__ = ["RandomTree", "feature_order", "pick_weighted", "random_complete_tree",
            "route_tree"]
@@ -125,7 +124,7 @@ def pick_weighted(weights: list[float], total: float, u: float) -> int:
 def _draw_python(encoder: RecordEncoder, uniforms: list[float], internal: np.ndarray,
                  numeric_weight: float, only_feature: int | None, feature: np.ndarray,
                  threshold: np.ndarray) -> None:
-    """The reference draw in plain Python (used without numba; the kernel replays it)."""
+    """The reference draw in plain Python (the kernel replays it; tests compare the two)."""
     numeric = encoder.numeric_columns()
     categorical = encoder.categorical_columns()
     n_num = len(numeric)

@@ -88,12 +88,8 @@ import numpy as np
 from ...accounting import LaplaceMechanism, PrivateMedian, noise
 from ..params import check_integer, check_real
 from ..schema import river_check_schema
+from . import window_kernels as _wk  # with ``_wk`` set to None (a test): the numpy scoring
 from .window_forest import UNLABELED, WindowForestBase, WindowTree, pack_trees
-
-try:   # compiled scoring (numba); the base's numpy scoring gives the same sums without it
-    from . import window_kernels as _wk
-except ImportError:   # pragma: no cover - numba is a dependency
-    _wk = None
 
 __all__ = ["MedianForestClassifier", "grow_median_tree", "grow_median_tree_reference"]
 
@@ -111,8 +107,7 @@ def grow_median_tree(X: np.ndarray, depth: int, *, numeric: list, categorical: l
     takes exact medians (features public). Returns ``(feature, threshold)``; leaves route
     through column 0 with threshold ``+inf``. Grown by the compiled
     :func:`~dpstream.models.windows.window_kernels.grow_median`: the same draws from ``rng`` in
-    the same order as :func:`grow_median_tree_reference`, hence the same tree (the reference
-    runs when numba is missing).
+    the same order as :func:`grow_median_tree_reference`, hence the same tree.
 
     >>> rng = np.random.default_rng(0)
     >>> X = np.c_[np.zeros(100), np.arange(100.0)]

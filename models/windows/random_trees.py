@@ -61,11 +61,10 @@ import numpy as np
 from ...accounting import LaplaceMechanism, noise
 from ..encoding import RecordEncoder
 
-try:   # compiled walks (numba); the numpy walks below give the same keys without it
-    from . import trie_kernels as _tk
-    from . import window_kernels as _wk
-except ImportError:   # pragma: no cover - numba is a dependency
-    _wk = _tk = None
+# compiled walks (numba); with ``_wk`` set to None (a test) the numpy walks below give the
+# same keys. The forests reach the batch tries as ``random_trees._tk``.
+from . import trie_kernels as _tk  # noqa: F401
+from . import window_kernels as _wk
 
 __all__ = ["ImplicitRandomTrees", "KeyedTree", "LeafTable", "child_keys", "keyed_rank",
            "kernel_salts", "laplace_of", "nth_free", "private_ranges", "root_keys", "uniform_of",

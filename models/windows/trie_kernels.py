@@ -6,7 +6,7 @@ rounds a level) for every row. These kernels walk one tree at a time over all th
 level, and materialise every node the batch reaches once; the arithmetic of each node is exactly the
 per-pair walk's, and every row sums the trees in the same order, so the scores are bit for bit
 the same (``tests/test_window_kernels.py::test_batch_tries_equal_row_walks``).
-The forests reach it as ``random_trees._tk`` (``None`` without numba).
+The forests reach it as ``random_trees._tk``.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 machine code.
 
 The window forests score a record by walking it through every kept tree and summing what the
-leaves it reaches release. The numpy versions (kept in each model as the reference, and used when
-numba cannot be imported) pay a dozen array calls per tree level; a river stream scores one
+leaves it reaches release. The numpy versions (kept in each model as the reference the tests hold
+these kernels to) pay a dozen array calls per tree level; a river stream scores one
 record at a time, so those calls — not the arithmetic — set its speed. These kernels walk each
 (row, tree) pair in a loop — sixteen keyed trees side by side and branch-free, so that their
 chains of dependent multiplies overlap — and look the leaf up in the released table through an

@@ -16,10 +16,9 @@ import numpy as np
 
 from ..forest import Forest
 
-try:   # the compiled heap walk (numba); Forest.apply gives the same nodes without it
-    from . import window_kernels as _wk
-except ImportError:   # pragma: no cover - numba is a dependency
-    _wk = None
+# the compiled heap walk (numba); with ``_wk`` set to None (a test) Forest.apply gives the
+# same nodes
+from . import window_kernels as _wk
 
 __all__ = ["WindowTree", "leaf_proba", "pack_trees", "split_exact"]
 
