@@ -1,12 +1,11 @@
 """The ``dpstream`` command line: it parses the flags and dispatches, nothing more.
 
-Commands: ``privacy`` (the privacy calculator, :mod:`dpstream.accounting.calculator`), ``run``
-(the main job, :mod:`dpstream.stream.run`), ``serve`` (the Kafka service), ``replay`` (a file,
-bundled dataset or topic to its end), ``status`` (a checkpoint's counters and privacy report)
-and ``migrate-checkpoint`` (a trusted pickled checkpoint of older versions converted), all in
-:mod:`dpstream.stream.service`; ``bench`` / ``suite`` (:mod:`dpstream.stream.bench.commands`)
-and ``broker`` (a local broker, :mod:`dpstream.connectors.local_broker`). Every command has
-``--help``; ``--json`` prints one JSON object per result line.
+Commands: ``privacy`` (:mod:`dpstream.accounting.calculator`), ``run`` (the main job,
+:mod:`dpstream.stream.run`), ``serve``, ``replay``, ``status``, ``export`` and
+``migrate-checkpoint`` (:mod:`dpstream.stream.service`), ``bench`` / ``suite``
+(:mod:`dpstream.stream.bench.commands`), ``broker`` (:mod:`dpstream.connectors.local_broker`)
+and ``audit`` (:mod:`dpstream.stream.audit`, which registers its own parser). Every command
+has ``--help``; ``--json`` prints one JSON object per result line.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from .. import MissingExtraError, __version__
 from ..accounting import ACCOUNTANTS
 from ..accounting.calculator import PRIVACY_HELP
 from ..connectors.local_broker import BROKER_HELP
+from .audit import add_audit_parser
 
 __all__ = ["main", "build_parser"]
 
@@ -234,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "written before a key was configured)")
     mg.add_argument("--json", action="store_true", help="print one JSON object")
     mg.set_defaults(func=_cmd_migrate)
+    add_audit_parser(sub)   # dpstream audit (stream/audit/audit_cli.py)
     return parser
 
 
