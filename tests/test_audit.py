@@ -280,6 +280,9 @@ def test_sgbdt_at_epsilon_one_stays_below_its_promise():
     assert res.passed and res.epsilon_lower <= 1.0, res.summary()
     assert res.delta == pytest.approx(5e-8)
     assert len(res.scores) == len(res.secrets) == len(res.guesses) == 300
+    # what 300 canaries could prove at most: perfect guesses on all, Bonferroni over the grid
+    assert res.ceiling == pytest.approx(epsilon_lower_bound(
+        m=300, r=300, v=300, confidence=1 - 0.05 / len(DEFAULT_RULES), delta=5e-8), abs=1e-3)
 
 
 # ------------------------------------------------------------- the command

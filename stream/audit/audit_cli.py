@@ -118,7 +118,12 @@ def format_audit(res: Any) -> str:
         ("model", f"{res.model} on {res.source} records ({res.schema} schema)"),
         ("promised epsilon", f"{res.promised_epsilon:g} (delta {res.delta:g})"
                              + (f", trained at {res.trained_epsilon:g}" if control else "")),
-        (f"lower bound at {res.confidence:g}", f"{res.epsilon_lower:.3f}"),
+        (f"lower bound at {res.confidence:g}", f"{res.epsilon_lower:.3f} (at most "
+                                               f"{res.ceiling:.2f} with {res.m} canaries"
+                                               + (": this audit cannot refute the promise; "
+                                                  "use more --canaries)"
+                                                  if res.ceiling <= res.promised_epsilon
+                                                  else ")")),
         ("canaries m / included", f"{res.m} / {res.included} (records: {res.records})"),
         ("guesses r / right v", f"{res.r} / {res.v} (in: top {rule['share_in']:.0%}, out: "
                                 f"bottom {rule['share_out']:.0%}; best of {len(res.rules)} "

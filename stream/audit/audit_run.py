@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ...accounting.audit import audit_scores, guess
+from ...accounting.audit import DEFAULT_RULES, audit_scores, epsilon_lower_bound, guess
 from ...connectors import CheckpointStore
 from ...models import DPBoostClassifier, DPBoostRegressor
 from ...models.public import public_model
@@ -61,6 +61,7 @@ class AuditResult:
     delta: float
     confidence: float
     epsilon_lower: float
+    ceiling: float            #: the largest bound any attack could show with these canaries
     passed: bool
     m: int
     records: int
@@ -168,11 +169,15 @@ def run_audit(*, schema: Any, model: str = "sgbdt", epsilon: float, records: int
     k_in, k_out = rule.counts(canaries)
     t3 = time.perf_counter()
     promised = float(epsilon if promised_epsilon is None else promised_epsilon)
+    each = 1.0 - (1.0 - confidence) / len(DEFAULT_RULES)
+    ceiling = max(epsilon_lower_bound(m=canaries, r=r, v=r, confidence=each, delta=delta)
+                  for r in {sum(rule.counts(canaries)) for rule in DEFAULT_RULES})
     return AuditResult(
         model=model, schema=str(name), source=source or "synthetic",
         promised_epsilon=promised, trained_epsilon=float(epsilon), delta=delta,
         confidence=confidence,
-        epsilon_lower=round(bound.epsilon_lower, 4), passed=bound.epsilon_lower <= promised,
+        epsilon_lower=round(bound.epsilon_lower, 4), ceiling=round(ceiling, 4),
+        passed=bound.epsilon_lower <= promised,
         m=canaries, records=len(X), included=int(secrets.sum()), r=bound.r, v=bound.v,
         attack=kind, attack_description=ATTACKS[kind],
         rule={"share_in": rule.share_in, "share_out": rule.share_out},
