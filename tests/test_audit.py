@@ -213,7 +213,7 @@ def test_a_real_source_labels_canaries_against_their_orthant(tmp_path):
     points, out = design_canaries(schema, 4, seed=0, background=(rows, labels))
     for p, lab in zip(points, out, strict=True):     # high a says yes there: canaries say no
         assert lab == ("no" if p["a"] == 10.0 else "yes")
-    with pytest.raises(ValueError, match="fewer than 5"):
+    with pytest.raises(ValueError, match="only 4 distinct canaries"):
         design_canaries(schema, 5, seed=0, background=(rows, labels))
 
 

@@ -56,15 +56,16 @@ class Schedule(NamedTuple):
     detail: dict
 
 
-def schedule(model_name: str, model: Any, total: int) -> Schedule:
+def schedule(model_name: str, model: Any, total: int, canaries: int = 0) -> Schedule:
     """The public schedule of ``model`` (a fresh model of the audited configuration, used
     for its parameters and, for S-GBDT, for a dry run of its rounds) over ``total``
-    messages."""
+    messages of which ``canaries`` are canaries' slots."""
     if model_name == "sgbdt":
         return _rounds(model, total)
     if model_name == "dpboost":
+        # DPBoost counts learned records: the background alone fills this many full windows
         span = int(model.window_size)
-        full = (total - total // 10) // span * span   # (canaries take at most a tenth)
+        full = (total - canaries) // span * span
         trees = int(model.n_ensembles) * int(model.trees_per_ensemble)
         return Schedule("trees", total, np.arange(full),
                         {"window_size": span, "trees_per_window": trees})
@@ -188,10 +189,13 @@ def _tree_scores(public: dict, stream: AuditStream, sched: Schedule, schema: Sch
         lo = d["first_round"][slots] - offset
         hi = lo + d["span"]
     else:                             # DPBoost: the learned position, canaries at 1/2
+        per = d["trees_per_window"]
+        if n % per:
+            return None               # not whole windows' trees (retired ones)
         before = np.searchsorted(slots, slots)                  # canaries before each
         window = (slots - before // 2) // d["window_size"]
-        lo = window * d["trees_per_window"]
-        hi = lo + d["trees_per_window"]
+        lo = window * per
+        hi = lo + per
     if (hi > n).any() or (lo < 0).any():
         return None
     rows = RecordEncoder(schema).encode_many(stream.points)

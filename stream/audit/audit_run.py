@@ -149,7 +149,7 @@ def run_audit(*, schema: Any, model: str = "sgbdt", epsilon: float, records: int
         X, y = synthetic_records(schema, records, seed=seeds[0])
     total = len(X) + canaries
     fresh = build_audited_model(model, schema, epsilon=epsilon, seed=0, params=params)
-    sched = schedule(model, fresh, total)
+    sched = schedule(model, fresh, total, canaries)
     points, labels = design_canaries(schema, canaries, seed=seeds[1],
                                      background=(X, y) if source is not None else None)
     slots = place_canaries(sched.eligible, canaries, seed=seeds[2])

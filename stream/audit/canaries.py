@@ -185,29 +185,52 @@ def design_canaries(schema: Schema, m: int, *, seed: Any = None,
     against = None if background is None else orthant_labels(schema, *background)
     points: list[dict] = []
     out_labels: list = []
-    seen: set[tuple] = set()
-    tries = 0
-    while len(points) < m:
-        tries += 1
-        if tries > 200 * m + 10_000 or len(seen) >= space:
-            raise ValueError(f"the schema's extreme points hold fewer than {m} distinct "
-                             f"canaries (far from the rule's boundary, for synthetic "
-                             f"records): use fewer --canaries")
-        code = tuple(int(noise.choose(rng, k)) for k in sizes)
-        if code in seen:
-            continue
-        seen.add(code)
+    for code in _codes(sizes, space, rng):
         x = {name: ((float(f.max) if c else float(f.min)) if f.type == "numeric"
                     else f.values[c]) for (name, f), c in zip(feats, code, strict=True)}
         if against is not None:
-            points.append(x)
-            out_labels.append(against(x))
+            label = against(x)
+        else:
+            s = float(rule_signal(schema, [x])[0])
+            if abs(s) < MIN_SIGNAL:
+                continue
+            label = _flip(schema, s)
+        points.append(x)
+        out_labels.append(label)
+        if len(points) == m:
+            return points, out_labels
+    raise ValueError(f"the schema's extreme points give only {len(points)} distinct canaries"
+                     + (f" (of {space}, far enough from the rule's boundary)"
+                        if against is None else "") + f": use --canaries {len(points)} or "
+                     f"fewer")
+
+
+#: below this many extreme points they are all listed (in a random order), above it drawn
+_LISTED = 1 << 18
+
+
+def _codes(sizes: list[int], space: int, rng: np.random.Generator):
+    """Distinct extreme points as tuples of value indices, in a random order: every one
+    of them when there are at most :data:`_LISTED`, else random draws without repeats (a
+    run of draws that finds nothing new ends it)."""
+    if space <= _LISTED:
+        for flat in noise.permutation(rng, space):
+            code, rest = [], int(flat)
+            for k in sizes:
+                code.append(rest % k)
+                rest //= k
+            yield tuple(code)
+        return
+    seen: set[tuple] = set()
+    misses = 0
+    while misses < 10_000:
+        code = tuple(int(noise.choose(rng, k)) for k in sizes)
+        if code in seen:
+            misses += 1
             continue
-        s = float(rule_signal(schema, [x])[0])
-        if abs(s) >= MIN_SIGNAL:
-            points.append(x)
-            out_labels.append(_flip(schema, s))
-    return points, out_labels
+        misses = 0
+        seen.add(code)
+        yield code
 
 
 def orthant_labels(schema: Schema, X: Sequence[dict], y: Sequence, *, least: int = 20):
