@@ -19,6 +19,17 @@ Each family is attacked where a canary can act, which public counts tell:
 * any model (``model``): the released model's probability of the canary's label at its
   point (a regressor: minus the absolute error) — used when the kept trees or windows do not
   match the public schedule (a drift restart).
+
+Examples
+--------
+RDT's windows close after 250, 500, 1,000, ... messages and the newest two vote, so on a
+stream of 21,000 messages canaries go in messages 3,750 to 15,749:
+
+>>> from dpstream.stream.runner import build_model
+>>> from dpstream.stream.audit.canaries import SYNTHETIC_SCHEMA
+>>> sched = schedule("rdt", build_model("rdt", SYNTHETIC_SCHEMA, epsilon=1.0), 21_000)
+>>> sched.kind, sched.detail["starts"], sched.detail["ends"]
+('window', [3750, 7750], [7750, 15750])
 """
 
 from __future__ import annotations

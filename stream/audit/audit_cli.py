@@ -40,7 +40,13 @@ examples:
 
 
 def add_audit_parser(sub: Any) -> argparse.ArgumentParser:
-    """Register ``dpstream audit`` on the CLI's sub-parsers (one call in ``build_parser``)."""
+    """Register ``dpstream audit`` on the CLI's sub-parsers (one call in ``build_parser``).
+
+    >>> sub = argparse.ArgumentParser(prog="dpstream").add_subparsers()
+    >>> args = add_audit_parser(sub).parse_args(["--schema", "synthetic", "--epsilon", "1"])
+    >>> args.model, args.records, args.canaries, args.confidence
+    ('sgbdt', 20000, 1000, 0.95)
+    """
     p = sub.add_parser("audit", help="an empirical lower bound on epsilon from one run, "
                        "beside the promised epsilon", description=AUDIT_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -32,7 +32,7 @@ import gzip
 import io
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -233,7 +233,8 @@ def _codes(sizes: list[int], space: int, rng: np.random.Generator):
         yield code
 
 
-def orthant_labels(schema: Schema, X: Sequence[dict], y: Sequence, *, least: int = 20):
+def orthant_labels(schema: Schema, X: Sequence[dict], y: Sequence, *, least: int = 20
+                   ) -> Callable[[dict], Any]:
     """A function of a point: the label its orthant's background records hold least (for a
     numeric target, the end of the target range farther from their mean). An orthant with
     fewer than ``least`` records answers for the whole background."""
