@@ -5,8 +5,8 @@ Commands: ``privacy`` (the privacy calculator, :mod:`dpstream.accounting.calcula
 (the Kafka service, a source to its end, a checkpoint's counters, its public model file:
 :mod:`dpstream.stream.service`); ``serve-model`` (:mod:`dpstream.stream.http.api`, also
 ``serve``'s ``--http-*`` flags); ``bench`` / ``suite`` (:mod:`dpstream.stream.bench.commands`);
-``broker`` and ``migrate-checkpoint`` (:mod:`dpstream.connectors.local_broker`,
-:mod:`dpstream.connectors.legacy_checkpoint`).
+``audit`` (:mod:`dpstream.stream.audit`); ``broker`` and ``migrate-checkpoint``
+(:mod:`dpstream.connectors.local_broker`, :mod:`dpstream.connectors.legacy_checkpoint`).
 Every command has ``--help``; ``--json`` prints one JSON object per result line.
 """
 
@@ -23,6 +23,7 @@ from ..accounting import ACCOUNTANTS
 from ..accounting.calculator import PRIVACY_HELP
 from ..connectors.legacy_checkpoint import add_migrate_parser
 from ..connectors.local_broker import BROKER_HELP
+from .audit import add_audit_parser
 from .http.api import add_http_arguments
 
 __all__ = ["main", "build_parser"]
@@ -228,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     bk.set_defaults(func=_cmd_broker)
 
     add_migrate_parser(sub)   # migrate-checkpoint: dpstream.connectors.legacy_checkpoint
+    add_audit_parser(sub)   # dpstream audit (stream/audit/audit_cli.py)
     return parser
 
 

@@ -24,7 +24,7 @@ LAYERS = {
     "connectors": 1,
     "stream.messages": 2, "stream.metrics": 2, "stream.datasets": 3, "stream.runner": 3,
     "stream.bench": 4, "stream.distributed": 4, "stream.members": 4, "stream.run": 4,
-    "stream.service": 5, "stream.labels": 2.5, "stream.http": 4,
+    "stream.service": 5, "stream.labels": 2.5, "stream.http": 4, "stream.audit": 5,
     "stream.cli": 6,
     "stream": 6,          # the package's __init__ re-exports the record flow's public names
 }
