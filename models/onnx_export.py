@@ -18,7 +18,12 @@ import numpy as np
 
 from .. import __version__, import_extra
 from .encoding import RecordEncoder
-from .public import PUBLIC_FORMAT, PublicModelError, digest, export_model, public_model
+from .public import (
+    PublicModelError,
+    export_model,
+    public_model,
+    read_public,
+)
 from .schema import coerce_schema
 
 __all__ = ["ONNX_ML_OPSET", "ONNX_OPSET", "encode", "export_file", "export_onnx", "to_onnx"]
@@ -40,22 +45,9 @@ def _onnx() -> Any:
 def _public(source: Any) -> dict:
     """The public model file's object of ``source`` (a model, the object, or a path to the
     JSON file), with its format and digest checked."""
-    if isinstance(source, Mapping):
-        obj = dict(source)
-    elif isinstance(source, (str, Path)):
-        try:
-            obj = json.loads(Path(source).read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise PublicModelError(f"{source}: not JSON ({exc})") from None
-    else:
-        obj = public_model(source)   # TypeError for what has no public model file
-    if not isinstance(obj, dict) or obj.get("format") != PUBLIC_FORMAT:
-        raise PublicModelError(f"not a {PUBLIC_FORMAT} file (format "
-                               f"{obj.get('format') if isinstance(obj, dict) else None!r})")
-    if obj.get("digest") != digest(obj):
-        raise PublicModelError("the digest does not match the content: the file was altered "
-                               "or truncated")
-    return obj
+    if isinstance(source, (Mapping, str, Path)):
+        return read_public(source)
+    return read_public(public_model(source))   # TypeError for what has no public model file
 
 
 def _refuse_keyed(obj: Mapping) -> None:

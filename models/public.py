@@ -22,7 +22,8 @@ import numpy as np
 from .params import public_report
 
 __all__ = ["PUBLIC_FORMAT", "PublicModelError", "describe", "digest", "export_model",
-           "finite_or_none", "load_model", "public_model", "quiet_report", "register_public"]
+           "finite_or_none", "load_model", "public_model", "quiet_report", "read_public",
+           "register_public"]
 
 #: the format tag of a public model file (docs/model_format.md)
 PUBLIC_FORMAT = "dpstream-model/1"
@@ -120,15 +121,9 @@ def export_model(model: Any, path: str | Path) -> dict:
     return obj
 
 
-def load_model(source: str | Path | Mapping) -> Any:
-    """A predict-only estimator from a public model file (a path, or its parsed object).
-
-    Raises
-    ------
-    PublicModelError
-        When the file is not a ``dpstream-model/1`` file, a field is malformed, or the digest
-        does not match its content.
-    """
+def read_public(source: str | Path | Mapping) -> dict:
+    """A public model file's object from its path (or the parsed object), its format and
+    digest checked (:class:`PublicModelError` otherwise); nothing is built from it."""
     if isinstance(source, Mapping):
         obj = dict(source)
     else:
@@ -142,6 +137,19 @@ def load_model(source: str | Path | Mapping) -> Any:
     if obj.get("digest") != digest(obj):
         raise PublicModelError("the digest does not match the content: the file was altered "
                                "or truncated")
+    return obj
+
+
+def load_model(source: str | Path | Mapping) -> Any:
+    """A predict-only estimator from a public model file (a path, or its parsed object).
+
+    Raises
+    ------
+    PublicModelError
+        When the file is not a ``dpstream-model/1`` file, a field is malformed, or the digest
+        does not match its content.
+    """
+    obj = read_public(source)
     family = _registry().get(obj.get("model")) if isinstance(obj.get("model"), str) else None
     if family is None:
         raise PublicModelError(f"unknown model {obj.get('model')!r}")

@@ -312,23 +312,11 @@ def _floats(text: str) -> list[float]:
     return values
 
 
-def _parse_sets(items: list[str]) -> dict:
-    params = {}
-    for item in items:
-        name, sep, raw = item.partition("=")
-        if not sep or not name:
-            raise ValueError(f"--set expects NAME=VALUE, got {item!r}")
-        try:
-            params[name] = json.loads(raw)
-        except json.JSONDecodeError:
-            params[name] = raw
-    return params
-
-
 def _cmd_bench(args: argparse.Namespace) -> int:
     from .bench.commands import bench_command
+    from .run import parse_sets
 
-    params = _parse_sets(args.set)
+    params = parse_sets(args.set)
     if args.no_individual_filter:
         params["individual_filter"] = False
     if args.privacy is not None:
@@ -386,17 +374,20 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     given = {k: v for k, v in vars(args).items()
              if k not in ("command", "func", "set") and v is not None}
     if args.set:
-        given["params"] = _parse_sets(args.set)
+        from .run import parse_sets
+
+        given["params"] = parse_sets(args.set)
     return serve_command(given)
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
+    from .run import parse_sets
     from .service import replay_command
 
     return replay_command(args.source, as_json=args.json, schema=args.schema, model=args.model,
                           epsilon=args.epsilon, checkpoint_dir=args.checkpoint_dir,
                           dead_letter_file=args.dead_letter_file, label=args.label, seed=args.seed,
-                          params=_parse_sets(args.set), max_dead_letter_share=args.max_share,
+                          params=parse_sets(args.set), max_dead_letter_share=args.max_share,
                           kafka_client=args.kafka_client, keep_checkpoint=args.keep_checkpoint,
                           accept_behind=args.accept_behind,
                           checkpoint_interval=args.checkpoint_interval, labels=args.labels,

@@ -58,9 +58,27 @@ from .messages import coerce_schema
 from .metrics import CURATOR_WARNING, public_report, summary_warnings
 from .runner import PrequentialScore, Runner, build_model, streaming_gc
 
-__all__ = ["main_job", "replay", "BUNDLED", "warm_up", "public_records"]
+__all__ = ["main_job", "replay", "BUNDLED", "warm_up", "public_records", "parse_sets"]
 
 log = logging.getLogger("dpstream.service")
+
+
+def parse_sets(items: list[str]) -> dict:
+    """Model parameters from ``--set NAME=VALUE`` flags (a value is JSON, else a string).
+
+    >>> parse_sets(["n_trees=5", "leaf_lambda=max", "drift=false"])
+    {'n_trees': 5, 'leaf_lambda': 'max', 'drift': False}
+    """
+    params = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--set expects NAME=VALUE, got {item!r}")
+        try:
+            params[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            params[name] = raw
+    return params
 
 #: made-up records a warm-up feeds (a window forest's throwaway copy closes its first windows
 #: at 200 and 600 records, :data:`WARM_UP_WINDOW`; S-GBDT's first round comes after 32)

@@ -81,17 +81,10 @@ def add_audit_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _params(items: list[str]) -> dict:
-    out = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--set expects NAME=VALUE, got {item!r}")
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
-    return out
+def _sets(items: list[str]) -> dict:
+    from ..run import parse_sets  # (the models load when an audit runs, not at CLI start)
+
+    return parse_sets(items)
 
 
 def audit_command(args: argparse.Namespace) -> int:
@@ -102,7 +95,7 @@ def audit_command(args: argparse.Namespace) -> int:
     res = run_audit(schema=args.schema, model=args.model, epsilon=train,
                     promised_epsilon=args.epsilon, records=args.records,
                     canaries=args.canaries, confidence=args.confidence, source=args.source,
-                    label=args.label, seed=args.seed, params=_params(args.set),
+                    label=args.label, seed=args.seed, params=_sets(args.set),
                     progress=stderr_progress)
     if args.guesses:
         _write_guesses(res, args.guesses)
