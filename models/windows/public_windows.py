@@ -1,38 +1,7 @@
-"""The window forests' public model file: the kept windows as released, and nothing else.
-
-A window forest predicts with its kept windows: their trees, the released tables the trees
-read (noisy class counts, noisy labels, bucketed and keyed for the random, greedy and RDT
-forests), the vote weights (functions of public counts) and the data-independent routing
-state (the random trees' secret, drawn before any record; the DP feature grid). That is what
-:func:`~dpstream.models.windows.window_exchange.export_window` already publishes on the model
-topic; the public model file holds the same for every kept window of a model, or of a
-consumer-group member's union (:class:`~dpstream.models.windows.window_exchange.WindowEnsemble`).
-The open window, the held records, the generator, the drift detector's sums, the relevance
-evidence and the curator counts stay behind.
-
-The objects in a window are written as plain JSON by a small codec (:func:`to_plain`,
-:func:`from_plain`) that knows only the window family's own tree and table classes: reading a
-file builds those classes and nothing else. :func:`load_window_model` gives a predict-only
-:class:`PublicWindowForest` that predicts through the model's own code, so its predictions
-equal the live model's (or union's) bit for bit. The median forest's trees are also written
-as plain flat arrays (docs/model_format.md, "Window forests"), which a reader in another
-language, and the ONNX export, can use without this module.
-
-Examples
---------
->>> from dpstream.models import MedianForestClassifier
->>> from dpstream.models.public import load_model, public_model
->>> schema = {"features": {"a": {"type": "numeric", "min": 0, "max": 1}},
-...           "target": {"type": "binary", "values": [False, True]}}
->>> model = MedianForestClassifier(schema=schema, epsilon=1.0, n_trees=2, window_size=50,
-...                                warmup=None, drift=False, seed=1)
->>> for i in range(200):
-...     model.learn_one({"a": (i % 10) / 10}, i % 10 >= 5)
->>> public = load_model(public_model(model))
->>> [public.predict_one({"a": v}) for v in (0.1, 0.9)]
-[False, True]
->>> public.predict_proba_one({"a": 0.9}) == model.predict_proba_one({"a": 0.9})
-True
+"""The window forests' public model file: every kept window as released (its trees, released
+tables, public vote counts and data-independent routing state), written through a codec that
+builds only the window family's own classes, and its predict-only reader
+(:class:`PublicWindowForest`). The format: docs/model_format.md, "Window forests".
 """
 
 from __future__ import annotations
@@ -55,7 +24,7 @@ from .median_forest import MedianForestClassifier
 from .random_forest import RandomDecisionForestClassifier
 from .random_trees import ImplicitRandomTrees, KeyedTree, LeafTable
 from .rdt import CenterTable, RDTClassifier, RDTTree
-from .window_exchange import WindowEnsemble, window_share
+from .window_exchange import _PRIVATE_EXTRA, _ROUTING, WindowEnsemble, window_share
 from .window_forest import WindowForestBase, _Window
 from .window_trees import WindowTree
 
@@ -66,9 +35,7 @@ _CLASSES: dict[str, type] = {cls.__name__: cls for cls in (
     WindowTree, KeyedTree, RDTTree, BucketTable, LeafTable, CenterTable, ImplicitRandomTrees,
     FeatureGrid)}
 #: per window, what prediction reads (the rest of a window's metadata stays behind)
-_WINDOW_FIELDS = ("kind", "generation", "labeled", "trees", "extra")
-#: model attributes the trees of a window route with (as window_exchange._ROUTING)
-_ROUTING = ("_trees", "_secret", "_grid")
+_WINDOW_FIELDS = ("kind", "generation", "labeled", "trees")
 #: parameters that are not the model's public configuration
 _NOT_CONFIG = ("schema", "seed")
 
@@ -171,10 +138,14 @@ def _key(value: Any) -> Any:
 
 
 # ---------------------------------------------------------------- export
+def _public_extra(extra: dict) -> dict:
+    """A window's metadata less what is not a DP release (as the model topic sends it)."""
+    return {k: v for k, v in extra.items() if k not in _PRIVATE_EXTRA}
+
+
 def _window(win: _Window) -> dict:
     return {"kind": win.kind, "generation": int(win.generation), "labeled": int(win.labeled),
-            "trees": list(win.trees),
-            "extra": {k: v for k, v in win.extra.items() if k != "diagnostics"}}
+            "trees": list(win.trees), "extra": _public_extra(win.extra)}
 
 
 def _config(model: WindowForestBase) -> dict:
@@ -185,9 +156,9 @@ def _config(model: WindowForestBase) -> dict:
         raise TypeError(f"a parameter of {type(model).__name__} is not JSON: {exc}") from None
 
 
-def _flat_trees(parts: list[tuple[Any, np.ndarray, float]], k: int) -> dict | None:
+def _flat_trees(parts: list[tuple[Any, np.ndarray, float]], k: int) -> dict:
     """The median forest's kept trees as flat arrays with ``vector`` leaves (class scores:
-    the leaf's class distribution times its window's weight); ``None`` for keyed forests."""
+    the leaf's class distribution times its window's weight)."""
     feature, threshold, left, vector = [], [], [], []
     stride = max([f.max_nodes for f, _, _ in parts], default=1)
     depth = max([f.max_depth for f, _, _ in parts], default=0)
@@ -216,18 +187,16 @@ def _export(source: Any) -> dict:
     k = len(encoder.classes)
     if union:
         kept = source._serving()
-        state = {"windows": [{**{f: s[f] if f != "extra" else
-                                 {a: b for a, b in s["extra"].items() if a != "diagnostics"}
-                                 for f in _WINDOW_FIELDS},
-                              "routing": s["routing"], "weight": float(w),
-                              "share": window_share(s)} for s, _, w in kept]}
-        parts = [(*v._serve(), float(w)) for _, v, w in kept] \
-            if type(model).__name__ == "MedianForestClassifier" else None
+        state = {"windows": [{**{f: s[f] for f in _WINDOW_FIELDS},
+                              "extra": _public_extra(s["extra"]), "routing": s["routing"],
+                              "weight": float(w), "share": window_share(s)}
+                             for s, _, w in kept]}
+        parts = [(v, float(w)) for _, v, w in kept]
     else:
         state = {"windows": [_window(w) for w in model._windows],
                  "routing": {a: getattr(model, a) for a in _ROUTING if hasattr(model, a)}}
-        parts = [(*model._serve(), 1.0)] if type(model).__name__ == "MedianForestClassifier" \
-            else None
+        parts = [(model, 1.0)]
+    flat = isinstance(model, MedianForestClassifier)   # (keyed trees have no flat form)
     report = quiet_report(source)
     report.pop("local", None)   # (a member's own report: its windows are in the union's)
     if isinstance(report.get("windows"), list):   # the tables are in the file: scalars here
@@ -242,7 +211,7 @@ def _export(source: Any) -> dict:
         "combine": "union" if union else "model",
         "params": _config(model),
         "base_score": [0.0] * k,
-        "trees": None if parts is None else _flat_trees(parts, k),
+        "trees": _flat_trees([(*m._serve(), w) for m, w in parts], k) if flat else None,
         "windows": to_plain(state),
         "privacy": report,
     }
@@ -252,7 +221,30 @@ def _export(source: Any) -> dict:
 class PublicWindowForest(base.Classifier):
     """A predict-only window forest (or member union) from a public model file
     (:func:`~dpstream.models.public.load_model`): ``predict_one``, ``predict_proba_one``,
-    ``predict_many`` and ``predict_proba_many`` as the live model's."""
+    ``predict_many`` and ``predict_proba_many`` as the live model's, bit for bit (it predicts
+    through the model's own code, over the file's windows).
+
+    Parameters
+    ----------
+    public
+        The public model file's object (format and digest checked by ``load_model``).
+
+    Examples
+    --------
+    >>> from dpstream.models import MedianForestClassifier
+    >>> from dpstream.models.public import load_model, public_model
+    >>> schema = {"features": {"a": {"type": "numeric", "min": 0, "max": 1}},
+    ...           "target": {"type": "binary", "values": [False, True]}}
+    >>> model = MedianForestClassifier(schema=schema, epsilon=1.0, n_trees=2, window_size=50,
+    ...                                warmup=None, drift=False, seed=1)
+    >>> for i in range(200):
+    ...     model.learn_one({"a": (i % 10) / 10}, i % 10 >= 5)
+    >>> public = load_model(public_model(model))
+    >>> [public.predict_one({"a": v}) for v in (0.1, 0.9)]
+    [False, True]
+    >>> public.predict_proba_one({"a": 0.9}) == model.predict_proba_one({"a": 0.9})
+    True
+    """
 
     def __init__(self, public: dict):
         self.public = public
