@@ -401,7 +401,10 @@ def test_three_parties_sum_exactly_and_agree_while_an_intruder_replays_and_forge
     # the parties' last round waits for the intruder: its every post lands before that round
     # (a loaded machine could otherwise let a party end before it reads a late replay)
     hold = threading.Event()
-    threads, out, errors, roster = _run_parties(broker, topic, rounds=40, hold=hold)
+    # honest parties never time out here: the timeouts only allow for a loaded CI machine
+    # (two pytest workers on two cores), and a stall shows as a round's reason below
+    threads, out, errors, roster = _run_parties(broker, topic, rounds=40, hold=hold,
+                                                join_timeout=30.0, round_timeout=90.0)
     injected = {"replayed": 0, "bad_signature": 0}
     fake_roster, fake = Roster.generate(["alice"])
     intruder = KafkaBoard(broker.bootstrap, topic)
@@ -433,7 +436,8 @@ def test_three_parties_sum_exactly_and_agree_while_an_intruder_replays_and_forge
     assert injected["replayed"] >= 20 and injected["bad_signature"] >= 20
     for t in range(41):
         statuses = {out[p]["rounds"][t]["status"] for p in NAMES}
-        assert statuses == {"complete"}, (t, statuses)
+        assert statuses == {"complete"}, (t, {p: {k: out[p]["rounds"][t][k] for k in (
+            "status", "reason", "members", "survivors", "seconds")} for p in NAMES})
         plain_sum = sum(out[p]["plain"][t] for p in NAMES)
         for p in NAMES:
             assert np.array_equal(out[p]["rounds"][t]["words"], plain_sum)   # exact
