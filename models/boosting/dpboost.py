@@ -52,9 +52,10 @@ from ...accounting import (
     as_generator,
     noise,
 )
-from ..encoding import RecordEncoder, check_input_policy
+from ..encoding import RecordEncoder
 from ..forest import Forest, complete_tree_layout
-from ..params import PrivateState, ShortRepr, check_integer, check_real, warn_small_stream
+from ..param_table import INPUT_POLICY, SCHEMA_DOC, Param, ParamTable, documented, seed_param
+from ..params import PrivateState, ShortRepr, warn_small_stream
 from ..schema import require_schema, river_check_schema
 from .scores import RawScoreBinaryClassifier, RawScoreRegressor, dp_init_score, own_args, sigmoid
 
@@ -80,69 +81,58 @@ def leaf_sensitivity(grad_clip: float, l2: float, clip_bound: float) -> float:
     return min(grad_clip / (1.0 + l2), 2.0 * clip_bound)
 
 
-_PARAMS_DOC = """
-    Parameters
-    ----------
-    schema
-        The public schema (a ``Schema``, the equivalent dict, or a schema file path).
-    epsilon
-        Total budget per record (pure epsilon-DP), > 0.
-    n_ensembles
-        Ensembles trained one after another on each window (sequential composition: each gets
-        ``(1 - init_share) * epsilon / n_ensembles``).
-    trees_per_ensemble
-        Trees per ensemble, each on its own disjoint random part of the window.
-    depth
-        Depth of each (complete) tree.
-    learning_rate
-        eta: shrinkage of every leaf value, and the rate of geometric leaf clipping.
-    grad_clip
-        g*: gradients are clipped to (or, with ``data_filter``, filtered at) this bound.
-        Regression labels are scaled to [-1, 1] with the schema's target range.
-    l2
-        lambda, the leaf and gain regulariser (> 0); with ``l2_per_epsilon`` a floor.
-    l2_per_epsilon
-        ``None`` (default): lambda is ``l2``. A number c: lambda is ``max(l2, c / epsilon)``,
-        so the Laplace leaf scale ``g* / ((1 + lambda) epsilon_leaf)`` stays about the same
-        at every epsilon while a leaf of n >> lambda records keeps ``n / (n + lambda)`` of
-        its value. Public (epsilon is public), so no privacy cost. The benchmark's paper rows
-        use 60 (``docs/dpboost.md``).
-    split_share
-        Share of a tree's epsilon spent on its splits (spread evenly over its levels); the
-        rest goes to the leaves.
-    init_share
-        Share of epsilon for the DP initial score (0: the public default 0).
-    label_clip
-        m*, the clipping bound of the initial score (``None``: 1.0 regression, 3.0 log-odds).
-    data_filter
-        Gradient-based data filtering (GDF): records whose gradient exceeds g* sit a tree out
-        instead of being clipped (Li et al.; Kirschte et al. (2023) §VIII-F finds it hurts, so off
-        by default).
-    leaf_clipping
-        Geometric leaf clipping (GLC): clip leaf values to ``g* (1 - eta)^(t-1)``.
-    numeric_weight
-        r: the mechanism's total mass on each numeric feature (1 per categorical value).
-    window_size
-        Streaming: ``learn_one`` trains a window of this many records when it fills.
-    max_trees
-        The most trees kept; older ones are retired (post-processing). ``None``: unbounded.
-    seed
-        ``None`` for OS entropy (use this in production); an int for tests and benchmarks.
-    on_out_of_domain, on_unknown
-        The input policy (:mod:`~dpstream.models.encoding`): ``"clip"`` and ``"ignore"`` by
-        default; ``"error"`` raises on an out-of-domain value or an undeclared feature.
-"""
+#: the regressor's parameters (the classifier's: :data:`_CLASSIFIER_PARAMS`), declared once
+_PARAMS = ParamTable([
+    Param("epsilon", 1.0, "Total budget per record (pure epsilon-DP).", "real", lo=0,
+          lo_open=True),
+    Param("n_ensembles", 2, "Ensembles trained one after another on each window (sequential "
+          "composition: each gets ``(1 - init_share) * epsilon / n_ensembles``).", "integer",
+          lo=1),
+    Param("trees_per_ensemble", 10, "Trees per ensemble, each on its own disjoint random part "
+          "of the window.", "integer", lo=1),
+    Param("depth", 4, "Depth of each (complete) tree.", "integer", lo=1, hi=12),
+    Param("learning_rate", 0.1, "eta: shrinkage of every leaf value, and the rate of geometric "
+          "leaf clipping.", "real", lo=0, hi=1, lo_open=True, hi_open=True),
+    Param("grad_clip", 0.3, "g*: gradients are clipped to (or, with ``data_filter``, filtered "
+          "at) this bound. Regression labels are scaled to [-1, 1] with the schema's target "
+          "range.", "real", lo=0, lo_open=True),
+    Param("l2", 10.0, "lambda, the leaf and gain regulariser; with ``l2_per_epsilon`` a floor.",
+          "real", lo=0, lo_open=True),
+    Param("l2_per_epsilon", None, "``None``: lambda is ``l2``. A number c: lambda is "
+          "``max(l2, c / epsilon)``, so the Laplace leaf scale ``g* / ((1 + lambda) "
+          "epsilon_leaf)`` stays about the same at every epsilon while a leaf of n >> lambda "
+          "records keeps ``n / (n + lambda)`` of its value. Public (epsilon is public), so no "
+          "privacy cost. The benchmark's paper rows use 60 (docs/dpboost.md).", "real", lo=0,
+          none_ok=True),
+    Param("split_share", 0.5, "Share of a tree's epsilon spent on its splits (spread evenly "
+          "over its levels); the rest goes to the leaves.", "real", lo=0, hi=1, lo_open=True,
+          hi_open=True),
+    Param("init_share", 0.1, "Share of epsilon for the DP initial score (0: the public default "
+          "0).", "real", lo=0, hi=1, hi_open=True),
+    Param("label_clip", None, "m*, the clipping bound of the initial score (``None``: 1.0 "
+          "regression, 3.0 log-odds).", "real", lo=0, lo_open=True, none_ok=True),
+    Param("data_filter", False, "Gradient-based data filtering (GDF): records whose gradient "
+          "exceeds g* sit a tree out instead of being clipped (Li et al.; Kirschte et al. "
+          "(2023) section VIII-F finds it hurts, so off by default).", "bool"),
+    Param("leaf_clipping", True, "Geometric leaf clipping (GLC): clip leaf values to "
+          "``g* (1 - eta)^(t-1)``.", "bool"),
+    Param("numeric_weight", 1.0, "r: the split mechanism's total mass on each numeric feature "
+          "(1 per categorical value).", "real", lo=0, lo_open=True),
+    Param("window_size", 4096, "Streaming: ``learn_one`` trains a window of this many records "
+          "when it fills.", "integer", lo=1),
+    Param("max_trees", 1000, "The most trees kept; older ones are retired (post-processing). "
+          "``None``: unbounded.", "integer", lo=1, none_ok=True),
+    seed_param()]) + INPUT_POLICY
+_PARAMS.schema_doc = SCHEMA_DOC
+#: the classifier's defaults where they differ (a search on Adult inside the training folds)
+_CLASSIFIER_PARAMS = _PARAMS.with_defaults(
+    trees_per_ensemble=20, learning_rate=0.3, grad_clip=1.0, split_share=0.3,
+    leaf_clipping=False, numeric_weight=50.0)
 
 
 class _DPBoostBase(PrivateState, ShortRepr, base.Estimator):
     _loss = "squared"
-    _PARAMS = ("epsilon", "n_ensembles", "trees_per_ensemble", "depth", "learning_rate",
-               "grad_clip", "l2", "l2_per_epsilon", "split_share", "init_share", "label_clip",
-               "data_filter", "leaf_clipping", "numeric_weight", "window_size", "max_trees", "seed",
-               "on_out_of_domain", "on_unknown")
-    # models pickled before the input policy take its defaults
-    on_out_of_domain = "clip"
-    on_unknown = "ignore"
+    PARAMETERS = _PARAMS
     _batch_trained = False
 
 
@@ -157,7 +147,7 @@ class _DPBoostBase(PrivateState, ShortRepr, base.Estimator):
         return export_file(self, path)
     def __init__(self, schema: Any, **params: Any):
         self.schema = require_schema(schema, type(self).__name__)
-        for name in self._PARAMS:
+        for name in self.PARAMETERS.names:
             setattr(self, name, params.pop(name))
         self._validate()
         self._l2 = self.l2_effective
@@ -184,28 +174,11 @@ class _DPBoostBase(PrivateState, ShortRepr, base.Estimator):
         raise NotImplementedError
 
     def _validate(self) -> None:
-        check_input_policy(self.on_out_of_domain, self.on_unknown)
-        check_real("epsilon", self.epsilon, 0)
-        check_integer("n_ensembles", self.n_ensembles, 1)
-        check_integer("trees_per_ensemble", self.trees_per_ensemble, 1)
-        if check_integer("depth", self.depth, 1) > 12:
-            raise ValueError(f"depth must be <= 12, got {self.depth!r}")
-        check_real("learning_rate", self.learning_rate, 0, 1)
-        check_real("grad_clip", self.grad_clip, 0)
-        check_real("l2", self.l2, 0)
-        if self.l2_per_epsilon is not None:
-            check_real("l2_per_epsilon", self.l2_per_epsilon, 0, lo_open=False)
-        check_real("split_share", self.split_share, 0, 1)
-        check_real("init_share", self.init_share, 0, 1, lo_open=False)
-        if self.label_clip is not None:
-            check_real("label_clip", self.label_clip, 0)
-        for name in ("data_filter", "leaf_clipping"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        check_real("numeric_weight", self.numeric_weight, 0)
-        check_integer("window_size", self.window_size, 1)
-        check_integer("max_trees", self.max_trees, 1, none_ok=True)
-        check_integer("seed", self.seed, 0, none_ok=True)
+        self.PARAMETERS.check(self)
+
+    def __setstate__(self, state: dict) -> None:
+        # a model pickled before a parameter existed takes the table's value for it
+        self.__dict__.update(self.PARAMETERS.fill(state))
 
     @property
     def _label_clip(self) -> float:
@@ -438,11 +411,14 @@ class _DPBoostBase(PrivateState, ShortRepr, base.Estimator):
         }
 
 
+@documented
 class DPBoostRegressor(RawScoreRegressor, _DPBoostBase, base.Regressor):
-    __doc__ = """Enhanced DPBoost regression trees (squared loss; labels scaled to [-1, 1] with
+    """Enhanced DPBoost regression trees (squared loss; labels scaled to [-1, 1] with
     the public target range). Defaults from a search on Abalone inside the training folds
     (``docs/dpboost.md``).
-    """ + _PARAMS_DOC + """
+
+    {parameters}
+
     Examples
     --------
     >>> from dpstream.models import DPBoostRegressor
@@ -485,11 +461,14 @@ class DPBoostRegressor(RawScoreRegressor, _DPBoostBase, base.Regressor):
                "trees_per_ensemble": 3}
 
 
+@documented
 class DPBoostClassifier(RawScoreBinaryClassifier, _DPBoostBase, base.Classifier):
-    __doc__ = """Enhanced DPBoost classification trees (binary, logistic loss). The schema's
+    """Enhanced DPBoost classification trees (binary, logistic loss). The schema's
     target is ``binary``; its second value is the positive class. Defaults from a search on
     Adult inside the training folds (``docs/dpboost.md``).
-    """ + _PARAMS_DOC + """
+
+    {parameters}
+
     Examples
     --------
     >>> from dpstream.models import DPBoostClassifier
@@ -503,6 +482,7 @@ class DPBoostClassifier(RawScoreBinaryClassifier, _DPBoostBase, base.Classifier)
     """
 
     _loss = "logistic"
+    PARAMETERS = _CLASSIFIER_PARAMS
 
     def __init__(self, schema: Any = None, epsilon: float = 1.0, n_ensembles: int = 2,
                  trees_per_ensemble: int = 20, depth: int = 4, learning_rate: float = 0.3,
