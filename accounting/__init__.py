@@ -7,7 +7,7 @@ This package imports nothing else of dpstream (the data flow is connectors -> st
 from __future__ import annotations
 
 from . import noise, rdp
-from ._validate import as_generator, check_delta, check_epsilon
+from ._validate import as_generator, check_delta, check_epsilon, child_seed, run_seed
 from .accountant import (
     ACCOUNTANTS,
     Calibration,
@@ -37,6 +37,8 @@ from .noise import secure_generator
 __all__ = [
     "ACCOUNTANTS",
     "as_generator",
+    "child_seed",
+    "run_seed",
     "BudgetExceededError",
     "BudgetLedger",
     "Calibration",

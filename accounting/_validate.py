@@ -15,6 +15,8 @@ import numpy as np
 
 __all__ = [
     "as_generator",
+    "child_seed",
+    "run_seed",
     "check_epsilon",
     "check_delta",
     "check_sample_rate",
@@ -129,4 +131,33 @@ def as_generator(rng: np.random.Generator | int | None) -> np.random.Generator:
         return rng
     if isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
         return np.random.default_rng(int(rng))
-    raise TypeError(f"rng must be None, an int seed or a numpy Generator, got {type(rng).__name__}")
+    if isinstance(rng, np.random.SeedSequence):
+        return np.random.default_rng(rng)
+    raise TypeError(f"rng must be None, an int seed, a SeedSequence or a numpy Generator, got "
+                    f"{type(rng).__name__}")
+
+
+def child_seed(seed: int | None, child: int) -> np.random.SeedSequence | None:
+    """Child number ``child`` of ``SeedSequence(seed)``: the seed of a generator that must be
+    independent of the one ``seed`` itself seeds (a model's drift signal beside the model),
+    and of every other seed's children; ``None`` (OS entropy) stays ``None``.
+
+    >>> a = as_generator(child_seed(1, 0)).random()
+    >>> a == as_generator(child_seed(1, 0)).random(), a == as_generator(1).random()
+    (True, False)
+    """
+    if seed is None:
+        return None
+    return np.random.SeedSequence(int(seed)).spawn(int(child) + 1)[int(child)]
+
+
+def run_seed(seed: int, run: int) -> int:
+    """The model seed of run ``run`` of a benchmark seeded ``seed``: 32 bits of child ``run``
+    of ``SeedSequence(seed)``, so runs of every seed are independent streams (an offset such
+    as ``seed * 7919 + run`` lets one run's derived seeds meet another's).
+
+    >>> run_seed(0, 1) == run_seed(0, 1) != run_seed(1, 0)
+    True
+    """
+    return int(np.random.SeedSequence(int(seed)).spawn(int(run) + 1)[int(run)]
+               .generate_state(1, np.uint32)[0])

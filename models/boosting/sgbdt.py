@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from river import base
 
-from ...accounting import as_generator
+from ...accounting import as_generator, child_seed
 from ...accounting.rdp import rdp_to_epsilon
 from ..drift import DPDriftSignal
 from ..encoding import EncodedRows, RecordEncoder
@@ -113,7 +113,7 @@ class _SGBDTBase(PrivateState, ShortRepr, base.Estimator):
         self.records_seen = 0
         self._drift = (DPDriftSignal(self._config.epsilon_drift, self._drift_window(),
                                      detector="page-hinkley",
-                                     seed=None if self.seed is None else self.seed + 7919)
+                                     seed=child_seed(self.seed, 0))
                        if self.drift else None)
 
     def __setstate__(self, state: dict) -> None:

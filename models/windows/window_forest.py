@@ -85,7 +85,7 @@ from typing import Any
 import numpy as np
 from river import base
 
-from ...accounting import BudgetLedger, as_generator, noise
+from ...accounting import BudgetLedger, as_generator, child_seed, noise
 from ..drift import DPDriftSignal
 from ..encoding import RecordEncoder, check_input_policy, is_frame
 from ..forest import Forest
@@ -241,7 +241,7 @@ class WindowForestBase(PrivateState, HeldWindowMixin, ShortRepr, base.Classifier
             self._drift = DPDriftSignal(
                 eps_drift, drift_window if drift_window is not None
                 else max(200, math.ceil(30.0 / eps_drift)),
-                detector="page-hinkley", seed=None if seed is None else seed + 7919)
+                detector="page-hinkley", seed=child_seed(seed, 0))
 
     # --------------------------------------------------------------- params
     def _check_params(self) -> None:

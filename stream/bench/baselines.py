@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ... import MissingExtraError
-from ...accounting import BudgetLedger, LaplaceMechanism
+from ...accounting import BudgetLedger, LaplaceMechanism, run_seed
 from ...models import SGBDTClassifier
 from ...models.encoding import RecordEncoder
 from .protocols import _metric, load_protocol_data, protocol_splits
@@ -305,7 +305,7 @@ def run_baseline(name: str, dataset: str, protocol: str, *, epsilon: float | Non
                                   labeled_fraction=labeled_fraction))
     for done, split in enumerate(splits, start=1):
         train = split.train if split.labeled is None else split.train[split.labeled]
-        fit_seed = seed * 7919 + split.index
+        fit_seed = run_seed(seed, split.index)
         if name == "dp-mean":
             pred = np.empty(split.test.size, dtype=object)
             pred[:] = DPMean(schema, epsilon, seed=fit_seed).fit(

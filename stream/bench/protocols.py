@@ -71,6 +71,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ...accounting import run_seed
 from ...models import (
     DPBoostClassifier,
     DPBoostRegressor,
@@ -358,7 +359,7 @@ def run_bench(model: str, dataset: str, epsilon: float, *, repeats: int | None =
     config, tuned_params = (sgbdt_config(dataset, epsilon, params) if model == "sgbdt"
                             else ("", {}))
     for done, split in enumerate(splits, start=1):
-        est = cls(schema=schema, epsilon=epsilon, seed=seed * 7919 + split.index,
+        est = cls(schema=schema, epsilon=epsilon, seed=run_seed(seed, split.index),
                   **{**BATCH_DEFAULTS.get(model, {}),
                      **(BATCH_DEFAULTS.get(cls.__name__, {}) if model == "sgbdt" else {}),
                      **tuned_params, **params})
@@ -402,7 +403,7 @@ def run_drift(model: str, epsilon: float, *, repeats: int = 3, seed: int = 0,
     delta = None
     for r in range(repeats):
         X, y, schema = load_agrawal_drift(n, drift_at=drift_at, width=width, seed=seed + r)
-        est = cls(schema=schema, epsilon=epsilon, seed=seed * 7919 + r, **merged)
+        est = cls(schema=schema, epsilon=epsilon, seed=run_seed(seed, r), **merged)
         hits = np.zeros(n, dtype=bool)
         for i, (xi, yi) in enumerate(zip(X, y, strict=True)):
             hits[i] = est.predict_one(xi) == yi
