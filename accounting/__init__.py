@@ -7,7 +7,15 @@ This package imports nothing else of dpstream (the data flow is connectors -> st
 from __future__ import annotations
 
 from . import noise, rdp
-from ._validate import as_generator, check_delta, check_epsilon, child_seed, run_seed
+from ._validate import (
+    ParameterError,
+    as_generator,
+    check_delta,
+    check_epsilon,
+    check_integer,
+    child_seed,
+    run_seed,
+)
 from .accountant import (
     ACCOUNTANTS,
     Calibration,
@@ -36,7 +44,9 @@ from .noise import secure_generator
 
 __all__ = [
     "ACCOUNTANTS",
+    "ParameterError",
     "as_generator",
+    "check_integer",
     "child_seed",
     "run_seed",
     "BudgetExceededError",

@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "ParameterError",
     "as_generator",
+    "check_integer",
     "child_seed",
     "run_seed",
     "check_epsilon",
@@ -24,7 +26,6 @@ __all__ = [
     "check_nonnegative",
     "check_finite_array",
     "check_orders",
-    "check_int",
 ]
 
 
@@ -76,17 +77,38 @@ def check_sample_rate(value: Any, name: str = "sample_rate") -> float:
     return v
 
 
-def check_int(name: str, value: Any, *, minimum: int) -> int:
-    """An integer no smaller than ``minimum`` (bools are rejected)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise TypeError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
+class ParameterError(ValueError, TypeError):
+    """A parameter of the wrong type or out of its range: a ``ValueError`` and a ``TypeError``
+    both, so either ``except`` catches it (scikit-learn's ``InvalidParameterError`` does the
+    same)."""
+
+
+ParameterError.__module__ = "dpstream.accounting"   # (where users import it from)
+
+
+def check_integer(name: str, value: Any, lo: int | None = None, *, hi: int | None = None,
+                  none_ok: bool = False) -> int | None:
+    """An integer within ``[lo, hi]`` (numpy integers too; bools and floats, even ``3.0``,
+    refused): the one integer check of the package. ``None`` passes when ``none_ok``.
+
+    >>> check_integer("n_trees", 10, 1)
+    10
+    >>> check_integer("max_depth", None, 0, none_ok=True) is None
+    True
+    >>> check_integer("steps", 3.0, 0)
+    Traceback (most recent call last):
+    ...
+    dpstream.accounting.ParameterError: steps must be an integer >= 0, got 3.0
+    """
+    if value is None and none_ok:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) \
+            or (lo is not None and value < lo) or (hi is not None and value > hi):
+        bounds = " and ".join(b for b in (f">= {lo}" if lo is not None else "",
+                                          f"<= {hi}" if hi is not None else "") if b)
+        raise ParameterError(f"{name} must be an integer{' ' + bounds if bounds else ''}"
+                             f"{' or None' if none_ok else ''}, got {value!r}")
+    return int(value)
 
 
 def check_finite_array(name: str, values: Any, *, ndim: int | None = None,

@@ -29,7 +29,7 @@ from ._validate import (
     check_delta,
     check_epsilon,
     check_finite_array,
-    check_int,
+    check_integer,
     check_orders,
     check_positive,
     check_sample_rate,
@@ -130,7 +130,7 @@ class RDPAccountant:
     def compose_subsampled_gaussian(self, *, noise_multiplier: float, sample_rate: float = 1.0,
                                     steps: int = 1) -> None:
         """Add ``steps`` Poisson-subsampled Gaussian releases."""
-        t = check_int("steps", steps, minimum=0)
+        t = check_integer("steps", steps, 0)
         curve = subsampled_rdp(self.orders, sample_rate=sample_rate,
                                noise_multiplier=noise_multiplier, accountant=self.accountant)
         self._add(t * curve, {"mechanism": "subsampled_gaussian", "noise_multiplier":
@@ -139,7 +139,7 @@ class RDPAccountant:
 
     def compose_gaussian(self, *, noise_multiplier: float, steps: int = 1) -> None:
         """Add ``steps`` Gaussian releases without subsampling."""
-        t = check_int("steps", steps, minimum=0)
+        t = check_integer("steps", steps, 0)
         self._add(t * gaussian_rdp(self.orders, noise_multiplier),
                   {"mechanism": "gaussian", "noise_multiplier": float(noise_multiplier),
                    "steps": t})
@@ -148,7 +148,7 @@ class RDPAccountant:
         """Add ``steps`` releases of the continuous Laplace mechanism, each epsilon-DP
         (dpstream's :class:`~dpstream.accounting.LaplaceMechanism` samples discrete Laplace
         noise: compose its own curve, ``compose_rdp(mech.rdp(accountant.orders))``)."""
-        t = check_int("steps", steps, minimum=0)
+        t = check_integer("steps", steps, 0)
         self._add(t * laplace_rdp(self.orders, check_epsilon(epsilon)),
                   {"mechanism": "laplace", "epsilon": float(epsilon), "steps": t})
 
@@ -219,7 +219,7 @@ def calibrate_noise_multiplier(*, epsilon: float, delta: float, sample_rate: flo
     eps = check_epsilon(epsilon)
     d = check_delta(delta)
     q = check_sample_rate(sample_rate)
-    t = check_int("steps", steps, minimum=1)
+    t = check_integer("steps", steps, 1)
     acc = _check_accountant(accountant)
     a = default_orders(acc) if orders is None else check_orders(orders, integer=acc == "zhu-wang")
 
@@ -315,7 +315,7 @@ def calibrate_sgbdt(*, epsilon: float, delta: float, sample_rate: float, rounds:
     # the checks of calibrate_noise_multiplier, in its order, so the errors are the same
     d = check_delta(delta)
     q = check_sample_rate(sample_rate)
-    t = check_int("steps", rounds, minimum=1)
+    t = check_integer("steps", rounds, 1)
     acc = _check_accountant(accountant)
     return _calibrate_sgbdt(eps, d, q, t, g, r1, acc)
 
@@ -447,7 +447,7 @@ class RoundCostTable:
         self.sample_rate = check_sample_rate(sample_rate)
         self.grad_clip = check_positive("grad_clip", grad_clip)
         self.accountant = _check_accountant(accountant)
-        n = check_int("grid", grid, minimum=2)
+        n = check_integer("grid", grid, 2)
         self.grid = np.linspace(0.0, self.grad_clip, n)
         self.table = _round_costs(self.order, self.sigma_leaf, self.leaf_noise_split,
                                   self.sample_rate, self.grad_clip, self.accountant, n).copy()

@@ -1,26 +1,12 @@
 """Selection mechanisms: the exponential mechanism and report-noisy-max / permute-and-flip.
 
-* :class:`ExponentialMechanism` (McSherry and Talwar 2007): output ``r`` with probability
-  proportional to ``exp(eps u(r) / (2 Delta))``, or ``exp(eps u(r) / Delta)`` when the utility is
-  *monotonic* (adding a record moves every utility in the same direction). Sampled exactly
-  (issue 65): the utilities are rounded to a public lattice (``2^-12`` of the sensitivity, which
-  the sensitivity on the lattice accounts for), the exponent's factor rounded down to a multiple
-  of ``2^-30``, and a candidate drawn by rejection with exact ``Bernoulli(exp(-x))`` coins
-  (:func:`dpstream.accounting.noise.em_pick`): no floating-point noise is involved.
-* :class:`ReportNoisyMax`: report-one-sided-noisy-argmax (ROSNAM, Dwork and Roth 2014; Fletcher &
-Islam (2017)
-  addendum) — add one-sided exponential noise of scale ``Delta/eps`` (monotonic) or
-  ``2 Delta/eps`` and report the argmax — and permute-and-flip (McKenna and Sheldon 2020).
-  Ding et al. (2021) proved the two have the same output distribution; both are exposed so that
-  the statistical tests can check each implementation. Both are sampled as exact
-  permute-and-flip on the lattice (:func:`dpstream.accounting.noise.pf_pick`). This is the
-  leaf-label mechanism for the window forests: class counts are monotonic with Delta = 1
-  (Fletcher & Islam 2017, addendum, Table 5).
+* :class:`ExponentialMechanism` (McSherry and Talwar 2007), epsilon-DP, sampled exactly on a
+  public lattice of utilities;
+* :class:`ReportNoisyMax`: report-one-sided-noisy-argmax and permute-and-flip (one output
+  distribution), epsilon-DP; the window forests' leaf-label mechanism.
 
-The smooth-sensitivity exponential mechanism of Fletcher & Islam's original paper (and Xin et al.
-(2019)) is NOT offered: it is not proven differentially private (Fletcher & Islam 2017, addendum).
-The test suite implements it only as a negative control and shows that it fails the privacy test
-that these mechanisms pass.
+The smooth-sensitivity exponential mechanism is NOT offered (not proven DP). Design and privacy
+argument: docs/accounting.md#selection-mechanisms.
 """
 
 from __future__ import annotations
@@ -28,7 +14,13 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from ._validate import as_generator, check_epsilon, check_finite_array, check_int, check_positive
+from ._validate import (
+    as_generator,
+    check_epsilon,
+    check_finite_array,
+    check_integer,
+    check_positive,
+)
 from .noise import select_rows as _exact_rows
 
 __all__ = ["ExponentialMechanism", "ReportNoisyMax"]
@@ -97,7 +89,7 @@ class ExponentialMechanism:
     def select(self, utilities, *, size: int | None = None):
         """Sample an index (or ``size`` independent indices), exactly."""
         u = _utilities(utilities)
-        n = 1 if size is None else check_int("size", size, minimum=1)
+        n = 1 if size is None else check_integer("size", size, 1)
         idx = _exact_rows(self.rng, np.broadcast_to(u, (n, u.size)), epsilon=self.epsilon,
                           sensitivity=self.sensitivity, monotonic=self.monotonic)
         return int(idx[0]) if size is None else idx
@@ -175,7 +167,7 @@ class ReportNoisyMax:
     def select(self, utilities, *, size: int | None = None):
         """Report the (noisy) best index, or ``size`` independent reports."""
         u = _utilities(utilities)
-        n = 1 if size is None else check_int("size", size, minimum=1)
+        n = 1 if size is None else check_integer("size", size, 1)
         idx = self.select_rows(np.broadcast_to(u, (n, u.size)))
         return int(idx[0]) if size is None else idx
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._validate import check_finite_array, check_int, check_orders, check_positive
+from ._validate import check_finite_array, check_integer, check_orders, check_positive
 
 __all__ = ["IndividualRenyiFilter"]
 
@@ -61,7 +61,7 @@ class IndividualRenyiFilter:
 
     def add(self, n: int) -> np.ndarray:
         """Append ``n`` records with a full budget; returns their positions in the pool."""
-        n = check_int("n", n, minimum=0)
+        n = check_integer("n", n, 0)
         start = self.spent.size
         self.spent = np.concatenate((self.spent, np.zeros(n)))
         return np.arange(start, start + n)
@@ -176,7 +176,7 @@ class IndividualRenyiFilter:
         """
         holes = np.asarray(holes, dtype=np.int64)
         movers = np.asarray(movers, dtype=np.int64)
-        keep = check_int("keep", keep, minimum=0)
+        keep = check_integer("keep", keep, 0)
         n = self.spent.size
         if holes.ndim != 1 or holes.shape != movers.shape or keep > n:
             raise ValueError("holes and movers must be 1-d and of one length, keep <= pool")
@@ -207,7 +207,7 @@ class IndividualRenyiFilter:
         if np.any(spent < 0) or np.any(spent > f.bound):
             raise ValueError("corrupt filter state: a spend lies outside [0, bound]")
         f.spent = spent
-        f.rounds = check_int("rounds", state.get("rounds", 0), minimum=0)
+        f.rounds = check_integer("rounds", state.get("rounds", 0), 0)
         return f
 
 

@@ -1,18 +1,9 @@
 """The private median of Huang, Lei & Kabán (2023), Section 4, with public bounds.
 
-Candidates are drawn uniformly from the PUBLIC interval ``[lower, upper]`` — the declared
-feature domain narrowed by the split path — never from the data's min and max (the paper's
-``a = min V, b = max V`` leaks the extremes). The utility of a candidate ``r`` is
-``u(V, r) = -| rank(r) - |V|/2 |`` with ``rank(r) = #{v in V : v <= r}``; adding or removing one
-value changes it by at most 1/2, so the exponential mechanism with sensitivity 1/2 is epsilon-DP.
-For a categorical attribute the candidates are the categories and ``rank(r)`` is the number of
-values equal to ``r`` (as the paper defines it).
-
-Sampled exactly (issue 65): the utility is the integer distance ``d = |2 rank - n|`` (``u =
--d / 2``), the mechanism's weight ``exp(-epsilon d / 2)`` with the factor rounded down to a
-multiple of ``2^-30``, drawn by rejection with exact coins
-(:func:`dpstream.accounting.noise.em_pick_dist`). The candidates are drawn from the public
-interval before the data are looked at, so the output set does not depend on the data.
+:class:`PrivateMedian`: the exponential mechanism over candidates drawn uniformly from the
+PUBLIC interval ``[lower, upper]`` (never the data's min and max), rank utility with sensitivity
+1/2 (:data:`MEDIAN_SENSITIVITY`), epsilon-DP, sampled exactly. Derivation:
+docs/accounting.md#the-private-median.
 """
 
 from __future__ import annotations
@@ -21,7 +12,7 @@ import math
 
 import numpy as np
 
-from ._validate import as_generator, check_epsilon, check_finite_array, check_int
+from ._validate import as_generator, check_epsilon, check_finite_array, check_integer
 from .exponential import ExponentialMechanism
 from .noise import distance_factor, em_pick_dist, select_by_distance
 
@@ -71,7 +62,7 @@ class PrivateMedian:
         if not hi > lo:
             raise ValueError(f"upper must be > lower, got lower={lo}, upper={hi}")
         self.lower, self.upper = lo, hi
-        self.n_candidates = check_int("n_candidates", n_candidates, minimum=1)
+        self.n_candidates = check_integer("n_candidates", n_candidates, 1)
 
     @property
     def epsilon(self) -> float:
@@ -97,7 +88,7 @@ class PrivateMedian:
             return self.release_sorted(v, epsilon=self.epsilon, lower=self.lower,
                                        upper=self.upper, n_candidates=self.n_candidates,
                                        rng=self.rng)
-        n = check_int("size", size, minimum=1)
+        n = check_integer("size", size, 1)
         out = np.empty(n)
         chunk = max(1, 1_000_000 // self.n_candidates)
         for start in range(0, n, chunk):
@@ -151,7 +142,7 @@ class PrivateMedian:
         >>> PrivateMedian.categorical([0, 0, 1, 2, 2, 2], n_categories=3, epsilon=50.0, rng=0)
         2
         """
-        k = check_int("n_categories", n_categories, minimum=1)
+        k = check_integer("n_categories", n_categories, 1)
         c = np.asarray(codes)
         if c.size and (c.dtype.kind not in "iu" or c.min() < 0 or c.max() >= k):
             raise ValueError(f"codes must be integers in [0, {k})")

@@ -12,7 +12,7 @@ ValueError: split_share must be < 1, got 1.0
 >>> check_integer("n_trees", True, 1)
 Traceback (most recent call last):
 ...
-ValueError: n_trees must be an integer >= 1, got True
+dpstream.accounting.ParameterError: n_trees must be an integer >= 1, got True
 >>> check_small_delta(0.5)
 Traceback (most recent call last):
 ...
@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ..accounting import check_delta
+from ..accounting import check_delta, check_integer
 
 __all__ = ["CURATOR_REPORT_KEYS", "ClippedInputWarning", "LARGE_DELTA", "PrivateState",
            "PrivateStateError", "public_report",
@@ -52,16 +52,6 @@ __all__ = ["CURATOR_REPORT_KEYS", "ClippedInputWarning", "LARGE_DELTA", "Private
 LARGE_DELTA = 1e-3
 #: C of the small-stream rule: a model wants ``n * epsilon >= C`` (``records_needed``)
 SMALL_STREAM_SCALE = 5_000
-
-
-def check_integer(name: str, value: Any, lo: int, *, none_ok: bool = False) -> int | None:
-    """An integer ``>= lo`` (bools rejected); ``None`` passes when ``none_ok``."""
-    if value is None and none_ok:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}"
-                         f"{' or None' if none_ok else ''}, got {value!r}")
-    return int(value)
 
 
 def check_real(name: str, value: Any, lo: float | None = None, hi: float | None = None, *,
