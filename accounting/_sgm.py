@@ -1,11 +1,8 @@
 """Vectorised ``log A_alpha`` of the sampled Gaussian mechanism (Mironov, Talwar, Zhang 2019).
 
-The scalar series of :mod:`dpstream.accounting.rdp` evaluated for many ``(alpha, z)`` pairs at
-once: one call per order grid (calibration) or per gradient grid (the round-cost table) instead
-of one Python loop per term. Each pair's value depends on its own terms only — the same terms,
-the same stopping rule and the same log-sum-exp as ``scipy.special.logsumexp`` over that pair's
-list — so a value never depends on which other pairs share the call, and a table entry equals
-the one-order evaluation of the same point.
+The scalar series of :mod:`dpstream.accounting.rdp` for many ``(alpha, z)`` pairs at once; each
+value equals the one-order evaluation of the same point. Design:
+docs/accounting.md#the-vectorised-sampled-gaussian-series.
 
 Examples
 --------

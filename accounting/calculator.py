@@ -1,18 +1,8 @@
 """The privacy calculator behind ``dpstream privacy``: subsampled Gaussian releases.
 
-Either the epsilon of ``steps`` Poisson-subsampled Gaussian releases with a given noise
-multiplier, or the inverse: the noise multiplier that keeps them within a target epsilon.
-
-Examples
---------
->>> res = privacy_calculation(noise_multiplier=5.0, sample_rate=0.1, steps=150, delta=1e-6)
->>> round(res["epsilon"], 3) > 0, res["steps"]
-(True, 150)
->>> inv = privacy_calculation(epsilon=res["epsilon"], sample_rate=0.1, steps=150, delta=1e-6)
->>> abs(inv["noise_multiplier"] - 5.0) < 0.05
-True
->>> print(format_calculation(res).splitlines()[0].split(" at ")[0].startswith("epsilon = "))
-True
+:func:`privacy_calculation` gives either the epsilon of ``steps`` Poisson-subsampled Gaussian
+releases with a given noise multiplier, or the noise multiplier that keeps them within a target
+epsilon; :func:`format_calculation` prints it. See docs/accounting.md#the-privacy-calculator.
 """
 
 from __future__ import annotations
@@ -40,6 +30,18 @@ def privacy_calculation(*, steps: int, delta: float, sample_rate: float = 1.0,
     Exactly one of ``noise_multiplier`` and ``epsilon`` must be given. The result holds the
     inputs, ``epsilon``, ``noise_multiplier``, the best RDP ``order`` and, for the inverse,
     ``target_epsilon``.
+
+    Examples
+    --------
+    >>> res = privacy_calculation(noise_multiplier=5.0, sample_rate=0.1, steps=150, delta=1e-6)
+    >>> round(res["epsilon"], 3) > 0, res["steps"]
+    (True, 150)
+    >>> inv = privacy_calculation(epsilon=res["epsilon"], sample_rate=0.1, steps=150,
+    ...                           delta=1e-6)
+    >>> abs(inv["noise_multiplier"] - 5.0) < 0.05
+    True
+    >>> print(format_calculation(res).splitlines()[0].split(" at ")[0].startswith("epsilon = "))
+    True
     """
     if (noise_multiplier is None) == (epsilon is None):
         raise ValueError("give exactly one of noise_multiplier and epsilon")

@@ -1,18 +1,7 @@
 """Exact samplers on the integers: discrete Laplace and discrete Gaussian noise.
 
-The floating-point construction ``value + rng.laplace(...)`` leaks through the set of doubles
-it can output (Mironov, CCS 2012). These samplers draw integers with exactly the stated
-probabilities from uniformly random bytes, by rational arithmetic only (Canonne, Kamath and
-Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020, Algorithms 1-3):
-
-* :func:`bernoulli_exp` draws ``Bernoulli(exp(-gamma))`` for a rational ``gamma >= 0``;
-* :func:`discrete_laplace` draws ``P(x) ∝ exp(-|x| / scale)`` on the integers;
-* :func:`discrete_gaussian` draws ``P(x) ∝ exp(-x² / (2 sigma²))`` on the integers.
-
-Parameters are :class:`fractions.Fraction` (or ints, or floats taken exactly as the binary
-fractions they are). The only randomness is :func:`uniform_below`, exact rejection sampling
-over the generator's raw bytes, so the samplers are as good as the bit generator behind
-``rng`` (a cryptographic one in production: issue 65).
+Pure-Python rational arithmetic (Canonne, Kamath and Steinke 2020), the reference for the
+compiled samplers; design: docs/accounting.md#exact-samplers-on-the-integers.
 
 Examples
 --------

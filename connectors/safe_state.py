@@ -1,44 +1,11 @@
 """A state encoding that cannot run code when it is read back: JSON plus raw numpy arrays.
 
 :func:`encode` turns an object graph into a JSON-able tree and a list of numpy arrays;
-:func:`decode` rebuilds the graph. The checkpoint store (:mod:`dpstream.connectors.checkpoint`)
-writes the two into one file. What the tree may hold:
-
-* ``None``, ``bool``, ``int``, ``str``, ``float`` (NaN and infinities tagged), ``bytes``;
-* ``list``, ``tuple``, ``dict`` (any hashable keys), ``OrderedDict``, ``set``, ``frozenset``,
-  ``collections.deque``, ``fractions.Fraction``;
-* numpy arrays of any non-object dtype (their bytes go to the array list, never through
-  pickle), numpy scalars, dtypes, ``Generator`` / ``BitGenerator`` / ``SeedSequence`` (their
-  ``state`` dicts, so a resumed RNG continues exactly);
-* instances of **allow-listed classes** — modules under :data:`ALLOWED_PREFIXES`
-  (``dpstream.models.``, ``dpstream.accounting.``) and the few third-party classes in
-  :data:`ALLOWED_CLASSES` — as ``{"@": "obj", "cls": "module:qualname", "state": ...}`` with the
-  state their ``__getstate__`` gives (so caches a class drops from its pickles, such as compiled
-  kernels' plans, are dropped here too).
-
-Decoding resolves a class name only if it is allow-listed, checks that the name really is that
-class (no ``module:os.system`` detours through module attributes), creates the instance with
-``cls.__new__(cls)`` and hands it the state through the class's own ``__setstate__`` (or
-updates its ``__dict__``). It never calls any other callable named by the input and never
-unpickles; array dtypes holding Python objects are refused. Shared references and cycles are
-kept: every mutable node gets the next number in depth-first order on both sides, and a later
-occurrence is ``{"@": "ref", "n": k}``. Bulky plain data stays compact: lists of JSON scalars are
-JSON lists, a list of flat tuples (the record-id memory) one ``"lt"`` node, and a list of equally
-long float lists (a window's buffered records) one float64 array.
-
-Examples
---------
->>> import numpy as np
->>> rng = np.random.default_rng(7)
->>> shared = [1, 2.5, None]
->>> tree, arrays = encode({"w": np.arange(3.0), "rng": rng, "a": shared, "b": shared})
->>> back = decode(tree, arrays)
->>> back["w"], back["a"] is back["b"], bool(back["rng"].random() == rng.random())
-(array([0., 1., 2.]), True, True)
->>> decode({"@": "obj", "cls": "posix:system", "state": "touch /tmp/pwned"}, [])
-Traceback (most recent call last):
-...
-dpstream.connectors.safe_state.StateError: class 'posix:system' is not allowed in a checkpoint
+:func:`decode` rebuilds the graph, creating only instances of allow-listed classes
+(:data:`ALLOWED_PREFIXES`, :data:`ALLOWED_CLASSES`) through ``__new__`` and ``__setstate__``;
+it never unpickles and never calls anything else the input names. Shared references and cycles
+are kept. What the tree may hold and how decoding stays safe:
+docs/connectors.md#safe-state-encoding.
 """
 
 from __future__ import annotations
@@ -138,7 +105,7 @@ def encode(obj: Any) -> tuple[Any, list[np.ndarray]]:
     Parameters
     ----------
     obj
-        The object graph (see the module docstring for what it may hold).
+        The object graph (what it may hold: docs/connectors.md#safe-state-encoding).
 
     Returns
     -------
@@ -380,6 +347,20 @@ def decode(tree: Any, arrays: list[np.ndarray]) -> Any:
     StateError
         The tree is malformed, names a class that is not allow-listed, or refers to a missing
         array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(7)
+    >>> shared = [1, 2.5, None]
+    >>> tree, arrays = encode({"w": np.arange(3.0), "rng": rng, "a": shared, "b": shared})
+    >>> back = decode(tree, arrays)
+    >>> back["w"], back["a"] is back["b"], bool(back["rng"].random() == rng.random())
+    (array([0., 1., 2.]), True, True)
+    >>> decode({"@": "obj", "cls": "posix:system", "state": "touch /tmp/pwned"}, [])
+    Traceback (most recent call last):
+    ...
+    dpstream.connectors.safe_state.StateError: class 'posix:system' is not allowed in a checkpoint
     """
     try:
         return _Decoder(arrays).dec(tree)

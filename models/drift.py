@@ -1,38 +1,14 @@
 """A concept-drift signal released with differential privacy.
 
-A model that adapts to drift needs to know when its errors rise; the errors are functions of
-private records, so a detector that reads them directly — river's ``DriftRetrainingClassifier``
-does — leaks. :class:`DPDriftSignal` releases the error series with DP instead:
+:class:`DPDriftSignal` clips each record's prequential loss to ``[0, 1]``, sums it into
+disjoint windows of ``window`` messages (public counts), and releases each window's sum with
+Laplace noise of scale ``1 / epsilon`` (sensitivity 1): the whole series is ``epsilon``-DP
+per record by parallel composition. A change detector (Page-Hinkley or ADWIN) reads only the
+released rates (post-processing). The ``epsilon`` is part of the model's budget
+(``drift_share``).
 
-* every record's prequential loss (the model's loss on the record *before* learning it: 0/1
-  error for classification, the clipped absolute error on the scaled label for regression) is
-  clipped to ``[0, 1]`` and added to the sum of the current *window* of ``window`` messages;
-  a message that brings no loss (unlabeled, invalid or a duplicate: :meth:`advance`) counts
-  toward the window and adds nothing, so window boundaries are message counts and no release
-  happens earlier or later because one record was valid or labeled;
-* each window is disjoint: a record's loss enters exactly one sum;
-* when a window is full its sum is released with Laplace noise of scale ``1 / epsilon``
-  (sensitivity 1: adding or removing one record changes one window's sum by at most 1), so the
-  whole released series is ``epsilon``-DP for every record by parallel composition;
-* a change detector (river's Page-Hinkley test by default, or ADWIN) reads only the released
-  noisy rates: post-processing, free of privacy cost.
-
-The model is a function of earlier DP releases, so a record's loss is a function of that record
-and public (already released) state: the sensitivity argument holds. Window boundaries are
-arrival counts, public by the stream's definition. The signal's ``epsilon`` is part of the
-model's total budget (see the estimators' ``drift_share``).
-
-Examples
---------
->>> import numpy as np
->>> rng = np.random.default_rng(0)
->>> signal = DPDriftSignal(epsilon=0.5, window=400, seed=0)
->>> losses = np.r_[rng.random(6000) < 0.1, rng.random(4000) < 0.5]   # error 10% -> 50%
->>> changes = [i for i, loss in enumerate(losses) if signal.update(float(loss))]
->>> 6000 <= changes[0] < 8000      # seen within a few windows of the change
-True
->>> signal.releases, round(signal.epsilon, 2)
-(25, 0.5)
+Why it is private: ``docs/drift.md#the-signal-dpdriftsignal`` and
+``docs/drift.md#why-it-is-private-proof-sketch``.
 """
 
 from __future__ import annotations
@@ -73,6 +49,18 @@ class DPDriftSignal:
         Releases needed after a (re)start before a change may be reported.
     seed
         ``None`` for OS entropy; an int for tests and benchmarks.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> signal = DPDriftSignal(epsilon=0.5, window=400, seed=0)
+    >>> losses = np.r_[rng.random(6000) < 0.1, rng.random(4000) < 0.5]   # error 10% -> 50%
+    >>> changes = [i for i, loss in enumerate(losses) if signal.update(float(loss))]
+    >>> 6000 <= changes[0] < 8000      # seen within a few windows of the change
+    True
+    >>> signal.releases, round(signal.epsilon, 2)
+    (25, 0.5)
     """
 
     _blank = 0        # (class defaults: checkpoints from before message-count windows)

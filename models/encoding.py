@@ -1,63 +1,14 @@
 """Records -> split columns: validation against the public schema and a flat numeric encoding.
 
-Every tree in :mod:`dpstream.models.forest` compares one column with one threshold
-(``go left iff x[col] <= threshold``). The encoder lays a record out so that this one comparison
-covers both kinds of split:
-
-* column 0 is the constant 0.0 (leaves route through it and stay where they are);
-* a numeric feature is one column holding its value;
-* a categorical feature with ``k`` public values is ``k`` columns, column ``j`` holding 0.0 when
-  the value is ``values[j]`` and 1.0 otherwise, so the split "feature == values[j]" is
-  ``x[col_j] <= 0.5``.
-
-A feature that is absent from the record (or ``None``) is *missing*: its columns hold NaN, every
-comparison with NaN is false, and the record goes right at every split on that feature. A
-missing value is not an error (river streams drop features freely).
-
-**The input policy** (the same for the Python API and the stream service, which validates its
-messages with the same two choices, :mod:`dpstream.stream.messages`):
-
-* ``on_out_of_domain="clip"`` (default): a finite number outside its feature's declared
-  ``[min, max]`` — or a numeric label outside the target range — is clipped to the domain.
-  Clipping to a *public* domain is free under DP (a function of the record and public
-  constants); no count of clipped values is kept, because such a count would be a function of
-  private data, but the model warns once, at the first clipped value
-  (:class:`~dpstream.models.params.ClippedInputWarning`: scaled features miss a domain declared
-  for raw ones). ``"error"``: it raises :class:`InvalidRecordError` instead.
-* ``on_unknown="ignore"`` (default): a feature the schema does not declare is skipped (river
-  pipelines add features freely). ``"error"``: it raises :class:`InvalidRecordError`.
-* Always errors, whatever the policy: NaN or infinity, a value of the wrong type, and a
-  category the schema does not declare (clipping has no meaning for them) each raise
-  :class:`InvalidRecordError` naming the field.
-* A binary target whose values are exactly ``[false, true]`` also takes river's ``0`` / ``1``
-  labels for them.
-
+:class:`RecordEncoder` lays a record out so that every split of the array forest is one
+``x[col] <= threshold`` comparison: column 0 the constant 0.0, one column per numeric feature,
+one 0/1 column per public value of a categorical one; a missing feature is NaN and goes right.
+It applies the input policy (``on_out_of_domain``, ``on_unknown``); :class:`InvalidRecordError`
+names the field a bad record breaks. :class:`EncodedRows` carries rows validated once.
 Nothing is read from the data to build the encoding.
 
-Examples
---------
->>> enc = RecordEncoder({"features": {"age": {"type": "numeric", "min": 17, "max": 90},
-...                                   "sex": {"type": "categorical", "values": ["F", "M"]}},
-...                      "target": {"type": "binary", "values": [False, True]}})
->>> enc.n_columns, enc.columns
-(4, ['<leaf>', 'age', 'sex=F', 'sex=M'])
->>> enc.encode_one({"age": 40, "sex": "M"}).tolist()
-[0.0, 40.0, 1.0, 0.0]
->>> enc.encode_one({"sex": "F"}).tolist()      # age missing
-[0.0, nan, 0.0, 1.0]
->>> enc.encode_one({"age": 120, "sex": "M", "zip": "10115"}).tolist()   # clipped; zip ignored
-[0.0, 90.0, 1.0, 0.0]
->>> strict = RecordEncoder(enc.schema, on_out_of_domain="error", on_unknown="error")
->>> strict.encode_one({"age": 120, "sex": "M"})
-Traceback (most recent call last):
-...
-dpstream.models.encoding.InvalidRecordError: age: value 120 is outside the public domain [17.0, 90.0]
->>> strict.encode_one({"zip": "10115"})
-Traceback (most recent call last):
-...
-dpstream.models.encoding.InvalidRecordError: zip: unknown feature (not declared in the schema)
->>> enc.encode_target_one(True), enc.encode_target_one(1), enc.decode_target(0.0)
-(1.0, 1.0, False)
+The layout is explained in ``docs/encoding.md#the-record-encoding``, the input policy (and why
+clipping to the public domain is free under DP) in ``docs/encoding.md#the-input-policy``.
 """
 
 from __future__ import annotations
@@ -202,6 +153,31 @@ class RecordEncoder:
     on_unknown
         ``"ignore"`` (default): a feature the schema does not declare is skipped; ``"error"``:
         it raises :class:`InvalidRecordError`.
+
+    Examples
+    --------
+    >>> enc = RecordEncoder({"features": {"age": {"type": "numeric", "min": 17, "max": 90},
+    ...                                   "sex": {"type": "categorical", "values": ["F", "M"]}},
+    ...                      "target": {"type": "binary", "values": [False, True]}})
+    >>> enc.n_columns, enc.columns
+    (4, ['<leaf>', 'age', 'sex=F', 'sex=M'])
+    >>> enc.encode_one({"age": 40, "sex": "M"}).tolist()
+    [0.0, 40.0, 1.0, 0.0]
+    >>> enc.encode_one({"sex": "F"}).tolist()      # age missing
+    [0.0, nan, 0.0, 1.0]
+    >>> enc.encode_one({"age": 120, "sex": "M", "zip": "10115"}).tolist()   # clipped; no zip
+    [0.0, 90.0, 1.0, 0.0]
+    >>> strict = RecordEncoder(enc.schema, on_out_of_domain="error", on_unknown="error")
+    >>> strict.encode_one({"age": 120, "sex": "M"})
+    Traceback (most recent call last):
+    ...
+    dpstream.models.encoding.InvalidRecordError: age: value 120 is outside the public ...
+    >>> strict.encode_one({"zip": "10115"})
+    Traceback (most recent call last):
+    ...
+    dpstream.models.encoding.InvalidRecordError: zip: unknown feature (not declared in the ...
+    >>> enc.encode_target_one(True), enc.encode_target_one(1), enc.decode_target(0.0)
+    (1.0, 1.0, False)
     """
 
     # encoders pickled before the input policy had none: they take the defaults

@@ -1,26 +1,12 @@
 """The shared array-based tree structure: a forest stored as flat numpy arrays.
 
-Every node ``g`` (a global index ``tree * stride + local``) has a ``feature`` column of the
-encoded record (:mod:`dpstream.models.encoding`), a ``threshold``, a ``left`` child (the right
-child is always ``left + 1``) and a ``value``. A record goes left iff ``x[feature] <= threshold``.
-A leaf routes through column 0 (the constant 0.0) with threshold ``+inf`` and is its own left
-child, so it stays put. Prediction of a batch is therefore ``max_depth`` rounds of the same
-handful of array operations over all (row, tree) pairs at once, chunked to stay in cache — no
-Python loop per row or per tree.
+:class:`Forest` holds every node's ``feature`` column of the encoded record, ``threshold``,
+``left`` child (the right child is ``left + 1``) and ``value``; a record goes left iff
+``x[feature] <= threshold``, and a leaf is its own left child. Prediction is ``max_depth``
+rounds of array operations over all (row, tree) pairs; :func:`complete_tree_layout` and
+:func:`complete_depth` describe complete heap-layout trees.
 
-Examples
---------
->>> import numpy as np
->>> forest = Forest(max_nodes=3, max_depth=1)
->>> t = forest.add_tree(feature=[1, 0, 0], threshold=[0.5, np.inf, np.inf],
-...                     left=[1, 1, 2], value=[0.0, -1.0, 2.0])
->>> X = np.array([[0.0, 0.2], [0.0, 0.9], [0.0, np.nan]])
->>> forest.predict_sum(X).tolist()            # NaN (missing) goes right
-[-1.0, 2.0, 2.0]
->>> forest.apply(t, X).tolist()               # leaf (local index) per row
-[1, 2, 2]
->>> len(forest)
-1
+The layout is explained in ``docs/encoding.md#the-array-forest``.
 """
 
 from __future__ import annotations
@@ -97,6 +83,20 @@ class Forest:
         ``1``: one value per node (``value``). ``K > 1``: also a K-vector per node
         (``vector``, shape ``(nodes, K)``; a multi-class booster's leaves), summed by
         :meth:`predict_vector_sum`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> forest = Forest(max_nodes=3, max_depth=1)
+    >>> t = forest.add_tree(feature=[1, 0, 0], threshold=[0.5, np.inf, np.inf],
+    ...                     left=[1, 1, 2], value=[0.0, -1.0, 2.0])
+    >>> X = np.array([[0.0, 0.2], [0.0, 0.9], [0.0, np.nan]])
+    >>> forest.predict_sum(X).tolist()            # NaN (missing) goes right
+    [-1.0, 2.0, 2.0]
+    >>> forest.apply(t, X).tolist()               # leaf (local index) per row
+    [1, 2, 2]
+    >>> len(forest)
+    1
     """
 
     vector: np.ndarray | None = None   # (forests pickled before vector values: none)

@@ -1,56 +1,14 @@
 """Compiled routing over the shared array forest (numba), used by :class:`~.forest.Forest`,
 and the in-place score update of a tree added to or retired from it (:func:`add_node_values`).
 
-A record goes left at node ``g`` iff ``x[feature[g]] <= threshold[g]``; a missing value (NaN)
-fails every comparison and goes right; a leaf is its own left child and stays put. These
-kernels walk each (row, tree) pair in machine code, branch-free and many walks side by side:
-one record through a thousand trees costs microseconds, where the numpy version pays a dozen
-array calls per level.
+A record goes left at node ``g`` iff ``x[feature[g]] <= threshold[g]``; NaN (missing) goes
+right; a leaf stays put. The kernels walk each (row, tree) pair in machine code
+(:func:`route_block`, :func:`route_complete`, :func:`sum_block`, :func:`sum_one` and their
+per-slot ``_parts`` variants), complete heap-layout trees without reading ``left``, and reach
+the same leaves as the forest's numpy routing, which stays as the reference the tests hold
+them to: every sum is bit-identical.
 
-A group of trees that are all *complete* binary trees in heap layout of one depth ``d``
-(``depths[t] == d``; -1 marks any other shape) is walked without reading ``left``: the child of
-local node ``i`` is ``2i + 1`` or ``2i + 2``, and the walk stops after ``d`` steps instead of
-``max_depth``. It reaches the same leaf, so sums are bit-identical; only fewer loads are made
-(S-GBDT's random complete trees score about a quarter faster).
-
-Index arithmetic is unsigned (``_U``): numba must guard a signed index against negative
-wrap-around on every load, an unsigned one it need not, and the walks are nothing but loads.
-The nodes reached are the same, so every sum is bit-identical; scoring 256 Adult rows
-through S-GBDT's 1,000 depth-6 trees went 16.5 → 11.0 µs a row, routing a 98,000-record
-pool through one tree 2.46 → 1.91 ms (best of 15, 2-core machine, 2026-11-27).
-
-The forest's numpy routing stays as the reference the tests hold these kernels to.
-
-Examples
---------
->>> import numpy as np
->>> feature = np.array([1, 0, 0], dtype=np.int32)
->>> threshold = np.array([0.5, np.inf, np.inf])
->>> left = np.array([1, 1, 2], dtype=np.int32)
->>> value = np.array([0.0, -1.0, 2.0])
->>> X = np.array([[0.0, 0.2], [0.0, 0.9], [0.0, np.nan]])
->>> roots = np.array([0], dtype=np.int64)
->>> route_block(X, roots, feature, threshold, left, 1)[:, 0].tolist()
-[1, 2, 2]
->>> depths = np.array([1])                     # one complete tree of depth 1
->>> sum_block(X, roots, depths, feature, threshold, left, value, 1).tolist()
-[-1.0, 2.0, 2.0]
->>> sum_one(X[1], 1, 3, depths, feature, threshold, left, value, 1)
-2.0
->>> total, parts = sum_block_parts(X, roots, depths, feature, threshold, left, value, 1,
-...                                np.array([1]), 2)   # the tree counts in slot 1 of 2
->>> total.tolist(), parts.tolist()
-([-1.0, 2.0, 2.0], [[0.0, -1.0], [0.0, 2.0], [0.0, 2.0]])
->>> one, part = sum_one_parts(X[1], 1, 3, depths, feature, threshold, left, value, 1,
-...                           np.array([1]), 2)
->>> one, part.tolist()
-(2.0, [0.0, 2.0])
->>> route_complete(X, 0, feature, threshold, 1).tolist()
-[1, 2, 2]
->>> score = np.array([1.0, 2.0, 3.0])
->>> add_node_values(score, np.array([0.5, -0.25, 0.125]), np.array([2, 0, 1]), 1.0)
->>> score
-array([1.125, 2.5  , 2.75 ])
+Why they are fast, with timings: ``docs/encoding.md#compiled-routing``.
 """
 
 from __future__ import annotations
@@ -100,7 +58,21 @@ def _route_rows(X, i0, i1, r, j, out, feature, threshold, left, depth):   # prag
 
 @njit(cache=True, nogil=True)
 def route_block(X, roots, feature, threshold, left, depth):   # pragma: no cover - compiled
-    """The global node each row of ``X`` reaches from each root: shape ``(rows, roots)``."""
+    """The global node each row of ``X`` reaches from each root: shape ``(rows, roots)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> feature = np.array([1, 0, 0], dtype=np.int32)
+    >>> threshold = np.array([0.5, np.inf, np.inf])
+    >>> left = np.array([1, 1, 2], dtype=np.int32)
+    >>> X = np.array([[0.0, 0.2], [0.0, 0.9], [0.0, np.nan]])
+    >>> roots = np.array([0], dtype=np.int64)
+    >>> route_block(X, roots, feature, threshold, left, 1)[:, 0].tolist()
+    [1, 2, 2]
+    >>> route_complete(X, 0, feature, threshold, 1).tolist()
+    [1, 2, 2]
+    """
     m, k = X.shape[0], roots.shape[0]
     out = np.empty((m, k), dtype=np.int64)
     if k == 1:   # one tree (a round's pool): a column-major pool is read column by column
@@ -183,7 +155,31 @@ def sum_block(X, roots, depths, feature, threshold, left, value, depth):   # pra
     Tiled: a block of ``_ROW_LANES`` rows walks one group of ``_LANES`` trees before the next
     group, so the group's nodes stay in the nearest cache for the whole block (a thousand
     trees do not fit there: row by row, every row fetched every tree's nodes again). Each
-    row still adds the trees' values in root order, from 0.0: the same sums bit for bit."""
+    row still adds the trees' values in root order, from 0.0: the same sums bit for bit.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> feature = np.array([1, 0, 0], dtype=np.int32)
+    >>> threshold = np.array([0.5, np.inf, np.inf])
+    >>> left = np.array([1, 1, 2], dtype=np.int32)
+    >>> value = np.array([0.0, -1.0, 2.0])
+    >>> X = np.array([[0.0, 0.2], [0.0, 0.9], [0.0, np.nan]])
+    >>> roots = np.array([0], dtype=np.int64)
+    >>> depths = np.array([1])                     # one complete tree of depth 1
+    >>> sum_block(X, roots, depths, feature, threshold, left, value, 1).tolist()
+    [-1.0, 2.0, 2.0]
+    >>> sum_one(X[1], 1, 3, depths, feature, threshold, left, value, 1)
+    2.0
+    >>> total, parts = sum_block_parts(X, roots, depths, feature, threshold, left, value, 1,
+    ...                                np.array([1]), 2)   # the tree counts in slot 1 of 2
+    >>> total.tolist(), parts.tolist()
+    ([-1.0, 2.0, 2.0], [[0.0, -1.0], [0.0, 2.0], [0.0, 2.0]])
+    >>> one, part = sum_one_parts(X[1], 1, 3, depths, feature, threshold, left, value, 1,
+    ...                           np.array([1]), 2)
+    >>> one, part.tolist()
+    (2.0, [0.0, 2.0])
+    """
     m, k = X.shape[0], roots.shape[0]
     out = np.zeros(m)
     g = np.empty(_LANES, dtype=np.int64)
@@ -287,6 +283,15 @@ def add_node_values(score, value, nodes, sign):   # pragma: no cover - compiled
     """``score += sign * value[nodes]`` in place, ``sign`` being 1.0 or -1.0: a round's new
     tree (``+``) or the retired oldest tree (``-``), without the gathered temporary. (For
     ``sign = -1.0`` each step is ``score - v``, as ``score -= value[nodes]``: negating a
-    float is exact.)"""
+    float is exact.)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> score = np.array([1.0, 2.0, 3.0])
+    >>> add_node_values(score, np.array([0.5, -0.25, 0.125]), np.array([2, 0, 1]), 1.0)
+    >>> score
+    array([1.125, 2.5  , 2.75 ])
+    """
     for i in range(score.size):
         score[i] += sign * value[nodes[i]]

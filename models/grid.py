@@ -1,40 +1,12 @@
 """A DP feature grid: each numeric feature mapped onto its domain by a released quantile map.
 
-A schema declares each numeric feature's public domain ``[min, max]``, and the trees draw or
-search their thresholds over it evenly. Real features are rarely spread evenly: 99% of
-Elec2's ``nswprice`` lies below 0.16 of its domain, and most of Adult's capital gains are 0,
-so most candidate thresholds fall where there are no records.
+:class:`FeatureGrid`: :meth:`FeatureGrid.release` spends ``epsilon`` on one noisy histogram
+per numeric feature (Laplace noise of scale ``F / epsilon`` per cell, ``F`` numeric features);
+the rest is post-processing into a strictly increasing map of each domain onto itself
+(:meth:`FeatureGrid.forward`), so trees grown on mapped rows split where the records are, and
+:meth:`FeatureGrid.raw_thresholds` takes their thresholds back to raw units.
 
-:meth:`FeatureGrid.release` spends ``epsilon`` of a set of records on one histogram per
-numeric feature (``cells`` equal cells of the domain). Each record adds 1 to one cell of each
-histogram (none where the value is missing), so the L1 sensitivity under add/remove-one is the
-number of numeric features ``F``, and Laplace noise of scale ``F / epsilon`` per cell
-(:class:`~dpstream.accounting.LaplaceMechanism`) makes the release ``epsilon``-DP. Everything
-after is post-processing: negative counts are clipped, each histogram is shrunk toward the
-uniform one by the share of its spread the known noise explains (at least ``smoothing``, so
-the map is strictly increasing; an evenly spread feature keeps about the identity), and its
-CDF maps a value ``v`` of ``[min, max]`` to ``min + (max - min) * CDF(v)``: piecewise linear,
-monotone, onto the same domain. Trees grown on mapped rows split where the records are.
-
-Because the map is strictly increasing, ``g(x) <= t`` exactly when ``x <= g^-1(t)``: a tree
-grown on mapped rows is the same tree on raw rows with each threshold ``t`` replaced by
-``g^-1(t)`` (:meth:`FeatureGrid.raw_thresholds`). The median forest keeps its trees in raw
-units that way, so its prediction never sees the grid; forests with implicit trees (random
-forest, RDT, greedy) score rows through :meth:`FeatureGrid.forward` instead, and each window
-they export carries the grid it was grown on.
-
-Examples
---------
->>> import numpy as np
->>> rng = np.random.default_rng(0)
->>> X = np.column_stack([np.zeros(2000), rng.beta(1, 30, 2000)])   # column 1: skewed
->>> grid = FeatureGrid.release(X, [(1, 0.0, 1.0)], epsilon=1.0, rng=1)
->>> mapped = grid.forward(X)[:, 1]
->>> bool(np.median(X[:, 1]) < 0.05), bool(0.3 < np.median(mapped) < 0.7)
-(True, True)
->>> t = np.array([0.5]); raw = grid.raw_thresholds(np.array([1]), t)
->>> bool(((mapped <= 0.5) == (X[:, 1] <= raw[0])).all())
-True
+The mechanism, its sensitivity and the post-processing: ``docs/encoding.md#the-dp-feature-grid``.
 """
 
 from __future__ import annotations
@@ -47,7 +19,7 @@ __all__ = ["FeatureGrid"]
 
 
 class FeatureGrid:
-    """Monotone maps of numeric columns onto their domains (see the module docstring).
+    """Monotone maps of numeric columns onto their domains (``docs/encoding.md``).
 
     Parameters
     ----------
@@ -57,6 +29,19 @@ class FeatureGrid:
     cdf
         Shape ``(len(columns), cells + 1)``: each column's CDF at the cell edges of its
         domain, 0 first, 1 last, strictly increasing.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.column_stack([np.zeros(2000), rng.beta(1, 30, 2000)])   # column 1: skewed
+    >>> grid = FeatureGrid.release(X, [(1, 0.0, 1.0)], epsilon=1.0, rng=1)
+    >>> mapped = grid.forward(X)[:, 1]
+    >>> bool(np.median(X[:, 1]) < 0.05), bool(0.3 < np.median(mapped) < 0.7)
+    (True, True)
+    >>> t = np.array([0.5]); raw = grid.raw_thresholds(np.array([1]), t)
+    >>> bool(((mapped <= 0.5) == (X[:, 1] <= raw[0])).all())
+    True
     """
 
     def __init__(self, columns: list[tuple[int, float, float]], cdf: np.ndarray):

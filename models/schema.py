@@ -1,46 +1,14 @@
 """The public schema: feature domains and label classes, declared — never read from data.
 
-Models validate every record against it (:mod:`dpstream.models.encoding`); the stream layer
-re-exports it as :mod:`dpstream.stream.messages`.
+:class:`Schema` (numeric features with ``[min, max]``, categorical ones with their values, the
+target's classes or range), :class:`SchemaError`, and :func:`coerce_schema`, which accepts a
+schema, the equivalent dict or a schema file. Models validate every record against it
+(:mod:`dpstream.models.encoding`); the stream layer re-exports it as
+:mod:`dpstream.stream.messages`. A bound or class list the schema lacks is an error: finding it
+in the data would leak.
 
-The schema file format (DESIGN.md §6)::
-
-    {"features": {"age": {"type": "numeric", "min": 17, "max": 90},
-                  "workclass": {"type": "categorical", "values": ["Private", "..."]}},
-     "target": {"type": "binary", "values": [false, true]}}
-
-A feature may add ``"required": true``: the stream service then rejects a record without it
-(otherwise an absent feature is *missing*, which the models handle). A numeric feature without
-both bounds, a categorical feature without values, or a target without
-its classes (or bounds) is an error, not a warning: a mechanism that had to look at the data to
-find them would leak.
-
-Feature names are strings or integers — every key river accepts (its synthetic generators such
-as SEA or Hyperplane key features by integers). A schema read from a JSON file has string keys;
-records may use either spelling of an integer name (``3`` or ``"3"``), and both mean the same
-feature. A schema that breaks these rules raises :class:`SchemaError`, one line per problem,
-each naming the field in plain words.
-
-Examples
---------
->>> schema = Schema.model_validate({
-...     "features": {"age": {"type": "numeric", "min": 17, "max": 90},
-...                  "sex": {"type": "categorical", "values": ["Female", "Male"]}},
-...     "target": {"type": "binary", "values": [False, True]}})
->>> schema.feature_names
-['age', 'sex']
->>> schema.features["age"].width
-73.0
->>> coerce_schema({"features": {"age": {"type": "numeric", "min": 17}},
-...                 "target": {"type": "binary", "values": [0, 1]}})
-Traceback (most recent call last):
-...
-dpstream.models.schema.SchemaError: invalid schema: features.age: 'max' is required
->>> sea = coerce_schema({"features": {0: {"type": "numeric", "min": 0, "max": 10},
-...                                   1: {"type": "numeric", "min": 0, "max": 10}},
-...                      "target": {"type": "binary", "values": [False, True]}})
->>> sea.feature_names, sea.resolve("1"), sea.resolve(1), sea.resolve("x")
-([0, 1], 1, 1, None)
+The file format, required features and integer feature names are described in
+``docs/encoding.md#the-public-schema``.
 """
 
 from __future__ import annotations
@@ -178,7 +146,19 @@ class Target(_Strict):
 
 
 class Schema(_Strict):
-    """Public feature domains and label classes of a stream."""
+    """Public feature domains and label classes of a stream.
+
+    Examples
+    --------
+    >>> schema = Schema.model_validate({
+    ...     "features": {"age": {"type": "numeric", "min": 17, "max": 90},
+    ...                  "sex": {"type": "categorical", "values": ["Female", "Male"]}},
+    ...     "target": {"type": "binary", "values": [False, True]}})
+    >>> schema.feature_names
+    ['age', 'sex']
+    >>> schema.features["age"].width
+    73.0
+    """
 
     features: dict[FeatureKey, Feature] = Field(min_length=1)
     target: Target
@@ -253,7 +233,21 @@ class Schema(_Strict):
 
 
 def coerce_schema(schema: Any) -> Schema:
-    """Accept a :class:`Schema`, the equivalent dict, or a path to a schema file."""
+    """Accept a :class:`Schema`, the equivalent dict, or a path to a schema file.
+
+    Examples
+    --------
+    >>> coerce_schema({"features": {"age": {"type": "numeric", "min": 17}},
+    ...                 "target": {"type": "binary", "values": [0, 1]}})
+    Traceback (most recent call last):
+    ...
+    dpstream.models.schema.SchemaError: invalid schema: features.age: 'max' is required
+    >>> sea = coerce_schema({"features": {0: {"type": "numeric", "min": 0, "max": 10},
+    ...                                   1: {"type": "numeric", "min": 0, "max": 10}},
+    ...                      "target": {"type": "binary", "values": [False, True]}})
+    >>> sea.feature_names, sea.resolve("1"), sea.resolve(1), sea.resolve("x")
+    ([0, 1], 1, 1, None)
+    """
     if isinstance(schema, Schema):
         return schema
     if isinstance(schema, dict):

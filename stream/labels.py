@@ -1,42 +1,14 @@
-"""Delayed labels: records held for the labels that come after them (docs/service.md,
-"Delayed labels").
+"""Delayed labels: records held for the labels that come after them (how to use them:
+docs/service.md#delayed-labels).
 
-A record without ``y`` is predicted when it arrives and then waits in :class:`HeldRecords`
-until a *label message* with its id comes (``{"id": ..., "y": ...}``, no ``x``; a later full
-record with the same id and a label counts as one too). The pair is learned at the label's
-position in the stream, once. The store is bounded three ways, each settable:
+A record without ``y`` waits in :class:`HeldRecords` until a label message with its id comes,
+and the pair is learned once, at the label's position; a record that expires (by count,
+messages or seconds) is dropped, never learned. :class:`LabelJoin` (the runner's base) does the
+joining and counting; :func:`pack_held` / :func:`unpack_held` put held records in checkpoints.
+Held records are curator state: nothing about them is published but public message counts.
 
-* ``max_records`` (default 10,000): a record held beyond the cap expires, oldest first;
-* ``max_messages`` (default 1,000,000): a record expires once that many messages arrived after
-  it (every message counts, whatever its content: a public count);
-* ``max_seconds`` (default none): a record expires once it waited that long (wall clock).
-
-An expired record is dropped, never learned (a model's schedules advance on message counts, and
-learning it at its expiry would add a step that depends on which labels came). Every outcome has
-a curator-only counter in the runner: ``held`` (records put on hold), ``labels_joined``,
-``held_expired``, and for a label without a held record ``labels_unknown`` (no record with the
-id was held, or it was evicted from the runner's id memory), ``labels_expired`` (its record
-expired) and ``labels_repeated`` (its record was already learned with an earlier label).
-
-The held records are curator state: the runner checkpoints them with the model (the data-only
-format), and nothing about them is published but the public message counts.
-
-Examples
---------
->>> held = HeldRecords(max_records=2, max_messages=100)
->>> held.hold(("int", 1), {"age": 39.0}, seen=1)
-[]
->>> held.hold(("int", 2), {"age": 50.0}, seen=2)
-[]
->>> [key for key, _ in held.hold(("int", 3), {"age": 21.0}, seen=3)]   # over the cap
-[('int', 1)]
->>> held.take(("int", 2)).x, len(held)
-({'age': 50.0}, 1)
->>> [key for key, _ in held.expire(seen=104)]     # 101 messages after it arrived
-[('int', 3)]
->>> back = HeldRecords.from_state(held.state(), max_records=2)
->>> len(back), back.max_messages
-(0, 100)
+Bounds, counters and why an expired record is never learned:
+docs/stream_internals.md#delayed-labels.
 """
 
 from __future__ import annotations
@@ -85,8 +57,8 @@ class Held(NamedTuple):
 
 
 class HeldRecords:
-    """Records waiting for their labels, oldest first, bounded by count and age (module
-    docstring).
+    """Records waiting for their labels, oldest first, bounded by count and age
+    (docs/stream_internals.md#delayed-labels).
 
     Parameters
     ----------
@@ -96,6 +68,23 @@ class HeldRecords:
         A record expires once this many messages arrived after it (``None``: never).
     max_seconds
         A record expires once it waited this long (``None``: never).
+
+    Examples
+    --------
+    >>> held = HeldRecords(max_records=2, max_messages=100)
+    >>> held.hold(("int", 1), {"age": 39.0}, seen=1)
+    []
+    >>> held.hold(("int", 2), {"age": 50.0}, seen=2)
+    []
+    >>> [key for key, _ in held.hold(("int", 3), {"age": 21.0}, seen=3)]   # over the cap
+    [('int', 1)]
+    >>> held.take(("int", 2)).x, len(held)
+    ({'age': 50.0}, 1)
+    >>> [key for key, _ in held.expire(seen=104)]     # 101 messages after it arrived
+    [('int', 3)]
+    >>> back = HeldRecords.from_state(held.state(), max_records=2)
+    >>> len(back), back.max_messages
+    (0, 100)
     """
 
     def __init__(self, max_records: int = DEFAULT_MAX_HELD,

@@ -1,83 +1,13 @@
-"""One consumer-group member of a window forest trained by several processes (issue 23).
+"""One consumer-group member of a window forest trained by several processes.
 
-Each member trains windows on the records of the partitions it owns, publishes every finished
-window to the model topic (:class:`~dpstream.connectors.model_topic.ModelTopic`) and predicts
-with the windows of all members (:class:`~dpstream.models.windows.window_exchange.WindowEnsemble`).
+:class:`WindowMember` trains windows on the partitions it owns, publishes every finished
+window to the model topic and predicts with the windows of all members; each published window
+carries handoff positions, so a partition's next owner starts where the windows end. Claims
+fence ownership, closed windows are held until the other members' relevance releases arrive,
+and a departed member's windows are retired. :class:`FollowedLabels` is here too.
 
-**Exactly once across rebalances.** The source of truth for where a partition's next owner
-starts is the model topic, not a member's own checkpoint: every published window carries the
-member's *handoff positions* — per partition, the offset after the last record that is inside
-a finished window of this member (records still in its open window are excluded). So:
-
-1. A window is checkpointed, then published (the broker's ack awaited), then its positions are
-   committed to Kafka (monitoring). A crash between checkpoint and publish re-publishes it at
-   restart; nothing is published that a restart could train again.
-2. Before its partitions are revoked (a member joins or leaves: kafka-python's classic
-   protocol revokes every partition), a member closes its open window — early, as a drift
-   detection does; a rebalance is a public event — and publishes it. Every record it read is
-   then in a published window, and its handoff positions are its positions. From then until
-   the new assignment it trains nothing (records fetched earlier are dropped untrained).
-3. On assignment, before it trains a record, a member reads the model topic to its end (the
-   revoking members published before they rejoined, so their last windows are there) and
-   starts each partition at the larger of its own checkpoint's position and the newest
-   handoff position any member published for it; records below are skipped untrained. Records
-   below it are in some member's published window; records above it are in none.
-4. A member killed ``-9`` publishes nothing more: its open window's records lie above its
-   last handoff positions, so the partitions' next owners read and train them. If the killed
-   member restarts from its checkpoint it first discards that open window untrained and
-   rewinds each partition to the first of its records (the checkpoint keeps their positions)
-   (:func:`~dpstream.models.windows.window_exchange.discard_open_window`), so they are not trained
-   twice. Their prequential losses may have fed the dead member's drift signal; it forgets
-   them with the window (a release that detected a change would have closed and published
-   the window), so the new owner's drift read is their only one.
-
-5. **Ownership is fenced by claims**
-   (:data:`~dpstream.models.windows.window_exchange.CLAIM_FORMAT`).
-   Before it trains a newly assigned partition, a member publishes a claim (the partition and
-   the offset it starts at) and reads the topic up to it: a window the previous owner
-   published before the claim moves its start. Every window and held-window release carries
-   its records' ranges, and every reader refuses one whose records another member claimed
-   before it in the topic's order, whatever its writer believed (a member frozen past its
-   session that wakes mid-window, a restart re-publishing a window checkpointed before a
-   crash). A member that reads another's claim of a partition it holds, or that the group
-   tells its partitions were *lost* (an expired session, not a revoke), publishes nothing
-   more of what it had not published: its unpublished windows are dropped untrained (voided:
-   their trees go, their numbers stay), its partitions rewound to its last handoff, its drift
-   detector's past forgotten, and it trains nothing until its next assignment. One window a
-   woken member published in the instant before it read the claim stays on the topic,
-   refused by every reader and tombstoned by its writer (docs/reliability.md, "Ownership").
-
-**Relevance before trees.** While other members train, a member holds each closed window
-(:mod:`~dpstream.models.windows.window_forest`, held windows): the window's relevance release is
-checkpointed and published at the close (a ``dpstream-relevance/1`` message), and its trees grow
-once the other members' releases for the same stretch of the stream have arrived
-(:meth:`~dpstream.models.windows.window_exchange.WindowEnsemble.hold_ready`, on the records' Kafka
-timestamps), at the latest after :data:`HOLD_MAX_S`, at the next close, at a drift detection
-or before a revoke. The held window's records stay below the handoff positions' reach (they are
-in no finished window), so a member killed ``-9`` while holding one hands its records to the
-partitions' next owners as it does its open window — but their relevance was published: the
-release carries ``spent``, per partition the offset after the held window's last record, and
-whoever trains a record below it (the next owner, or the member itself after its restart) marks
-that record's window so that it releases no relevance (``relevance_spent``): no record's
-relevance is released twice. A restarted member drops its checkpoint's held window untrained;
-if the release never reached the topic, it also leaves the member's evidence, since the
-records' next owner releases them.
-
-**Waiting for the others' windows** (``await_windows``, off by default). Draining a backlog, a
-member predicts with the union as it stands, and the other members' windows for the stretch it
-just closed arrive thousands of records of the stream later. With ``await_windows`` a member
-whose backlog is :data:`BACKLOG_MIN` records or more waits after each of its closes until they
-have arrived (:meth:`WindowMember.await_windows`), at most :data:`WINDOWS_MAX_S`: predictions as
-good as one process's while the group catches up, at a cost in its rate (docs/service.md).
-
-**A member that leaves for good.** Once the other members' newer windows list all of its
-partitions and none of its windows votes, the next member to publish retires its windows
-with tombstones (:meth:`~dpstream.models.windows.window_exchange.WindowEnsemble.departed_updates`),
-as one process retires a window that falls out of its ``max_windows``; kept, they would vote
-again after a drift.
-
-The runner's record-id memory is per member: a duplicate across partitions of different
-members is not caught (ids are caught within a member, as before).
+How this stays exactly once across rebalances, crashes and frozen members, and why no
+record's relevance is released twice: docs/stream_internals.md#members-of-a-window-forest.
 """
 
 from __future__ import annotations
@@ -125,7 +55,8 @@ WINDOWS_MAX_S = 2.0
 
 
 class WindowMember:
-    """A runner's window forest as one member of a multi-process ensemble (module docstring).
+    """A runner's window forest as one member of a multi-process ensemble
+    (docs/stream_internals.md#members-of-a-window-forest).
 
     Parameters
     ----------
@@ -137,8 +68,9 @@ class WindowMember:
         This member's id: unique in the group and the same across restarts of one
         checkpoint directory.
     hold
-        Hold closed windows while other members train (module docstring); ``False``: grow
-        each window's trees at its close, with the evidence that has arrived by then.
+        Hold closed windows while other members train
+        (docs/stream_internals.md#relevance-before-trees); ``False``: grow each window's
+        trees at its close, with the evidence that has arrived by then.
     await_windows
         While draining a backlog, wait after each close for the other members' windows of
         the same stretch (:meth:`await_windows`; it reads :attr:`backlog`, which the service
@@ -182,8 +114,8 @@ class WindowMember:
     # ------------------------------------------------------------ life cycle
     def start(self) -> None:
         """Read the model topic to its end; after a crash, drop the checkpoint's open window
-        (see the module docstring, step 4); publish what the checkpoint has and the topic
-        does not."""
+        (docs/stream_internals.md#exactly-once-across-rebalances, step 4); publish what the
+        checkpoint has and the topic does not."""
         self.merge()
         runner, model = self.runner, self.runner.model
         with runner.lock:

@@ -1,101 +1,13 @@
-"""The public schema of a stream and the message format (DESIGN.md §6), with the service's
-record validation.
+"""The public schema of a stream, the message format and the service's record validation.
 
-The schema definitions live in :mod:`dpstream.models.schema` because the models validate
-records against them and data flows one way (connectors -> stream -> models -> accounting); the
-stream layer reads schema files and hands the same objects to the models.
+:class:`RecordValidator` turns one raw message into a :class:`ValidRecord` (or a
+:class:`LabelMessage`) or raises :class:`RejectedRecord` with a reason;
+:meth:`RecordValidator.validate_many` decides a poll's messages column by column
+(:class:`ValidBatch`) with the same outcomes. The schema classes come from
+:mod:`dpstream.models.schema` and are re-exported here.
 
-:class:`RecordValidator` turns one raw message (bytes or an already-decoded dict) into a
-:class:`ValidRecord` or raises :class:`RejectedRecord` with a reason. The policy is the
-schema's:
-
-* a numeric value outside ``[min, max]`` is **clipped** to the domain and counted in the
-  curator-only ``clipped`` counter (the public domain is a promise about the data; clipping
-  keeps the record and the guarantee) — the models' default too
-  (:class:`~dpstream.models.encoding.RecordEncoder`); ``on_out_of_domain="error"`` rejects it;
-* unparsable JSON, a message without ``x``, an unknown feature (``on_unknown="error"``, the
-  service's default; ``"ignore"`` drops it, as the models do by default), an undeclared
-  category, NaN or infinity, a wrong type, a missing ``required`` feature, or a label outside
-  the declared classes are **rejected** (the service sends them to the dead-letter sink); a
-  target declared ``[false, true]`` takes ``0`` / ``1`` for them, as the models do (counted:
-  the curator-only ``coerced_labels``);
-* a declared feature absent or null is *missing* (kept, counted: ``missing_features``);
-* a numeric label outside the target range is clipped like a feature (or rejected under
-  ``on_out_of_domain="error"``);
-* ``y`` null or absent is an *unlabeled* record (counted; the runner holds it for a label
-  message, :mod:`dpstream.stream.labels`);
-* a message without ``x`` and with a non-null ``y`` is a *label message*
-  (:class:`LabelMessage`): only ``id`` and ``y``, the label checked as a record's;
-* a message longer than ``max_message_bytes`` (default 1 MiB) or an id longer than
-  ``max_id_bytes`` (default 256 bytes of UTF-8; an integer id by its decimal digits) is
-  **rejected** before anything else is kept: ids live in the duplicate memory and the
-  checkpoint.
-
-A reason is always valid UTF-8 and at most :data:`MAX_REASON_CHARS` characters (a lone surrogate
-in an unknown feature's name is shown escaped), so every sink can carry it.
-
-**Batches.** :meth:`RecordValidator.validate_many` (the stream service's batched record path)
-gives every message of a poll exactly the outcome :meth:`RecordValidator.validate` gives it
-alone — the same :class:`ValidRecord` (id, label, public flag, counts) or the same
-:class:`RejectedRecord` reason — but does
-the common case column by column:
-
-* each message is parsed once by the C parser (orjson) and its envelope checked with a few
-  type tests: a JSON object of ``id`` (an int, or an ASCII string, within the id limit), ``x``
-  (an object), ``y`` and ``public`` (a bool), no longer than the message limit;
-* the feature values are transposed to one column per declared feature (one C-level call per
-  record when it carries every feature under its declared name); a numeric column becomes one
-  float64 array, checked, clipped to the public domain and counted with numpy; a categorical
-  column (text categories) becomes category codes through one dictionary;
-* labels go through one dictionary of the declared classes (or one array for a numeric
-  target).
-
-A message that any of these tests does not clear — unusual JSON (NaN, huge integers, nesting),
-an unknown or differently spelled feature, a wrong type, an undeclared category, a missing
-required feature, an out-of-domain value under ``on_out_of_domain="error"`` — goes to the
-record-by-record validator, which decides it and words the reason as it always has;
-``tests/test_batches.py`` checks the two paths agree on generated messages.
-
-The features of the batch stay in columns (:class:`ValidBatch`: ``numeric`` values, NaN when
-missing, and ``codes`` of categories, -1 when missing, in the layout of
-:meth:`RecordEncoder.compact <dpstream.models.encoding.RecordEncoder.compact>`), so the
-runner lays them out for the model once (``RecordEncoder.expand``) and hands the rows to
-``predict_many`` and ``learn_stream``; the :class:`ValidRecord` of a message decided here
-carries ``x=None``.
-
-Examples
---------
->>> from dpstream.stream.messages import RecordValidator, RejectedRecord, Schema
->>> v = RecordValidator({"features": {"age": {"type": "numeric", "min": 17, "max": 90},
-...                                   "sex": {"type": "categorical", "values": ["F", "M"]}},
-...                      "target": {"type": "binary", "values": [False, True]}})
->>> r = v.validate(b'{"id": 7, "x": {"age": 95, "sex": "M"}, "y": true}')
->>> r.id, r.x, r.y, r.clipped
-(7, {'age': 90.0, 'sex': 'M'}, True, 1)
->>> r = v.validate(b'{"id": 10, "x": {"sex": null}, "y": 1}')   # 1 for true; age, sex missing
->>> r.y, r.missing, r.coerced
-(True, 2, 1)
->>> v.validate(b'{"id": 8, "x": {"age": 40, "sex": "X"}, "y": false}')
-Traceback (most recent call last):
-...
-dpstream.stream.messages.RejectedRecord: x.sex: 'X' is not one of the declared categories
->>> v.validate(b'{"id": 9, "x": {"age": 4')
-Traceback (most recent call last):
-...
-dpstream.stream.messages.RejectedRecord: unparsable JSON: Expecting ',' delimiter at char 24
->>> v.validate(b'{"id": "' + b"r" * 300 + b'", "x": {}}')
-Traceback (most recent call last):
-...
-dpstream.stream.messages.RejectedRecord: id: 300 bytes, longer than the 256-byte limit
->>> b = v.validate_many([b'{"id": 1, "x": {"age": 95, "sex": "M"}, "y": true}',
-...                      b'{"id": 2, "x": {"age": 40, "sex": "X"}, "y": false}',
-...                      b'{"id": 3, "x": {"sex": "F"}}'])
->>> b.records[0]
-ValidRecord(id=1, x=None, y=True, public=False, clipped=1, missing=0, coerced=0)
->>> b.records[1].reason, b.records[2].labeled
-("x.sex: 'X' is not one of the declared categories", False)
->>> b.numeric[[0, 2]].tolist(), b.codes[[0, 2]].tolist()
-([[90.0], [nan]], [[1], [0]])
+The input policy (what is clipped, rejected, missing or unlabeled) and the batched path are
+explained in docs/stream_internals.md#record-validation.
 """
 
 from __future__ import annotations
@@ -201,7 +113,10 @@ def _short(value: Any) -> str:
 
 
 class RecordValidator:
-    """Validate raw messages against a schema (see the module docstring for the policy).
+    """Validate raw messages against a schema.
+
+    The policy (clipped, rejected, missing, unlabeled, label messages, size limits) is in
+    docs/stream_internals.md#the-input-policy.
 
     Parameters
     ----------
@@ -217,6 +132,40 @@ class RecordValidator:
     on_unknown
         ``"error"`` (default: the message goes to the dead-letter sink, so a producer's typo
         is seen); ``"ignore"``: the unknown feature is dropped, as the models do by default.
+
+    Examples
+    --------
+    >>> from dpstream.stream.messages import RecordValidator, RejectedRecord, Schema
+    >>> v = RecordValidator({"features": {"age": {"type": "numeric", "min": 17, "max": 90},
+    ...                                   "sex": {"type": "categorical", "values": ["F", "M"]}},
+    ...                      "target": {"type": "binary", "values": [False, True]}})
+    >>> r = v.validate(b'{"id": 7, "x": {"age": 95, "sex": "M"}, "y": true}')
+    >>> r.id, r.x, r.y, r.clipped
+    (7, {'age': 90.0, 'sex': 'M'}, True, 1)
+    >>> r = v.validate(b'{"id": 10, "x": {"sex": null}, "y": 1}')   # 1 for true; both missing
+    >>> r.y, r.missing, r.coerced
+    (True, 2, 1)
+    >>> v.validate(b'{"id": 8, "x": {"age": 40, "sex": "X"}, "y": false}')
+    Traceback (most recent call last):
+    ...
+    dpstream.stream.messages.RejectedRecord: x.sex: 'X' is not one of the declared categories
+    >>> v.validate(b'{"id": 9, "x": {"age": 4')
+    Traceback (most recent call last):
+    ...
+    dpstream.stream.messages.RejectedRecord: unparsable JSON: Expecting ',' delimiter at char 24
+    >>> v.validate(b'{"id": "' + b"r" * 300 + b'", "x": {}}')
+    Traceback (most recent call last):
+    ...
+    dpstream.stream.messages.RejectedRecord: id: 300 bytes, longer than the 256-byte limit
+    >>> b = v.validate_many([b'{"id": 1, "x": {"age": 95, "sex": "M"}, "y": true}',
+    ...                      b'{"id": 2, "x": {"age": 40, "sex": "X"}, "y": false}',
+    ...                      b'{"id": 3, "x": {"sex": "F"}}'])
+    >>> b.records[0]
+    ValidRecord(id=1, x=None, y=True, public=False, clipped=1, missing=0, coerced=0)
+    >>> b.records[1].reason, b.records[2].labeled
+    ("x.sex: 'X' is not one of the declared categories", False)
+    >>> b.numeric[[0, 2]].tolist(), b.codes[[0, 2]].tolist()
+    ([[90.0], [nan]], [[1], [0]])
     """
 
     def __init__(self, schema: Schema | Mapping | str, *, max_id_bytes: int = MAX_ID_BYTES,
@@ -336,7 +285,7 @@ class RecordValidator:
     def validate_many(self, values: Sequence, slow: Callable[[int], ValidRecord] | None = None
                       ) -> Any:
         """Many messages at once, with the outcome :meth:`validate` gives each, the common
-        case validated column by column (module docstring, "Batches"): a
+        case validated column by column (docs/stream_internals.md#batches): a
         :class:`ValidBatch`. ``slow(i)`` decides message ``i`` when the columns do not (it
         returns a :class:`ValidRecord` or raises :class:`RejectedRecord`); by default
         ``self.validate(values[i])``."""
@@ -576,9 +525,9 @@ def _class_lookup(values: list) -> dict:
 
 def _validate_many(validator: Any, values: Sequence, slow: Callable[[int], ValidRecord]
                    | None = None) -> ValidBatch:
-    """Validate ``values`` (raw messages) as ``validator.validate`` would one by one; see the
-    module docstring, "Batches". ``slow(i)`` decides message ``i`` when the column path does not (it
-    returns a :class:`ValidRecord` or raises :class:`RejectedRecord`); by default
+    """Validate ``values`` (raw messages) as ``validator.validate`` would one by one; see
+    docs/stream_internals.md#batches. ``slow(i)`` decides message ``i`` when the column path
+    does not (it returns a :class:`ValidRecord` or raises :class:`RejectedRecord`); by default
     ``validator.validate(values[i])``."""
     plan = batch_plan(validator)
     n = len(values)

@@ -2,39 +2,13 @@
 ``dpstream status`` read-out, each either public or for the data curator only; and the
 curator's own read-out of a replay (:func:`format_replay`, :func:`replay_verdict`).
 
-Everything the service shows to other readers is either a differentially private release
-charged to the accountant or a function of public quantities only: arrival counts and source
-offsets, the schema, epsilon, the model's released trees and windows. :data:`PUBLIC_SERIES`
-lists the ``/metrics`` series that qualify and :data:`CURATOR_SERIES` those that are exact
-functions of private data (which records were valid, duplicated, clipped or learned, and
-S-GBDT's per-record Rényi spend) — exported only by a collector made with ``curator=True``
-(``dpstream serve --curator-metrics``). :func:`public_report` and :func:`public_summary` cut
-a privacy report and a ``dpstream status`` summary to their public keys. For ``/metrics``
-:data:`PUBLIC_SERIES` is an allow-list: a series in neither list is not exported. For reports
-and summaries the curator keys are a deny-list; ``tests/test_release_surfaces.py`` checks
-that neighbouring streams leave every remaining key with the same value.
-
-The collector reads the runner's counters at scrape time, so nothing has to be kept in sync:
-``dpstream_records_total{outcome=...}``, ``dpstream_epsilon`` (the guarantee),
-``dpstream_trees``, ``dpstream_consumer_lag``, ``dpstream_broker_last_contact_age_seconds``,
-``dpstream_group_shared`` (1 while a service that must be its group's only member is paused),
-``dpstream_union_*`` (a window-forest member: the union of every member's windows it predicts
-with; ``dpstream_union_newest_window_age_seconds``) and ``dpstream_member_share`` (its share
-of the partitions), ``dpstream_last_checkpoint_age_seconds`` and, for a party of distributed
-S-GBDT, ``dpstream_board_messages_ignored_total{reason=...}``; with ``curator=True`` also the
-curator-only series. ``/healthz`` answers 200 while the main loop has turned within
-``stale_after`` seconds, else 503 (a wedged consumer). Given an ``api``, the server answers
-its paths too (``POST /predict``, ``GET /model``: :mod:`dpstream.stream.http.api`); ``/metrics``
-and ``/healthz`` stay open to scrapers even when those require a token.
+Everything shown to other readers is a DP release or a function of public quantities:
+:data:`PUBLIC_SERIES` is the ``/metrics`` allow-list, :data:`CURATOR_SERIES` and the curator
+keys what only ``curator=True`` exports; :func:`public_report` and :func:`public_summary` cut
+reports and summaries to their public keys. Design: docs/stream_internals.md#what-is-public.
 
 Examples
 --------
->>> is_public_series("dpstream_epsilon"), is_public_series("dpstream_clipped_values_total")
-(True, False)
->>> is_public_series("dpstream_records_total", {"outcome": "seen"})
-True
->>> is_public_series("dpstream_records_total", {"outcome": "dead_letters"})
-False
 >>> public_report({"epsilon": 1.0, "trees": 3, "spend_fraction": {"max": 0.37},
 ...                "drift": {"releases": 2, "records_pending": 17}})
 {'epsilon': 1.0, 'trees': 3, 'drift': {'releases': 2}}
@@ -136,7 +110,17 @@ CURATOR_WARNING = ("the curator-only read-outs (records learned, dead letters, d
 
 def is_public_series(name: str, labels: dict[str, str] | None = None) -> bool:
     """Whether the exported sample ``name`` with ``labels`` is public (in
-    :data:`PUBLIC_SERIES` by name or by one of its labels, and in no curator entry)."""
+    :data:`PUBLIC_SERIES` by name or by one of its labels, and in no curator entry).
+
+    Examples
+    --------
+    >>> is_public_series("dpstream_epsilon"), is_public_series("dpstream_clipped_values_total")
+    (True, False)
+    >>> is_public_series("dpstream_records_total", {"outcome": "seen"})
+    True
+    >>> is_public_series("dpstream_records_total", {"outcome": "dead_letters"})
+    False
+    """
     keys = {name, *(f'{name}{{{k}="{v}"}}' for k, v in (labels or {}).items())}
     return bool(keys & PUBLIC_SERIES) and not keys & CURATOR_SERIES
 

@@ -1,36 +1,16 @@
 """``dpstream run`` — the main job: UCI Adult replayed as a stream through S-GBDT; and
 :func:`replay`, ``dpstream replay``'s engine: the service's runner over a file, a bundled
 dataset or a Kafka topic to its end; and :func:`warm_up`, the service's warm-up before it
-joins its group (below).
+joins its group.
 
-Every record is first predicted (progressive validation: the model has never seen it), then
-learned; :class:`~dpstream.models.SGBDTClassifier` trains one tree per ``round_size`` arrivals
-under its individual Rényi filter. The job shows a progress bar, prints the final accuracy, the
-guarantee (epsilon, delta per record, within the budget) and the throughput, and writes
-``report.json`` (the model's privacy report, the accuracy curve, timings) and ``report.png``
-(accuracy over the stream) to a folder it names. The report's privacy section is public by default
-(:func:`~dpstream.stream.metrics.public_report`: no per-record budget statistics such as
-``spend_by_age``); ``curator=True`` (``--curator``) keeps the whole report, with a warning.
+Every record is first predicted (progressive validation), then learned; the job writes
+``report.json`` and ``report.png``, with a public privacy section unless ``--curator``. The
+warm-up trains a throwaway model on records drawn from the schema's public domains only
+(:func:`public_records`), so it releases and charges nothing; ``DPSTREAM_WARM_UP=false``
+skips it.
 
-**Warm-up.** A fresh process pays on its first records for what Python and numba do once per
-process: lazy imports, loading the compiled kernels from numba's cache, setting up their
-dispatch. Measured in a new process (a median forest at a share of 1/4, Agrawal records): the
-first 2,000 records took 317 µs each to predict and learn, the next ones 30-70 µs, so about half
-a second of the process's first records goes to set-up. A member that joins a consumer group to
-help drain a backlog would spend that half second on its new partitions, while they wait; in the
-16-core scale-out runs that was about a tenth of a member's CPU at four members
-(docs/benchmark_notes.md).
-
-So ``dpstream serve`` first runs a throwaway runner of the same model, with the same
-parameters (a window forest's first windows smaller), on records drawn from the schema's
-public domains (:func:`public_records`:
-uniform over each numeric feature's declared range, each categorical feature's declared values
-and the target's classes or range) until a window or a round has closed, predicting each
-batch as the service does; a member also exports a window and encodes it as a model-topic
-message. Then it joins the group. **No private record is read:** the made-up records come from
-public knowledge only, and the throwaway model, its temporary checkpoint directory and its
-predictions (sent to a sink that drops them) are discarded — nothing is released, so nothing
-is charged. ``DPSTREAM_WARM_UP=false`` skips it.
+The job's output, the warm-up and why it costs no privacy: docs/stream_internals.md#warm-up
+and docs/stream_internals.md#the-run-and-replay-jobs.
 """
 
 from __future__ import annotations
@@ -446,7 +426,8 @@ class _Drop:
 
 def warm_up(model_name: str, schema: Schema, *, epsilon: float, params: dict | None = None,
             records: int = WARM_UP_RECORDS, member: bool = False) -> dict:
-    """Run a throwaway runner of ``model_name`` on :func:`public_records` (module docstring);
+    """Run a throwaway runner of ``model_name`` on :func:`public_records` (nothing charged:
+    docs/stream_internals.md#warm-up);
     returns ``{"records", "windows", "rounds", "seconds"}``. With ``member``, predict with a
     window ensemble and encode an exported window as the model topic does."""
     from ..connectors.model_topic import encode_message

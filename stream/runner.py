@@ -1,56 +1,12 @@
 """The runner: source -> validate -> predict (optional sink) -> learn -> checkpoint -> commit.
 
-One :class:`Runner` owns a model and everything needed to resume it exactly:
+:class:`Runner` owns a model, its source positions, counters, recent record ids and held
+records, and checkpoints all of it atomically, so a restart resumes exactly: a record is in
+the model iff its offset lies below the saved position. Also here: :func:`build_model`,
+:func:`csv_message`, :class:`PrequentialScore` and :func:`describe`.
 
-* ``positions`` — per source partition, the next offset to process;
-* ``counters`` — records seen / learned / dead-lettered / duplicates / unlabeled, values
-  clipped, declared features missing, labels coerced (``0`` / ``1`` for ``false`` / ``true``);
-* a bounded memory of recent record ids (a redelivered id is counted as a duplicate and not
-  learned);
-* the model itself (with its accountant and RNG state).
-
-Its state changes one record at a time under ``lock``; :meth:`checkpoint` writes all of it in
-one atomic file (:class:`~dpstream.connectors.checkpoint.CheckpointStore`). When predictions
-are published the runner checkpoints right after every training round — before any prediction
-uses the new trees, so nothing derived from unsaved training ever leaves the process — and
-in any case every ``checkpoint_interval`` seconds. After any other release that drew noise (a
-model's ``release_epoch``: S-GBDT's drift-signal windows, one of which may start a new
-generation; a restart that replayed such a release over differently interleaved partitions
-would reuse its saved noise on another sum) it holds the predictions, as below, until the next
-checkpoint (the next round's at the latest). With ``hold_predictions`` it does not
-checkpoint after a release: predictions made after one newer than the last checkpoint wait in an
-*outbox* that is saved with the next checkpoint (periodic, or when :data:`HOLD_LIMIT`
-predictions wait) and sent right after it, so they still never leave before their trees are
-saved, and a crash between the save and the sends leaves them in the checkpoint, and the first
-checkpoint after the restart sends them again (at-least-once, by key). A model that trains
-often (S-GBDT: a round every 32 to 250 records) then pays one checkpoint per interval instead
-of one per round, at the price of up to ``checkpoint_interval`` seconds of prediction latency.
-(Without a predictions sink nothing derived from the trees is published between checkpoints, so
-a round lost in a crash is simply trained again, from the same records, after the restart.) A
-restart loads the checkpoint and resumes each partition at its saved position, so a record is
-in the model **iff** its offset lies below the saved position: nothing is learned twice and
-nothing acknowledged is lost. Dead letters and predictions are flushed before the checkpoint
-that moves past them (at-least-once to their sinks); each carries
-:func:`~dpstream.connectors.records.sink_key` (source position and record id), so a consumer
-drops the repeats a crash causes by key. A message over the size limit is dead-lettered with
-its first :data:`DEAD_LETTER_PREFIX` bytes only.
-
-Examples
---------
->>> import tempfile
->>> from dpstream.connectors import CheckpointStore, SourceRecord
->>> from dpstream.stream import ADULT_SCHEMA
->>> store = CheckpointStore(tempfile.mkdtemp())
->>> runner = Runner.create("sgbdt", ADULT_SCHEMA, store=store, epsilon=1.0, seed=0)
->>> runner.process(SourceRecord(b'{"id": 1, "x": {"age": 39}, "y": false}', "t:0", 0))
->>> runner.process(SourceRecord(b'{"id": 2, "x": {"age": "old"}}', "t:0", 1))
->>> runner.process(SourceRecord(b'{"id": 1, "x": {"age": 39}, "y": false}', "t:0", 2))
->>> runner.counters["learned"], runner.counters["dead_letters"], runner.counters["duplicates"]
-(1, 1, 1)
->>> runner.checkpoint(); store.close()
->>> resumed = Runner.resume(CheckpointStore(store.directory))
->>> resumed.positions, resumed.counters["seen"]
-({'t:0': 3}, 3)
+When the runner checkpoints, why predictions never leave before their trees are saved, and
+the outbox of ``hold_predictions``: docs/stream_internals.md#the-runner.
 """
 
 from __future__ import annotations
@@ -192,7 +148,9 @@ def _class_cell(text: str, values: list) -> Any:
 
 
 class Runner(LabelJoin):
-    """Feeds records into a model with exactly-once checkpoints (see the module docstring).
+    """Feeds records into a model with exactly-once checkpoints.
+
+    How and when it checkpoints: docs/stream_internals.md#checkpoints-and-predictions.
 
     Parameters
     ----------
@@ -216,7 +174,8 @@ class Runner(LabelJoin):
         ``hold_predictions`` is not.
     hold_predictions
         With ``predictions``: hold the predictions made with unsaved trees in the outbox until
-        the next checkpoint instead of checkpointing after every round (module docstring).
+        the next checkpoint instead of checkpointing after every round
+        (docs/stream_internals.md#checkpoints-and-predictions).
     max_id_bytes, max_message_bytes
         The validator's caps (:class:`~dpstream.stream.messages.RecordValidator`).
     scorer
@@ -231,6 +190,24 @@ class Runner(LabelJoin):
     max_held, held_messages, held_seconds
         The held records' bounds: how many (the oldest expires first), and after how many
         messages or seconds one expires (``None``: never).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from dpstream.connectors import CheckpointStore, SourceRecord
+    >>> from dpstream.stream import ADULT_SCHEMA
+    >>> store = CheckpointStore(tempfile.mkdtemp())
+    >>> runner = Runner.create("sgbdt", ADULT_SCHEMA, store=store, epsilon=1.0, seed=0)
+    >>> runner.process(SourceRecord(b'{"id": 1, "x": {"age": 39}, "y": false}', "t:0", 0))
+    >>> runner.process(SourceRecord(b'{"id": 2, "x": {"age": "old"}}', "t:0", 1))
+    >>> runner.process(SourceRecord(b'{"id": 1, "x": {"age": 39}, "y": false}', "t:0", 2))
+    >>> c = runner.counters
+    >>> c["learned"], c["dead_letters"], c["duplicates"]
+    (1, 1, 1)
+    >>> runner.checkpoint(); store.close()
+    >>> resumed = Runner.resume(CheckpointStore(store.directory))
+    >>> resumed.positions, resumed.counters["seen"]
+    ({'t:0': 3}, 3)
     """
 
     def __init__(self, model: Any, *, store: CheckpointStore, model_name: str = "sgbdt",

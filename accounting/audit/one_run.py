@@ -1,21 +1,8 @@
 """Auditing DP in one training run (Steinke, Nasr and Jagielski, NeurIPS 2023): from an
 attack's guesses about ``m`` canaries, each included with probability 1/2, a lower bound on
-epsilon with a stated confidence. Pure arithmetic on counts and scores; docs/privacy.md,
-"Auditing", says how ``dpstream audit`` uses it.
-
-Examples
---------
-Perfect guesses on 100 of 1,000 canaries refute epsilon = 1 at 95% confidence:
-
->>> p_value(m=1000, r=100, v=100, epsilon=1.0) < 1e-13
-True
->>> round(epsilon_lower_bound(m=1000, r=100, v=100, confidence=0.95), 2)
-3.49
-
-Half right is what a coin does: no evidence at all.
-
->>> epsilon_lower_bound(m=1000, r=200, v=100)
-0.0
+epsilon with a stated confidence (:func:`p_value`, :func:`epsilon_lower_bound`). Pure
+arithmetic on counts and scores; how ``dpstream audit`` uses it: docs/privacy.md#auditing
+(design: docs/accounting.md#auditing-in-one-run).
 """
 
 from __future__ import annotations
@@ -91,6 +78,20 @@ def epsilon_lower_bound(*, m: int, r: int, v: int, confidence: float = 0.95,
 
     >>> epsilon_lower_bound(m=1000, r=1000, v=600) > epsilon_lower_bound(m=1000, r=1000, v=560)
     True
+
+    Examples
+    --------
+    Perfect guesses on 100 of 1,000 canaries refute epsilon = 1 at 95% confidence:
+
+    >>> p_value(m=1000, r=100, v=100, epsilon=1.0) < 1e-13
+    True
+    >>> round(epsilon_lower_bound(m=1000, r=100, v=100, confidence=0.95), 2)
+    3.49
+
+    Half right is what a coin does: no evidence at all.
+
+    >>> epsilon_lower_bound(m=1000, r=200, v=100)
+    0.0
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")

@@ -1,19 +1,11 @@
 """Gradient boosting: S-GBDT (Kirschte et al., 2023) and the enhanced DPBoost (Li et al., 2020).
 
-=====================  ==============================================================
-``sgbdt``              the S-GBDT estimators and their parameters
-``sgbdt_engine``       the training engine: pool, rounds, DP leaves, individual filter
-``sgbdt_stream``       ``learn_stream``: a batch learned exactly as one record at a time
-``sgbdt_party``        one party of distributed S-GBDT (secure aggregation of leaf sums)
-``hist_splits``        DP split selection from noisy gradient histograms
-``random_splits``      the paper's data-independent random trees
-``draw_kernels``       compiled drawing of random splits (numba)
-``round_kernels``      a round's compiled pool-wide steps (numba)
-``block_sums``         per-record sums of tree blocks (retiring a block without routing)
-``scores``             the DP initial score and raw score -> prediction
-``dpboost``            the enhanced DPBoost estimators
-``public_model``       the boosted models' public model file and predict-only readers
-=====================  ==============================================================
+The estimators are :class:`SGBDTRegressor`, :class:`SGBDTClassifier`,
+:class:`DPBoostRegressor` and :class:`DPBoostClassifier`. The other modules hold S-GBDT's
+engine, its stream batches, feature grid, multi-class and distributed parts, split selection,
+compiled kernels, scores, and the boosted models' public model file.
+
+What each module holds: docs/sgbdt_internals.md#the-modules.
 """
 
 from __future__ import annotations

@@ -1,42 +1,11 @@
 """Per-record sums of blocks of trees, so that S-GBDT retires a block of trees without routing
-its pool through them (docs/sgbdt.md, "Trees retire in blocks").
+its pool through them: :class:`BlockSums`.
 
-Trees are numbered in the order they are added (their *serial*: the oldest live tree's is the
-number of trees retired); tree ``s`` belongs to block
-``s // block``, kept in slot ``(s // block) % n_slots``. For every pool record, slot ``j`` holds
-the sum of the values the record reaches in the live trees of that slot's block, added in tree
-order from 0.0: the arrival scoring gives the sums over the trees that exist when the record
-arrives (:meth:`~dpstream.models.forest.Forest.predict_sum_parts`), and each later tree's value
-is added as the round routes the pool through it. Summing the live trees again therefore gives
-the same bits, so the sums are derived data: a checkpoint does not store them and a restored
-pool sums them again (:meth:`BlockSums.ensure`). With ``n_slots = max_trees // block + 2`` a
-slot is used again only after its block has retired (and its column was cleared).
+Slot ``j`` of a pool record holds the sum of the values the record reaches in the live trees
+of that slot's block, added in tree order from 0.0, so summing the trees again gives the same
+bits: the sums are derived data, not stored in a checkpoint (:meth:`BlockSums.ensure`).
 
-Examples
---------
->>> import numpy as np
->>> from dpstream.models.forest import Forest
->>> forest = Forest(max_nodes=1, max_depth=0)
->>> for v in (1.0, 2.0, 4.0):
-...     _ = forest.add_tree(feature=[0], threshold=[np.inf], left=[0], value=[v])
->>> sums = BlockSums(block=2, max_trees=4)
->>> sums.n_slots, sums.slots(first=0, n_trees=3).tolist()   # trees 0, 1 | 2
-(4, [0, 0, 1])
->>> pool = np.zeros((5, 1))                      # five records arrive: scored with sums
->>> total, parts = forest.predict_sum_parts(pool, sums.slots(first=0, n_trees=3),
-...                                         sums.n_slots)
->>> sums.append(0, parts, capacity=8)
->>> float(total[0]), sums.view(5)[0].tolist()
-(7.0, [3.0, 4.0, 0.0, 0.0])
->>> sums.oldest_block(first=0, n_trees=3)        # (trees in the oldest block, its slot)
-(2, 0)
->>> import pickle
->>> restored = pickle.loads(pickle.dumps(sums))  # a checkpoint keeps no sums...
->>> restored.ready
-False
->>> restored.ensure(forest, pool, n=5, capacity=8, first=0)   # ...they are summed again
->>> bool(np.array_equal(restored.view(5), sums.view(5)))
-True
+Design: docs/sgbdt_internals.md#block-sums (and docs/sgbdt.md#trees-retire-in-blocks).
 """
 
 from __future__ import annotations
@@ -49,7 +18,38 @@ __all__ = ["BlockSums"]
 
 
 class BlockSums:
-    """The block sums of a pool whose rows live in ``[:n]`` of arrays with spare capacity."""
+    """The block sums of a pool whose rows live in ``[:n]`` of arrays with spare capacity.
+
+    Tree ``s`` (its serial: trees are numbered in the order they are added) belongs to block
+    ``s // block``, kept in slot ``(s // block) % n_slots``; with ``n_slots = max_trees //
+    block + 2`` a slot is used again only after its block has retired (and was cleared).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpstream.models.forest import Forest
+    >>> forest = Forest(max_nodes=1, max_depth=0)
+    >>> for v in (1.0, 2.0, 4.0):
+    ...     _ = forest.add_tree(feature=[0], threshold=[np.inf], left=[0], value=[v])
+    >>> sums = BlockSums(block=2, max_trees=4)
+    >>> sums.n_slots, sums.slots(first=0, n_trees=3).tolist()   # trees 0, 1 | 2
+    (4, [0, 0, 1])
+    >>> pool = np.zeros((5, 1))                      # five records arrive: scored with sums
+    >>> total, parts = forest.predict_sum_parts(pool, sums.slots(first=0, n_trees=3),
+    ...                                         sums.n_slots)
+    >>> sums.append(0, parts, capacity=8)
+    >>> float(total[0]), sums.view(5)[0].tolist()
+    (7.0, [3.0, 4.0, 0.0, 0.0])
+    >>> sums.oldest_block(first=0, n_trees=3)        # (trees in the oldest block, its slot)
+    (2, 0)
+    >>> import pickle
+    >>> restored = pickle.loads(pickle.dumps(sums))  # a checkpoint keeps no sums...
+    >>> restored.ready
+    False
+    >>> restored.ensure(forest, pool, n=5, capacity=8, first=0)   # ...they are summed again
+    >>> bool(np.array_equal(restored.view(5), sums.view(5)))
+    True
+    """
 
     def __init__(self, *, block: int, max_trees: int):
         if not 1 < block <= max_trees:

@@ -1,26 +1,9 @@
 """Compiled draw of a random complete tree (numba), used by
-:func:`~.random_splits.random_complete_tree`.
+:func:`~.random_splits.random_complete_tree`: :func:`draw_splits` and :func:`py_sum`.
 
-The kernel replays the pure-Python draw step for step on the same pre-drawn uniforms (two per
-internal node: the feature, then the split), so the same generator state gives the same tree:
-the feature weights are summed as Python's ``sum`` does (left to right, with Neumaier's
-compensation from Python 3.12 on), the feature is picked by the same inverse-CDF loop, and a
-threshold is ``lo + u * (hi - lo)`` in the same float operations. Per node it keeps the
-narrowed numeric intervals and, per categorical feature, which of its columns are still open
-(in schema order) or whether the path has fixed the value.
-
-The pure-Python draw (``random_splits._draw_python``) stays as the reference the tests
-hold it to (same trees).
-
-Examples
---------
->>> import numpy as np
->>> feature, threshold = np.zeros(3, dtype=np.int32), np.full(3, np.inf)
->>> draw_splits(np.array([0.9, 0.5]), 1, np.array([1], dtype=np.int64), np.array([0.0]),
-...             np.array([10.0]), np.array([2], dtype=np.int64), np.array([2], dtype=np.int64),
-...             1.0, -1, False, feature, threshold)
->>> feature.tolist(), threshold.tolist()    # u = 0.9 picks the categorical feature, value 1
-([3, 0, 0], [0.5, inf, inf])
+The kernel replays the pure-Python draw (``random_splits._draw_python``, the tests'
+reference) step for step on the same pre-drawn uniforms, so the same generator state gives
+the same tree. Design: docs/sgbdt_internals.md#compiled-tree-draws.
 """
 
 from __future__ import annotations
@@ -67,6 +50,19 @@ def draw_splits(uniforms, n_internal, num_col, num_lo, num_hi, cat_start, cat_k,
 
     ``num_*`` describe the numeric features (column, public min, max), ``cat_*`` the categorical
     ones (first column, number of values); ``only_feature < 0`` means no restriction.
+    Per node the kernel keeps the narrowed numeric intervals and, per categorical feature,
+    which of its columns are still open (in schema order) or whether the path has fixed the
+    value; a threshold is ``lo + u * (hi - lo)``, two uniforms per node (feature, split).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> feature, threshold = np.zeros(3, dtype=np.int32), np.full(3, np.inf)
+    >>> draw_splits(np.array([0.9, 0.5]), 1, np.array([1], dtype=np.int64), np.array([0.0]),
+    ...             np.array([10.0]), np.array([2], dtype=np.int64),
+    ...             np.array([2], dtype=np.int64), 1.0, -1, False, feature, threshold)
+    >>> feature.tolist(), threshold.tolist()    # u = 0.9 picks the categorical feature, value 1
+    ([3, 0, 0], [0.5, inf, inf])
     """
     n_num, n_cat = num_col.shape[0], cat_start.shape[0]
     n_feat = n_num + n_cat

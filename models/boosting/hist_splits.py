@@ -1,54 +1,13 @@
 """Split selection from noisy gradient histograms: S-GBDT's option beyond the paper.
 
-Kirschte et al. (2023) draw every split at random from the public domains (§VI-C), which
-spends nothing on the tree's shape but wastes most splits. With ``split_levels = L > 0`` the
-top ``L`` levels of a round's tree are chosen from the data instead, through a Gaussian
-mechanism that shares the round's Poisson subsample and its individual RDP charge:
+With ``split_levels = L > 0`` the top ``L`` levels of a round's tree are chosen from noisy
+histograms of the clipped gradients over public candidate cells (:func:`grow_tree`), a
+Gaussian mechanism that shares the round's Poisson subsample and its individual RDP charge;
+the levels below are drawn at random as in the paper. With the cell noise of
+:func:`histogram_sigma` the round's per-record cost is exactly the paper's (Theorem 23), so
+the calibration, the cost table and the individual filter are unchanged.
 
-* every feature has a public candidate grid: ``bins`` equal-width cells of the node's current
-  interval (the interval narrows along the path, from released splits only) for a numeric
-  feature, one cell per public value for a categorical one, and one more cell for a missing
-  value — so each record falls in exactly one cell of each feature;
-* at each selected level, each sampled record adds its clipped gradient ``g`` to one cell per
-  feature of the node it reaches; every cell of every node gets ``N(0, sigma_h^2)`` noise;
-* a split's score is ``-S_L * S_R`` from the noisy cell sums (``S_L^2 + S_R^2 - S^2``, the
-  gain of a split when both sides are taken to hold equally many records — no count is
-  released, so a record's whole contribution scales with its own ``|g|``), and each node takes
-  its best-scoring candidate (post-processing). Levels below ``L`` are drawn at random as in
-  the paper, inside the intervals the selected splits left.
-
-Privacy. One record moves ``L * F`` cells (``F`` features) by ``g`` each: its contribution has
-L2 norm ``|g| sqrt(L F)``. (Multi-class: ``g`` is a K-vector, each cell holds a K-vector sum
-with noise on every component, the norm is ``||g||_2 sqrt(L F)`` and a split's score the
-inner product ``-S_L . S_R``: the same accounting with ``|g|`` read as ``||g||_2``.) The
-noise is ``sigma_h = sigma sqrt(L F / (2 r_s))``, so the histograms add
-``2 r_s g^2 / sigma^2`` to the record's ``1 / z^2``; the leaf sums keep
-``2 r_2 g^2 / sigma^2`` with ``r_2 = 1 - r_1 - r_s``. Together with the leaf count's
-``2 r_1 / sigma^2`` the round is a Gaussian mechanism (adaptively composed: the leaves depend
-on the chosen splits, which changes where a record's contribution lands but never its norm)
-with ``z(|g|) = sigma / sqrt(2 (r_1 + (1 - r_1) g^2))`` — exactly the paper's per-record
-round cost (Theorem 23 / Corollary 24), so the calibration, the cost table and the individual
-filter are unchanged. Poisson subsampling of an adaptively composed Gaussian is dominated by
-the subsampled Gaussian with the composed noise multiplier (dominating pairs, Zhu, Dong and
-Wang 2022), which is what the accountant charges. ``tests/test_statistical_privacy.py`` tests
-the round end to end, with a negative control.
-
-Examples
---------
->>> import numpy as np
->>> from dpstream.models.encoding import RecordEncoder
->>> enc = RecordEncoder({"features": {"x": {"type": "numeric", "min": 0, "max": 10},
-...                                   "c": {"type": "categorical", "values": ["a", "b"]}},
-...                      "target": {"type": "numeric", "min": 0, "max": 1}})
->>> rng = np.random.default_rng(0)
->>> X = enc.encode_many([{"x": float(v), "c": "a"} for v in rng.uniform(0, 10, 400)])
->>> x_col = enc.numeric_columns()[0][0]           # column 0 is the encoder's constant
->>> g = np.where(X[:, x_col] <= 7.5, 0.5, -0.5)   # the gradient changes sign at x = 7.5
->>> tree = grow_tree(enc, depth=2, rng=rng, X=X, g=g, levels=1, bins=8, sigma=1.0)
->>> int(tree.feature[0]) == x_col, float(tree.threshold[0])
-(True, 7.5)
->>> tree.leaves.tolist()
-[3, 4, 5, 6]
+Design and privacy argument: docs/sgbdt_internals.md#split-selection-from-noisy-histograms.
 """
 
 from __future__ import annotations
@@ -98,7 +57,12 @@ def _code_plan(spans: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
 
 def histogram_sigma(sigma_leaf: float, *, levels: int, n_features: int,
                     split_share: float) -> float:
-    """The noise of every histogram cell: ``sigma sqrt(L F / (2 r_s))`` (module docstring)."""
+    """The noise of every histogram cell: ``sigma sqrt(L F / (2 r_s))``.
+
+    A record moves ``L F`` cells by its clipped ``g``, an L2 norm of ``|g| sqrt(L F)``; at this
+    noise the histograms add ``2 r_s g^2 / sigma^2`` to its ``1 / z^2``, within the round's
+    gradient share (docs/sgbdt_internals.md#split-selection-from-noisy-histograms).
+    """
     if levels <= 0:
         return 0.0
     return sigma_leaf * math.sqrt(levels * n_features / (2.0 * split_share))
@@ -408,8 +372,9 @@ def grow_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.Generator,
               only_feature: int | None = None, memory: dict | None = None,
               decay: float = 0.0, step: float | None = None) -> RandomTree:
     """One complete tree of ``depth``: the top ``levels`` levels chosen from noisy gradient
-    histograms of the rows ``X`` (gradients ``g``, cell noise ``sigma``; see the module
-    docstring), the rest drawn at random from the public domains as in the paper.
+    histograms of the rows ``X`` (gradients ``g``, cell noise ``sigma``; see
+    docs/sgbdt_internals.md#split-selection-from-noisy-histograms), the rest drawn at random
+    from the public domains as in the paper.
 
     ``X[rows]`` (all of ``X`` when ``rows`` is ``None``) are the round's Poisson-sampled
     records and ``g`` their clipped gradients; ``codes`` the :func:`category_codes` of ``X``
@@ -421,6 +386,23 @@ def grow_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.Generator,
     (:func:`~dpstream.accounting.noise.gaussian_noise_on_lattice`). ``only_feature`` restricts
     every split to one feature (numeric ones first, then categorical, as in
     :func:`~dpstream.models.boosting.random_splits.feature_order`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpstream.models.encoding import RecordEncoder
+    >>> enc = RecordEncoder({"features": {"x": {"type": "numeric", "min": 0, "max": 10},
+    ...                                   "c": {"type": "categorical", "values": ["a", "b"]}},
+    ...                      "target": {"type": "numeric", "min": 0, "max": 1}})
+    >>> rng = np.random.default_rng(0)
+    >>> X = enc.encode_many([{"x": float(v), "c": "a"} for v in rng.uniform(0, 10, 400)])
+    >>> x_col = enc.numeric_columns()[0][0]           # column 0 is the encoder's constant
+    >>> g = np.where(X[:, x_col] <= 7.5, 0.5, -0.5)   # the gradient changes sign at x = 7.5
+    >>> tree = grow_tree(enc, depth=2, rng=rng, X=X, g=g, levels=1, bins=8, sigma=1.0)
+    >>> int(tree.feature[0]) == x_col, float(tree.threshold[0])
+    (True, 7.5)
+    >>> tree.leaves.tolist()
+    [3, 4, 5, 6]
     """
     n_nodes, internal, leaves = complete_tree_layout(depth)
     feature = np.zeros(n_nodes, dtype=np.int32)

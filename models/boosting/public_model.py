@@ -1,37 +1,13 @@
 """The public model file: a trained model's differentially private release, and nothing else.
 
-A live model holds private state beside its release: S-GBDT's pool of records and their
-gradients, a window forest's open window, generators, unreleased sums, curator counts. The
-public model file (``model.export(path)``, ``dpstream export``) holds only what the model
-released: its trees as released (structure, thresholds from the public schema or from DP
-releases, noisy leaf values), the public schema, the public part of its privacy report, a
-format tag and a content digest. :func:`load_model` reads one into a predict-only estimator
-(:class:`PublicBoostedClassifier`, :class:`PublicBoostedRegressor`) that gives the live
-model's predictions, bit for bit: it routes with the same array forest
-(:class:`~dpstream.models.forest.Forest`) and encodes records with the same encoder. Loading
-runs no code from the file: it is JSON, read by :func:`json.loads` and checked field by field.
+The file holds only what an S-GBDT or DPBoost model released (its trees as released, the
+public schema, the public part of its privacy report, a format tag and a digest), never its
+private state; :func:`~dpstream.models.public.load_model` reads one into a predict-only
+:class:`PublicBoostedClassifier` or :class:`PublicBoostedRegressor` that predicts as the live
+model did, bit for bit. Loading runs no code from the file: it is JSON, checked field by
+field. The format (``dpstream-model/1``) is specified in docs/model_format.md.
 
-The format (``dpstream-model/1``) is specified in docs/model_format.md, for readers in any
-language; what every family shares (the digest, the registry) is :mod:`dpstream.models.public`.
-
-Examples
---------
->>> from dpstream.models import SGBDTClassifier
->>> schema = {"features": {"a": {"type": "numeric", "min": 0, "max": 1}},
-...           "target": {"type": "binary", "values": [False, True]}}
->>> model = SGBDTClassifier(schema=schema, epsilon=1.0, n_trees=5, round_size=20, seed=0)
->>> for i in range(200):
-...     model.learn_one({"a": (i % 10) / 10}, i % 10 >= 5)
->>> from dpstream.models.public import load_model, public_model
->>> public = load_model(public_model(model))
->>> [public.predict_one({"a": v}) == model.predict_one({"a": v}) for v in (0.1, 0.9)]
-[True, True]
->>> public.predict_proba_one({"a": 0.9}) == model.predict_proba_one({"a": 0.9})
-True
->>> public.learn_one({"a": 0.5}, True)
-Traceback (most recent call last):
-...
-TypeError: a public model is predict-only: it holds the release, not the records to learn from
+Design: docs/sgbdt_internals.md#the-public-model-file.
 """
 
 from __future__ import annotations
@@ -194,7 +170,27 @@ class _PublicBoosted(base.Estimator):
 
 class PublicBoostedClassifier(RawScoreClassifier, _PublicBoosted, base.Classifier):
     """A public S-GBDT or DPBoost classifier: ``predict_one``, ``predict_proba_one``,
-    ``predict_many``, ``predict_proba_many`` as the live model's (:func:`load_model`)."""
+    ``predict_many``, ``predict_proba_many`` as the live model's (:func:`load_model`).
+
+    Examples
+    --------
+    >>> from dpstream.models import SGBDTClassifier
+    >>> schema = {"features": {"a": {"type": "numeric", "min": 0, "max": 1}},
+    ...           "target": {"type": "binary", "values": [False, True]}}
+    >>> model = SGBDTClassifier(schema=schema, epsilon=1.0, n_trees=5, round_size=20, seed=0)
+    >>> for i in range(200):
+    ...     model.learn_one({"a": (i % 10) / 10}, i % 10 >= 5)
+    >>> from dpstream.models.public import load_model, public_model
+    >>> public = load_model(public_model(model))
+    >>> [public.predict_one({"a": v}) == model.predict_one({"a": v}) for v in (0.1, 0.9)]
+    [True, True]
+    >>> public.predict_proba_one({"a": 0.9}) == model.predict_proba_one({"a": 0.9})
+    True
+    >>> public.learn_one({"a": 0.5}, True)
+    Traceback (most recent call last):
+    ...
+    TypeError: a public model is predict-only: it holds the release, not the records to learn from
+    """
 
 
 class PublicBoostedRegressor(RawScoreRegressor, _PublicBoosted, base.Regressor):

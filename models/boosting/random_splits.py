@@ -1,25 +1,9 @@
 """Random complete trees whose splits come from the public schema only (Kirschte et al. 2023,
 §VI-C).
 
-Each internal node draws a feature (weight ``numeric_weight`` for a numeric feature, 1 for a
-categorical one, as in the paper) and then a split: a threshold uniform in the feature's public
-interval, or one of its public values for an "==" split. The interval is narrowed along the path
-(below a split ``x <= t`` the left subtree draws thresholds in ``[min, t]``) and a category that
-the path already decided is not drawn again; both use only the tree drawn so far, never data,
-so the layout leaks nothing. The tree is complete (``2**depth`` leaves, empty ones included).
-
-Examples
---------
->>> import numpy as np
->>> from dpstream.models.encoding import RecordEncoder
->>> enc = RecordEncoder({"features": {"x": {"type": "numeric", "min": 0, "max": 10},
-...                                   "c": {"type": "categorical", "values": ["a", "b"]}},
-...                      "target": {"type": "numeric", "min": 0, "max": 1}})
->>> tree = random_complete_tree(enc, depth=2, rng=np.random.default_rng(0))
->>> len(tree.feature), tree.leaves.tolist()
-(7, [3, 4, 5, 6])
->>> bool(np.all(tree.threshold[tree.leaves] == np.inf))
-True
+:func:`random_complete_tree` draws one; :func:`route_tree` routes records through it. The
+draw uses only the public domains and the tree drawn so far, never data, so the layout leaks
+nothing. Design: docs/sgbdt_internals.md#random-complete-trees.
 """
 
 from __future__ import annotations
@@ -67,6 +51,25 @@ def random_complete_tree(encoder: RecordEncoder, *, depth: int, rng: np.random.G
     ones — see :func:`feature_order`) restricts every split of the tree to that one feature:
     the tree is then a step function of one feature, and an ensemble that cycles through the
     features is an additive model (the authors' "cyclical feature interactions").
+
+    Each internal node draws a feature (weight ``numeric_weight`` for a numeric feature, 1 for
+    a categorical one, as in the paper) and then a split: a threshold uniform in the feature's
+    public interval, narrowed along the path, or one of its public values not yet decided on
+    the path, for an "==" split. The tree is complete (``2**depth`` leaves, empty ones
+    included).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpstream.models.encoding import RecordEncoder
+    >>> enc = RecordEncoder({"features": {"x": {"type": "numeric", "min": 0, "max": 10},
+    ...                                   "c": {"type": "categorical", "values": ["a", "b"]}},
+    ...                      "target": {"type": "numeric", "min": 0, "max": 1}})
+    >>> tree = random_complete_tree(enc, depth=2, rng=np.random.default_rng(0))
+    >>> len(tree.feature), tree.leaves.tolist()
+    (7, [3, 4, 5, 6])
+    >>> bool(np.all(tree.threshold[tree.leaves] == np.inf))
+    True
     """
     n_nodes, internal, leaves = complete_tree_layout(depth)
     feature = np.zeros(n_nodes, dtype=np.int32)

@@ -1,32 +1,8 @@
 """Compiled pool-wide steps of an S-GBDT round (numba), each the same arithmetic as the numpy
 expression it replaces, in the same order, so every score and release is unchanged bit for bit.
 
-A round at a full pool touches each of up to 100,000 records several times; the numpy forms
-build an index array and a gathered array per step (800 KB each) before the sum. These loops
-read the pool's nodes once and write in place.
-
-Examples
---------
->>> import numpy as np
->>> counts, sums = leaf_counts_sums(np.array([3, 4, 3, 5]), 3, np.array([True, True, False,
-...                                 True]), np.array([0.5, 0.25, 8.0, -1.0]), 3)
->>> counts, sums
-(array([1., 1., 1.]), array([ 0.5 ,  0.25, -1.  ]))
->>> [a.tolist() for a in leaf_counts_sums_rows(np.array([3, 4, 3, 5]), 3, np.array([0, 1, 3]),
-...                                            np.array([0.5, 0.25, 8.0, -1.0]), 3)]
-[[1.0, 1.0, 1.0], [0.5, 0.25, -1.0]]
->>> pool = np.asfortranarray(np.arange(12.0).reshape(4, 3))
->>> move_rows(pool, np.array([0, 1]), np.array([3, 2]))   # rows 3 and 2 fill holes 0 and 1
->>> pool[:2].tolist()
-[[9.0, 10.0, 11.0], [6.0, 7.0, 8.0]]
-
-The start of a round: gradients and clip in one pass (``g`` holds the sigmoid, or the scores,
-on entry; the costs, the filter's charge and the subsample are the accountant's:
-``RoundCostTable.cost``, ``IndividualRenyiFilter.step_sample``):
-
->>> g, y = np.array([0.9, 0.2, 0.5]), np.array([0.0, 1.0, 1.0])
->>> clip_gradients(g, y, 0.6), g.tolist()
-(False, [0.6, -0.6, -0.5])
+The loops read the pool's nodes once and write in place, where the numpy forms build an index
+array and a gathered array per step. Design: docs/sgbdt_internals.md#compiled-round-steps.
 """
 
 from __future__ import annotations
@@ -43,7 +19,16 @@ def leaf_counts_sums(nodes, first, sampled, g, n_leaves):   # pragma: no cover -
     """Per leaf of a complete tree (local leaves ``first .. first + n_leaves - 1``): the
     number of sampled records that reach it and the sum of their gradients, added in the
     pool's order — ``np.bincount`` of ``nodes[sampled] - first`` without and with weights
-    ``g[sampled]``, bit for bit."""
+    ``g[sampled]``, bit for bit.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> counts, sums = leaf_counts_sums(np.array([3, 4, 3, 5]), 3, np.array([True, True, False,
+    ...                                 True]), np.array([0.5, 0.25, 8.0, -1.0]), 3)
+    >>> counts, sums
+    (array([1., 1., 1.]), array([ 0.5 ,  0.25, -1.  ]))
+    """
     counts = np.zeros(n_leaves)
     sums = np.zeros(n_leaves)
     for i in range(nodes.size):
@@ -58,7 +43,16 @@ def leaf_counts_sums(nodes, first, sampled, g, n_leaves):   # pragma: no cover -
 def leaf_counts_sums_rows(nodes, first, rows, g, n_leaves):   # pragma: no cover - compiled
     """:func:`leaf_counts_sums` of the sampled records given by their positions ``rows``
     (ascending, as ``np.flatnonzero(sampled)``): the same sums, bit for bit, without reading
-    the whole pool's mask."""
+    the whole pool's mask.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> [a.tolist() for a in leaf_counts_sums_rows(np.array([3, 4, 3, 5]), 3,
+    ...                                            np.array([0, 1, 3]),
+    ...                                            np.array([0.5, 0.25, 8.0, -1.0]), 3)]
+    [[1.0, 1.0, 1.0], [0.5, 0.25, -1.0]]
+    """
     counts = np.zeros(n_leaves)
     sums = np.zeros(n_leaves)
     for r in range(rows.size):
@@ -74,7 +68,16 @@ def move_rows(X, holes, movers):   # pragma: no cover - compiled
     """``X[holes] = X[movers]`` in place for a 2-d array, column by column (a column-major
     pool: numpy's fancy assignment walks it row by row across every column, about ten times
     slower for the 250 rows an S-GBDT round evicts). ``holes`` and ``movers`` must not
-    overlap."""
+    overlap.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> pool = np.asfortranarray(np.arange(12.0).reshape(4, 3))
+    >>> move_rows(pool, np.array([0, 1]), np.array([3, 2]))   # rows 3 and 2 fill holes 0 and 1
+    >>> pool[:2].tolist()
+    [[9.0, 10.0, 11.0], [6.0, 7.0, 8.0]]
+    """
     for j in range(X.shape[1]):
         for i in range(holes.size):
             X[holes[i], j] = X[movers[i], j]
@@ -87,7 +90,18 @@ def clip_gradients(g, y, grad_clip, step=0.0):   # pragma: no cover - compiled
     g*)``; with ``step`` (a power of two, and ``grad_clip`` a multiple of it) each gradient
     is then rounded to the nearest multiple of ``step``, as
     :func:`~dpstream.accounting.noise.on_lattice`. Returns whether a gradient is NaN (the
-    numpy steps raise; ``g`` is then partly written)."""
+    numpy steps raise; ``g`` is then partly written).
+
+    The costs, the filter's charge and the subsample that follow stay the accountant's
+    (``RoundCostTable.cost``, ``IndividualRenyiFilter.step_sample``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> g, y = np.array([0.9, 0.2, 0.5]), np.array([0.0, 1.0, 1.0])
+    >>> clip_gradients(g, y, 0.6), g.tolist()
+    (False, [0.6, -0.6, -0.5])
+    """
     for k in range(g.size):
         v = g[k] - y[k]
         if v != v:

@@ -1,26 +1,14 @@
 """The scores of the gradient-boosting estimators: where a model starts and how a raw score
 becomes a prediction.
 
-**Initial score.** The DP initial score shared by S-GBDT and the enhanced DPBoost (Kirschte et
-al., 2023, Alg. 6: DPInitScore), and the logistic link both use.
+**Initial score.** :func:`dp_init_score`, the DP initial score shared by S-GBDT and the
+enhanced DPBoost (Kirschte et al., 2023, Alg. 6), pure epsilon-DP, and the logistic link.
 
-The released part is the clipped label sum and the record count, each with Laplace noise at
-``epsilon / 2`` (pure epsilon-DP together; |D| is not public in a stream); the score is their
-clamped ratio (post-processing), as log-odds for the logistic loss.
+**Raw score to prediction.** :class:`RawScoreRegressor`, :class:`RawScoreBinaryClassifier`
+and :class:`RawScoreClassifier`: a subclass provides ``_raw_one(x)``, ``_raw_many(X)`` (the
+ensemble's raw score) and an ``_encoder``.
 
-**Raw score to prediction.** Prediction from a raw boosting score, shared by the
-gradient-boosting estimators. A subclass provides ``_raw_one(x) -> float`` and ``_raw_many(X) ->
-ndarray`` (the ensemble's raw score) and an ``_encoder``. Regression scores live on the labels
-scaled to [-1, 1] with the public target range; binary scores are log-odds of the schema's
-second class.
-
-Examples
---------
->>> import numpy as np
->>> round(init_score_from_stats(300.0, 1000.0, loss="squared", label_clip=1.0), 2)
-0.3
->>> sigmoid(np.array([0.0, 2.0])).round(3).tolist()
-[0.5, 0.881]
+Design: docs/sgbdt_internals.md#scores.
 """
 
 from __future__ import annotations
@@ -42,7 +30,14 @@ __all__ = ["RawScoreBinaryClassifier", "RawScoreClassifier", "RawScoreRegressor"
 def sigmoid(z: np.ndarray) -> np.ndarray:
     """``0.5 * (1 + tanh(0.5 * z))`` as a new array, its steps done in place (the same bits
     without an array-sized temporary per step: a round's gradients of a 100,000-record pool
-    2.3-3.2 -> 1.6-2.3 ms)."""
+    2.3-3.2 -> 1.6-2.3 ms).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> sigmoid(np.array([0.0, 2.0])).round(3).tolist()
+    [0.5, 0.881]
+    """
     s = np.multiply(z, 0.5)
     if type(s) is not np.ndarray:   # a 0-d input gives a scalar
         return 0.5 * (1.0 + np.tanh(s))
@@ -79,7 +74,13 @@ def noisy_label_stats(y: np.ndarray, *, loss: str, epsilon: float, label_clip: f
 def init_score_from_stats(label_sum: float, count: float, *, loss: str,
                           label_clip: float) -> float:
     """The initial raw score from (noisy) label statistics: their clamped ratio, as log-odds
-    for the logistic loss (post-processing)."""
+    for the logistic loss (post-processing).
+
+    Examples
+    --------
+    >>> round(init_score_from_stats(300.0, 1000.0, loss="squared", label_clip=1.0), 2)
+    0.3
+    """
     m = label_clip
     mean = label_sum / max(count, 1.0)
     if loss == "squared":
@@ -118,7 +119,8 @@ def like(X: Any, values: np.ndarray) -> Any:
 
 
 class RawScoreRegressor:
-    """``predict_one`` / ``predict_many`` for a squared-loss booster."""
+    """``predict_one`` / ``predict_many`` for a squared-loss booster: its raw scores live on
+    the labels scaled to [-1, 1] with the public target range."""
 
     def predict_one(self, x: Mapping, **kwargs) -> float:
         return float(self._encoder.decode_target(self._raw_one(x)))
@@ -129,7 +131,8 @@ class RawScoreRegressor:
 
 
 class RawScoreBinaryClassifier:
-    """``predict_(proba_)one`` / ``predict_(proba_)many`` for a logistic-loss booster."""
+    """``predict_(proba_)one`` / ``predict_(proba_)many`` for a logistic-loss booster: its raw
+    scores are log-odds of the schema's second class."""
 
     @property
     def _multiclass(self) -> bool:

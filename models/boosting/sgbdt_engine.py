@@ -1,42 +1,15 @@
 """The S-GBDT training engine shared by :class:`~dpstream.models.SGBDTRegressor` and
 :class:`~dpstream.models.SGBDTClassifier` (Kirschte et al., 2023, Algorithms 4-8).
 
-State: the public encoder, the forest, the DP initial score, and the *active pool* — the encoded
-records that still have individual Rényi budget, with their labels and current raw scores. One
-training round (:meth:`SGBDTEngine.round`):
+State: the public encoder, the forest, the DP initial score, and the *active pool* (the encoded
+records that still have individual Rényi budget). :meth:`SGBDTEngine.round` runs one training
+round: clipped gradients, per-record costs, the individual Rényi filter, a Poisson subsample,
+a random tree and DP leaves; :meth:`SGBDTEngine.retire_if_full` retires the oldest trees in
+blocks (post-processing). Rounds are scheduled by public counts and each record's
+participation depends only on its own spend, so no record's RDP ever passes the filter's
+bound, ``rho_max + epsilon_init`` (the initial score is charged in the same filter).
 
-1. per-record gradient of the loss at the current score, clipped to ``[-g*, g*]``;
-2. per-record cost of this round from its clipped gradient (Theorem 23, rounded *up* on a grid
-   by :class:`~dpstream.accounting.RoundCostTable`) — or the worst-case cost for every record when
-   the individual filter is off;
-3. the individual Rényi filter (Theorems 7/8) keeps the records that can afford it and charges
-   exactly them;
-4. Poisson subsample with rate ``gamma`` of the kept records;
-5. a random complete tree from the public domains (Alg. 5);
-6. DPLeaf per leaf (Alg. 4): ``n~ = max(lambda, n + N(0, sigma^2 / (2 r1)))``,
-   ``s~ = sum clip(g) + N(0, sigma^2 / (2 r2))``, value ``-lr * s~ / n~`` (static leaf noise:
-   ``-lr * s~ / lambda`` with only the sum released); the value is then clamped to
-   ``[-lr g*, lr g*]`` (post-processing: the noiseless mean gradient lies there);
-7. the pool's scores move by the new tree, and records that cannot afford even the cheapest
-   round leave memory for good.
-
-With ``max_trees`` the oldest trees retire (post-processing), in *blocks* of ``retire_block``
-trees (:meth:`SGBDTEngine.retire_if_full`): each pool record keeps, per block of live trees,
-the sum of those trees' values at the record (``parts``; the arrival scoring computes it with
-the raw score, and each round adds the new tree's value), so a retiring block leaves the pool's
-scores by one subtraction instead of routing every pool record through each retired tree.
-
-The number of rounds never depends on the data (a fixed count in batch, one per ``round_size``
-arrivals in a stream), and which records take part depends only on each record's own spend, so
-Theorem 8 applies to any number of rounds: no record's RDP at order alpha-hat ever passes the
-filter's bound, ``rho_max + epsilon_init``.
-
-The initial score's release is charged in the same filter: it is pure ``epsilon_init``-DP, so
-it costs each record that takes part at most ``epsilon_init`` of RDP at every order. A record
-that arrives after the initial score is settled never pays it and keeps that share for more
-rounds; a record in a release has ``rho_max`` left for the trees, as before. Every record's
-guarantee is the bound's conversion, ``epsilon_trees' + epsilon_init`` (the conversion at a
-fixed order is ``rho`` plus a constant), plus ``epsilon_drift``.
+Design and privacy argument: docs/sgbdt_internals.md#the-training-engine.
 """
 
 from __future__ import annotations

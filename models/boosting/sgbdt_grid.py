@@ -1,48 +1,13 @@
 """The DP feature grid in S-GBDT: split thresholds where the records are.
 
-S-GBDT draws its split thresholds evenly over each numeric feature's public domain (the
-paper's random trees), and split selection searches equal-width cells of it. On a skewed
-feature most of those thresholds fall where no record lies: 99% of Elec2's ``nswprice`` is
-below 0.16 of its domain. The window forests meet this with a released quantile map
-(:class:`~dpstream.models.grid.FeatureGrid`); this module brings the same map to S-GBDT.
+Once ``GRID_RECORDS`` records have arrived (a public count), S-GBDT releases one Laplace
+histogram per numeric feature (:func:`release_grid`, pure ``grid_share * epsilon``-DP),
+charged in the individual Rényi filter at its exact RDP (:func:`grid_rdp`) from the same bound:
+the guarantee does not change. Trees are grown on the mapped rows and stored with raw
+thresholds (:func:`raw_tree`), so nothing else sees the grid. Its exact counts of private
+data are curator-only report keys (:data:`CURATOR_NAMES`).
 
-**Release.** Once ``GRID_RECORDS`` records have arrived (a public count), the next round
-first releases one Laplace histogram per numeric feature (pure ``grid_share * epsilon``-DP
-together) from the pool records that can afford it. The cost is charged in the individual
-Rényi filter like the initial score's, at its exact RDP at the filter's order: ``F``
-histograms, each of L1 sensitivity 1 with noise scale ``F / epsilon``, compose to
-``F * laplace_rdp(epsilon / F)`` (:func:`grid_rdp`, about half the pure ``epsilon`` at the
-defaults). It comes from the same bound: the guarantee, sigma and the other records' budgets
-do not change; the records in the release afford fewer rounds. It is released once per model
-(each record takes part at most once); later generations keep it (post-processing). How many
-records were in the release (which records can afford it depends on their gradients) and how
-many the model had learned then are exact counts of private data: the report names them
-``records_in_release`` and ``records_learned_at_release``, curator-only keys
-(:data:`~dpstream.stream.metrics.CURATOR_REPORT_KEYS`).
-
-**Use.** Trees are grown on mapped rows (the random thresholds are then drawn from the
-released distribution, split selection's equal cells are quantile cells) and their
-thresholds are taken back to raw units before the tree is stored (the map is strictly
-increasing: ``g(x) <= t`` exactly when ``x <= g^-1(t)``), so the pool, the stored forest,
-prediction, checkpoints and the model topic never see the grid. Batch training
-(``learn_many``, the paper's setting) and the distributed parties (the paper's random
-trees) release none.
-
-Examples
---------
->>> from dpstream.models import SGBDTClassifier
->>> from dpstream.stream import load_elec2
->>> X, y, schema = load_elec2()
->>> model = SGBDTClassifier(schema=schema, epsilon=1.0, seed=0)
->>> for xi, yi in zip(X[:5000], y[:5000]):
-...     model.learn_one(xi, yi)
->>> grid = model.privacy_report()["feature_grid"]
->>> grid["released"], grid["epsilon"], round(grid["rdp"], 3)
-(True, 0.2, 0.088)
->>> grid["records_in_release"] > 1400   # curator-only; the young phase spent some
-True
->>> grid["quantiles_10_50_90"]["nswprice"][1] < 0.15   # most prices sit low in [0, 1]
-True
+Design and privacy argument: docs/sgbdt_internals.md#the-dp-feature-grid-in-s-gbdt.
 """
 
 from __future__ import annotations
@@ -161,7 +126,24 @@ def map_grid_columns(grid: FeatureGrid, V: np.ndarray) -> np.ndarray:
 
 def grid_report(engine: Any) -> dict:
     """``privacy_report()["feature_grid"]``: the release and its released quantiles (its
-    exact counts under their curator-only names, :data:`CURATOR_NAMES`)."""
+    exact counts under their curator-only names, :data:`CURATOR_NAMES`).
+
+    Examples
+    --------
+    >>> from dpstream.models import SGBDTClassifier
+    >>> from dpstream.stream import load_elec2
+    >>> X, y, schema = load_elec2()
+    >>> model = SGBDTClassifier(schema=schema, epsilon=1.0, seed=0)
+    >>> for xi, yi in zip(X[:5000], y[:5000]):
+    ...     model.learn_one(xi, yi)
+    >>> grid = model.privacy_report()["feature_grid"]
+    >>> grid["released"], grid["epsilon"], round(grid["rdp"], 3)
+    (True, 0.2, 0.088)
+    >>> grid["records_in_release"] > 1400   # curator-only; the young phase spent some
+    True
+    >>> grid["quantiles_10_50_90"]["nswprice"][1] < 0.15   # most prices sit low in [0, 1]
+    True
+    """
     info = {CURATOR_NAMES.get(k, k): v for k, v in engine.grid_info.items()}
     if engine.grid is None:
         return {"enabled": engine.config.grid_share > 0 and not engine.grid_blocked,

@@ -1,54 +1,14 @@
 """Multi-class S-GBDT: softmax gradient boosting with K-vector leaves at the binary model's
 per-record privacy cost.
 
-:class:`~dpstream.models.SGBDTClassifier` runs this engine when its schema declares three or
-more classes (two classes keep the binary engine, bit for bit). A record's raw score is a
-K-vector ``F(x)`` and its probabilities ``softmax(F(x))``. Each round:
+:class:`SGBDTMultiEngine` is the engine :class:`~dpstream.models.SGBDTClassifier` runs when
+its schema declares three or more classes (two keep the binary engine, bit for bit). Scores,
+gradients, leaf sums and leaf values are K-vectors; a gradient is clipped to L2 norm ``g*``,
+and since one record moves one leaf's count by 1 and its sum by its ``g``, its round cost is
+the binary round's at ``|g| = ||g||_2``. The initial score is a Laplace histogram of class
+counts (pure ``epsilon_init``-DP), charged in the filter like the binary one.
 
-1. every pool record's gradient of the cross-entropy at its score, ``g = softmax(F) - e_y``
-   (a K-vector), is clipped to L2 norm ``g*`` (``grad_clip``);
-2. its round cost is the binary round's cost at ``|g| = ||g||_2`` (below), charged in the
-   same individual Rényi filter;
-3. one tree is drawn (one structure for all classes; with ``split_levels`` its top levels
-   are chosen from noisy histograms of the K-vector gradient sums, each component noised,
-   by the inner-product score ``-S_L . S_R``);
-4. each leaf releases its noisy count and its noisy K-vector gradient sum,
-   ``n~ = n + N(0, sigma^2 / (2 r1))`` and ``s~ = sum g + N(0, sigma^2 / (2 r2) I_K)``; the
-   leaf's value ``-lr s~ / max(lambda, n~)`` is then clipped to L2 norm ``lr g*``
-   (post-processing: the noiseless mean gradient lies in that ball).
-
-**Why the cost is the binary one.** Adding or removing one record changes exactly one leaf:
-its count by 1 and its gradient sum by the record's clipped ``g``, so the released vector
-``(n~ / sigma_n, s~ / sigma_s)`` moves by an L2 norm of
-``sqrt(2 r1 / sigma^2 + 2 r2 ||g||^2 / sigma^2)`` — the binary round's expression with
-``|g|`` replaced by ``||g||_2``. The Gaussian mechanism's RDP depends only on that norm, and
-Poisson subsampling acts on it the same way, so Theorem 23's per-record cost (and the
-calibration of sigma, at ``||g|| = g*``) carry over unchanged. The split histograms are
-within the share :func:`~dpstream.models.boosting.hist_splits.
-histogram_sigma` pays for: a record moves ``L F`` cells by its K-vector ``g``, an L2 norm
-of ``||g|| sqrt(L F)``.
-
-**Initial score.** The class frequencies of records that took part in no earlier release,
-released as a histogram with Laplace noise of scale ``1 / epsilon_init`` per class (each
-record is in one class: L1 sensitivity 1, pure epsilon_init-DP), charged in the filter like
-the binary initial score; the score is their log, centred and clamped to ``label_clip``.
-
-Examples
---------
->>> from river.datasets import synth
->>> from dpstream.models import SGBDTClassifier
->>> rows = list(synth.Waveform(seed=1).take(6000))
->>> schema = {"features": {k: {"type": "numeric", "min": -6, "max": 9} for k in rows[0][0]},
-...           "target": {"type": "categorical", "values": [0, 1, 2]}}
->>> model = SGBDTClassifier(schema=schema, epsilon=1.0, seed=0)
->>> right = 0
->>> for x, y in rows:
-...     right += model.predict_one(x) == y
-...     model.learn_one(x, y)
->>> right / len(rows) > 0.6
-True
->>> sorted(model.predict_proba_one(rows[0][0]))
-[0, 1, 2]
+Design and privacy argument: docs/sgbdt_internals.md#multi-class-s-gbdt.
 """
 
 from __future__ import annotations
@@ -75,7 +35,29 @@ def clip_rows(v: np.ndarray, bound: float) -> np.ndarray:
 
 class SGBDTMultiEngine(SGBDTEngine):
     """:class:`~dpstream.models.boosting.sgbdt_engine.SGBDTEngine` for K >= 3 classes (see
-    the module docstring): scores, gradients, leaf sums and tree values are K-vectors."""
+    docs/sgbdt_internals.md#multi-class-s-gbdt): scores, gradients, leaf sums and tree values
+    are K-vectors.
+
+    Each leaf releases ``n + N(0, sigma^2 / (2 r1))`` and ``sum g + N(0, sigma^2 / (2 r2)
+    I_K)``; a record's round cost is the binary round's at ``|g| = ||g||_2`` (Theorem 23).
+
+    Examples
+    --------
+    >>> from river.datasets import synth
+    >>> from dpstream.models import SGBDTClassifier
+    >>> rows = list(synth.Waveform(seed=1).take(6000))
+    >>> schema = {"features": {k: {"type": "numeric", "min": -6, "max": 9} for k in rows[0][0]},
+    ...           "target": {"type": "categorical", "values": [0, 1, 2]}}
+    >>> model = SGBDTClassifier(schema=schema, epsilon=1.0, seed=0)
+    >>> right = 0
+    >>> for x, y in rows:
+    ...     right += model.predict_one(x) == y
+    ...     model.learn_one(x, y)
+    >>> right / len(rows) > 0.6
+    True
+    >>> sorted(model.predict_proba_one(rows[0][0]))
+    [0, 1, 2]
+    """
 
     def __init__(self, config: SGBDTConfig, encoder: RecordEncoder, rng: np.random.Generator):
         self.n_classes = len(encoder.classes)
@@ -109,8 +91,9 @@ class SGBDTMultiEngine(SGBDTEngine):
 
     # ------------------------------------------------------------- init score
     def fit_init_score(self) -> None:
-        """The DP class frequencies (module docstring) of the pool records that took part in
-        no earlier release; the score is their log, centred, clamped to ``label_clip``."""
+        """The DP class frequencies (a Laplace histogram, L1 sensitivity 1) of the pool records
+        that took part in no earlier release; the score is their log, centred, clamped to
+        ``label_clip``."""
         if not self.init_pending:
             return
         c = self.config

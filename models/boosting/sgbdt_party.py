@@ -1,53 +1,15 @@
 """One party of distributed S-GBDT (Kirschte et al., 2023, Algorithm 9): local data, local filter,
 shared trees.
 
-A party wraps an :class:`~dpstream.models.SGBDTRegressor` or
-:class:`~dpstream.models.SGBDTClassifier` whose hyper-parameters every party shares. Its records
-never leave it: ``learn_one`` only adds them to the local active pool (no local rounds). Rounds
-are driven from outside (:mod:`dpstream.stream.distributed`), in three steps per round:
+:class:`SGBDTParty` wraps an S-GBDT estimator whose hyper-parameters every party shares; its
+records never leave it. Rounds are driven from outside (:mod:`dpstream.stream.distributed`):
+:meth:`SGBDTParty.contribute` runs the local filter, subsample and DPLeaf on the round's
+public tree and returns the released leaf statistics, the parties' vectors are summed by
+secure aggregation, and :meth:`SGBDTParty.apply` sets the global leaves from the sum. Both
+aggregations are post-processing of per-party DP releases, so each party's records keep
+exactly the single-process guarantee whatever the other parties do.
 
-1. :meth:`SGBDTParty.contribute` — given the round's tree (its splits drawn from a public seed
-   agreed on the bulletin board), run the local individual Rényi filter (which charges the
-   records that take part), the local Poisson subsample and the local DPLeaf, and return the
-   released leaf statistics as one vector ``W_u``: the local leaf values ``[w_1..w_L]``
-   (``"values"``, Alg. 9, the default) or ``[n~_1..n~_L, s~_1..s~_L]`` (``"sums"``);
-2. the vectors are summed by secure aggregation (outside this module);
-3. :meth:`SGBDTParty.apply` — global leaves from the sum ``A``: ``A / k`` (``"values"``) or
-   ``-lr * sum s~ / max(lambda, sum n~)`` (``"sums"``); the tree joins the ensemble and the
-   pool's scores move. :meth:`SGBDTParty.abandon` ends a round that did not complete: no tree,
-   and the filter's charge is kept (the party's vector was posted and may yet be summed).
-
-Both aggregations are post-processing of the same per-party DP releases, so each party's
-records have exactly the single-process guarantee whatever the other parties do. Round 0 is the
-DP initial score: each party releases its noisy label sum and count
-(:meth:`SGBDTParty.init_contribution`) and the global score is their summed ratio.
-
-A K-class classifier (three or more classes, :mod:`~dpstream.models.boosting.sgbdt_multi`)
-takes part the same way: its vector holds each leaf's K-vector (``"values"``) or the leaf
-counts followed by each leaf's K-vector sum (``"sums"``), and round 0 sums the parties' noisy
-class counts.
-
-Examples
---------
->>> import numpy as np
->>> from dpstream.models import SGBDTClassifier
->>> from dpstream.stream import load_adult
->>> X, y, schema = load_adult("train")
->>> parties = [SGBDTParty(SGBDTClassifier(schema=schema, epsilon=1.0, seed=s))
-...            for s in range(3)]
->>> for p, part in zip(parties, np.array_split(np.arange(15000), 3)):
-...     p.learn_many([X[i] for i in part], [y[i] for i in part])
->>> init = sum(p.init_contribution() for p in parties)
->>> for p in parties:
-...     p.apply_init(init)
->>> for r in range(20):
-...     tree = parties[0].draw_tree(np.random.default_rng(r))    # a public seed per round
-...     total = sum(p.contribute(tree) for p in parties)         # secure aggregation's output
-...     for p in parties:
-...         _ = p.apply(tree, total, members=3)
->>> errors = np.mean(np.array(parties[0].predict_many(X[15000:20000])) != np.array(y[15000:20000]))
->>> bool(errors < 0.24), len(parties[1].model.engine.forest)
-(True, 20)
+Design: docs/sgbdt_internals.md#one-party-of-distributed-s-gbdt (brokers: docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -68,7 +30,7 @@ AGGREGATIONS = ("sums", "values")
 
 
 class SGBDTParty:
-    """A party of distributed S-GBDT (see the module docstring).
+    """A party of distributed S-GBDT (see docs/sgbdt_internals.md#one-party-of-distributed-s-gbdt).
 
     Parameters
     ----------
@@ -78,6 +40,37 @@ class SGBDTParty:
     aggregation
         ``"values"`` (local leaf values are averaged, Alg. 9; default) or ``"sums"`` (noisy
         leaf counts and sums are summed, the leaf is their ratio).
+
+    Notes
+    -----
+    Round 0 is the DP initial score (:meth:`init_contribution`: the noisy label sum and count,
+    or a K-class model's noisy class counts). A round's vector holds the leaf values
+    (``"values"``) or the noisy leaf counts then sums (``"sums"``); K-vectors for K classes.
+    :meth:`abandon` ends a round that did not complete: no tree, and the filter's charge is
+    kept (the party's vector was posted and may yet be summed).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpstream.models import SGBDTClassifier
+    >>> from dpstream.stream import load_adult
+    >>> X, y, schema = load_adult("train")
+    >>> parties = [SGBDTParty(SGBDTClassifier(schema=schema, epsilon=1.0, seed=s))
+    ...            for s in range(3)]
+    >>> for p, part in zip(parties, np.array_split(np.arange(15000), 3)):
+    ...     p.learn_many([X[i] for i in part], [y[i] for i in part])
+    >>> init = sum(p.init_contribution() for p in parties)
+    >>> for p in parties:
+    ...     p.apply_init(init)
+    >>> for r in range(20):
+    ...     tree = parties[0].draw_tree(np.random.default_rng(r))    # a public seed per round
+    ...     total = sum(p.contribute(tree) for p in parties)         # secure aggregation's sum
+    ...     for p in parties:
+    ...         _ = p.apply(tree, total, members=3)
+    >>> errors = np.mean(np.array(parties[0].predict_many(X[15000:20000]))
+    ...                  != np.array(y[15000:20000]))
+    >>> bool(errors < 0.24), len(parties[1].model.engine.forest)
+    (True, 20)
     """
 
     def __init__(self, model: _SGBDTBase, *, aggregation: str = "values"):

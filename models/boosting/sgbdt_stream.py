@@ -1,45 +1,13 @@
 """Stream batches for S-GBDT: many records learned exactly as one at a time.
 
-``learn_many`` is the paper's batch training (the batch, then ``n_trees + extra_trees``
-rounds). A stream service that reads records in batches needs the stream semantics instead:
-the records learned as if ``learn_one`` had seen them one by one — the same rounds after the
-same arrivals, the same drift releases and the same random draws — only faster.
-:func:`learn_stream` does that:
+:func:`learn_stream` learns a batch as if ``learn_one`` had seen its records one by one (the
+same rounds after the same arrivals, the same drift releases and random draws), with the
+encoding and scoring vectorised between rounds; :func:`reuse` hands it the rows and raw
+scores of the batch's ``predict_many`` when they are still valid. Privacy is unchanged by
+construction: the state after ``learn_stream`` is the state after the same records one at a
+time, bit for bit.
 
-* the batch is encoded in one vectorised call (a bad record raises before anything is
-  learned);
-* it is cut into *segments* that end where the next round is due; within a segment the
-  forest cannot change, so the raw score of every record (the drift signal's prequential
-  loss, and the record's score in the pool) comes from one call;
-* the losses go to :meth:`DPDriftSignal.update_many
-  <dpstream.models.drift.DPDriftSignal.update_many>`; a release that detects a change ends
-  the segment at the detecting record, which — as with ``learn_one`` — starts the new
-  generation before it joins the buffer; the rest of the batch is scored afresh.
-
-A service that publishes predictions predicts each batch (``predict_many``) before it learns
-it, and the forest cannot change in between (the runner cuts batches where a round can
-happen). :func:`reuse` then hands ``learn_stream`` the rows and raw scores ``predict_many``
-computed, so each record is encoded and scored through up to 1,000 trees once, not twice —
-if the batch is those very records (or some of them, in order), unchanged since.
-
-Privacy is unchanged by construction: the model's state after ``learn_stream`` is the state
-after the same records one at a time (``tests/test_sgbdt_stream.py`` compares the two bit for
-bit).
-
-Examples
---------
->>> from dpstream.models import SGBDTClassifier
->>> from dpstream.stream import load_adult
->>> X, y, schema = load_adult("train")
->>> a = SGBDTClassifier(schema=schema, epsilon=1.0, seed=0)
->>> b = SGBDTClassifier(schema=schema, epsilon=1.0, seed=0)
->>> for xi, yi in zip(X[:3000], y[:3000]):
-...     a.learn_one(xi, yi)
->>> b.learn_stream(X[:1000], y[:1000]); b.learn_stream(X[1000:3000], y[1000:3000])
->>> a.training_rounds == b.training_rounds, a.privacy_report() == b.privacy_report()
-(True, True)
->>> all(a.predict_proba_one(xi) == b.predict_proba_one(xi) for xi in X[3000:3500])
-True
+Design: docs/sgbdt_internals.md#stream-batches.
 """
 
 from __future__ import annotations
@@ -55,8 +23,29 @@ __all__ = ["learn_stream", "reuse"]
 
 
 def learn_stream(model: Any, X: Sequence, y: Sequence) -> None:
-    """``model.learn_one(X[i], y[i])`` for every ``i`` in order, with the same result (see the
-    module docstring); ``model`` is an S-GBDT estimator."""
+    """``model.learn_one(X[i], y[i])`` for every ``i`` in order, with the same result (see
+    docs/sgbdt_internals.md#stream-batches); ``model`` is an S-GBDT estimator.
+
+    The batch is encoded in one call (a bad record raises before anything is learned) and cut
+    into segments that end where the next round is due, or at a record whose drift release
+    detects a change; within a segment the forest cannot change, so each record's raw score
+    comes from one call.
+
+    Examples
+    --------
+    >>> from dpstream.models import SGBDTClassifier
+    >>> from dpstream.stream import load_adult
+    >>> X, y, schema = load_adult("train")
+    >>> a = SGBDTClassifier(schema=schema, epsilon=1.0, seed=0)
+    >>> b = SGBDTClassifier(schema=schema, epsilon=1.0, seed=0)
+    >>> for xi, yi in zip(X[:3000], y[:3000]):
+    ...     a.learn_one(xi, yi)
+    >>> b.learn_stream(X[:1000], y[:1000]); b.learn_stream(X[1000:3000], y[1000:3000])
+    >>> a.training_rounds == b.training_rounds, a.privacy_report() == b.privacy_report()
+    (True, True)
+    >>> all(a.predict_proba_one(xi) == b.predict_proba_one(xi) for xi in X[3000:3500])
+    True
+    """
     n = len(y)
     if len(X) != n:
         raise ValueError(f"X has {len(X)} records but y has {n} labels")

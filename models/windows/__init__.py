@@ -1,21 +1,12 @@
 """Window forests: tumbling disjoint windows under parallel composition.
 
-=====================  ==============================================================
-``window_forest``      the shared base: window policy, drift, a member's share, held windows
-``window_stream``      ``learn_stream``: a batch learned exactly as one record at a time
-``window_trees``       a window's trees as arrays, and leaf class distributions
-``window_exchange``    export and merge of finished windows across processes
-``relevance``          DP attribute-relevance evidence that split attributes are drawn from
-``random_trees``       keyed random trees drawn without data; DP numeric ranges
-``public_windows``     the window forests' public model file and predict-only reader
-``buckets``            public buckets every keyed-tree level releases through
-``median_forest``      median-split private ensembles (Huang, Lei & Kabán)
-``random_forest``      random decision forests (Fletcher & Islam)
-``rdt``                random decision trees and RDT# (Jagannathan et al.)
-``greedy_forest``      DPGDF, greedy decision forests (Xin et al.)
-``window_kernels``     compiled routing and releases of keyed trees (numba)
-``trie_kernels``       compiled level-by-level scoring of keyed trees (numba)
-=====================  ==============================================================
+The four estimators (median forest, random forest, RDT, greedy forest) on a shared base
+(``window_forest``), with their stream batches, window exchange across processes, attribute
+relevance, keyed random trees and buckets, public model file and compiled kernels.
+
+What each module holds: ``docs/architecture.md#the-modules-of-the-window-forests``; the design
+of keyed trees in ``docs/keyed_trees.md#keyed-random-trees``, of windows across processes in
+``docs/window_exchange.md#windows-across-processes``.
 """
 
 from __future__ import annotations

@@ -1,28 +1,13 @@
 """Buckets: how the keyed window forests release every node of a level without telling which
-ones hold records (issue 47).
+ones hold records.
 
-A keyed tree (:mod:`~dpstream.models.windows.random_trees`, the greedy forest) has far more nodes
-than records, so a model stores outputs only where it must. Published as a table of the nodes that
-records reached, the table's key set would tell which regions hold records. Instead each tree
-level maps its node keys through a pseudo-random function into a public number of buckets
-(:func:`bucket_count`) and releases an output for **every** bucket (:class:`BucketTable` over
-:func:`bucket_space`). Each record lies in one node, hence one bucket, per level: the buckets
-partition the records, so a mechanism on each bucket's pooled counts composes in parallel
-exactly as one on each node's would. The table's key set is a function of public tree ids.
-The compiled walks compute a bucket key exactly as :func:`bucket_keys`
-(:func:`~dpstream.models.windows.window_kernels._bucket`).
+Each level of a keyed tree maps its node keys pseudo-randomly into a public number of buckets
+(:func:`bucket_count`, :func:`bucket_keys`) and releases an output for **every** bucket
+(:class:`BucketTable` over :func:`bucket_space`), so the published key set is a function of
+public tree ids. The buckets of a level partition the records, so a mechanism on each bucket's
+pooled counts (:func:`bucket_counts`) composes in parallel as one on each node's would.
 
-Examples
---------
->>> roots = root_keys(7, [0, 1])
->>> counts = bucket_counts(np.array([11, 12, 11], dtype=np.uint64), np.array([0, 0, 1]),
-...                        np.array([1, 0, 1]), 2, 64, 2)
->>> counts.shape, float(counts.sum())
-((128, 2), 3.0)
->>> table = BucketTable(roots, [(64, 0)], counts)
->>> idx, hit = table.find(bucket_keys(roots[[0]], np.array([11], dtype=np.uint64), 64))
->>> bool(hit[0]), table.values[idx[0]].tolist()
-(True, [0.0, 1.0])
+The design: ``docs/keyed_trees.md#buckets``.
 """
 
 from __future__ import annotations
@@ -148,6 +133,18 @@ class BucketTable(LeafTable):
     >>> copy.__setstate__(table.__getstate__())
     >>> bool((copy.keys == table.keys).all() and (copy.values == table.values).all())
     True
+
+    Counts released over every bucket, then found by a reached node's key:
+
+    >>> roots = root_keys(7, [0, 1])
+    >>> counts = bucket_counts(np.array([11, 12, 11], dtype=np.uint64), np.array([0, 0, 1]),
+    ...                        np.array([1, 0, 1]), 2, 64, 2)
+    >>> counts.shape, float(counts.sum())
+    ((128, 2), 3.0)
+    >>> table = BucketTable(roots, [(64, 0)], counts)
+    >>> idx, hit = table.find(bucket_keys(roots[[0]], np.array([11], dtype=np.uint64), 64))
+    >>> bool(hit[0]), table.values[idx[0]].tolist()
+    (True, [0.0, 1.0])
     """
 
     def __init__(self, roots: np.ndarray, blocks, values: np.ndarray):

@@ -1,53 +1,14 @@
 """Random decision trees that are never built: every node is a function of its key (Fletcher &
 Islam 2017; Jagannathan et al. 2013).
 
-A random decision tree (Fan et al. 2003) is drawn without looking at any data: every node picks
-an attribute uniformly among those it may still split; a numeric attribute splits at a point
-drawn uniformly from the node's current *public* interval (the schema domain narrowed by the
-splits above it) and may be picked again below; a categorical attribute splits into one child
-per public value and is not picked again on that path. A node at the tree's depth is a leaf, as
-is a node with nothing left to split.
+:class:`ImplicitRandomTrees` builds nothing: every node of a complete random decision tree has
+a 64-bit key (the root's from a per-model secret and the tree's id, a child's from its parent's
+key and branch) and its split is a pseudo-random function of that key, so the trees are fixed
+before any data arrives and routing a record ends at its leaf's key. The leaves release through
+public buckets (:mod:`~dpstream.models.windows.buckets`); :class:`LeafTable` serves windows
+trained before buckets. :func:`private_ranges` releases DP numeric ranges for the split points.
 
-Complete trees of the depths the papers prescribe are far too big to build on mixed data: at
-Theorem-2 depth 9 a random tree over Adult's 6 numeric and 8 categorical attributes has about
-2.5 million leaves on average, nearly all of them empty. :class:`ImplicitRandomTrees` builds
-nothing. Every node of the complete tree has a 64-bit key — the root's derived from a secret
-drawn once per model and the tree's id, a child's from its parent's key and its branch — and
-its split is a pseudo-random function of its key (splitmix64). Routing a record walks its path,
-computing each split from the key and the interval the path has narrowed so far, and ends at
-the key of its leaf: ``depth`` rounds of array operations over all (record, tree) pairs at once.
-
-The trees are therefore fixed before any data arrives, exactly as the papers require. The
-leaves release their outputs through **buckets** (:mod:`~dpstream.models.windows.buckets`): each
-tree maps its leaf keys pseudo-randomly into a public number of buckets (a few per training record)
-and releases an output for *every* bucket, its noise drawn from the model's private generator,
-so neither the model nor a window published on the model topic tells which leaves hold records
-(issue 47). Memory is bounded by the training records, however long the stream being
-predicted. Windows trained before buckets keep their tables of reached leaves (a
-:class:`LeafTable` looked up by key); their other leaves output what the mechanism gives on
-zero counts, drawn from the key (:func:`uniform_label`, :func:`laplace_of`).
-
-Missing values (NaN) read as +inf: right at a numeric split, the last value's child at a
-categorical one — as everywhere in dpstream, missing goes right.
-
-Examples
---------
->>> from dpstream.models.encoding import RecordEncoder
->>> enc = RecordEncoder({"features": {"age": {"type": "numeric", "min": 0, "max": 100},
-...                                   "sex": {"type": "categorical", "values": ["F", "M"]}},
-...                      "target": {"type": "binary", "values": [False, True]}})
->>> trees = ImplicitRandomTrees(enc, depth=2, secret=7)
->>> V = trees.matrix(enc.encode_many([{"age": 30, "sex": "F"}, {"age": 70}, {"age": 30}]))
->>> V.tolist()
-[[0.0, 30.0, 0.0], [0.0, 70.0, nan], [0.0, 30.0, nan]]
->>> keys = trees.leaf_keys(V, np.arange(4))        # (records, trees): the leaf each reaches
->>> keys.shape, keys.dtype.name
-((3, 4), 'uint64')
->>> bool((trees.leaf_keys(V, np.arange(4)) == keys).all())   # a pure function
-True
->>> table = LeafTable.build(keys[:1, :2].ravel(), np.array([[3.0, 1.0], [0.0, 2.0]]))
->>> table.lookup(keys[0, :2], empty=lambda k: np.zeros((k.size, 2))).tolist()
-[[3.0, 1.0], [0.0, 2.0]]
+The design: ``docs/keyed_trees.md#keyed-random-trees``.
 """
 
 from __future__ import annotations
@@ -214,6 +175,24 @@ class ImplicitRandomTrees:
     >>> V = narrow.matrix(np.linspace(-1.0, 1.0, 101)[:, None])    # data inside [-1, 1]
     >>> len(set(narrow.leaf_keys(V, [0]).ravel())), len(set(wide.leaf_keys(V, [0]).ravel()))
     (6, 1)
+
+    A numeric and a categorical attribute; missing values (NaN) go right:
+
+    >>> enc = RecordEncoder({"features": {"age": {"type": "numeric", "min": 0, "max": 100},
+    ...                                   "sex": {"type": "categorical", "values": ["F", "M"]}},
+    ...                      "target": {"type": "binary", "values": [False, True]}})
+    >>> trees = ImplicitRandomTrees(enc, depth=2, secret=7)
+    >>> V = trees.matrix(enc.encode_many([{"age": 30, "sex": "F"}, {"age": 70}, {"age": 30}]))
+    >>> V.tolist()
+    [[0.0, 30.0, 0.0], [0.0, 70.0, nan], [0.0, 30.0, nan]]
+    >>> keys = trees.leaf_keys(V, np.arange(4))        # (records, trees): the leaf each reaches
+    >>> keys.shape, keys.dtype.name
+    ((3, 4), 'uint64')
+    >>> bool((trees.leaf_keys(V, np.arange(4)) == keys).all())   # a pure function
+    True
+    >>> table = LeafTable.build(keys[:1, :2].ravel(), np.array([[3.0, 1.0], [0.0, 2.0]]))
+    >>> table.lookup(keys[0, :2], empty=lambda k: np.zeros((k.size, 2))).tolist()
+    [[3.0, 1.0], [0.0, 2.0]]
     """
 
     def __init__(self, encoder: RecordEncoder, *, depth: int, secret: int,

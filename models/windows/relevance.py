@@ -1,47 +1,13 @@
 """Which attributes to split on: a differentially private attribute-relevance estimate.
 
-Forests that draw each node's split attribute uniformly (Huang et al.'s median trees, random
-decision trees) spend most of their splits on attributes that do not matter: with nine
-attributes of which one decides the label (river's Agrawal function 1), a depth-5 path tests
-that attribute at all with probability ``1 - (8/9)**5 = 0.45``. :class:`AttributeRelevance`
-releases, per window, a little evidence about which attributes carry label information, and
-turns the evidence accumulated so far into the probabilities the trees draw attributes with.
+:class:`AttributeRelevance` releases, per window, one (bin, class) histogram per attribute from
+a disjoint random part of the window's labeled records: each record is in one cell of one
+histogram (sensitivity 1), so Laplace noise of scale ``1/epsilon`` per cell makes the release
+``epsilon``-DP. The accumulated noisy histograms' information gains, with a floor that keeps
+every attribute in play, become the probabilities the trees draw split attributes with
+(post-processing). :func:`owned_attributes` splits the attributes among group members.
 
-**Mechanism.** The window's labeled records are dealt at random (the dealing looks at nothing
-but the order) into one disjoint part per attribute. Part ``j`` fills a histogram of (bin of
-attribute ``j``, class) counts: public bins — equal-width cells of a numeric attribute's schema
-domain, one cell per public value of a categorical one, one cell for a missing value. Each
-record is in exactly one cell of one histogram (a member of a group deals them among the
-attributes it owns instead: :func:`owned_attributes`), so the L1 sensitivity of the whole
-release is 1 and Laplace noise of scale ``1/epsilon`` on every cell makes it ``epsilon``-DP
-(Dwork & Roth 2014, Thm. 3.6). Everything after — summing the released histograms of the
-windows of one concept, the information gain of each attribute's noisy histogram (negatives
-clipped), the probabilities — is post-processing.
-
-**Probabilities.** ``p_j = floor / F + (1 - floor) * g_j / sum(g)`` with ``g_j`` the
-information gain of attribute ``j``'s accumulated noisy histogram (negative counts clipped);
-with no evidence yet the draw is uniform: the paper's rule. The floor keeps every attribute
-in play: an attribute whose effect shows only together with another's (Agrawal function 1:
-salary bands that depend on age) has no marginal gain of its own. Measured on river's Agrawal
-functions 1-4, SEA and Hyperplane (``docs/median_forest.md``): subtracting the median gain
-starved Hyperplane, where all ten attributes matter, and subtracting the gain an unrelated
-attribute shows by chance starved both; raw gains with a floor of 0.3 balanced Agrawal (one to
-three attributes matter) and Hyperplane.
-
-Examples
---------
->>> import numpy as np
->>> rng = np.random.default_rng(0)
->>> X = np.c_[rng.uniform(0, 10, 4000), rng.uniform(0, 10, 4000), rng.uniform(0, 10, 4000)]
->>> y = (X[:, 1] > 5).astype(int)                      # only attribute 1 matters
->>> rel = AttributeRelevance(numeric=[(0, 0.0, 10.0), (1, 0.0, 10.0), (2, 0.0, 10.0)],
-...                          categorical=[], n_classes=2, n_bins=8)
->>> rel.weights().round(3).tolist()                    # no evidence: uniform
-[0.333, 0.333, 0.333]
->>> rel.release(X, y, epsilon=1.0, rng=rng)
->>> w = rel.weights()
->>> int(np.argmax(w)), bool(w[1] > 0.6)
-(1, True)
+The mechanism and the probabilities: ``docs/window_exchange.md#attribute-relevance``.
 """
 
 from __future__ import annotations
@@ -151,6 +117,21 @@ class AttributeRelevance:
     floor
         Share of the probability spread uniformly over all attributes, so that every attribute
         keeps being drawn (the evidence may be wrong, or the concept may change).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.c_[rng.uniform(0, 10, 4000), rng.uniform(0, 10, 4000), rng.uniform(0, 10, 4000)]
+    >>> y = (X[:, 1] > 5).astype(int)                      # only attribute 1 matters
+    >>> rel = AttributeRelevance(numeric=[(0, 0.0, 10.0), (1, 0.0, 10.0), (2, 0.0, 10.0)],
+    ...                          categorical=[], n_classes=2, n_bins=8)
+    >>> rel.weights().round(3).tolist()                    # no evidence: uniform
+    [0.333, 0.333, 0.333]
+    >>> rel.release(X, y, epsilon=1.0, rng=rng)
+    >>> w = rel.weights()
+    >>> int(np.argmax(w)), bool(w[1] > 0.6)
+    (1, True)
     """
 
     #: the attributes whose histograms :meth:`release` fills (``None``: all of them)

@@ -1,58 +1,13 @@
 """Window forests across processes: export a finished window, merge the windows of many members.
 
-Several service processes (consumer-group members) may each train a window forest on the
-records of their own Kafka partitions. Every record reaches exactly one member and, there,
-exactly one window and one tree's part, so the members' windows hold disjoint records and
-compose in parallel exactly as one process's windows do: the union is still
-``epsilon``-DP per record, whatever the number of members.
+Members of a consumer group each train windows on disjoint records, so the union of their
+windows is still ``epsilon``-DP per record by parallel composition. :func:`export_window` turns
+a kept window into plain state holding released values and data-independent structure only
+(never raw records, the model's generator or unreleased sums); :class:`WindowEnsemble` votes
+with the newest windows of every member under one process's window policy, bit for bit the
+same on every member that holds the same windows.
 
-:func:`export_window` turns one kept window of a model into **plain state**: its trees, the
-tables and routers its trees read, and the public metadata the window policy needs (records,
-labeled records, drift generation, index, the epsilon its records spent). It holds released
-(differentially private) values and data-independent tree structure only: the window's raw
-records, the model's random generator, its drift detector's unreleased sums and the random
-forest's non-private ``diagnostics`` never leave the process. The state is data: a connector
-encodes it with the data-only, allow-listed encoder of the safe checkpoints
-(:mod:`dpstream.connectors.safe_state`).
-
-:class:`WindowEnsemble` predicts with the windows of every member under the policy of a single
-process: the newest ``max_windows`` windows of the union (ordered by the time each was
-published, ties by member and index) vote, each window with weight proportional to its
-labeled records, times ``window_decay`` to the power of its age in whole windows (the shares
-of the windows published after it). A member that reads ``1 / k`` of the stream trains windows
-and trees of ``1 / k`` the size
-(:meth:`~dpstream.models.windows.window_forest.WindowForestBase.set_share`), and its windows
-count as ``1 / k`` of a whole one: ``k`` such members keep ``k * max_windows`` windows, as
-many records and trees as one process keeps. A member's own retired windows (its
-``max_windows`` or a drift generation) leave the union through a tombstone, and so, published
-by another member, do the windows of a member that has left the group once newer windows push
-them out of the vote (:meth:`WindowEnsemble.departed_updates`). Members that hold
-the same windows predict bit for bit the same: the sum over windows runs in one canonical
-order.
-
-Each window scores with a *view*: the model with that single window and the window's own
-routing state (the random trees' secret of the member that trained it), so tree ids of
-different members never collide. For the median, greedy and random forests the merged score
-is exactly the single-process score of the same windows; for RDT (whose ensemble normalises
-summed cell counts) it is the weighted sum of each window's class distribution.
-
-Examples
---------
->>> from dpstream.models import MedianForestClassifier
->>> schema = {"features": {"a": {"type": "numeric", "min": 0, "max": 1}},
-...           "target": {"type": "binary", "values": [False, True]}}
->>> halves = [MedianForestClassifier(schema=schema, epsilon=1.0, n_trees=2, window_size=50,
-...                                  warmup=None, drift=False, seed=s) for s in (1, 2)]
->>> for i in range(200):
-...     halves[i % 2].learn_one({"a": (i % 10) / 10}, i % 10 >= 5)
->>> a, b = WindowEnsemble(halves[0], "a"), WindowEnsemble(halves[1], "b")
->>> for mine, other in ((a, b), (b, a)):
-...     for key, state in other.local_updates().items():
-...         _ = mine.adopt(key, state)
->>> len(a.kept()), [a.predict_one({"a": v}) for v in (0.1, 0.9)]
-(4, [False, True])
->>> [b.predict_one({"a": v}) for v in (0.1, 0.9)] == [a.predict_one({"a": v}) for v in (0.1, 0.9)]
-True
+The design: ``docs/window_exchange.md#windows-across-processes``.
 """
 
 from __future__ import annotations
@@ -268,7 +223,8 @@ def _newest(order: list[dict], cap: int | None) -> list[dict]:
 
 
 class WindowEnsemble:
-    """The windows of every member, merged under one model's window policy (module docstring).
+    """The windows of every member, merged under one model's window policy
+    (``docs/window_exchange.md#the-union-that-votes``).
 
     Parameters
     ----------
@@ -276,6 +232,25 @@ class WindowEnsemble:
         This member's window forest (it trains; the ensemble only reads it).
     member
         This member's id (unique in the group).
+
+    Examples
+    --------
+    >>> from dpstream.models import MedianForestClassifier
+    >>> schema = {"features": {"a": {"type": "numeric", "min": 0, "max": 1}},
+    ...           "target": {"type": "binary", "values": [False, True]}}
+    >>> halves = [MedianForestClassifier(schema=schema, epsilon=1.0, n_trees=2, window_size=50,
+    ...                                  warmup=None, drift=False, seed=s) for s in (1, 2)]
+    >>> for i in range(200):
+    ...     halves[i % 2].learn_one({"a": (i % 10) / 10}, i % 10 >= 5)
+    >>> a, b = WindowEnsemble(halves[0], "a"), WindowEnsemble(halves[1], "b")
+    >>> for mine, other in ((a, b), (b, a)):
+    ...     for key, state in other.local_updates().items():
+    ...         _ = mine.adopt(key, state)
+    >>> len(a.kept()), [a.predict_one({"a": v}) for v in (0.1, 0.9)]
+    (4, [False, True])
+    >>> ([b.predict_one({"a": v}) for v in (0.1, 0.9)]
+    ...  == [a.predict_one({"a": v}) for v in (0.1, 0.9)])
+    True
     """
 
     def __init__(self, model: WindowForestBase, member: str):

@@ -1,47 +1,14 @@
 """Compiled kernels of the window forests (numba): one record through every kept tree in
 machine code.
 
-The window forests score a record by walking it through every kept tree and summing what the
-leaves it reaches release. The numpy versions (kept in each model as the reference the tests hold
-these kernels to) pay a dozen array calls per tree level; a river stream scores one
-record at a time, so those calls — not the arithmetic — set its speed. These kernels walk each
-(row, tree) pair in a loop — sixteen keyed trees side by side and branch-free, so that their
-chains of dependent multiplies overlap — and look the leaf up in the released table through an
-open-addressing index (:func:`hash_slots`), with **exactly** the numpy versions' arithmetic: the
-same splitmix64 keys, the same uniform draws, the same sums in the same order. They read
-released outputs and public structure only; nothing here draws noise, so privacy is untouched
-(``tests/test_window_kernels.py`` checks each kernel against its numpy reference).
+The walks of the keyed random trees (:func:`implicit_keys`, :func:`implicit_votes`, RDT's
+:func:`implicit_cells`), the greedy forest (:func:`greedy_votes`) and the median forest's packed
+heap trees (:func:`packed_scores`), with the same arithmetic as the numpy references the tests
+hold them to. They read released outputs and public structure only and draw no noise — except
+:func:`grow_median`, the median forest's tree growth, which makes the same private draws in the
+same order as its plain-Python reference, so the same trees bit for bit.
 
-* :func:`implicit_keys` — the leaf key of (row, tree) pairs of
-  :class:`~dpstream.models.windows.random_trees.ImplicitRandomTrees`;
-* :func:`implicit_votes` — the random decision forest's summed leaf votes
-  (:func:`implicit_votes_row`: one encoded record through every window's trees in one call);
-* :func:`implicit_cells` — RDT's summed cell values (nearest center, else the leaf's released or
-  key-derived Laplace counts);
-* :func:`greedy_votes` — the greedy forest's walk (released attribute per reached node, keyed
-  draw elsewhere) and summed leaf votes;
-* :func:`packed_scores` — the median forest's heap trees (a packed
-  :class:`~dpstream.models.forest.Forest`) and their per-node class-distribution table;
-* :func:`routing_rows` and :func:`bin_codes` — the per-record encodings the walks read;
-* :func:`grow_median` — the median forest's tree growth (it DOES draw: the private medians of
-  :mod:`~dpstream.accounting.median` and their exact exponential-mechanism draws
-  (:func:`~dpstream.accounting.noise.em_pick_dist`), compiled from the plain-Python cores
-  there, on the caller's Generator — the same draws in the same
-  order as :func:`~dpstream.models.windows.median_forest.grow_median_tree_reference`, so the
-  same trees bit for bit);
-* batch scoring of the random and greedy forests through per-tree tries lives in
-  :mod:`~dpstream.models.windows.trie_kernels` (the same sums as the per-row walks, 2-3x fewer
-  cycles per row on Adult).
-
-Examples
---------
->>> X = np.array([[0.0, 0.2], [0.0, 0.9], [0.0, np.nan]])
->>> feature = np.array([1, 0, 0], dtype=np.int32)
->>> threshold = np.array([0.5, np.inf, np.inf])
->>> left = np.array([1, 1, 2], dtype=np.int32)
->>> table = np.array([[0.0, 0.0], [1.0, 0.0], [0.25, 0.75]])
->>> packed_scores(X, 1, 3, feature, threshold, left, 1, table).tolist()
-[[1.0, 0.0], [0.25, 0.75], [0.25, 0.75]]
+The design: ``docs/keyed_trees.md#compiled-kernels-of-the-window-forests``.
 """
 
 from __future__ import annotations
@@ -488,7 +455,18 @@ def packed_scores(X, n_trees, stride, feature, threshold, left, depth,
     """Per encoded row, the sum over the packed heap trees (roots ``0, stride, ...``) of the
     ``table`` row of the node it reaches (go left iff ``x[feature] <= threshold``; missing goes
     right; a leaf is its own left child). Eight trees walk side by side (a leaf stays put), so
-    that their chains of dependent loads overlap; their rows are added in tree order."""
+    that their chains of dependent loads overlap; their rows are added in tree order.
+
+    Examples
+    --------
+    >>> X = np.array([[0.0, 0.2], [0.0, 0.9], [0.0, np.nan]])
+    >>> feature = np.array([1, 0, 0], dtype=np.int32)
+    >>> threshold = np.array([0.5, np.inf, np.inf])
+    >>> left = np.array([1, 1, 2], dtype=np.int32)
+    >>> table = np.array([[0.0, 0.0], [1.0, 0.0], [0.25, 0.75]])
+    >>> packed_scores(X, 1, 3, feature, threshold, left, 1, table).tolist()
+    [[1.0, 0.0], [0.25, 0.75], [0.25, 0.75]]
+    """
     m, k = X.shape[0], table.shape[1]
     out = np.zeros((m, k))
     g = np.empty(8, dtype=np.int64)

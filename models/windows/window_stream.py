@@ -1,40 +1,13 @@
 """Stream batches for window forests: many records learned exactly as one at a time.
 
-:meth:`WindowForestBase.learn_many
-<dpstream.models.windows.window_forest.WindowForestBase.learn_many>` is *batch mode* (the batch is
-one window). A stream service that reads records in batches (a Kafka poll returns hundreds) needs
-the opposite: the records learned as if ``learn_one`` had seen them one by one — the same window
-boundaries, the same drift releases and the same random draws — only faster.
-:func:`learn_stream` does that:
+:func:`learn_stream` learns a batch (a Kafka poll) as if ``learn_one`` had seen the records one
+by one — the same window boundaries, drift releases and random draws — only faster: it encodes
+the batch once and scores each segment up to the next window close in one call. Privacy is
+unchanged by construction: the model's state afterwards is the state after the same records
+one at a time (tests compare the two bit for bit). :func:`rows_state` and
+:func:`rows_from_state` carry the open window's buffered rows through a checkpoint.
 
-* the batch is encoded in one vectorised call (a bad record raises before anything is
-  learned);
-* it is cut into *segments* that end where the open window would close; within a segment the
-  ensemble cannot change, so every record's prequential error (the drift signal's input) is
-  scored in one call;
-* the errors go to :meth:`DPDriftSignal.update_many
-  <dpstream.models.drift.DPDriftSignal.update_many>`; a release that detects a change ends the
-  segment at the detecting record, which closes the window holding every record whose error it
-  read, as with ``learn_one``; the rest of the batch is scored afresh by the new ensemble.
-
-Privacy is unchanged by construction: the model's state after ``learn_stream`` is the state
-after the same records one at a time (tests compare the two bit for bit). Time windows
-(``window_seconds``) close on each record's arrival time and take the one-at-a-time path.
-
-Examples
---------
->>> from dpstream.models import MedianForestClassifier
->>> from dpstream.stream import load_adult
->>> X, y, schema = load_adult("train")
->>> a = MedianForestClassifier(schema=schema, epsilon=1.0, seed=0)
->>> b = MedianForestClassifier(schema=schema, epsilon=1.0, seed=0)
->>> for xi, yi in zip(X[:6000], y[:6000]):
-...     a.learn_one(xi, yi)
->>> b.learn_stream(X[:2500], y[:2500]); b.learn_stream(X[2500:6000], y[2500:6000])
->>> a.windows_closed == b.windows_closed == 6, a.privacy_report() == b.privacy_report()
-(True, True)
->>> all(a.predict_one(xi) == b.predict_one(xi) for xi in X[6000:6500])
-True
+The design: ``docs/window_exchange.md#stream-batches``.
 """
 
 from __future__ import annotations
@@ -57,7 +30,23 @@ BLANK = -2
 def learn_stream(forest: Any, X: Sequence, y: Sequence, public: Sequence | None = None,
                  t: Sequence | None = None) -> None:
     """``forest.learn_one(X[i], y[i], public=public[i], t=t[i])`` for every ``i`` in order,
-    with the same result (see the module docstring)."""
+    with the same result (``docs/window_exchange.md#stream-batches``).
+
+    Examples
+    --------
+    >>> from dpstream.models import MedianForestClassifier
+    >>> from dpstream.stream import load_adult
+    >>> X, y, schema = load_adult("train")
+    >>> a = MedianForestClassifier(schema=schema, epsilon=1.0, seed=0)
+    >>> b = MedianForestClassifier(schema=schema, epsilon=1.0, seed=0)
+    >>> for xi, yi in zip(X[:6000], y[:6000]):
+    ...     a.learn_one(xi, yi)
+    >>> b.learn_stream(X[:2500], y[:2500]); b.learn_stream(X[2500:6000], y[2500:6000])
+    >>> a.windows_closed == b.windows_closed == 6, a.privacy_report() == b.privacy_report()
+    (True, True)
+    >>> all(a.predict_one(xi) == b.predict_one(xi) for xi in X[6000:6500])
+    True
+    """
     n = len(y)
     if len(X) != n:
         raise ValueError(f"X has {len(X)} records but y has {n} labels")

@@ -1,35 +1,12 @@
 """The attacks of ``dpstream audit``: one score per canary from the released model only
 (the public model file), and the public schedules that say which slots of a stream reach it
-(docs/privacy.md, "Auditing").
+(how a run goes: docs/privacy.md#auditing).
 
-Each family is attacked where a canary can act, which public counts tell:
-
-* **S-GBDT** (``trees``): a record takes part in the rounds after its arrival until its
-  individual budget is spent (``n_trees`` rounds at the worst-case cost that a mislabelled
-  canary pays). The score is the sum, over the released trees of those rounds, of the leaf
-  value at the canary's point in the direction of its label. Round times are functions of
-  message counts: a dry run of the model's public schedule (``advance``, no record) gives
-  them. Canaries go where all their rounds are kept (after the young phase, whose trees
-  retire, and early enough for their rounds to run).
-* **DPBoost** (``trees``): a window of ``window_size`` records trains ``n_ensembles`` x
-  ``trees_per_ensemble`` trees; the score sums the leaf values of its window's trees.
-* **Window forests** (``window``): a canary lies in one tumbling window, which votes with its
-  own trees; the score is the canary label's probability under that window alone (the public
-  file's windows one at a time). Canaries go in the windows the model keeps.
-* any model (``model``): the released model's probability of the canary's label at its
-  point (a regressor: minus the absolute error) — used when the kept trees or windows do not
-  match the public schedule (a drift restart).
-
-Examples
---------
-RDT's windows close after 250, 500, 1,000, ... messages and the newest two vote, so on a
-stream of 21,000 messages canaries go in messages 3,750 to 15,749:
-
->>> from dpstream.stream.runner import build_model
->>> from dpstream.stream.audit.canaries import SYNTHETIC_SCHEMA
->>> sched = schedule("rdt", build_model("rdt", SYNTHETIC_SCHEMA, epsilon=1.0), 21_000)
->>> sched.kind, sched.detail["starts"], sched.detail["ends"]
-('window', [3750, 7750], [7750, 15750])
+:func:`schedule` gives a model's public :class:`Schedule` (S-GBDT's rounds, DPBoost's and the
+window forests' windows); :func:`attack` scores each canary where it can act, with
+:func:`model_scores` (the whole model's probability of the canary's label) as the fallback
+when the released trees or windows do not match the schedule. What each family's attack
+scores and why: docs/audit.md#the-attacks.
 """
 
 from __future__ import annotations
@@ -70,7 +47,19 @@ class Schedule(NamedTuple):
 def schedule(model_name: str, model: Any, total: int, canaries: int = 0) -> Schedule:
     """The public schedule of ``model`` (a fresh model of the audited configuration, used
     for its parameters and, for S-GBDT, for a dry run of its rounds) over ``total``
-    messages of which ``canaries`` are canaries' slots."""
+    messages of which ``canaries`` are canaries' slots.
+
+    Examples
+    --------
+    RDT's windows close after 250, 500, 1,000, ... messages and the newest two vote, so on a
+    stream of 21,000 messages canaries go in messages 3,750 to 15,749:
+
+    >>> from dpstream.stream.runner import build_model
+    >>> from dpstream.stream.audit.canaries import SYNTHETIC_SCHEMA
+    >>> sched = schedule("rdt", build_model("rdt", SYNTHETIC_SCHEMA, epsilon=1.0), 21_000)
+    >>> sched.kind, sched.detail["starts"], sched.detail["ends"]
+    ('window', [3750, 7750], [7750, 15750])
+    """
     if model_name == "sgbdt":
         return _rounds(model, total)
     if model_name == "dpboost":

@@ -1,28 +1,11 @@
 """The audited stream: background records, canaries, their coins and their slots
-(docs/privacy.md, "Auditing").
+(how a run goes: docs/privacy.md#auditing).
 
-Background records are drawn from the schema's public domains (uniform numeric values, uniform
-categories) with a label from a fixed public rule and 10% label noise, or read from the
-curator's own data. Canaries sit at extreme points of the public domain — every numeric
-feature at its minimum or maximum, each canary a different combination of extremes and
-categories — with the label the rule does *not* give there (for a real source, the label
-its neighbourhood's background records hold least). Each canary is included with probability
-1/2: an included canary is a record in its slot of the stream; an excluded one leaves a
-message in that slot that the runner does not learn (a dead letter), so the slots and every
-public schedule are the same either way, as the release-surface map of docs/privacy.md treats
-arrivals as public.
-
-Examples
---------
->>> schema = resolve_schema("synthetic")
->>> X, y = synthetic_records(schema, 5, seed=0)
->>> sorted(X[0]) == sorted(schema.features), set(y) <= {False, True}
-(True, True)
->>> points, labels = design_canaries(schema, 4, seed=0)
->>> all(points[0][f] in (0.0, 100.0) for f in ("x0", "x1", "x2", "x3", "x4", "x5"))
-True
->>> [rule_label(schema, p) != label for p, label in zip(points, labels)]
-[True, True, True, True]
+Background records come from the schema's public domains with a public rule's label
+(:func:`synthetic_records`) or from the curator's data (:func:`source_records`); canaries
+(:func:`design_canaries`) sit at extreme points, mislabelled; each is included by a fair coin
+(:func:`coin_flips`), and an excluded one leaves a dead letter in its slot, so every public
+schedule is the same either way. How the stream is built: docs/audit.md#the-audited-stream.
 """
 
 from __future__ import annotations
@@ -114,7 +97,15 @@ def _flip(schema: Schema, s: float) -> Any:
 
 def synthetic_records(schema: Schema, n: int, *, seed: Any = None) -> tuple[list[dict], list]:
     """``n`` records drawn from the schema's public domains, labelled by the public rule
-    with :data:`LABEL_NOISE` of the labels replaced by a uniform class (or value)."""
+    with :data:`LABEL_NOISE` of the labels replaced by a uniform class (or value).
+
+    Examples
+    --------
+    >>> schema = resolve_schema("synthetic")
+    >>> X, y = synthetic_records(schema, 5, seed=0)
+    >>> sorted(X[0]) == sorted(schema.features), set(y) <= {False, True}
+    (True, True)
+    """
     rng = np.random.default_rng(seed)
     cols: dict[str, list] = {}
     for name, feat in schema.features.items():
@@ -177,6 +168,15 @@ def design_canaries(schema: Schema, m: int, *, seed: Any = None,
     :data:`MIN_SIGNAL` strong, labelled against the rule. A real source's ``background``
     (records, labels): each canary takes the label its *orthant* holds least (the background
     records on the same side of every numeric feature's midpoint: :func:`orthant_labels`).
+
+    Examples
+    --------
+    >>> schema = resolve_schema("synthetic")
+    >>> points, labels = design_canaries(schema, 4, seed=0)
+    >>> all(points[0][f] in (0.0, 100.0) for f in ("x0", "x1", "x2", "x3", "x4", "x5"))
+    True
+    >>> [rule_label(schema, p) != label for p, label in zip(points, labels)]
+    [True, True, True, True]
     """
     rng = np.random.default_rng(seed)
     feats = list(schema.features.items())

@@ -1,32 +1,13 @@
 """Baselines the benchmark suite measures next to dpstream, on the very same splits.
 
-* ``hist-gradient-boosting``, ``sklearn-random-forest`` — scikit-learn's
-  ``HistGradientBoosting*`` and ``RandomForest*`` (100 trees), non-private: the ceiling.
-* ``diffprivlib-random-forest`` — IBM diffprivlib's ``RandomForestClassifier``, the DP anchor
-  most users know (the ``bench`` extra; it needs scikit-learn < 1.7). It gets the public
-  schema's bounds and classes, never bounds read from the data. Classification only.
-* ``dp-ebm`` — InterpretML's DP Explainable Boosting Machine (Nori et al., 2021;
-  ``interpret.privacy.DPExplainableBoostingClassifier`` / ``...Regressor``, the ``bench``
-  extra's ``interpret-core``), the DP tabular peer users would pick, at the row's ε and
-  S-GBDT's δ. It runs with its defaults on Adult and Abalone and gets every public domain:
-  declared feature types (categories ``nominal``, never auto-detected), ``privacy_bounds``
-  from the schema's numeric ranges and, for regression, ``privacy_target_min`` / ``_max``
-  from the target's range, so no bound is read from the data.
-* ``dp-mean`` — Kirschte et al.'s "DP Mean": one constant prediction, the DP mean of the training
-  labels (:class:`DPMean`). The floor every DP model must clear.
+:data:`BASELINES` names them: scikit-learn's non-private ``hist-gradient-boosting`` and
+``sklearn-random-forest`` (the ceiling), diffprivlib's ``diffprivlib-random-forest`` (the DP
+anchor), InterpretML's ``dp-ebm`` and Kirschte et al.'s ``dp-mean`` (:class:`DPMean`, the
+floor). The DP baselines get the public schema's bounds, never bounds read from the data.
+:func:`run_baseline` runs one on the splits :func:`~dpstream.stream.bench.protocol_splits`
+gives the dpstream model of the same table.
 
-Each baseline sees the rows :func:`~dpstream.stream.bench.protocol_splits` gives the
-dpstream model of the same table: same folds, same holdout draws, and with
-``labeled_fraction`` < 1 the baselines train on the labeled rows only.
-
-Examples
---------
->>> res = run_baseline("dp-mean", "iris", "holdout", epsilon=1.0, repeats=2, seed=0)
->>> res["model"], res["metric"], res["kind"], res["epsilon"]
-('dp-mean', 'accuracy', 'dp-baseline', 1.0)
->>> res = run_baseline("hist-gradient-boosting", "iris", "holdout", repeats=2, seed=0)
->>> res["kind"], res["epsilon"], res["mean"] > 0.8
-('non-private', None, True)
+What each baseline is and how it is configured: docs/bench_internals.md#baselines.
 """
 
 from __future__ import annotations
@@ -272,7 +253,20 @@ def run_baseline(name: str, dataset: str, protocol: str, *, epsilon: float | Non
                  repeats: int = 1, folds: int = 1, seed: int = 0,
                  labeled_fraction: float = 1.0,
                  progress: Callable[[int, int], None] | None = None) -> dict:
-    """Mean and std of a baseline's metric on the splits of ``protocol`` (see the module)."""
+    """Mean and std of a baseline's metric on the splits of ``protocol`` (see the module).
+
+    The baseline sees the same folds and holdout draws as the dpstream model of the table;
+    with ``labeled_fraction`` < 1 it trains on the labeled rows only.
+
+    Examples
+    --------
+    >>> res = run_baseline("dp-mean", "iris", "holdout", epsilon=1.0, repeats=2, seed=0)
+    >>> res["model"], res["metric"], res["kind"], res["epsilon"]
+    ('dp-mean', 'accuracy', 'dp-baseline', 1.0)
+    >>> res = run_baseline("hist-gradient-boosting", "iris", "holdout", repeats=2, seed=0)
+    >>> res["kind"], res["epsilon"], res["mean"] > 0.8
+    ('non-private', None, True)
+    """
     missing = baseline_available(name)
     if missing is not None:
         raise ValueError(missing)

@@ -1,32 +1,13 @@
 """Delayed labels for the suite: prequential accuracy when each label comes ``d`` records after
-its record, run and rendered (the section of ``docs/benchmarks.md``; issue 66).
+its record, run and rendered (the delayed-label section of ``docs/benchmarks.md``).
 
-Each record is predicted when it arrives and learned ``d`` records later: what
-``river.evaluate.progressive_val_score(..., delay=d)`` does, with a queue of at most ``d``
-records (:func:`prequential_delayed`). The scenarios (:data:`DELAYED_SCENARIOS`): Elec2 in time
-order (45,312 records; ``d`` = 48, one day of half-hours, and 336, one week) and Adult's
-training split in file order (32,561 records; ``d`` = 1,000), each beside ``d`` = 0 (labels at
-once). The models (:data:`DELAYED_MODELS`): S-GBDT and the four window forests with their
-library defaults at ε = 1, and river's non-private ``HoeffdingTreeClassifier`` with the same
-delay.
+:func:`prequential_delayed` predicts each record on arrival and learns it ``d`` records later
+(river's ``progressive_val_score(..., delay=d)``); :data:`DELAYED_SCENARIOS` (Elec2 and Adult
+in their order) and :data:`DELAYED_MODELS` (S-GBDT and the window forests at ε = 1, river's
+HoeffdingTree) set the cells; :func:`delayed_section` renders a table per stream and a plot of
+accuracy against the delay.
 
-:func:`delayed_section` renders a table per stream (accuracy at each delay, mean ± std over the
-seeds, and the loss from labels at once to the longest delay) and one plot of accuracy against
-the delay.
-
-Examples
---------
->>> from river import tree
->>> prequential_delayed(tree.HoeffdingTreeClassifier(), [({"a": 0.0}, 0)] * 10, delay=3)
-0.6
->>> rows = [{"model": m, "dataset": "adult", "params": {"delay": d}, "mean": v, "std": 0.01,
-...          "repeats": 3, "epsilon": e, "n": 32561}
-...         for m, e, d, v in [("rdt", 1.0, 0, 0.78), ("rdt", 1.0, 1000, 0.77),
-...                            ("hoeffding-tree", None, 0, 0.83),
-...                            ("hoeffding-tree", None, 1000, 0.80)]]
->>> md = "\\n".join(delayed_section(rows, None, "img/"))
->>> "| RDT | 78.0% ± 1.0 | 77.0% ± 1.0 | −1.0 |" in md
-True
+Scenarios, models and the rendering: docs/bench_internals.md#delayed-labels.
 """
 
 from __future__ import annotations
@@ -60,7 +41,14 @@ _DELAY_NAMES = {48: "a day", 336: "a week"}
 def prequential_delayed(model: Any, rows: Sequence[tuple[dict, Any]], delay: int,
                         progress: Callable[[int], None] | None = None) -> float:
     """Accuracy of predictions made on arrival, each record learned ``delay`` records later
-    (the last ``delay`` records are predicted and never learned, as river's evaluation)."""
+    (the last ``delay`` records are predicted and never learned, as river's evaluation).
+
+    Examples
+    --------
+    >>> from river import tree
+    >>> prequential_delayed(tree.HoeffdingTreeClassifier(), [({"a": 0.0}, 0)] * 10, delay=3)
+    0.6
+    """
     right, waiting = 0, deque()
     for i, (x, y) in enumerate(rows):
         right += model.predict_one(x) == y
@@ -118,8 +106,9 @@ def run_delayed(model: str, dataset: str, delay: int, *, epsilon: float = 1.0,
     Returns
     -------
     dict
-        DESIGN.md §6's bench fields (``mean``: accuracy over the seeds, ``std`` across them)
-        plus ``per_seed``, ``n`` and ``params`` (``{"delay": delay}``).
+        The bench fields (:data:`~dpstream.stream.bench.protocols.RESULT_FIELDS`; ``mean``:
+        accuracy over the seeds, ``std`` across them) plus ``per_seed``, ``n`` and ``params``
+        (``{"delay": delay}``).
     """
     if model not in DELAYED_MODELS:
         raise ValueError(f"unknown model {model!r}: choose from {list(DELAYED_MODELS)}")
@@ -190,7 +179,19 @@ def plot_delayed(rows: list[dict], path: Path) -> None:
 
 def delayed_section(rows: list[dict], img_dir: Path | None, img_prefix: str) -> list[str]:
     """Markdown lines of the delayed-label section for ``rows`` (every delayed cell); the plot
-    to ``img_dir`` (``None``: none)."""
+    to ``img_dir`` (``None``: none).
+
+    Examples
+    --------
+    >>> rows = [{"model": m, "dataset": "adult", "params": {"delay": d}, "mean": v, "std": 0.01,
+    ...          "repeats": 3, "epsilon": e, "n": 32561}
+    ...         for m, e, d, v in [("rdt", 1.0, 0, 0.78), ("rdt", 1.0, 1000, 0.77),
+    ...                            ("hoeffding-tree", None, 0, 0.83),
+    ...                            ("hoeffding-tree", None, 1000, 0.80)]]
+    >>> md = "\\n".join(delayed_section(rows, None, "img/"))
+    >>> "| RDT | 78.0% ± 1.0 | 77.0% ± 1.0 | −1.0 |" in md
+    True
+    """
     seeds = max(r["repeats"] for r in rows)
     eps = next((r["epsilon"] for r in rows if r.get("epsilon") is not None), 1.0)
     out = ["## Delayed labels: predicted on arrival, learned when the label comes", "",

@@ -1,20 +1,9 @@
 """The drifting-stream section of ``docs/benchmarks.md``: a table and one plot per scenario.
 
-The table gives, per scenario and model, the overall prequential accuracy and the accuracy of
-the last 5,000 records (mean over the seeds); the plot draws each model's accuracy in windows
-of 500 records against the record index, with the drift position as a vertical line and, for a
-gradual drift, its width (the new concept's share going from 12% to 88%) shaded.
+:func:`drift_section` renders, per scenario, the overall and last-records prequential accuracy
+of each model and a plot of its windowed accuracy with the drift marked.
 
-Examples
---------
->>> row = {"model": "arf", "dataset": "sea-abrupt", "epsilon": None, "params": {},
-...        "kind": "non-private", "mean": 0.85, "tail_accuracy": 0.88, "tail_rows": 5000,
-...        "majority_tail": 0.64, "rows_per_s": 1500.0, "repeats": 3, "n": 30000,
-...        "drift_at": 15000, "drift_width": 1, "window": 500, "curve": [0.8, 0.9],
-...        "protocol": "prequential", "scenario": "SEA variant 0 → 2 (abrupt)"}
->>> "| SEA variant 0 → 2 (abrupt) | 64.0% | 85.0% / 88.0% |" in "\\n".join(
-...     drift_section([row], None, "img/"))
-True
+What the table and the plot show: docs/bench_internals.md#the-drift-section-of-the-report.
 """
 
 from __future__ import annotations
@@ -145,7 +134,19 @@ def _forest_notes(by_scenario: dict[str, list[dict]]) -> list[str]:
 
 def drift_section(rows: list[dict], img_dir: Path | None, img_prefix: str) -> list[str]:
     """Markdown lines of the drift section for ``rows`` (every drift cell); plots to
-    ``img_dir`` (``None``: no plots)."""
+    ``img_dir`` (``None``: no plots).
+
+    Examples
+    --------
+    >>> row = {"model": "arf", "dataset": "sea-abrupt", "epsilon": None, "params": {},
+    ...        "kind": "non-private", "mean": 0.85, "tail_accuracy": 0.88, "tail_rows": 5000,
+    ...        "majority_tail": 0.64, "rows_per_s": 1500.0, "repeats": 3, "n": 30000,
+    ...        "drift_at": 15000, "drift_width": 1, "window": 500, "curve": [0.8, 0.9],
+    ...        "protocol": "prequential", "scenario": "SEA variant 0 → 2 (abrupt)"}
+    >>> "| SEA variant 0 → 2 (abrupt) | 64.0% | 85.0% / 88.0% |" in "\\n".join(
+    ...     drift_section([row], None, "img/"))
+    True
+    """
     by_scenario: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_scenario[r["dataset"]].append(r)

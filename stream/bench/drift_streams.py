@@ -1,39 +1,12 @@
 """Drifting streams for the suite: river's synthetic generators with an abrupt or gradual drift.
 
-Every scenario joins two concepts of one of river's public generators with river's
-``ConceptDriftStream``: record ``t`` comes from the new concept with probability
-``1 / (1 + exp(-4 (t - position) / width))``, so ``width=1`` is an abrupt switch and a wider
-``width`` a gradual one (the new concept's share is 12% at ``position - width / 2`` and 88% at
-``position + width / 2``; an abrupt drift is the step this tends to as ``width`` -> 0: the
-first ``position`` records of the old concept, then the new one's). The reference stream has
-30,000 records and the drift at 15,000; a shorter stream scales position and width with its
-length.
+:data:`DRIFT_SCENARIOS` joins two concepts of river's Agrawal, SEA or Hyperplane generator with
+river's ``ConceptDriftStream`` (the drift at :func:`drift_geometry`); the schemas declare the
+generators' documented domains, nothing is read from the records. :func:`load_drift_stream`
+gives a scenario's records and :func:`run_drift_stream` runs one model over it prequentially
+(S-GBDT, the window forests of :data:`WINDOW_FORESTS`, river's HoeffdingTree and ARF).
 
-* ``agrawal-1-3-*``, ``agrawal-4-0-*`` — ``synth.Agrawal(classification_function=k, seed=s)``
-  (nine attributes, the schema :data:`~.scenarios.AGRAWAL_SCHEMA`), function 1 then 3 (seeds
-  11, 12, 13) and 4 then 0 (seeds 21, 22, 23); abrupt (width 1) and gradual (width 1,000).
-* ``sea-*`` — ``synth.SEA(variant=v, noise=0.1, seed=s)``: three features keyed ``0, 1, 2`` in
-  [0, 10], label ``x0 + x1 > threshold`` with 10% of the labels flipped (Street & Kim's
-  setting); variant 0 (threshold 8) then variant 2 (threshold 7); abrupt and gradual (5,000).
-* ``hyperplane-*`` — ``synth.Hyperplane(seed=s, n_features=10, mag_change=0,
-  noise_percentage=0.05)``: ten features keyed ``0 .. 9`` in [0, 1]; the new concept is the
-  hyperplane of the next seed (new random weights); abrupt and gradual (5,000).
-
-Each is public data: the schemas declare the generators' documented domains, nothing is read
-from the records. :func:`run_drift_stream` runs one model over a scenario prequentially
-(``predict_one`` then ``learn_one`` per record) and reports the overall accuracy, the accuracy
-of the last 5,000 records, the accuracy of every window of 500 records (for the plot) and the
-rows/s. The models: S-GBDT, the four window forests (:data:`WINDOW_FORESTS`, their library
-defaults: the drift scenarios set no window size) and river's HoeffdingTree and ARF.
-
-Examples
---------
->>> data = load_drift_stream("sea-abrupt", n=300)
->>> len(data.X), sorted(data.X[0]), drift_geometry("sea-abrupt", 300)
-(300, [0, 1, 2], (150, 1))
->>> res = run_drift_stream("hoeffding-tree", "sea-gradual", n=600, repeats=1)
->>> res["kind"], res["drift_at"], res["window"], len(res["curve"]), res["tail_rows"]
-('non-private', 300, 10, 60, 100)
+The scenarios, the drift's shape and what is reported: docs/bench_internals.md#drifting-streams.
 """
 
 from __future__ import annotations
@@ -163,6 +136,12 @@ def load_drift_stream(name: str, n: int = REFERENCE_N, *, seed: int | None = Non
     """The first ``n`` records of scenario ``name`` (``seed``: the scenario's first by default).
 
     Labels are ints 0 / 1 (river's SEA yields booleans).
+
+    Examples
+    --------
+    >>> data = load_drift_stream("sea-abrupt", n=300)
+    >>> len(data.X), sorted(data.X[0]), drift_geometry("sea-abrupt", 300)
+    (300, [0, 1, 2], (150, 1))
     """
     sc = _scenario(name)
     seed = sc.seed if seed is None else seed
@@ -226,12 +205,18 @@ def run_drift_stream(model: str, scenario: str, *, epsilon: float | None = None,
     Returns
     -------
     dict
-        DESIGN.md §6's bench fields (``mean``: the overall prequential accuracy over the runs,
-        ``std`` across runs) plus ``tail_accuracy`` / ``tail_std`` (the last ``tail_rows``
-        records: 5,000 of the reference stream), ``curve`` (mean accuracy of each window of
-        ``window`` records), ``drift_at``, ``drift_width``, ``majority_tail`` (the share of
-        the commonest label in the tail: what a constant predictor scores there),
-        ``per_seed`` and ``kind``.
+        The bench fields (:data:`~dpstream.stream.bench.protocols.RESULT_FIELDS`; ``mean``: the
+        overall prequential accuracy over the runs, ``std`` across runs) plus
+        ``tail_accuracy`` / ``tail_std`` (the last ``tail_rows`` records: 5,000 of the
+        reference stream), ``curve`` (mean accuracy of each window of ``window`` records),
+        ``drift_at``, ``drift_width``, ``majority_tail`` (the share of the commonest label in
+        the tail: what a constant predictor scores there), ``per_seed`` and ``kind``.
+
+    Examples
+    --------
+    >>> res = run_drift_stream("hoeffding-tree", "sea-gradual", n=600, repeats=1)
+    >>> res["kind"], res["drift_at"], res["window"], len(res["curve"]), res["tail_rows"]
+    ('non-private', 300, 10, 60, 100)
     """
     sc = _scenario(scenario)
     if n < 60:

@@ -1,23 +1,12 @@
 """k window-forest members against one process, in process and seeded (no broker).
 
-The stream is dealt to ``partitions`` partitions round-robin, and the partitions to the
-members in contiguous blocks, as Kafka's range assignor (kafka-python's default) deals them
-(or partition ``p`` to member ``p mod k``: ``assignment="roundrobin"``); each member is a
-median forest with its share of the partitions set as a Kafka assignment sets it, with the
-attributes whose relevance its partitions own
-(:meth:`~dpstream.models.windows.window_forest.WindowForestBase.set_share`; not with
-``whole=True``), predicting with a :class:`~dpstream.models.windows.window_exchange.WindowEnsemble`
-of every member's windows, each window adopted by the others as soon as it closes (the service's
-members do the same through the model topic, with its delay). Used by ``benchmarks/members_sim.py``
-and the accuracy test of member shares.
+:func:`prequential` deals a stream to partitions and the partitions to ``k`` members as a Kafka
+consumer group does, and returns, per record, whether its member predicted it right before
+learning it (median forests predicting with every member's windows). Used by
+``benchmarks/members_sim.py`` and the accuracy test of member shares.
 
-Examples
---------
->>> from dpstream.stream import load_adult
->>> X, y, schema = load_adult("train")
->>> hits = prequential(X[:3000], y[:3000], schema, k=2, seed=0, window_size=500)
->>> hits.shape, bool(0.6 < hits.mean() < 0.95)
-((3000,), True)
+How the members are dealt and share windows:
+docs/bench_internals.md#window-forest-members-in-one-process.
 """
 
 from __future__ import annotations
@@ -63,7 +52,16 @@ def prequential(X: list, y: list, schema: Any, *, k: int, seed: int, whole: bool
     its members through the warm-up). ``assignment``:
     how the group deals the partitions, ``"range"`` (contiguous blocks, as kafka-python's
     default assignor, and so ``dpstream serve``, deals them) or ``"roundrobin"`` (partition
-    ``p`` to member ``p mod k``)."""
+    ``p`` to member ``p mod k``).
+
+    Examples
+    --------
+    >>> from dpstream.stream import load_adult
+    >>> X, y, schema = load_adult("train")
+    >>> hits = prequential(X[:3000], y[:3000], schema, k=2, seed=0, window_size=500)
+    >>> hits.shape, bool(0.6 < hits.mean() < 0.95)
+    ((3000,), True)
+    """
     # the window policy the members' figures were measured with (docs/service.md), kept
     # when the library's defaults moved to small decaying windows (docs/median_forest.md)
     # and gained the feature grid (docs/drift.md); SERVICE_POLICY restores the defaults

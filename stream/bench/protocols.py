@@ -1,66 +1,14 @@
 """``dpstream bench``: a model's accuracy at given epsilons, under the protocol of its paper.
 
-Protocols, by model:
+:func:`run_bench` runs a model of :data:`BENCH_MODELS` on a dataset of :data:`BENCH_DATASETS`
+under its paper's protocol (:func:`protocol_of`; splits from :func:`protocol_splits`): repeated
+K-fold CV for S-GBDT (Kirschte et al.) and its late-arrival scenarios, the random 90/10 holdout
+for the median forest and RDT, 10 x 10-fold CV for the random and greedy forests, and the
+accuracy after the drift, prequentially, on ``agrawal-drift`` (:func:`run_drift`). A result
+carries the :data:`RESULT_FIELDS`.
 
-* ``sgbdt`` (Kirschte et al., 2023): repeated K-fold cross-validation. Datasets ``abalone`` (R²),
-  ``adult`` (error, adult.data + adult.test), and the §VIII-E scenarios ``abalone-late`` /
-  ``adult-late`` ("after the regular training rounds, a new batch of data arrives on the
-  stream", a batch that "can even come from a distribution that is different"). The paper's
-  text does not say how the batch is drawn; the authors' code (``kirschte/sbdt``,
-  ``DPEnsemble::train`` with ``continuous_learning``) splits each training fold by its label:
-  the early population is Abalone's records with scaled label <= -0.36 (rings <= 9) and
-  Adult's records with income <= 50K; the late batch is the rest of the fold (Abalone: rings
-  >= 10, Adult: every > 50K record) — a shifted population in the label and, through it, in
-  every attribute correlated with the label. The early population trains ``n_trees`` rounds
-  (its own DP initial score); then the late batch arrives and ``n_trees`` more rounds run.
-  With the individual filter every record with budget left trains them (the early records
-  with what their small gradients left); without it the early records have spent their
-  worst-case budget and the late batch alone trains the new trees (the authors: "without
-  Rényi filter, the ensemble must forget old data") — as in the authors' code, a new phase
-  of ``NO_FILTER_LATE_ROUNDS`` (25) rounds at a sigma re-calibrated for them
-  (``learn_many(..., new_phase=True)``: sound by parallel composition, the two populations
-  being disjoint). On Adult that batch is all positives,
-  so an untuned model predicts "> 50K" for nearly everyone: the authors' own results
-  (``adult_stream_rerun_results.csv``) show the no-filter arm at 25.1% untuned accuracy
-  (74.9% error) at ε = 0.5 and 79.1% accuracy at the best threshold. Their figures
-  score a classifier at the best decision threshold on the test fold (their ``ACC``:
-  thresholds from min(p) to max(p) in steps of 0.01), so ``adult-late`` rows also carry
-  ``error_best_threshold`` (:func:`best_threshold_error`), the figure to hold against the
-  paper's; ``mean`` stays the error at the model's own decision (p > 0.5).
-* ``median-forest`` (Huang et al. 2023, §6): a random 90/10 train/test split, repeated (50 times in
-the
-  paper), accuracy; the whole training set is one window (batch mode). Datasets ``adult``
-  (adult.data, the paper's 32,561 rows), ``iris``, ``wine``, ``syn5d``, ``syn10d``, ``syn15d``.
-  ``labeled_fraction`` keeps the labels of that random share of the training rows and hands the
-  rest over unlabeled (Huang et al. 2023, Table 2 uses 0.2).
-* ``random-forest`` (Fletcher & Islam 2017, §2.4): 10-fold cross-validation repeated 10 times (100
-fits),
-  accuracy. Datasets: those of the median forest plus ``synth-a`` .. ``synth-g`` (Fletcher & Islam
-  2017, Table 1, 30,000 rows). Adult is adult.data (the paper used its 30,162 complete rows; we keep
-  the rows with "?", a declared category).
-* ``rdt`` / ``rdt-sharp`` (Jagannathan et al., 2013): the median forest's holdout protocol and
-datasets;
-  ``labeled_fraction`` hands the other training rows over unlabeled — to ``rdt`` as private
-  records, to ``rdt-sharp`` as public ones (``public=True``, the paper's non-private data).
-* ``greedy-forest`` (Xin et al., 2019): the random forest's 10 x 10-fold CV and datasets, so the two
-  compare on the same folds (the paper itself used 80/20 splits).
-* any classifier on ``agrawal-drift``: prequential (predict each record, then learn it) over a
-  stream whose concept drifts half-way; the metric is the accuracy on the records after the
-  drift, and ``curve`` holds the accuracy of every block of ``block`` records. Window forests
-  run with ``window_size=5000, max_windows=2`` unless overridden — compare with
-  ``max_windows=None`` (every window kept) to see what refreshing buys.
-
-Examples
---------
->>> result = run_bench("sgbdt", "abalone", 0.5, repeats=1, folds=2, seed=0,
-...                    params={"n_trees": 20})
->>> result["metric"], result["folds"], result["repeats"]
-('r2', 2, 1)
->>> sorted(result) == sorted((*RESULT_FIELDS, "config")), result["config"]   # S-GBDT's setting
-(True, 'defaults + --set')
->>> iris = run_bench("median-forest", "iris", 2.0, repeats=3, seed=0)
->>> iris["metric"], iris["protocol"], 0.0 <= iris["mean"] <= 1.0
-('accuracy', 'holdout 90/10', True)
+The protocols, their datasets and the late-arrival scenarios:
+docs/bench_internals.md#paper-protocols-of-dpstream-bench.
 """
 
 from __future__ import annotations
@@ -327,7 +275,23 @@ def run_bench(model: str, dataset: str, epsilon: float, *, repeats: int | None =
               folds: int | None = None, seed: int = 0, params: dict | None = None,
               labeled_fraction: float = 1.0,
               progress: Callable[[int, int], None] | None = None) -> dict:
-    """Mean and std of the metric over repeated fits under the model's protocol."""
+    """Mean and std of the metric over repeated fits under the model's protocol.
+
+    An S-GBDT result also carries ``config``, the per-epsilon setting it ran
+    (:func:`~dpstream.stream.bench.configs.sgbdt_config`).
+
+    Examples
+    --------
+    >>> result = run_bench("sgbdt", "abalone", 0.5, repeats=1, folds=2, seed=0,
+    ...                    params={"n_trees": 20})
+    >>> result["metric"], result["folds"], result["repeats"]
+    ('r2', 2, 1)
+    >>> sorted(result) == sorted((*RESULT_FIELDS, "config")), result["config"]
+    (True, 'defaults + --set')
+    >>> iris = run_bench("median-forest", "iris", 2.0, repeats=3, seed=0)
+    >>> iris["metric"], iris["protocol"], 0.0 <= iris["mean"] <= 1.0
+    ('accuracy', 'holdout 90/10', True)
+    """
     if model not in BENCH_MODELS:
         raise ValueError(f"unknown model {model!r}; choose from {sorted(BENCH_MODELS)}")
     protocol = protocol_of(model, dataset)

@@ -1,33 +1,13 @@
 """Render a benchmark-suite results file into a Markdown page and its PNG plots.
 
-The page is ``reports/suite-PROFILE/benchmarks.md`` by default and the project's own
-``docs/benchmarks.md`` with ``dpstream suite --render-docs`` (:mod:`.commands` picks the path).
-A cell that could not run here (its optional package missing) shows as ``skipped`` with the
-pip line that fills it in: in a table at the top, in its table's row and under its table.
+:func:`render_markdown` writes the page (``reports/suite-PROFILE/benchmarks.md`` by default,
+the project's own ``docs/benchmarks.md`` with ``dpstream suite --render-docs``; :mod:`.commands`
+picks the path): per table the paper rows and the ε grid beside the baselines, with a plot of
+the metric against ε; then the stream, speed, drift (:mod:`.drift_report`), young-stream
+(:mod:`.young_streams`) and delayed-label (:mod:`.delayed`) sections. A cell that could not
+run here shows as ``skipped`` with the pip line that fills it in.
 
-Per table (a dataset under one protocol): the rows where a paper quotes a figure or the S-GBDT
-authors released one (ours, the paper's, their ratio, the authors' released result, the DP
-baselines at the same ε, the non-private ceiling), the whole ε grid side by side with
-diffprivlib and DP Mean, and a plot of the metric against ε (log x, one line per model, the
-paper's points marked with stars and the authors' released ones with diamonds, non-private
-baselines dashed) like the papers' figures. Then the stream section: progressive-validation
-metric, rows/s and peak memory of every model next to river's HoeffdingTree and ARF (and
-HoeffdingAdaptiveTree on Elec2), and, where the lines carry it, a plot of every model's
-prequential accuracy over the stream (:func:`plot_stream_curves`; a line from before the curves
-has none); the speed section (every stream model with its library defaults, each in a fresh
-process: rows/s and resident memory); then the drifting streams (:mod:`.drift_report`: accuracy
-over the stream, drift marked); then the young streams (:mod:`.young_streams`: the first
-records and a drift restart, beside the oracle-refit reference); then the delayed labels
-(:mod:`.delayed`: accuracy by label delay).
-
-Examples
---------
->>> rows = [{"model": "sgbdt", "dataset": "abalone", "epsilon": 0.54, "metric": "r2",
-...          "mean": 0.35, "std": 0.03, "repeats": 3, "folds": 5, "params": {},
-...          "labeled_fraction": 1.0, "kind": "dp", "table": "cv", "protocol": "5-fold CV"}]
->>> md = render_markdown(rows, img_dir=None)
->>> "| sgbdt | 0.54 | 0.350 ± 0.030 | 0.470 | 0.74 | ✗ |" in md
-True
+What each part of the page holds: docs/bench_internals.md#rendering-the-report.
 """
 
 from __future__ import annotations
@@ -465,6 +445,15 @@ def render_markdown(rows: Iterable[dict], *, img_dir: str | Path | None = None,
     links
         The path from the page to the project's docs/ (``""``: the page is in it), for the
         links to the benchmark notes and the references; ``None``: names without links.
+
+    Examples
+    --------
+    >>> rows = [{"model": "sgbdt", "dataset": "abalone", "epsilon": 0.54, "metric": "r2",
+    ...          "mean": 0.35, "std": 0.03, "repeats": 3, "folds": 5, "params": {},
+    ...          "labeled_fraction": 1.0, "kind": "dp", "table": "cv", "protocol": "5-fold CV"}]
+    >>> md = render_markdown(rows, img_dir=None)
+    >>> "| sgbdt | 0.54 | 0.350 ± 0.030 | 0.470 | 0.74 | ✗ |" in md
+    True
     """
     rows = list(rows)
     img = None if img_dir is None else Path(img_dir)

@@ -1,27 +1,11 @@
 """The scale-out section of ``docs/benchmarks.md``: k members of one consumer group.
 
 ``python examples/scale_out.py --save benchmarks/results/scale_out.jsonl`` appends one JSON line
-per run and k; :func:`scale_out_section` summarises them per stream: the rate, its ratio to
-one member's, the prequential accuracy and its difference to one member's, ``same_model`` and
-the records trained (and, where measured, how many records of the stream apart the members
-are); each policy of the members, and each producer pace, in its own table
-(:data:`POLICIES`): windows sized by each member's share with the relevance split by
-partition and released before the trees grow (the default), the same with members that wait
-in a backlog for the others' windows after each close (``--await-windows``) or only after
-the warm-up windows' closes (``--await-warm-up``, an option since removed), with trees grown
-at the close, with relevance rows held (runs from before the split), and whole windows
-(``--whole-windows``, and every run from before shares). Runs that carry a ``batch`` (one
-machine's) are compared with one member's runs of their batch only.
+per run and k; :func:`scale_out_section` summarises them per stream (rate, accuracy and their
+change from one member's), with one table per member policy (:data:`POLICIES`) and producer
+pace. Result lines of older runs and removed options still render.
 
-Examples
---------
->>> rows = [{"stream": "adult", "records": 100, "members": k, "msgs_per_s": r, "accuracy": a,
-...          "same_model": True, "trained": 100, "cores": 2, "member_windows": "share",
-...          "relevance": "by partition"}
-...         for k, r, a in ((1, 1000, 0.80), (2, 1800, 0.79))]
->>> print("\\n".join(scale_out_section(rows)[8:10]))
-| 1 | 1 | 1,000 (1,000–1,000) | 1.00 | 0.8000 (0.800–0.800) | — | 1 of 1 | 100 |
-| 2 | 1 | 1,800 (1,800–1,800) | 1.80 | 0.7900 (0.790–0.790) | −1.0 pp | 1 of 1 | 100 |
+What the tables compare: docs/bench_internals.md#the-scale-out-section.
 """
 
 from __future__ import annotations
@@ -222,7 +206,18 @@ def _plot_scale(points: list[tuple], path: Path) -> None:
 def scale_out_section(rows: list[dict], img_dir: str | Path | None = None,
                       img_prefix: str = "img/") -> list[str]:
     """Markdown lines of the section (empty without rows); with ``img_dir`` its figure
-    (``scale_out.png``: every setup of the default policy without a paced producer)."""
+    (``scale_out.png``: every setup of the default policy without a paced producer).
+
+    Examples
+    --------
+    >>> rows = [{"stream": "adult", "records": 100, "members": k, "msgs_per_s": r, "accuracy": a,
+    ...          "same_model": True, "trained": 100, "cores": 2, "member_windows": "share",
+    ...          "relevance": "by partition"}
+    ...         for k, r, a in ((1, 1000, 0.80), (2, 1800, 0.79))]
+    >>> print("\\n".join(scale_out_section(rows)[8:10]))
+    | 1 | 1 | 1,000 (1,000–1,000) | 1.00 | 0.8000 (0.800–0.800) | — | 1 of 1 | 100 |
+    | 2 | 1 | 1,800 (1,800–1,800) | 1.80 | 0.7900 (0.790–0.790) | −1.0 pp | 1 of 1 | 100 |
+    """
     rows = [r for r in rows if not r.get("split_windows")]   # an abandoned experiment
     if not rows:
         return []

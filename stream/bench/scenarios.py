@@ -1,27 +1,13 @@
-"""Benchmark datasets beyond the bundled two (DESIGN.md §6): Huang et al.'s small UCI sets and
-synthetic sets, and a drifting stream.
+"""Benchmark datasets beyond the bundled two: Huang et al.'s small UCI and synthetic sets, and
+a drifting stream.
 
-* ``iris``, ``wine`` — scikit-learn's bundled copies of the UCI data (no download; scikit-learn
-  comes with the ``test`` and ``bench`` extras). Their schemas declare domains from the UCI
-  documentation's attribute ranges rounded outward — public knowledge, not read from the rows.
-* ``syn5d``, ``syn10d``, ``syn15d`` — Huang et al. (2023) §6: "3,000 samples with 5, 10 and 15
-  attributes, 2 classes, normally distributed clusters with random centres" from scikit-learn's
-  ``make_classification``. The paper gives no other setting, so every other argument keeps its
-  default (2 informative, 2 redundant features, 2 clusters per class) with
-  ``random_state=0``. The generator's public parameters bound a feature by ``3·sqrt(d) + 2``;
-  a rare value beyond would be clipped to the domain, as the service does.
-* ``agrawal-drift`` — river's Agrawal generator (classification function 0, then 2) joined by
-  river's ``ConceptDriftStream``; domains from the generator's definition. The suite's other
-  drifting streams (Agrawal, SEA, Hyperplane) are in :mod:`.drift_streams`.
+:func:`load_iris` and :func:`load_wine` (scikit-learn's copies of the UCI data),
+:func:`load_synthetic` (Huang et al.'s ``syn5d`` .. ``syn15d``), :func:`load_synth` (Fletcher &
+Islam's ``synth-a`` .. ``synth-g``) and :func:`load_agrawal_drift` (river's Agrawal with a
+drift). Every schema declares public domains, never ranges read from the rows; the suite's
+other drifting streams are in :mod:`.drift_streams`.
 
-Examples
---------
->>> X, y, schema = load_synthetic(5)
->>> len(X), sorted(set(y)), list(schema.features)[:2]
-(3000, [0, 1], ['x0', 'x1'])
->>> X, y, schema = load_agrawal_drift(1000, drift_at=500, seed=1)
->>> len(X), schema.features["elevel"].values
-(1000, [0, 1, 2, 3, 4])
+The datasets and their domains: docs/bench_internals.md#extra-datasets.
 """
 
 from __future__ import annotations
@@ -102,7 +88,14 @@ def _make_classification():
 
 
 def load_synthetic(d: int, n: int = 3000, *, random_state: int = 0) -> Dataset:
-    """Huang et al.'s SynNd: ``make_classification(n_samples=n, n_features=d, n_classes=2)``."""
+    """Huang et al.'s SynNd: ``make_classification(n_samples=n, n_features=d, n_classes=2)``.
+
+    Examples
+    --------
+    >>> X, y, schema = load_synthetic(5)
+    >>> len(X), sorted(set(y)), list(schema.features)[:2]
+    (3000, [0, 1], ['x0', 'x1'])
+    """
     make_classification = _make_classification()
     Xa, ya = make_classification(n_samples=n, n_features=d, n_classes=2,
                                  random_state=random_state)
@@ -150,6 +143,12 @@ def load_agrawal_drift(n: int = 60_000, *, drift_at: int = 30_000, width: int = 
     River's ``ConceptDriftStream`` joins ``Agrawal(functions[0], seed=seed)`` and
     ``Agrawal(functions[1], seed=seed + 1)``: record ``t`` comes from the new concept with
     probability ``1 / (1 + exp(-4 (t - drift_at) / width))`` (``width=1``: an abrupt switch).
+
+    Examples
+    --------
+    >>> X, y, schema = load_agrawal_drift(1000, drift_at=500, seed=1)
+    >>> len(X), schema.features["elevel"].values
+    (1000, [0, 1, 2, 3, 4])
     """
     from river.datasets import synth
 

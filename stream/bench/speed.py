@@ -1,37 +1,14 @@
 """Speed and memory of every stream model with its library defaults, each in a fresh process.
 
-One *speed cell* runs one model over the Adult stream (adult.data + adult.test, 48,842 records
-in a seeded random order) with the estimator's defaults — no window override, unlike the
-stream section's progressive validation (:mod:`.throughput`), which sizes the window forests'
-windows to the stream — and measures:
-
-* ``rows_per_s``: ``predict_one`` then ``learn_one`` per record over the whole stream (all
-  training included);
-* ``predict_many_rows_per_s``: ``predict_many`` over the stream's records once it has ended
-  (river's learners have none: a loop of ``predict_one``);
-* ``peak_rss_mib``: the resident-memory high-water mark of the process from the moment the
-  model is built (the mark is reset there where Linux allows it: ``peak_rss_reset``), and
-  ``rss_start_mib`` the resident memory at that moment (interpreter, libraries and the data
-  loaded, freed heap given back), so ``peak_rss_mib - rss_start_mib`` is what the model added;
-  ``rss_end_mib``: resident memory at the end (the model still alive).
-
-Each cell runs in a fresh Python process (:func:`run_speed_isolated`) so one model's heap, the
-previous cells' data or a fragmented allocator cannot inflate another's figures. Before the
-measured run the process trains and drops a throwaway model on 4,000 records of another order
-(every window forest trains its warm-up windows there), so numba's cached kernels are loaded
-and a first-call cost does not land in the rows/s.
-
-Command line (what :func:`run_speed_isolated` runs)::
+:func:`run_speed` runs one *speed cell*: one model with the estimator's defaults over the Adult
+stream, measuring ``rows_per_s`` (``predict_one`` then ``learn_one``),
+``predict_many_rows_per_s`` and the resident memory (``peak_rss_mib``, ``rss_start_mib``,
+``rss_end_mib``). :func:`run_speed_isolated` runs a cell in a fresh Python process, through
+the command line (it prints one JSON line)::
 
     python -m dpstream.stream.bench.speed MODEL [--dataset adult] [--epsilon 1] [--n N]
 
-prints one JSON line.
-
-Examples
---------
->>> res = run_speed("hoeffding-tree", "adult", n=300)
->>> res["kind"], res["n"], res["params"], res["peak_rss_mib"] >= res["rss_start_mib"] > 0
-('non-private', 300, {}, True)
+What is measured, and why in a fresh process: docs/bench_internals.md#speed-cells.
 """
 
 from __future__ import annotations
@@ -136,6 +113,12 @@ def run_speed(model: str, dataset: str = "adult", *, epsilon: float | None = Non
 
     The memory figures are this process's: call it in a fresh one
     (:func:`run_speed_isolated`) for figures that belong to the model alone.
+
+    Examples
+    --------
+    >>> res = run_speed("hoeffding-tree", "adult", n=300)
+    >>> res["kind"], res["n"], res["params"], res["peak_rss_mib"] >= res["rss_start_mib"] > 0
+    ('non-private', 300, {}, True)
     """
     if dataset not in STREAMS:
         raise ValueError(f"unknown stream {dataset!r}; choose from {sorted(STREAMS)}")

@@ -1,54 +1,16 @@
 """The replay benchmark suite: every paper row, its baselines and the throughput, in one run.
 
-``dpstream suite --profile quick|full|smoke`` (``make bench-quick`` / ``make bench``) runs a
-matrix of *cells* — one dpstream model, baseline or stream run at one ε — and appends one JSON
-line per finished cell to the results file; a cell whose line is already there is skipped, so
-an interrupted run resumes where it stopped. The results are then rendered into a page with
-one plot per table (:mod:`dpstream.stream.bench.report`): by default
-``reports/suite-PROFILE/`` (results ``PROFILE.jsonl``, page ``benchmarks.md``, plots ``img/``);
-with ``--render-docs`` (``make bench``) the project's own ``docs/benchmarks.md`` from the
-committed ``benchmarks/results/PROFILE.jsonl`` (:mod:`dpstream.stream.bench.commands`). A cell
-whose optional package is missing (the ``bench`` extra) is skipped, and the terminal and the
-page name it with the pip line that fills it in.
+``dpstream suite --profile quick|full|smoke`` (``make bench-quick`` / ``make bench``) runs the
+*cells* of :func:`build_matrix` (one dpstream model, baseline or stream run at one ε; the paper
+tables are :class:`Table` s) and appends one JSON line per finished cell to the results file;
+a cell whose line is already there is skipped, so an interrupted run resumes. Besides the paper
+tables and their baselines the matrix holds the stream variants (:mod:`.throughput`), the
+drifting streams (:mod:`.drift_streams`), the speed cells (:mod:`.speed`), the young streams
+(:mod:`.young_streams`) and the delayed labels (:mod:`.delayed`); :mod:`.report` renders the
+results into a page with its plots.
 
-The matrix is a list of :class:`Table` s: a dataset under the protocol of the paper its models
-come from (:func:`~dpstream.stream.bench.protocol_splits`), the dpstream models of that seed,
-and — on the very same splits — scikit-learn's non-private HistGradientBoosting and
-RandomForest, diffprivlib's DP random forest (classification), Kirschte et al.'s DP Mean and,
-on Adult and Abalone, InterpretML's DP-EBM (Nori et al., 2021) at every ε. The ε grid is
-log-spaced over 0.05 … 10 plus each paper's quoted ε. The stream section runs river's
-HoeffdingTree and ARF and every dpstream model through progressive validation on the stream
-variants and measures rows/s and peak memory (:mod:`dpstream.stream.bench.throughput`); the
-full profile adds Elec2, a real drifting stream in its time order, with river's
-HoeffdingAdaptiveTree beside them (:data:`STREAM_RIVER`) and each model's accuracy curve. The
-drift section runs S-GBDT (adaptive: the defaults; faithful: ``drift=False, split_levels=0``,
-the paper's random splits without the drift signal) and the four window forests (median,
-greedy, RDT, random; their library defaults) at ε = 1 and river's HoeffdingTree and ARF over
-river's drifting Agrawal, SEA and Hyperplane streams
-(:mod:`dpstream.stream.bench.drift_streams`). The speed section runs every stream model with its
-library defaults over the Adult stream, each in a fresh process, for rows/s and peak RSS
-(:mod:`dpstream.stream.bench.speed`). The young-stream section runs S-GBDT and the window
-forests from the first record of short streams and after a drift restart, with the library
-defaults and the defaults before issue 64, beside an oracle-refit reference
-(:mod:`dpstream.stream.bench.young_streams`). The delayed-label section runs the same models and
-river's HoeffdingTree with each label d records after its record on Elec2 and Adult
-(:mod:`dpstream.stream.bench.delayed`).
-
-Every line carries DESIGN.md §6's bench fields plus ``rows_per_s``, ``peak_rss_mib`` (the
-peak resident memory of the process while the cell ran, reset before each cell where Linux
-allows it; ``rss_start_mib`` is the resident memory when the cell started, after freed heap
-went back to the OS, so the difference is what the cell added), ``kind`` (dp, dp-anchor,
-dp-baseline, non-private), the ``profile``, the date and the machine.
-
-Examples
---------
->>> cells = build_matrix("quick")
->>> len(cells) > 30, cells[0].kind
-(True, 'model')
->>> sorted({c.name for c in cells if c.kind == "model"})
-['dpboost', 'greedy-forest', 'median-forest', 'random-forest', 'rdt', 'sgbdt']
->>> cells[0].key() == build_matrix("quick")[0].key()
-True
+The matrix, its sections and what a result line carries:
+docs/bench_internals.md#the-suite-cells-matrix-and-results-file.
 """
 
 from __future__ import annotations
@@ -363,7 +325,18 @@ def _table_eps(table: Table, profile: Profile) -> list[float]:
 
 def build_matrix(profile: str | Profile) -> list[Cell]:
     """Every cell of a profile, in run order (dpstream rows, then baselines, then streams,
-    then the drifting streams, the speed rows and the young streams)."""
+    then the drifting streams, the speed rows and the young streams).
+
+    Examples
+    --------
+    >>> cells = build_matrix("quick")
+    >>> len(cells) > 30, cells[0].kind
+    (True, 'model')
+    >>> sorted({c.name for c in cells if c.kind == "model"})
+    ['dpboost', 'greedy-forest', 'median-forest', 'random-forest', 'rdt', 'sgbdt']
+    >>> cells[0].key() == build_matrix("quick")[0].key()
+    True
+    """
     prof = PROFILES[profile] if isinstance(profile, str) else profile
     cells: list[Cell] = []
     for t in prof.tables:

@@ -1,38 +1,13 @@
 """Progressive validation on the stream variants: accuracy (or R²) and speed, record by record.
 
-Each record of the stream is first predicted (``predict_one``), then learned (``learn_one``) —
-river's progressive validation — by a dpstream model or by one of river's own streaming
-learners (``hoeffding-tree``, ``hoeffding-adaptive-tree``, ``arf``: ``HoeffdingTree*``,
-``HoeffdingAdaptiveTree*`` (seed 0) and ``ARF*`` (10 models, seed 0) with river's defaults,
-non-private). The streams: ``adult`` (adult.data + adult.test) and ``abalone`` in a seeded
-random order, ``agrawal-drift`` (see :mod:`dpstream.stream.bench.scenarios`) and ``elec2``
-(the real drifting electricity stream, always in its time order: never shuffled). ``n`` keeps
-a prefix.
+:func:`run_stream` predicts each record (``predict_one``), then learns it (``learn_one``) —
+river's progressive validation — with a dpstream model or one of river's non-private streaming
+learners, over ``adult``, ``abalone``, ``agrawal-drift`` or ``elec2``; it reports the
+prequential metric, the rows/s of ``predict_one`` + ``learn_one`` and of ``predict_many``, and
+on a classification stream the accuracy curve (:func:`prequential_curve`).
 
-On a classification stream the line also carries the prequential accuracy curve,
-``accuracy_curve``: ``[records seen, accuracy over the last CURVE_WINDOW records]`` every
-``CURVE_EVERY`` records and at the end (:func:`prequential_curve`).
-
-Reported: the prequential metric (accuracy, or R² against the stream's own mean), the rows/s
-of ``predict_one`` + ``learn_one`` over the whole stream (training included), and the rows/s
-of ``predict_many`` over the stream's records once it has ended (river's tree learners have
-no batch prediction: a loop of ``predict_one`` stands in and the row says so).
-
-Window forests run with windows of ``min(5000, n // 5)`` records, the newest 2 kept, so they
-train several windows inside the stream; S-GBDT with its defaults. ``rdt-sharp`` learns one
-record in five with its label (private) and the others as public unlabeled records
-(``learn_one(x, None, public=True)``); every record is predicted and scored.
-
-Examples
---------
->>> res = run_stream("hoeffding-tree", "abalone", n=300, seed=0)
->>> res["metric"], res["kind"], res["n"]
-('r2', 'non-private', 300)
->>> res = run_stream("rdt", "adult", epsilon=1.0, n=400, seed=0)
->>> res["metric"], res["params"]["window_size"], 0 <= res["mean"] <= 1
-('accuracy', 80, True)
->>> res["accuracy_curve"][-1][0], res["curve_window"]
-(400, 1000)
+The streams, the learners' settings and what is reported:
+docs/bench_internals.md#progressive-validation-on-the-stream-variants.
 """
 
 from __future__ import annotations
@@ -153,7 +128,21 @@ def time_batch(est: Any, X: list, kind: str) -> tuple[float, str]:
 def run_stream(model: str, dataset: str, *, epsilon: float | None = None,
                n: int | None = None, seed: int = 0, params: dict | None = None,
                progress: Callable[[int, int], None] | None = None) -> dict:
-    """Progressive validation of ``model`` over the stream ``dataset`` (see the module)."""
+    """Progressive validation of ``model`` over the stream ``dataset`` (see the module).
+
+    Window forests run with windows of ``min(5000, n // 5)`` records, the newest 2 kept.
+
+    Examples
+    --------
+    >>> res = run_stream("hoeffding-tree", "abalone", n=300, seed=0)
+    >>> res["metric"], res["kind"], res["n"]
+    ('r2', 'non-private', 300)
+    >>> res = run_stream("rdt", "adult", epsilon=1.0, n=400, seed=0)
+    >>> res["metric"], res["params"]["window_size"], 0 <= res["mean"] <= 1
+    ('accuracy', 80, True)
+    >>> res["accuracy_curve"][-1][0], res["curve_window"]
+    (400, 1000)
+    """
     if dataset not in STREAMS:
         raise ValueError(f"unknown stream {dataset!r}; choose from {sorted(STREAMS)}")
     X, y, schema = STREAMS[dataset](seed)

@@ -1,61 +1,14 @@
 """Young streams for the suite: the first records of a stream and those after a restart, run
-and rendered (the section of ``docs/benchmarks.md``).
+and rendered (the young-stream section of ``docs/benchmarks.md``).
 
-A model that streams should predict well from its first hundred records (issue 64). Each run
-here is prequential — every record is predicted, then learned — at ε = 1 from the first record
-on, beside an *oracle-refit* reference: the same model class with the same parameters at the
-same ε, fitted in one batch (``learn_many``) on the first ``t`` records and scored on the next
-``t``, for ``t`` = 125, 250, 500, ... while ``t`` is below the stream's length (the last test
-segment may be shorter), its overall figure weighted by the records scored. The reference
-reuses every record in each refit (each spends the whole ε on records the previous refits
-already used), so it is a yardstick of what the model class makes of ``t`` records, not a DP
-design.
+:func:`run_young_stream` runs a model of :data:`YOUNG_MODELS` (S-GBDT and the four window
+forests) prequentially from the first record of a short stream of :data:`YOUNG_SCENARIOS`, or
+after a drift restart, beside an *oracle-refit* reference (a batch fit on the first ``t``
+records scored on the next ``t``; a yardstick, not a DP design). :func:`before_params` gives
+the defaults from before the young-stream changes (the suite's *before* rows);
+:func:`young_section` renders the tables and plots.
 
-* ``phishing`` — river's Phishing (1,250 records; its features declared in [0, 1]) in its
-  order.
-* ``bananas`` — river's Bananas (5,300 records, two features; domains from the records'
-  min / max padded by 5% of the range, as ``../shared/checks/young_streams.py`` builds them).
-* ``abalone`` — Abalone as a stream (4,177 records, regression, R²; S-GBDT's regressor only),
-  shuffled by ``random.Random(seed)``; predictions of ``None`` are skipped.
-* ``adult-4k``, ``elec2-4k`` — the first 4,000 records of Adult (``adult.data``, its order)
-  and Elec2 (its time order).
-* ``agrawal-4-0-restart`` — the first 20,000 records of the suite's ``agrawal-4-0-abrupt``
-  drift (:data:`~.drift_streams.DRIFT_SCENARIOS`: Agrawal function 4, then from record 15,000
-  function 0; run ``r`` on the scenario's seeds 21 + ``r`` / 22 + ``r``, the model seeded
-  alike): the headline is the accuracy of the 2,000 records after the change, where a model
-  that found the drift restarts young; the oracle refits on the new concept's records only.
-
-The models (:data:`YOUNG_MODELS`): S-GBDT and the four window forests with their library
-defaults; :func:`before_params` gives the defaults before issue 64 (the suite's *before*
-rows), which ``params`` of :func:`run_young_stream` merge into the constructor.
-
-:func:`young_section` renders the section of ``docs/benchmarks.md``: per young dataset a table
-— each model's prequential figure with the library defaults (*now*) and with the defaults
-before issue 64 (*before*), its oracle-refit reference and the reference's first point (a
-batch fit on the first 125 records scored on the next 125) — and a plot of each model's
-prequential curve (solid) beside its oracle-refit curve (dashed, the same colour; a step over
-the records ``t .. 2t`` each refit scores) on a log record axis; then the restart panel: the
-accuracy of the 2,000 records after the change, before and now, against the oracle refitted
-on the new concept, and a plot of the accuracy in windows of 250 records around the change.
-
-Examples
---------
->>> res = run_young_stream("median-forest", "phishing", seeds=(0,), n=500)
->>> res["metric"], res["n"], len(res["curve"]), [p[0] for p in res["oracle_curve"]]
-('accuracy', 500, 4, [125, 250])
->>> 0.5 < res["mean"] <= 1 and 0.5 < res["oracle"] <= 1
-True
->>> before_params("rdt", "phishing"), sorted(before_params("sgbdt", "abalone"))
-({'warmup': 1000}, ['min_leaf_records', 'warmup_rounds'])
->>> now = {"model": "rdt", "dataset": "phishing", "params": {}, "metric": "accuracy",
-...        "mean": 0.81, "std": 0.01, "repeats": 3, "n": 1250, "window": 125,
-...        "curve": [0.7, 0.8], "oracle": 0.84, "first_batch": 0.75,
-...        "oracle_curve": [[125, 0.75, 125], [250, 0.85, 250]], "epsilon": 1.0,
-...        "description": "Phishing"}
->>> before = dict(now, params={"warmup": 1000}, mean=0.7)
->>> md = young_section([now, before], None, "img/")
->>> "| rdt | 81.0% ± 1.0 | 70.0% | 84.0% | 75.0% |" in md
-True
+The streams, the reference and the rendering: docs/bench_internals.md#young-streams.
 """
 
 from __future__ import annotations
@@ -144,7 +97,14 @@ def young_models(dataset: str) -> tuple[str, ...]:
 
 
 def before_params(model: str, dataset: str) -> dict[str, Any]:
-    """The constructor parameters that restore ``model``'s defaults from before issue 64."""
+    """The constructor parameters that restore ``model``'s defaults from before the
+    young-stream changes (:data:`BEFORE`).
+
+    Examples
+    --------
+    >>> before_params("rdt", "phishing"), sorted(before_params("sgbdt", "abalone"))
+    ({'warmup': 1000}, ['min_leaf_records', 'warmup_rounds'])
+    """
     if model not in YOUNG_MODELS:
         raise ValueError(f"unknown model {model!r}; choose from {list(YOUNG_MODELS)}")
     if model != "sgbdt":
@@ -269,15 +229,24 @@ def run_young_stream(model: str, dataset: str, *, epsilon: float = 1.0,
     Returns
     -------
     dict
-        DESIGN.md §6's bench fields (``mean``: the prequential accuracy or R² over the seeds,
-        on the restart the accuracy of the :data:`RESTART_AFTER` records after the change;
-        ``std`` across seeds) plus ``curve`` (the mean metric of each full window of ``window``
-        records), ``oracle_curve`` (``[t, metric, records scored]``, mean over the oracle's
-        seeds), ``oracle`` (its weighted overall figure), ``first_batch`` (its point at
-        ``t`` = 125), ``per_seed``, ``window``, ``n``, ``description`` and ``kind``; on the
-        restart also ``drift_at``, ``after_rows``, ``overall`` (the whole stream),
-        ``before_change`` (the :data:`RESTART_AFTER` records before it) and
-        ``majority_after`` (the commonest label's share after it: a constant's accuracy).
+        The bench fields (:data:`~dpstream.stream.bench.protocols.RESULT_FIELDS`; ``mean``: the
+        prequential accuracy or R² over the seeds, on the restart the accuracy of the
+        :data:`RESTART_AFTER` records after the change; ``std`` across seeds) plus ``curve``
+        (the mean metric of each full window of ``window`` records), ``oracle_curve``
+        (``[t, metric, records scored]``, mean over the oracle's seeds), ``oracle`` (its
+        weighted overall figure), ``first_batch`` (its point at ``t`` = 125), ``per_seed``,
+        ``window``, ``n``, ``description`` and ``kind``; on the restart also ``drift_at``,
+        ``after_rows``, ``overall`` (the whole stream), ``before_change`` (the
+        :data:`RESTART_AFTER` records before it) and ``majority_after`` (the commonest label's
+        share after it: a constant's accuracy).
+
+    Examples
+    --------
+    >>> res = run_young_stream("median-forest", "phishing", seeds=(0,), n=500)
+    >>> res["metric"], res["n"], len(res["curve"]), [p[0] for p in res["oracle_curve"]]
+    ('accuracy', 500, 4, [125, 250])
+    >>> 0.5 < res["mean"] <= 1 and 0.5 < res["oracle"] <= 1
+    True
     """
     _check_dataset(dataset)
     if model not in young_models(dataset):
@@ -498,7 +467,20 @@ def _table(rows: list[dict], restart: bool) -> list[str]:
 
 def young_section(rows: list[dict], img_dir: Path | None, img_prefix: str) -> list[str]:
     """Markdown lines of the young-stream section for ``rows`` (every young cell); plots to
-    ``img_dir`` (``None``: no plots)."""
+    ``img_dir`` (``None``: no plots).
+
+    Examples
+    --------
+    >>> now = {"model": "rdt", "dataset": "phishing", "params": {}, "metric": "accuracy",
+    ...        "mean": 0.81, "std": 0.01, "repeats": 3, "n": 1250, "window": 125,
+    ...        "curve": [0.7, 0.8], "oracle": 0.84, "first_batch": 0.75,
+    ...        "oracle_curve": [[125, 0.75, 125], [250, 0.85, 250]], "epsilon": 1.0,
+    ...        "description": "Phishing"}
+    >>> before = dict(now, params={"warmup": 1000}, mean=0.7)
+    >>> md = young_section([now, before], None, "img/")
+    >>> "| rdt | 81.0% ± 1.0 | 70.0% | 84.0% | 75.0% |" in md
+    True
+    """
     by: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by[r["dataset"]].append(r)

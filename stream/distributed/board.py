@@ -1,81 +1,14 @@
 """The bulletin board of distributed S-GBDT, read as a deterministic log.
 
-Distributed S-GBDT (Kirschte et al., Algorithm 9) runs over a Kafka topic used as a bulletin board.
+Distributed S-GBDT (Kirschte et al., Algorithm 9) runs over a Kafka topic used as a bulletin
+board. Every message is signed and checked before it gets here (:mod:`.signed_board`);
+everything the parties agree on (members, survivors, reveals, each round's outcome) is a
+deterministic function of the accepted log, :class:`BoardState` with one :class:`BoardRound`
+per round, so every party, and a party replaying the log after a restart, reaches the same
+conclusions without a coordinator.
 
-``k`` parties each hold their own private records (an
-:class:`~dpstream.models.boosting.sgbdt_party.SGBDTParty`) and share one one-partition board topic
-(:class:`~dpstream.connectors.bulletin.KafkaBoard`). Every message is signed by a roster party
-and checked before it gets here (:mod:`.signed_board`). Everything the parties agree on is a
-deterministic function of the accepted log (:class:`BoardState`), so every party — and a party
-replaying the log after a restart — reaches the same conclusions without a coordinator:
-
-* ``config`` — the shared hyper-parameters and the roster's fingerprint; the first one in the log
-  wins and a party with different settings refuses to start;
-* ``hello`` — a party's long-term X25519 public key (shares are encrypted to it);
-* ``join`` (round ``t``) — a random nonce, the party's mask public key for the round and its
-  encrypted t-of-k shares of the round's secrets (:mod:`.secure_aggregation`) for every party it
-  has a hello from. The members of round ``t`` are the joins that precede the round's first
-  ``seal`` (kept in log order when each one's shares cover the members before it). A member
-  seals once at least ``t`` have joined and every live party has, or ``join_timeout`` passed;
-* the round's tree comes from public uniform sampling seeded by SHA-256 of the session, ``t``
-  and the members' nonces (round 0 is the DP initial score and has no tree);
-* ``masked`` — a member's vector ``y_u`` under its self mask and pairwise masks. When every
-  member's is in, or at the first ``cut`` (posted by anyone ``round_timeout`` after the seal),
-  the *survivors* are fixed: the members whose vector precedes that point. Fewer than the
-  threshold: the round is *abandoned*;
-* ``consistent`` — a survivor's signed attestation of the round's members and survivors as its
-  log showed them (Bonawitz et al.'s ConsistencyCheck). A broker can show parties different
-  logs; an attestation that differs from this log's members or survivors, or that comes before
-  this log fixed them, proves it did: the round is *abandoned* at once, and nobody reveals;
-* ``unmask`` — a survivor's shares: of the self-mask seed for each survivor and of the mask key
-  for each dropped member, never both for one member, posted only after ``threshold``
-  survivors' matching attestations (the board ignores a reveal that comes earlier). With
-  ``threshold`` reveals the round is *complete*: the sum of the survivors' vectors is exact, and
-  every party applies the tree. Because ``2 * threshold`` exceeds the parties (the roster's
-  rule), two different survivor sets can never both gather ``threshold`` attestations: whatever
-  logs a broker shows, all reveals of a round follow one survivor set;
-* ``applied`` — a member's digest of how it resolved the round (:meth:`BoardRound.digest`); its
-  next ``join`` carries it again (``prev``). A party that reads another's digest that differs
-  from its own stops (:class:`~.party.DivergenceError`): the parties' models never differ
-  silently;
-* ``abandon`` — posted by anyone once a phase timed out (too few joins, too few reveals):
-  the round is abandoned, nobody adds its tree, and :attr:`BoardRound.reason` says why.
-
-Privacy accounting under drop-outs: a member's filter is charged when it computes ``W_u``, and
-that charge stands whatever happens to the round, so a round without a party's vector can never
-make a record's spend understated. A party checkpoints *before* it posts its vector
-(write-ahead), and re-posts the identical payload after a crash, so no record is charged twice
-or released uncharged.
-
-Examples
---------
-The protocol's membership decision from a log (no broker needed; see
-``tests/test_distributed.py`` for complete rounds):
-
->>> from dpstream.stream.distributed.roster import Roster
->>> roster, _ = Roster.generate(["a", "b", "c"])
->>> state = BoardState("job-1", roster)
->>> key = base64.b64encode(bytes(32)).decode()
->>> offer = {"mask_public": key, "shares": {p: key for p in "abc"}}
->>> for msg in [*({"type": "hello", "party": p, "enc_public": key} for p in "abc"),
-...             {"type": "join", "round": 1, "party": "a", "nonce": "01", **offer},
-...             {"type": "join", "round": 1, "party": "b", "nonce": "02", **offer},
-...             {"type": "seal", "round": 1, "party": "a"},
-...             {"type": "join", "round": 1, "party": "c", "nonce": "03", **offer}]:
-...     state.apply({"session": "job-1", **msg})
->>> r = state.rounds[1]
->>> r.members, r.status
-(['a', 'b'], 'sealed')
-
-A party forgets the rounds it applied (:meth:`BoardState.prune`); their late messages are
-skipped, as a resolved round ignores them:
-
->>> state.prune(2), sorted(state.rounds), state.floor
-(1, [], 2)
->>> state.apply({"session": "job-1", "type": "join", "round": 1, "party": "c", "nonce": "04",
-...              **offer})
->>> sorted(state.rounds), state.skipped
-([], 1)
+The message types, what completes or abandons a round, and why drop-outs never understate a
+record's spend: docs/distributed.md#the-board-as-a-deterministic-log.
 """
 
 from __future__ import annotations
@@ -192,12 +125,43 @@ class BoardRound:
 
 
 class BoardState:
-    """The deterministic reading of the accepted board log (see the module docstring).
+    """The deterministic reading of the accepted board log
+    (docs/distributed.md#the-board-as-a-deterministic-log).
 
     :attr:`ignored` counts signed messages that break the protocol (``late``: for a round
     already past that phase; ``invalid``: a payload of the wrong shape, a reveal of the wrong
     kind, or one before ``threshold`` matching attestations), next to the signature layer's
     :attr:`~.signed_board.SignedBoard.rejected`.
+
+    Examples
+    --------
+    The protocol's membership decision from a log (no broker needed; see
+    ``tests/test_distributed.py`` for complete rounds):
+
+    >>> from dpstream.stream.distributed.roster import Roster
+    >>> roster, _ = Roster.generate(["a", "b", "c"])
+    >>> state = BoardState("job-1", roster)
+    >>> key = base64.b64encode(bytes(32)).decode()
+    >>> offer = {"mask_public": key, "shares": {p: key for p in "abc"}}
+    >>> for msg in [*({"type": "hello", "party": p, "enc_public": key} for p in "abc"),
+    ...             {"type": "join", "round": 1, "party": "a", "nonce": "01", **offer},
+    ...             {"type": "join", "round": 1, "party": "b", "nonce": "02", **offer},
+    ...             {"type": "seal", "round": 1, "party": "a"},
+    ...             {"type": "join", "round": 1, "party": "c", "nonce": "03", **offer}]:
+    ...     state.apply({"session": "job-1", **msg})
+    >>> r = state.rounds[1]
+    >>> r.members, r.status
+    (['a', 'b'], 'sealed')
+
+    A party forgets the rounds it applied (:meth:`prune`); their late messages are
+    skipped, as a resolved round ignores them:
+
+    >>> state.prune(2), sorted(state.rounds), state.floor
+    (1, [], 2)
+    >>> state.apply({"session": "job-1", "type": "join", "round": 1, "party": "c",
+    ...              "nonce": "04", **offer})
+    >>> sorted(state.rounds), state.skipped
+    ([], 1)
     """
 
     def __init__(self, session: str, roster: Roster, floor: int = 0):

@@ -1,30 +1,13 @@
 """Who may write the bulletin board: the roster of parties and their Ed25519 signing keys.
 
-Every party of a distributed job holds its own **signing key** (an Ed25519 private key in a PEM
-file, mode 0600, that never leaves the party) and every party holds the same **roster**: a JSON
-file listing each party's name and public key, and the job's secret-sharing threshold ``t``::
+Every party holds its own :class:`SigningKey` (an Ed25519 private key in a PEM file, mode
+0600, made by :func:`keygen` on the party's machine, never leaving it) and the same
+:class:`Roster`: a public JSON file of every party's name and public key and the threshold
+``t``, given to every party out of band. Its :attr:`Roster.fingerprint` goes into the job's
+``config``; ``t`` must exceed half the parties (default ``k // 2 + 1``).
 
-    {"format": "dpstream-roster/1", "threshold": 2,
-     "parties": {"alice": "<base64 raw public key>", "bob": "...", "carol": "..."}}
-
-How keys travel: each party runs ``python -m dpstream.stream.distributed keygen --party NAME
---key-file NAME.key`` on its own machine (or calls :func:`keygen`), which writes the private key
-and prints the public one; the
-operator collects the public keys into one roster (``--roster roster.json`` adds the party to
-that file) and gives every party the same file out of band (the roster is public, its
-integrity is what matters: a party that trusts a wrong roster trusts a wrong key). The roster's
-:attr:`Roster.fingerprint` goes into the job's ``config`` message, so parties with different
-rosters refuse to train together. ``threshold`` defaults to a majority (``k // 2 + 1``), and
-a smaller one (``2t <= k``) is refused.
-
-Examples
---------
->>> roster, keys = Roster.generate(["alice", "bob", "carol"])
->>> roster.threshold, roster.index("bob")
-(2, 2)
->>> sig = keys["alice"].sign(b"hello")
->>> roster.verify("alice", sig, b"hello"), roster.verify("bob", sig, b"hello")
-(True, False)
+The roster's format, how keys travel and why ``2t > k``:
+docs/distributed.md#keys-and-the-roster.
 """
 
 from __future__ import annotations
@@ -105,7 +88,7 @@ class SigningKey:
 
 
 class Roster:
-    """The parties of a job and their public keys (see the module docstring).
+    """The parties of a job and their public keys (docs/distributed.md#keys-and-the-roster).
 
     Parameters
     ----------
@@ -124,6 +107,12 @@ class Roster:
     Traceback (most recent call last):
     ...
     ValueError: the roster lists k = 4 parties: its threshold must be in [3, 4], got t = 2; ...
+    >>> roster, keys = Roster.generate(["alice", "bob", "carol"])
+    >>> roster.threshold, roster.index("bob")
+    (2, 2)
+    >>> sig = keys["alice"].sign(b"hello")
+    >>> roster.verify("alice", sig, b"hello"), roster.verify("bob", sig, b"hello")
+    (True, False)
     """
 
     def __init__(self, parties: Mapping[str, bytes], threshold: int | None = None):

@@ -1,51 +1,15 @@
 """Secure aggregation with drop-out recovery (Bonawitz et al., 2017): double masks in fixed point,
 mask seeds secret-shared t-of-k.
 
-Each party holds a long-term X25519 key (posted, signed, in its ``hello``) used only to encrypt
-shares to it. For every round, party ``u`` draws fresh secrets (:class:`RoundSecrets`): a
-*mask key* ``s_u`` (an X25519 key pair, public half posted in its ``join``) and a *self-mask
-seed* ``b_u`` (32 random bytes). It splits both t-of-k with Shamir's scheme
-(:mod:`.shamir`) among all roster parties and posts share ``v`` encrypted to ``v``
-(ChaCha20-Poly1305 under the pair's long-term X25519 key; the round, sender and recipient are
-authenticated data). With context ``c`` (session, round and member list) it posts
+Each party masks its vector ``W_u`` as ``y_u`` (:func:`mask_vector`: fixed point mod 2**64,
+a self mask from a seed ``b_u`` plus pairwise masks from X25519 agreements of the round's mask
+keys); both secrets (:class:`RoundSecrets`) are Shamir-shared t-of-k and each share sealed to
+its holder (:func:`seal_share`). For each member a survivor reveals one share, never both, and
+:func:`recover_sum` removes the masks to give the survivors' exact sum; one ``y_u`` alone is
+uniform whatever the plaintext.
 
-    y_u = encode(W_u) + PRG(b_u, c) + sum_{v > u} m_uv - sum_{v < u} m_uv   (mod 2**64)
-
-where ``m_uv = SHAKE-256(X25519(s_u, s_v) || c)`` (the pairwise mask) and ``encode`` is fixed
-point with :data:`FRACTION_BITS` fractional bits in two's complement. Once the board fixes the
-survivors ``U`` (the members whose ``y_u`` came in time), each survivor reveals, for every
-member, exactly one share: of ``b_u`` if ``u`` is in ``U``, of ``s_u`` otherwise (never both:
-that would unmask ``u``). From ``t`` such reveals :func:`recover_sum` rebuilds the self masks of
-the survivors and the pairwise masks the dropped members left in the survivors' vectors, and
-
-    sum_{u in U} y_u - sum_{u in U} PRG(b_u) - (the dropped members' pairwise masks)
-        = encode(sum_{u in U} W_u)
-
-exactly (mod 2**64). One ``y_u`` — or any sum over fewer than the survivors — still carries a
-uniform mask the observer cannot remove, so it is uniform whatever the plaintext.
-
-Examples
---------
-Three parties; ``c`` sends its masked vector and dies before revealing anything:
-
->>> import numpy as np
->>> from dpstream.stream.distributed import shamir
->>> members = ["a", "b", "c"]
->>> secrets = {p: RoundSecrets.generate() for p in members}
->>> pubs = {p: s.mask_public for p, s in secrets.items()}
->>> W = {"a": np.array([1.5, -2.0]), "b": np.array([0.25, 4.0]), "c": np.array([-1.0, 0.5])}
->>> ctx = round_context("job", 1, members)
->>> y = {p: mask_vector(W[p], me=p, keys=secrets[p].pair_keys(pubs, p), members=members,
-...                     context=ctx, self_seed=secrets[p].self_seed) for p in members}
->>> decode(y["a"]).tolist() == W["a"].tolist()       # one masked vector alone: noise
-False
->>> shares = {p: shamir.split(secrets[p].self_seed_int, holders=[1, 2, 3], threshold=2)
-...           for p in members}                         # (encrypted to holders in the protocol)
->>> seeds = {p: int_to_secret(shamir.reconstruct({x: shares[p][x] for x in (1, 2)}, 2))
-...          for p in members}                          # a and b reveal their shares
->>> decode(recover_sum(y, self_seeds=seeds, dropped={}, mask_publics=pubs,
-...                    context=ctx)).tolist()
-[0.75, 2.5]
+The masking formula, the reveal rule and why the sum is exact:
+docs/distributed.md#secure-aggregation-the-arithmetic.
 """
 
 from __future__ import annotations
@@ -242,6 +206,29 @@ def recover_sum(masked: Mapping[str, np.ndarray], *, self_seeds: Mapping[str, by
         Every member's mask public key (from the joins).
     context
         The round's :func:`round_context`.
+
+    Examples
+    --------
+    Three parties; ``c`` sends its masked vector and dies before revealing anything:
+
+    >>> import numpy as np
+    >>> from dpstream.stream.distributed import shamir
+    >>> members = ["a", "b", "c"]
+    >>> secrets = {p: RoundSecrets.generate() for p in members}
+    >>> pubs = {p: s.mask_public for p, s in secrets.items()}
+    >>> W = {"a": np.array([1.5, -2.0]), "b": np.array([0.25, 4.0]), "c": np.array([-1.0, 0.5])}
+    >>> ctx = round_context("job", 1, members)
+    >>> y = {p: mask_vector(W[p], me=p, keys=secrets[p].pair_keys(pubs, p), members=members,
+    ...                     context=ctx, self_seed=secrets[p].self_seed) for p in members}
+    >>> decode(y["a"]).tolist() == W["a"].tolist()       # one masked vector alone: noise
+    False
+    >>> shares = {p: shamir.split(secrets[p].self_seed_int, holders=[1, 2, 3], threshold=2)
+    ...           for p in members}                 # (encrypted to holders in the protocol)
+    >>> seeds = {p: int_to_secret(shamir.reconstruct({x: shares[p][x] for x in (1, 2)}, 2))
+    ...          for p in members}                  # a and b reveal their shares
+    >>> decode(recover_sum(y, self_seeds=seeds, dropped={}, mask_publics=pubs,
+    ...                    context=ctx)).tolist()
+    [0.75, 2.5]
     """
     names = sorted(masked)
     if set(self_seeds) != set(names):

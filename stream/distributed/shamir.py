@@ -1,21 +1,10 @@
 """Shamir's t-of-k secret sharing over the prime field of ``2**521 - 1``.
 
-A secret ``s`` (an integer below :data:`PRIME`; the protocol shares 32-byte keys) becomes the
-constant term of a random polynomial ``f`` of degree ``t - 1``; holder ``x`` (an integer
-``1 <= x < PRIME``, the protocol uses a party's 1-based place in the roster) gets ``f(x)``.
-Any ``t`` shares give ``s`` back by Lagrange interpolation at 0; any ``t - 1`` shares are
-uniformly distributed whatever ``s`` is (they say nothing about it). Distributed S-GBDT uses it
-to share each round's mask seeds (Bonawitz et al., 2017), see :mod:`.secure_aggregation`.
-
-Examples
---------
->>> shares = split(123456789, holders=[1, 2, 3, 4, 5], threshold=3)
->>> reconstruct({x: shares[x] for x in (2, 4, 5)}, threshold=3)
-123456789
->>> reconstruct({x: shares[x] for x in (1, 3)}, threshold=3)
-Traceback (most recent call last):
-...
-ValueError: 2 shares cannot reconstruct a 3-of-k secret: at least 3 are needed
+:func:`split` makes the shares ``{x: f(x)}`` of a secret below :data:`PRIME` (holder ``x``:
+a party's 1-based place in the roster); any ``t`` of them give it back by Lagrange
+interpolation (:func:`reconstruct`), and any ``t - 1`` say nothing about it. Distributed
+S-GBDT uses it to share each round's mask seeds (Bonawitz et al., 2017), see
+:mod:`.secure_aggregation`. The scheme: docs/distributed.md#shamir-secret-sharing.
 """
 
 from __future__ import annotations
@@ -85,6 +74,16 @@ def reconstruct(shares: Mapping[int, int], threshold: int) -> int:
 
     Shares that do not come from one polynomial of degree ``< threshold`` give a wrong
     secret, not an error: the protocol assumes honest-but-curious share holders.
+
+    Examples
+    --------
+    >>> shares = split(123456789, holders=[1, 2, 3, 4, 5], threshold=3)
+    >>> reconstruct({x: shares[x] for x in (2, 4, 5)}, threshold=3)
+    123456789
+    >>> reconstruct({x: shares[x] for x in (1, 3)}, threshold=3)
+    Traceback (most recent call last):
+    ...
+    ValueError: 2 shares cannot reconstruct a 3-of-k secret: at least 3 are needed
     """
     if threshold < 1:
         raise ValueError(f"threshold must be at least 1, got {threshold}")

@@ -1,52 +1,13 @@
 """Authenticated bulletin-board messages: Ed25519 signatures, sessions, rounds, sequence numbers.
 
-Every message a party posts is an *envelope* serialised once as compact JSON::
+:class:`SignedBoard` posts every message as a compact JSON *envelope* (session, round, sender,
+a per-sender strictly growing ``seq``, type, body) with the sender's Ed25519 signature over its
+exact bytes, and on :meth:`~SignedBoard.read` passes on only well-formed messages of its
+session, correctly signed by a roster party, with a ``seq`` above and a round not below that
+sender's last; the rest is dropped and counted in :attr:`SignedBoard.rejected` by reason.
+Every party reads the same log in the same order, so all accept exactly the same messages.
 
-    {"v": 1, "session": "job-1", "round": 3, "sender": "alice", "seq": 1717171717000001,
-     "type": "masked", "body": {...}}
-
-and put on the board as ``{"msg": <that JSON text>, "sig": <base64 Ed25519 signature>}``; the
-signature covers ``b"dpstream-board/1\\n"`` followed by the exact UTF-8 bytes of ``msg`` — so the
-session, round, sender, sequence number, type and payload are all signed, and nothing is
-re-serialised before checking. ``round`` is the protocol round the message belongs to (session
-messages, ``config`` and ``hello``, carry the sender's latest round). ``seq`` grows strictly per
-sender: a party continues after the highest of its own numbers in the log and never below the
-current time in microseconds, so a restarted party cannot reuse a number even when a message
-was still in flight at its crash.
-
-A reader (:meth:`SignedBoard.read`) passes on only messages that are well-formed (a JSON
-envelope with every field of the right type), of its session, from a roster party, correctly
-signed by that party, with a sequence number above and a round not below that sender's last
-accepted message. Everything else is dropped and counted in :attr:`SignedBoard.rejected` by
-reason: ``unsigned``, ``malformed``, ``wrong_session``, ``unknown_sender``, ``bad_signature``,
-``replayed`` (sequence number not above the sender's last: a duplicate or an old message posted
-again), ``stale_round`` (a round below the sender's last). ``malformed`` also counts values that
-are not JSON objects. Because every party reads the same log in the same order, all parties
-accept exactly the same messages.
-
-Examples
---------
->>> from dpstream.stream.distributed.roster import Roster
->>> roster, keys = Roster.generate(["alice", "bob"])
->>> class Log:                                  # any transport: post(dict), read() -> [dict]
-...     def __init__(self): self.items, self.pos = [], 0
-...     def post(self, m): self.items.append(m)
-...     def read(self, timeout_ms=0):
-...         out, self.pos = self.items[self.pos:], len(self.items)
-...         return out
->>> log = Log()
->>> alice = SignedBoard(log, roster, "job-1", key=keys["alice"], name="alice")
->>> reader = SignedBoard(log, roster, "job-1")   # read-only: no key
->>> _ = alice.post("join", {"nonce": "ab"}, round=1)
->>> log.post(dict(log.items[-1]))                # replayed bytes
->>> log.post({"type": "join", "round": 1, "party": "alice"})   # unsigned
->>> fake_roster, fake_keys = Roster.generate(["alice"])     # an intruder's own "alice"
->>> forged = SignedBoard(log, fake_roster, "job-1", key=fake_keys["alice"], name="alice")
->>> _ = forged.post("join", {"nonce": "cd"}, round=1)
->>> [(m["type"], m["party"], m["nonce"]) for m in reader.read()]
-[('join', 'alice', 'ab')]
->>> {k: v for k, v in reader.rejected.items() if v}
-{'unsigned': 1, 'bad_signature': 1, 'replayed': 1}
+The envelope, what is signed and the rejection counters: docs/distributed.md#message-format.
 """
 
 from __future__ import annotations
@@ -74,7 +35,8 @@ _FIELDS = {"v": int, "session": str, "round": int, "sender": str, "seq": int, "t
 
 
 class SignedBoard:
-    """Signs what a party posts and verifies what it reads (see the module docstring).
+    """Signs what a party posts and verifies what it reads
+    (docs/distributed.md#message-format).
 
     Parameters
     ----------
@@ -87,6 +49,30 @@ class SignedBoard:
         The job's name; messages of other sessions are dropped (and counted).
     key, name
         This party's signing key and roster name; without them the board is read-only.
+
+    Examples
+    --------
+    >>> from dpstream.stream.distributed.roster import Roster
+    >>> roster, keys = Roster.generate(["alice", "bob"])
+    >>> class Log:                              # any transport: post(dict), read() -> [dict]
+    ...     def __init__(self): self.items, self.pos = [], 0
+    ...     def post(self, m): self.items.append(m)
+    ...     def read(self, timeout_ms=0):
+    ...         out, self.pos = self.items[self.pos:], len(self.items)
+    ...         return out
+    >>> log = Log()
+    >>> alice = SignedBoard(log, roster, "job-1", key=keys["alice"], name="alice")
+    >>> reader = SignedBoard(log, roster, "job-1")   # read-only: no key
+    >>> _ = alice.post("join", {"nonce": "ab"}, round=1)
+    >>> log.post(dict(log.items[-1]))                # replayed bytes
+    >>> log.post({"type": "join", "round": 1, "party": "alice"})   # unsigned
+    >>> fake_roster, fake_keys = Roster.generate(["alice"])     # an intruder's own "alice"
+    >>> forged = SignedBoard(log, fake_roster, "job-1", key=fake_keys["alice"], name="alice")
+    >>> _ = forged.post("join", {"nonce": "cd"}, round=1)
+    >>> [(m["type"], m["party"], m["nonce"]) for m in reader.read()]
+    [('join', 'alice', 'ab')]
+    >>> {k: v for k, v in reader.rejected.items() if v}
+    {'unsigned': 1, 'bad_signature': 1, 'replayed': 1}
     """
 
     def __init__(self, transport: Any, roster: Roster, session: str, *,

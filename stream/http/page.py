@@ -1,22 +1,10 @@
 """The status page: what an operator sees at ``/`` of the serve process's HTTP port, or in
 ``dpstream status --html``.
 
-Everything on it is a public quantity or a DP release, as on ``/metrics``: the page's time
-series are samples of the public ``/metrics`` series (:class:`StatusHistory`), its accuracy
-curve is the drift signal's DP releases as of the last checkpoint, and its text is the model's
-public configuration and privacy report. Charts are drawn here, as inline SVG; the page loads
-nothing from the network and runs no script (it refreshes itself with a ``<meta>`` tag).
-docs/service.md, "The status page".
-
-Examples
---------
->>> history = StatusHistory()
->>> for t, eps in ((0.0, 0.0), (60.0, 0.4), (120.0, 0.7)):
-...     history.add(t, {"dpstream_epsilon": eps, "dpstream_epsilon_budget": 1.0})
->>> page = render_page({"model": "SGBDTClassifier", "epsilon": 0.7, "epsilon_budget": 1.0},
-...                    history.samples(), {"rates": [0.3, 0.25, 0.2], "changes": [2]})
->>> page.startswith("<!DOCTYPE html>"), page.count("<svg"), "src=" in page, "<script" in page
-(True, 6, False, False)
+:class:`StatusHistory` keeps samples of the public ``/metrics`` series; :func:`render_page`
+draws the page (inline SVG charts, no network, no script). Everything on it is a public
+quantity or a DP release, as on ``/metrics``. What it shows and why it is safe to show:
+docs/service.md#the-status-page.
 """
 
 from __future__ import annotations
@@ -189,6 +177,16 @@ def render_page(info: Mapping[str, Any], samples: list[tuple[float, dict[str, fl
         first release shown).
     refresh
         Seconds between the page's own reloads (``None``: no reload, a saved page).
+
+    Examples
+    --------
+    >>> history = StatusHistory()
+    >>> for t, eps in ((0.0, 0.0), (60.0, 0.4), (120.0, 0.7)):
+    ...     history.add(t, {"dpstream_epsilon": eps, "dpstream_epsilon_budget": 1.0})
+    >>> page = render_page({"model": "SGBDTClassifier", "epsilon": 0.7, "epsilon_budget": 1.0},
+    ...                    history.samples(), {"rates": [0.3, 0.25, 0.2], "changes": [2]})
+    >>> page.startswith("<!DOCTYPE html>"), page.count("<svg"), "src=" in page, "<script" in page
+    (True, 6, False, False)
     """
     now = time.time() if now is None else now
     eps = float(info.get("epsilon") or 0.0)
