@@ -1,39 +1,13 @@
-"""The enhanced DPBoost (Li et al. 2020, improved in Kirschte et al. 2023 §V) as river estimators.
+"""The enhanced DPBoost (Li et al. 2020, improved in Kirschte et al. 2023 §V) as river estimators,
+the baseline S-GBDT is measured against: :class:`DPBoostRegressor`, :class:`DPBoostClassifier`
+and the sensitivities their mechanisms use (:func:`split_gain`, :func:`gain_sensitivity`,
+:func:`leaf_sensitivity`).
 
-DPBoost is the baseline S-GBDT is measured against. A *window* of records (all of
-``learn_many``'s batch, or every ``window_size`` records of ``learn_one``) trains
-``n_ensembles`` ensembles, composed sequentially; inside an ensemble the window's records are
-dealt at random into ``trees_per_ensemble`` disjoint parts and tree ``t`` is trained on part
-``t`` only (parallel composition: the ensemble costs one tree's epsilon). Boosting runs through
-all trees: each tree fits the gradients of the model built so far. One tree:
-
-1. gradients of the loss at the current score; with ``data_filter`` (gradient-based data
-   filtering, GDF) records with ``|g| > g*`` sit this tree out, otherwise gradients are clipped
-   to ``[-g*, g*]``;
-2. a complete tree of ``depth`` levels; every internal node chooses its split by the grid-less
-   exponential mechanism (Kirschte et al. 2023, Alg. 2-3,
-   :class:`~dpstream.accounting.GridlessExponentialMechanism`) over the node's records, with
-   utility the subset-closed gain
-   ``G = (sum_L g)^2 / (n_L + lambda) + (sum_R g)^2 / (n_R + lambda)`` and sensitivity
-   ``Delta_u = 3 g*^2`` (Li et al. Lemma 1). The nodes of one level hold disjoint records, so a
-   level costs ``epsilon_split / depth`` (parallel composition);
-3. each leaf value ``V = -sum g / (n + lambda)`` is clipped to ``[-C_t, C_t]`` with the geometric
-   leaf clipping bound ``C_t = g* (1 - eta)^(t-1)`` (``t``: the tree's index in its ensemble),
-   released with Laplace noise of scale ``min(g* / (1 + lambda), 2 C_t) / epsilon_leaf`` — the
-   sensitivity of the clipped value — and shrunk by the learning rate ``eta``. With
-   ``l2_per_epsilon`` lambda grows as ``1 / epsilon`` (a public rule), which keeps that scale
-   about fixed across epsilon: Kirschte et al. tuned DPBoost per epsilon, and this is the knob
-   their tuning has to turn.
-
-Before the first tree the DP initial score (Kirschte et al. 2023, Alg. 6) is released with
-``init_share * epsilon``. Every release is charged to a
-:class:`~dpstream.accounting.BudgetLedger` before it happens: one partition per window
-(windows hold disjoint records), init score plus one charge per ensemble.
-
-Two sound departures from Li et al., documented in ``docs/dpboost.md``: the split mechanism is
-the grid-less exponential mechanism with each feature's PUBLIC schema range (Kirschte et al.'s fix;
-the original used a grid and data-derived borders), and trees are always complete (no
-data-dependent stopping), so the tree layout leaks nothing.
+A window of records trains ensembles of complete trees on disjoint parts, splits by the
+grid-less exponential mechanism over the public schema ranges, Laplace leaves with geometric
+leaf clipping, and a DP initial score, every release charged to a
+:class:`~dpstream.accounting.BudgetLedger` first: docs/dpboost.md#how-a-window-trains (the
+departures from Li et al.: docs/dpboost.md#departures-from-li-et-al-all-sound).
 """
 
 from __future__ import annotations

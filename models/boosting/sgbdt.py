@@ -1,22 +1,11 @@
 """S-GBDT: differentially private gradient boosting with random splits, DP leaves and an
-individual Rényi filter (Kirschte et al., 2023), as river estimators that learn from a stream.
+individual Rényi filter (Kirschte et al., 2023), as river estimators that learn from a stream:
+:class:`SGBDTRegressor` and :class:`SGBDTClassifier`.
 
-The algorithms are those of the paper (DPInitScore Alg. 6, DPLeaf Alg. 4, TrainSingleTree
-Alg. 5, Initialization Alg. 7, TrainSGBDT Alg. 8); the engine is
-:mod:`dpstream.models.boosting.sgbdt_engine`. Two departures, both sound and documented in
-``docs/sgbdt.md``: the initial score releases a noisy count next to the noisy label sum (the
-dataset size is not public in a stream), and the subsampled-Gaussian RDP is the exact one
-(``accountant="tight"``, tighter than the Zhu–Wang bound the paper uses; ``"zhu-wang"`` is
-available).
-
-Stream semantics: ``learn_one`` puts the record in the active pool with a full individual
-budget; every ``round_size`` new records (spacing out as the pool can grow: ``pool_rounds``)
-one round trains one tree on the pool; records that can no longer afford a round leave
-memory; ``max_active`` caps the pool: a record leaves once ``max_active`` more have arrived
-(an age, not the pool's size). ``learn_stream`` learns a batch exactly as ``learn_one`` one
-record at a time would (:mod:`~dpstream.models.boosting.sgbdt_stream`). ``learn_many`` is the
-paper's batch training: it adds the batch and runs ``n_trees + extra_trees`` rounds (or
-``rounds=``).
+The engine is :mod:`dpstream.models.boosting.sgbdt_engine`, the parameters' table
+:mod:`dpstream.models.boosting.sgbdt_params`. The paper's algorithms, the two sound
+departures from it and the stream semantics (``learn_one``, ``learn_stream``,
+``learn_many``): docs/sgbdt_parameters.md#the-estimators.
 """
 
 from __future__ import annotations
@@ -32,6 +21,7 @@ from ...accounting import as_generator, child_seed
 from ...accounting.rdp import rdp_to_epsilon
 from ..drift import DPDriftSignal
 from ..encoding import EncodedRows, RecordEncoder
+from ..param_table import documented
 from ..params import PrivateState, ShortRepr, warn_small_stream
 from ..schema import require_schema, river_check_schema
 from .hist_splits import split_report
@@ -39,40 +29,28 @@ from .scores import RawScoreClassifier, RawScoreRegressor, own_args
 from .sgbdt_engine import SGBDTConfig, SGBDTEngine
 from .sgbdt_grid import grid_report
 from .sgbdt_multi import SGBDTMultiEngine
-from .sgbdt_params import PARAMS_DOC as _PARAMS_DOC
-from .sgbdt_params import resolved, validate_config
+from .sgbdt_params import (
+    POOL_ROUNDS,
+    SGBDT_CLASSIFIER_PARAMS,
+    SGBDT_PARAMS,
+    resolved,
+    validate_config,
+)
 from .sgbdt_stream import learn_stream
 
 __all__ = ["SGBDTRegressor", "SGBDTClassifier"]
 
-#: the default ``pool_rounds`` (docs/sgbdt.md: chosen on river's Agrawal streams)
-POOL_ROUNDS = 400
-
 
 class _SGBDTBase(PrivateState, ShortRepr, base.Estimator):
     _loss = "squared"
-    # models pickled before these parameters existed take their defaults
-    on_out_of_domain = "clip"
-    on_unknown = "ignore"
-    allow_large_delta = False
-    leaf_lambda = "max"
+    # the subclasses declare the parameters with their own tuned defaults (river reads the
+    # subclass signature); the base stores them, checks them and fills old checkpoints
+    PARAMETERS = SGBDT_PARAMS
     _batch_trained = False
     # messages the model did not learn (advance): of the open round, and of this generation
     # before it (class defaults: checkpoints from before message-count rounds)
     _buffer_blank = 0
     _gen_blank = 0
-
-    # the subclasses declare the parameters with their own tuned defaults (river reads the
-    # subclass signature); the base only stores them
-    _PARAMS = ("epsilon", "delta", "n_trees", "extra_trees", "depth", "learning_rate",
-               "subsample", "grad_clip", "label_clip", "init_share", "leaf_noise_split", "l2",
-               "round_size", "warmup_rounds", "warmup_records", "pool_rounds", "max_active",
-               "max_trees", "retire_block", "accountant",
-               "dynamic_leaf_noise", "individual_filter", "numeric_weight",
-               "cyclical_features", "drift",
-               "drift_share", "drift_window", "min_leaf_records", "split_levels",
-               "split_after", "split_share", "split_bins", "split_decay", "seed",
-               "on_out_of_domain", "on_unknown", "allow_large_delta", "leaf_lambda", "grid_share")
 
 
     def export(self, path: Any) -> dict:
@@ -86,7 +64,7 @@ class _SGBDTBase(PrivateState, ShortRepr, base.Estimator):
         return export_file(self, path)
     def __init__(self, schema: Any, **params: Any):
         self.schema = require_schema(schema, type(self).__name__)
-        for name in self._PARAMS:
+        for name in self.PARAMETERS.names:
             setattr(self, name, params.pop(name))
         if params:  # pragma: no cover - the subclass signatures forbid it
             raise TypeError(f"unexpected parameters {sorted(params)}")
@@ -119,17 +97,9 @@ class _SGBDTBase(PrivateState, ShortRepr, base.Estimator):
     def __setstate__(self, state: dict) -> None:
         # models pickled before drift adaptation: no drift budget was reserved, so none is used
         if "drift" not in state:
-            state.update(drift=False, drift_share=0.0, drift_window=500, min_leaf_records=0.0,
-                         _drift=None)
-        for name, default in (("split_levels", 0), ("split_share", 0.3), ("split_bins", 8),
-                              ("split_decay", 0.99)):
-            state.setdefault(name, default)   # models pickled before split selection
-        state.setdefault("pool_rounds", None)   # before the growing schedule: a fixed one
-        state.setdefault("retire_block", 1)     # before block retirement: one at a time
-        state.setdefault("grid_share", 0.0)     # before the feature grid: none
-        state.setdefault("warmup_rounds", 0)   # before young streams: round_size throughout
-        state.setdefault("warmup_records", 0)
-        state.setdefault("split_after", 0)
+            state["_drift"] = None
+        # a parameter a model was pickled without takes the table's legacy value
+        self.PARAMETERS.fill(state)
         state["_last"] = state["_last_many"] = None
         state.setdefault("_buffer_raw", [None] * len(state["_buffer_y"]))
         state["_buffer_parts"] = [None] * len(state["_buffer_y"])
@@ -513,16 +483,20 @@ class _SGBDTBase(PrivateState, ShortRepr, base.Estimator):
                "epsilon": 1.0}
 
 
+@documented
 class SGBDTRegressor(RawScoreRegressor, _SGBDTBase, base.Regressor):
-    __doc__ = """Differentially private gradient-boosted regression trees (S-GBDT, squared loss).
+    """Differentially private gradient-boosted regression trees (S-GBDT, squared loss).
 
     Labels are scaled to [-1, 1] with the public target range; predictions are mapped back.
     Depth, learning rate, clipping and λ were tuned on Abalone at epsilon 0.54 by inner
     cross-validation inside the training folds (``benchmarks/sgbdt_tune.py``); ``n_trees`` (75)
     and ``init_share`` (0.2) on river's regression streams (Friedman, Planes2D) and the Abalone
     stream, where the initial score decides the early predictions (``docs/sgbdt.md``; the
-    batch-tuned 150 and 0.1 are the benchmark's paper rows).
-    """ + _PARAMS_DOC + """
+    batch-tuned 150 and 0.1 are the benchmark's paper rows). The parameters at length:
+    ``docs/sgbdt_parameters.md``.
+
+    {parameters}
+
     Examples
     --------
     >>> from dpstream.models import SGBDTRegressor
@@ -571,14 +545,18 @@ class SGBDTRegressor(RawScoreRegressor, _SGBDTBase, base.Regressor):
 
 
 
+@documented
 class SGBDTClassifier(RawScoreClassifier, _SGBDTBase, base.Classifier):
-    __doc__ = """Differentially private gradient-boosted classification trees (S-GBDT). A
+    """Differentially private gradient-boosted classification trees (S-GBDT). A
     ``binary`` target (or two classes) learns the logistic loss, its second value the positive
     class; three or more ``categorical`` classes learn softmax boosting with K-vector leaves
     at the same per-record cost (:mod:`~dpstream.models.boosting.sgbdt_multi`).
     Defaults were tuned on Adult at epsilon 0.54 by inner cross-validation inside the training
-    folds (``benchmarks/sgbdt_tune.py``; ``docs/sgbdt.md``).
-    """ + _PARAMS_DOC + """
+    folds (``benchmarks/sgbdt_tune.py``; ``docs/sgbdt.md``); a ``None`` default depends on the
+    class count. The parameters at length: ``docs/sgbdt_parameters.md``.
+
+    {parameters}
+
     Examples
     --------
     >>> from dpstream.models import SGBDTClassifier
@@ -594,6 +572,7 @@ class SGBDTClassifier(RawScoreClassifier, _SGBDTBase, base.Classifier):
     """
 
     _loss = "logistic"
+    PARAMETERS = SGBDT_CLASSIFIER_PARAMS
 
     def __init__(self, schema: Any = None, epsilon: float = 1.0, delta: float = 5e-8,
                  n_trees: int = 100, extra_trees: int = 100, depth: int = 6,
