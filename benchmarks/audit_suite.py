@@ -1,10 +1,8 @@
-"""The audit section of the suite (docs/privacy.md, "Auditing"): ``dpstream audit`` of every
-model at epsilon 1 and 8, on the synthetic schema and on Adult, at the default canary count,
-with each run's time.
+"""The audit section of the suite (docs/privacy.md#auditing): ``dpstream audit`` of every
+model at epsilon 1 and 8, on the synthetic schema and on Adult, with each run's time.
 
-Each cell is one ``run_audit`` (the code behind ``dpstream audit``) with a fixed seed; results
-are appended to a JSON-lines file (a rerun skips the cells already there) and rendered as a
-markdown table.
+Results go to a JSON-lines file (a rerun skips cells already there) and a markdown table;
+how it runs: docs/benchmark_notes.md#audit-suite-script.
 
 Usage::
 
@@ -14,9 +12,7 @@ Usage::
     python benchmarks/audit_suite.py --datasets synthetic --epsilons 1 --train-epsilon 1000 \
         --results reports/audit-controls.jsonl --out reports/audit-controls.md
 
-The last one is the negative control of every attack: each model trained at epsilon 1000 (its
-noise practically off) and held against a promise of 1; a bound above 1 shows the attack can
-see that model's leak.
+The last one is the negative control: each model at epsilon 1000, held to a promise of 1.
 """
 
 from __future__ import annotations

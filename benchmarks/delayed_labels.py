@@ -1,32 +1,10 @@
-"""Delayed labels (issue 66): prequential accuracy when each label comes ``d`` records after
-its record, every model beside river's Hoeffding tree with the same delay; and the service's
-message rate with labels as messages of their own against labels inside the records.
+"""Delayed labels: prequential accuracy when each label comes ``d`` records after its record.
 
-* **Accuracy.** Each record is predicted when it arrives and learned ``d`` records later (what
-  ``river.evaluate.progressive_val_score(..., delay=d)`` does; a queue of at most ``d``
-  records). Elec2 in time order (45,312 records; ``d`` = 48, one day, and 336, one week) and
-  Adult's training split in file order (``d`` = 1,000), ε = 1, the mean over ``--seeds``.
-* **Service rate** (``--service``): ``dpstream.stream.service.replay`` over two JSONL files of
-  the same Adult records, one with each label inside its record, one with each record unlabeled
-  and its label as a message ``{"id", "y"}`` 1,000 messages later; messages a second (a delayed
-  stream has twice the messages).
-
-* **Kafka** (``--kafka``): ``dpstream serve`` through the local tansu broker, on topics filled
-  before it starts (a backlog, drained as fast as it goes): the Adult records with their
-  labels inside, against the same records unlabeled with their labels on a second,
-  co-partitioned topic (each label produced ``--delay`` records after its record); messages a
-  second from the service's public ``/metrics`` count (``dpstream_records_total{outcome="seen"}``)
-  between its first message and its last (``msgs_per_s``: the label topic's consumer joins its
-  group in the first seconds) and from a quarter of the messages to the last
-  (``steady_msgs_per_s``), and the process's peak RSS.
-* **Memory** (``--soak``): a runner fed ``--messages`` messages in process (the service's batches
-  of 2,000), every record unlabeled and its label ``--held`` records later, with ``max_held``
-  at ``--held``: the store sits at its cap; RSS every 100k messages, and the seconds a
-  checkpoint takes with the store full.
-
-The accuracy cells are the suite's (:mod:`dpstream.stream.bench.delayed`): ``dpstream suite
---profile full --render-docs --only "(delayed)"`` renders them into docs/benchmarks.md; this
-script prints them for any seeds.
+Every model beside river's Hoeffding tree with the same delay (Elec2, Adult; epsilon 1), and
+with ``--service`` / ``--kafka`` / ``--soak`` the service's message rate and memory with labels
+as messages of their own against labels inside the records. What each mode measures:
+docs/benchmark_notes.md#delayed-labels-script; results:
+docs/benchmark_notes.md#delayed-labels-issue-66.
 
 Usage::
 

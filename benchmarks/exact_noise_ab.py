@@ -1,4 +1,4 @@
-"""Issue 65's cost figures: learn + predict rows/s and prequential accuracy of each model with
+"""Exact noise's cost figures: learn + predict rows/s and prequential accuracy of each model with
 floating-point noise (a checkout of an older dpstream) against exact noise (this tree), A/B in
 one run, alternating, each run in a fresh process.
 
@@ -6,13 +6,9 @@ Usage: python benchmarks/exact_noise_ab.py --old PATH [--models M,M] [--n N] [--
 [--seeds S,S] [--json]
 
 ``--old``: the repository root of the version to compare with (``git worktree add /tmp/old
-<commit>``). Each run imports dpstream from one root (a ``PYTHONPATH`` link named
-``dpstream``), runs :func:`dpstream.stream.bench.throughput.run_stream` on the Adult stream
-(``--n`` records, epsilon 1) and prints its rows/s and accuracy. ``exact`` runs the new tree
-with seeded PCG64 generators (the seeded runs of tests and benchmarks); ``exact+aes`` the new
-tree with every generator an AES-CTR one (what production draws from: seeds mapped to
-``secure_generator(seed)``). The report: per model and arm, the median rows/s over
-``--repeat`` x seeds runs, the mean accuracy, and each arm's rows/s relative to ``float``.
+<commit>``). The arms (``float``, ``exact``, ``exact+aes``) and the report:
+docs/benchmark_notes.md#exact-noise-ab-script; results:
+docs/benchmark_notes.md#exact-noise-issue-65-what-it-costs.
 """
 
 from __future__ import annotations

@@ -1,29 +1,15 @@
 """HTTP predictions: latency and throughput of ``POST /predict``, and what the load costs
-training (docs/benchmark_notes.md, "HTTP predictions").
+training (results: docs/benchmark_notes.md#http-predictions-issue-67).
 
 Usage: python benchmarks/http_bench.py [--messages N] [--seconds S] [--clients K]
 [--requests N] [--serve-args ARGS] [--model-file PATH] [--json]
 
-1. **serve**: a local tansu broker holds ``--messages`` Adult messages (the bundled train and
-   test records, cycled, unique ids), produced before the service starts, so ``dpstream serve
-   --http-predict`` (S-GBDT, its defaults, epsilon 1, checkpoints every 5 s, the HTTP
-   defaults: one slot resting three times its work, the served model rebuilt at most every
-   second) trains at full speed from a backlog. Five windows of ``--seconds`` each, its
-   training rate (``dpstream_records_total{outcome="seen"}`` on ``/metrics``) in each: no
-   requests; one client sending 1-record and 100-record requests in turn (their latency while
-   it trains); no requests; ``--clients`` clients sending 1-record requests as fast as they
-   are answered; no requests. Each loaded window's rate is compared with the mean of the
-   quiet windows on either side (other jobs on a shared machine move the rate over a run).
-   ``--serve-args`` passes more flags (``--http-concurrency 4 --http-share 1``: no throttle).
-2. **serve-model**: the service's final checkpoint exported (``dpstream export``) and served
-   by ``dpstream serve-model``: latency of ``--requests`` sequential 1-record and 100-record
-   requests, then ``--clients`` clients for ``--seconds`` with 1-record requests and again with
-   100-record requests.
-
-Clients are threads of this process, each with its own kept-alive connection
-(``http.client``); on a small machine they share the cores with the server (and the broker),
-so the throughput is what the machine gives clients and server together. Records come from
-Adult's test split. Prints a markdown table (``--json``: one JSON object).
+Two phases: **serve** (``dpstream serve --http-predict`` training from a backlog on a local
+tansu broker, its rate in quiet and loaded windows, request latency while it trains) and
+**serve-model** (the exported checkpoint served by ``dpstream serve-model``: latency, then
+``--clients`` concurrent clients). ``--serve-args`` passes more flags to ``dpstream serve``.
+Prints a markdown table (``--json``: one JSON object). How each phase measures:
+docs/benchmark_notes.md#http-predictions-script.
 """
 
 from __future__ import annotations

@@ -3,29 +3,15 @@
 Usage: python benchmarks/kafka_client_cost.py [--records N] [--partitions 12,3] [--polls N]
 [--repeat R] [--clients kafka-python,confluent] [--fetch-kb 64,1024]
 
-Starts a local tansu broker (:class:`~dpstream.connectors.local_broker.LocalBroker`) and
-prints one JSON line per measurement:
+Starts a local tansu broker and prints one JSON line per measurement:
 
-* ``source``: ``N`` Agrawal records (river, seed 0, the service's JSON messages, about 200
-  bytes) pre-produced to a topic of ``P`` partitions, drained by one
-  :class:`~dpstream.connectors.kafka.KafkaSource` (the service's consumer settings, polls of
-  200 ms): its CPU per record (this process, every thread: kafka-python's IO thread parses and
-  fetches, the calling thread builds the records), wall time per record, the polls and their
-  mean size. Timed from the first poll that returned records (after the group join), so
-  ``records`` leaves that poll's out; ``read`` counts them all. With 12
-  partitions one member reads a whole topic; with 3, a quarter of it, as each of four members
-  does — a member's reading cost per record does not depend on how many partitions it holds
-  if these agree.
-* ``model_topic_poll``: ``--polls`` calls of :meth:`~dpstream.connectors.model_topic.ModelTopic.
-  poll` with ``timeout_ms=0`` on a topic read to its end (nothing new, as most of a member's
-  polls find): CPU and wall time per call. A member with other members polls it at least every
-  :data:`~dpstream.stream.members.ADOPT_EVERY` records and after each batch of the source.
+* ``source``: a pre-produced topic of ``P`` partitions drained by one
+  :class:`~dpstream.connectors.kafka.KafkaSource`: CPU and wall time per record, the polls;
+* ``model_topic_poll``: ``--polls`` calls of ``ModelTopic.poll`` with ``timeout_ms=0`` on a
+  topic read to its end: CPU and wall time per call.
 
-``--repeat``: the partition counts are measured this many times, alternating.
-``--clients``: the source's Kafka clients (:mod:`~dpstream.connectors.kafka_clients`; default
-kafka-python), each measured on each partition count; a ``source`` line names its ``client``
-and its rate (``msgs_per_s``, records over wall time). ``--fetch-kb``: the consumer's
-``max_partition_fetch_bytes`` in KiB (default 64, the service's), each measured.
+``--repeat`` alternates the partition counts; ``--clients`` and ``--fetch-kb`` measure each
+Kafka client and fetch size. Details: docs/benchmark_notes.md#kafka-client-cost-script.
 """
 
 from __future__ import annotations

@@ -5,16 +5,9 @@ Usage: python benchmarks/kafka_partition_order.py [--records N] [--json]
 Produces ``N`` records (default 30,000, 150 bytes each) round-robin to a 3-partition topic on
 a local tansu broker (:class:`~dpstream.connectors.local_broker.LocalBroker`), then consumes the
 backlog with the service's fetch settings (64 KB per partition, 2,000 records per poll) and
-prints, every five polls, how many records of each partition were read:
-
-* ``plain``: no pause. A member draining a backlog reads its partitions in this order, so
-  records of one partition can run far ahead of the others' (docs/benchmark_notes.md,
-  "Keeping members in step: not built").
-* ``capped``: the same with a whole fetch capped at 256 KB (``fetch_max_bytes``): the
-  partitions are read interleaved, at a cost in one process's rate (docs/benchmark_notes.md).
-* ``pause``: partition 0 paused after the third poll and resumed after the seventh. Keeping a
-  member's partitions in step would pause the ones ahead; the line says whether partition 0
-  was read again after its resume.
+prints, every five polls, how many records of each partition were read, in three runs:
+``plain`` (no pause), ``capped`` (a whole fetch capped at 256 KB) and ``pause`` (partition 0
+paused, then resumed). What each shows: docs/benchmark_notes.md#kafka-partition-order-script.
 """
 
 from __future__ import annotations

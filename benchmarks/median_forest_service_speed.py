@@ -6,18 +6,10 @@ Usage: python benchmarks/median_forest_service_speed.py [--records N] [--repeats
 [--json]
 
 ``--encoded``: the chunks go in as :class:`~dpstream.models.encoding.EncodedRows` encoded
-before the timing (as the service hands over rows it validated), so the figures are the
-model's own cost; otherwise each call encodes the dicts.
-
-* ``rows_per_s``: records through predict_many + learn_stream per second (median of R runs);
-  ``rows_per_cpu_s`` the same per second of this process's CPU time (steadier on a shared
-  machine);
-* ``learn_us_per_row`` / ``predict_us_per_row``: the two calls' shares (medians);
-* ``fingerprint``: a hash of every chunk's predicted probabilities and of the privacy
-  report — equal fingerprints across two versions mean the same trees, bit for bit.
-
-For a same-run A/B against another checkout, alternate runs with ``PYTHONPATH`` pointing at a
-directory holding that checkout as ``dpstream/`` (e.g. ``git archive`` of the base commit).
+before the timing, so the figures are the model's own cost. Prints ``rows_per_s``,
+``rows_per_cpu_s``, the learn / predict shares per row and a ``fingerprint`` (equal across two
+versions: the same trees, bit for bit). The fields and how to A/B two checkouts:
+docs/benchmark_notes.md#median-forest-service-speed-script.
 """
 
 from __future__ import annotations

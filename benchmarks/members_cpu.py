@@ -3,29 +3,14 @@
 Usage: python benchmarks/members_cpu.py [--records N] [--members 1,2,4] [--partitions 12]
 [--hold-predictions] [--profile K]
 
-k :class:`~dpstream.stream.members.WindowMember` s, each with its own
-:class:`~dpstream.stream.runner.Runner` (median forest, epsilon 1, ``n_trees=5``, as
-``examples/scale_out.py`` runs them) and checkpoint directory, share a model topic held in
-memory (every message encoded and decoded as :class:`~dpstream.connectors.model_topic.
-ModelTopic` does); their predictions go to a sink that JSON-encodes each message and drops
-it. Agrawal records (river, function 2, seed 0) are dealt to ``--partitions`` partitions
-round-robin, partition ``p`` to member ``p mod k``, and the members take turns, 2,000 of
-their records at a time, through :meth:`~dpstream.stream.members.WindowMember.process_adopting`
-and :meth:`~dpstream.stream.members.WindowMember.poll`, as the service loop calls them
-(under :func:`~dpstream.stream.runner.streaming_gc`, as the loop runs). Each
-turn's CPU time (``time.process_time``; one thread does all the work) is the member's.
+k :class:`~dpstream.stream.members.WindowMember` s (median forest, epsilon 1, as
+``examples/scale_out.py`` runs them) share a model topic held in memory and take turns on
+Agrawal records dealt to ``--partitions`` partitions, as the service loop drives them.
 
-Prints one JSON line per k: ``us_per_record`` (the members' CPU per record of the stream),
-and its parts per record: ``checkpoint`` (the runner's checkpoints), ``predict`` (the
-ensemble's ``predict_many``), ``learn`` (the model's ``learn_stream``), ``grow`` (held
-windows grown), ``adopt`` (the model topic's messages decoded and adopted; ``adopted``
-counts what was adopted), ``publish``
-(windows exported and encoded) — so the parts that grow with k show; and
-``checkpoint_ms_at_end``: the wall time of one checkpoint of member 0 at the end (best of
-five), with ``ids_at_end`` ids remembered and ``open_window_rows_at_end`` rows buffered.
-The 16-core runs of ``scale_out.py`` measured the members' CPU per record growing by 15-30%
-from one member to four; this finds where, without the broker and other processes on the
-same cores.
+Prints one JSON line per k: ``us_per_record`` (the members' CPU per record of the stream) and
+its parts per record (``checkpoint``, ``predict``, ``learn``, ``grow``, ``adopt``,
+``publish``), so the parts that grow with k show, and the cost of one checkpoint at the end.
+The setup, each field, and why: docs/benchmark_notes.md#members-cpu-script.
 """
 
 from __future__ import annotations

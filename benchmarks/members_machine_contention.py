@@ -3,26 +3,14 @@
 Usage: python benchmarks/members_machine_contention.py [--copies 1,2,4,6] [--work spin|member]
 [--spin N] [--records N] [--repeat R]
 
-``examples/scale_out.py`` runs k members as separate processes, and on the lent 16-core
-machine their CPU per record grew 10-20% from one member to four. Some of that could be the
-members' own work (the other members' windows, the model topic) and some the machine: cores
-that share caches, memory bandwidth and, on a virtual machine, physical cores with other
-guests. This separates the two: it runs ``n`` copies of a fixed piece of work that share
-nothing (no broker, no files, no messages) at the same time, and reports each copy's CPU
-seconds against one copy alone. What the copies lose is what the machine takes from any
-``n`` processes, so a scale-out loss of that size is the machine's, not the members'.
+Runs ``n`` copies of a fixed piece of work that share nothing at the same time and reports
+each copy's CPU against one copy alone, to tell the machine's share of a scale-out loss from
+the members' own. ``--work spin`` (default): a pure-Python loop of ``--spin`` steps;
+``--work member``: ``benchmarks/members_cpu.py --members 1 --records N``.
 
-``--work spin`` (default): a pure-Python loop of ``--spin`` steps (the interpreter's own
-speed; no numpy, no memory traffic to speak of). ``--work member``: ``benchmarks/members_cpu.py
---members 1 --records N`` (one window-forest member's whole in-process path: decoding,
-predictions, learning, windows, checkpoints, publishing), whose ``us_per_record`` is the copy's
-measure.
-
-Prints one JSON line per ``n`` (each value of ``--copies``, ``--repeat`` times, in turn):
-``copies``, ``work``, ``per_copy`` (each copy's CPU seconds, or µs per record for ``member``),
-``mean`` and ``max``, and ``mean_vs_alone``: ``mean`` over the mean of the one-copy runs so far
-(1.00 when the copies lose nothing). The copies start together (each waits for a shared start
-time after its imports).
+Prints one JSON line per ``n``: ``copies``, ``work``, ``per_copy``, ``mean``, ``max`` and
+``mean_vs_alone`` (1.00 when the copies lose nothing). Why and how:
+docs/benchmark_notes.md#machine-contention-script.
 """
 
 from __future__ import annotations

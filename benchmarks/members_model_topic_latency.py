@@ -4,18 +4,11 @@ Usage: python benchmarks/members_model_topic_latency.py [--windows N] [--json]
 
 Starts a local tansu broker (:class:`~dpstream.connectors.local_broker.LocalBroker`) and two
 :class:`~dpstream.connectors.model_topic.ModelTopic` clients, as two members of a group have.
-The reader polls the topic with ``timeout_ms=0`` between short stretches of work (1 ms), as a
-member does between its pieces of records (``WindowMember.process_adopting``); the publisher
-sends ``N`` windows (default 40) of 20 KB at random moments and waits for the broker's acks.
-For each window the latency is the time from the start of the publish to the poll that returns
-it. One line per reader fetch wait (``fetch_max_wait_ms``): kafka-python's default, 500 ms, and
-:data:`~dpstream.connectors.model_topic.FETCH_WAIT_MS`, the reader's setting: mean, median,
-90th percentile and maximum in ms, and ``records_at_7k``: the mean latency in records of a
-member draining 7,000 msgs/s, the records it predicts without the window.
-
-A fetch that finds nothing new waits at the broker up to ``fetch_max_wait_ms``; tansu answers
-it when the wait ends, not when a message arrives, so the default's latency is about half of
-500 ms on average.
+The publisher sends ``N`` windows (default 40) of 20 KB; the latency of each is the time from
+the start of its publish to the reader's poll that returns it. One line per reader fetch wait
+(kafka-python's default, 500 ms, and :data:`~dpstream.connectors.model_topic.FETCH_WAIT_MS`):
+mean, median, 90th percentile and maximum in ms, and ``records_at_7k``. How it measures:
+docs/benchmark_notes.md#model-topic-latency-script.
 """
 
 from __future__ import annotations

@@ -5,29 +5,12 @@ Usage: python benchmarks/members_sim.py [--stream adult|agrawal] [--records N] [
 [--whole-windows] [--delay N] [--relevance-delay N] [--hold] [--lag N] [--lag-after N]
 [--service] [--params JSON] [--json]
 
-The broker runs of ``examples/scale_out.py`` draw their noise from OS entropy, and one member's
-accuracy alone scatters by a point or more from run to run, so a gap of a fraction of a point
-between k members and one cannot be read from a few of them. This script runs the same models
-and the same merging without a broker (:func:`dpstream.stream.bench.member_sim.prequential`:
-6 partitions (``--partitions``) dealt to the members in contiguous blocks as Kafka's range
-assignor deals them (``--assignment roundrobin``: partition ``p`` to member ``p mod k``;
-before 2026-11-27 the only way), median forests at
-epsilon 1 with ``n_trees=5``, each window adopted by the others as it closes; each member's share
-and partitions set as an assignment sets them, so it sizes its windows by its share and
-releases the attribute relevance of the attributes its partitions own; with
-``--whole-windows`` neither is set). The window policy is the one the members' figures were
-measured with (windows of 10,000, five kept, no decay, no feature grid); ``--service`` runs
-the median forest's own defaults, as ``dpstream serve`` and ``examples/scale_out.py`` do
-(windows of 2,000, 25 kept, decay 0.9, each member's own feature grid), and ``--params``
-sets any parameter (JSON, after ``--service``). Accuracy is prequential: each record is
-predicted by its member before it learns it. Seeds are 3, 4, ... (``--first-seed``; the
-members' seeds derived from them), so a run is repeatable; ``--workers`` runs seeds in
-parallel processes (the same results).
-
-Prints one line per k: the mean accuracy over the seeds, each seed's, and the mean over
-records 0-10k, 10k-40k and 40k on; with k = 1 first in ``--members``, also each later k's
-difference from it, paired by seed (mean and standard error, in points): one seed's accuracy
-scatters by points, the paired difference much less.
+The same models and merging as ``examples/scale_out.py``, without a broker
+(:func:`dpstream.stream.bench.member_sim.prequential`), with seeded noise so that a gap of a
+fraction of a point between k members and one can be read. Prints one line per k: the mean
+prequential accuracy over the seeds, each seed's, and (k = 1 first) each later k's paired
+difference from one member. The setup and options:
+docs/benchmark_notes.md#members-simulation-script.
 """
 
 from __future__ import annotations

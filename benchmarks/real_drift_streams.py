@@ -1,14 +1,9 @@
-"""Classifiers on a real drifting stream and on a drifting hyperplane (issue 51).
+"""Classifiers on a real drifting stream and on a drifting hyperplane.
 
 For one model and one or more parameter sets ("arms", JSON), prints per arm the prequential
-accuracy (``predict_one`` before ``learn_one`` on every record, epsilon = 1 unless an arm says
-otherwise), the mean over model seeds, of:
-
-* **Elec2**: the bundled electricity stream (:func:`dpstream.stream.load_elec2`), 45,312
-  records in time order;
-* **Hyperplane**: river's ``Hyperplane(n_features=10, n_drift_features=2)``, 40,000 records,
-  river seed 1, with ``mag_change`` 0.001 (the two features drift) and 0 (river's default:
-  no drift).
+accuracy (epsilon = 1 unless an arm says otherwise), the mean over model seeds, on Elec2 and
+on river's ``Hyperplane`` with and without drift. The streams:
+docs/benchmark_notes.md#real-drifting-streams-script.
 
 Usage::
 

@@ -1,50 +1,15 @@
-"""Stream-service throughput, latency, CPU by stage and memory (docs/benchmark_notes.md,
-"Stream service").
+"""Stream-service throughput, latency, CPU by stage and memory.
 
 Usage: python benchmarks/service_bench.py [--records N] [--soak N] [--model NAME]
 [--set NAME=JSON ...] [--kafka-client auto|kafka-python|confluent] [--latency-rate R]
 [--latency-seconds S] [--predictions N] [--json]
 
-``--model``: any ``dpstream serve --model`` name (default ``sgbdt``, the service's default);
-``--set``: a model parameter, as ``dpstream serve --set`` takes it (e.g. ``pool_rounds=200``);
-``--kafka-client``: the Kafka client of the Kafka phases (default ``auto``: the fastest
-installed, confluent-kafka when it is there).
-
-* ``hoeffding_rows_per_s``: the yardstick, river's ``HoeffdingTreeClassifier``
-  (non-private) predicting then learning the same Adult records one at a time
-  (``min(N, 100,000)`` of them), in this run;
-* ``file_replay_rows_per_s``: ``replay()`` of a gzip JSONL file of N Adult records (cycled,
-  unique ids) — read, validate, learn, checkpoint every 5 s;
-* ``kafka_msgs_per_s``: the same N messages pre-produced to a 2-partition topic on a local tansu
-  broker, consumed to the end by ``replay("kafka://...")`` (consumer group, validation,
-  learning, checkpoints, offset commits); producing is not timed, nor is the group join;
-  ``kafka_vs_hoeffding`` is its ratio to the yardstick;
-* ``kafka_msgs_per_s_predicting``: the same, every record predicted before it is learned
-  (``replay(evaluate=True)``: what the yardstick does, and a service with a predictions
-  topic), and its ratio ``kafka_predicting_vs_hoeffding``;
-* ``kafka_steady``: the Kafka replay's rate between consecutive 100k-record marks, and the
-  resident set size (RSS) at each;
-* ``stages``: CPU microseconds per message by stage, this thread's (``time.thread_time``):
-  the Kafka client's poll of the same topic to its end (``consume``; the client's own
-  threads are ``client_threads``: the process's CPU less this thread's) and the runner's
-  batched path on the same messages in process, predicting every record before learning it
-  as a service with a predictions topic does (``validate``, ``bookkeeping`` — positions, ids,
-  counters —, ``encode``, ``predict``, ``publish`` — scoring each prediction —, ``learn``,
-  ``checkpoint``);
-* ``latency``: a producer writes ``--latency-rate`` messages a second (default 20,000) for
-  ``--latency-seconds`` (default 10) to a fresh topic while one consumer (the chosen client)
-  runs the runner, predicting every record: the p50 / p99 / max seconds from each record's
-  broker timestamp (its producer's create time, same machine) to the end of the batch that
-  predicted and learned it; ``latency.rate`` is the rate the consumer kept;
-* ``soak``: a ``Runner`` fed ``--soak`` JSON messages (default 1,000,000) in process, in the
-  service's batches of 2,000 (``process_many``); RSS and the model's active pool every 100k
-  records.
-* ``predictions`` (only with ``--predictions N``): the same in-process runner, publishing a
-  prediction per record to a sink that only counts them, once with a checkpoint after every
-  training round (the default with a predictions topic) and once with ``hold_predictions``
-  (``serve --hold-predictions``); ``maybe_checkpoint`` after each batch, as the service
-  loop calls it. The rate over the records after the first 110,000 (a full S-GBDT pool),
-  and how many checkpoints each wrote.
+``--model`` and ``--set`` take what ``dpstream serve --model`` / ``--set`` take (default
+``sgbdt``); ``--kafka-client`` picks the Kafka phases' client (default ``auto``: the fastest
+installed). Reports the yardstick (river's Hoeffding tree on the same records), file and Kafka
+replay rates, CPU per message by stage, end-to-end latency at a set rate, memory over a soak,
+and (``--predictions N``) the cost of checkpointing every round. Each field:
+docs/benchmark_notes.md#stream-service-script; results: docs/benchmark_notes.md#stream-service.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """What checkpointing every S-GBDT release costs a service that publishes predictions
-(docs/reliability.md, "Every noise draw is saved before anything that depends on it leaves").
+(why it checkpoints: docs/reliability.md#checkpoints).
 
-A runner with a predictions sink (a counter: no broker) learns Adult, cycled, through
-``process_many`` in batches of 2,000 messages, as ``benchmarks/service_bench.py`` measures the
-service's rate. With a predictions sink the runner checkpoints after every release (a round,
-a drift-signal window); with ``--hold`` it holds the predictions until the periodic checkpoint
-instead. After ``--warm-up`` records (the pool fills), it times ``--records`` more and prints
-one JSON line: rows per wall second and per CPU second, the checkpoints written and their CPU.
+A runner with a counting predictions sink learns Adult in the service's batches; ``--hold``
+holds predictions until the periodic checkpoint instead. Prints one JSON line: rows per wall
+and CPU second, the checkpoints written and their CPU. How it runs:
+docs/benchmark_notes.md#s-gbdt-checkpoint-cost-script.
 
 Usage::
 

@@ -3,21 +3,13 @@
 Usage: python benchmarks/sgbdt_learn_predict_speed.py [--repeats N] [--json]
 
 * ``stream_rows_per_s``: ``SGBDTClassifier(schema, epsilon=0.5, seed=0)`` over the 32,561
-  Adult training records, ``predict_one`` then ``learn_one`` per record — the last check of
-  ``shared/checks/sgbdt_streams.py``. A fresh model per pass with the accountant's
-  calibration caches cleared, so every pass pays the model's one-off calibration as the
-  check does; numba's one-off start-up is not counted (a small warm-up model runs first, as
-  the check's earlier streams do).
+  Adult training records, ``predict_one`` then ``learn_one`` per record, a fresh model per pass;
 * ``batch_rows_per_s``: the stream service's path on the same records: chunks of 2,000,
   each ``predict_many`` before ``learn_stream``.
 
 Each figure is the median of ``--repeats`` passes (default 3), the two kinds interleaved.
-
-Measured 2026-11-29 on the shared 2-core machine, before (1626db4) and after the compiled
-round passes, pool buffers and learn_stream's tree-sum reuse (the two versions run
-alternately, five passes each, medians): stream 18.9k -> 25.9k rows/s, batch 23.4k ->
-34.9k rows/s. About 0.12 s of each pass (~10% of a stream pass) is the model's one-off
-calibration (``accounting.calibrate_sgbdt``); without it the stream pass reads ~28-30k.
+What each pass pays, and the figures measured:
+docs/benchmark_notes.md#s-gbdt-learn-and-predict-speed-script.
 """
 
 from __future__ import annotations

@@ -3,17 +3,11 @@
 Usage: python benchmarks/sgbdt_retire_blocks.py [--records N] [--functions 1,2,3,4]
 [--blocks 1,100] [--max-trees M] [--seeds 0] [--drift] [--json]
 
-For each Agrawal classification function (seed 1, ``--records`` records, default 200,000;
-``--drift``: also function 1 -> 3 at the middle, width 1,000) and each ``retire_block``, an
-``SGBDTClassifier`` (epsilon 1, model seed 0 or each of ``--seeds``, every other setting its
-default: ``max_trees`` 1,000, so trees retire from about the 1,000th round) learns the
-stream as the service does:
-batches of up to 500 records cut where a round can happen, each predicted with
-``predict_many`` and then learned with ``learn_stream`` (``--max-trees``: another
-``max_trees``, at least 200, for a short check). Prints per run the prequential
-accuracy over the whole stream and over its last 25,000 records, the rounds, the trees
-retired and kept, and the rows per second (prediction and learning); with ``--json`` one
-object per line.
+For each Agrawal function (``--drift``: also a drift from function 1 to 3) and each
+``retire_block``, an ``SGBDTClassifier`` (epsilon 1) learns the stream as the service does.
+Prints per run the prequential accuracy (whole stream, last 25,000 records), the rounds, the
+trees retired and kept, and the rows per second; with ``--json`` one object per line. The
+setup: docs/benchmark_notes.md#s-gbdt-block-retirement-script.
 """
 
 from __future__ import annotations

