@@ -33,7 +33,8 @@ import numpy as np
 from .encoding import ON_OUT_OF_DOMAIN, ON_UNKNOWN
 from .params import check_integer, check_real
 
-__all__ = ["INPUT_POLICY", "SCHEMA_DOC", "Param", "ParamTable", "documented", "seed_param"]
+__all__ = ["INPUT_POLICY", "SCHEMA_DOC", "Param", "ParamTable", "documented", "own_args",
+           "seed_param"]
 
 #: ``Param.legacy`` left unset: an old checkpoint restores with the default
 _DEFAULT = object()
@@ -247,3 +248,8 @@ def seed_param() -> Param:
     """The ``seed`` row: ``None`` (OS entropy) or a non-negative int."""
     return Param("seed", None, "``None`` for OS entropy (use this in production); an int for "
                  "tests and benchmarks.", "integer", lo=0, none_ok=True)
+
+
+def own_args(scope: dict) -> dict:
+    """A constructor's ``locals()`` without ``self`` (the parameters to pass on to the base)."""
+    return {k: v for k, v in scope.items() if k not in ("self", "__class__")}

@@ -28,10 +28,18 @@ from ...accounting import (
 )
 from ..encoding import RecordEncoder
 from ..forest import Forest, complete_tree_layout
-from ..param_table import INPUT_POLICY, SCHEMA_DOC, Param, ParamTable, documented, seed_param
+from ..param_table import (
+    INPUT_POLICY,
+    SCHEMA_DOC,
+    Param,
+    ParamTable,
+    documented,
+    own_args,
+    seed_param,
+)
 from ..params import PrivateState, ShortRepr, warn_small_stream
 from ..schema import require_schema, river_check_schema
-from .scores import RawScoreBinaryClassifier, RawScoreRegressor, dp_init_score, own_args, sigmoid
+from .scores import RawScoreBinaryClassifier, RawScoreRegressor, dp_init_score, sigmoid
 
 __all__ = ["DPBoostRegressor", "DPBoostClassifier", "split_gain", "gain_sensitivity",
            "leaf_sensitivity"]

@@ -23,7 +23,7 @@ from ...accounting import LaplaceMechanism
 from ..encoding import is_frame
 
 __all__ = ["RawScoreBinaryClassifier", "RawScoreClassifier", "RawScoreRegressor",
-           "dp_init_score", "init_score_from_stats", "like", "noisy_label_stats", "own_args",
+           "dp_init_score", "init_score_from_stats", "like", "noisy_label_stats",
            "sigmoid", "softmax"]
 
 
@@ -103,11 +103,6 @@ def dp_init_score(y: np.ndarray, *, loss: str, epsilon: float, label_clip: float
     """
     s, n = noisy_label_stats(y, loss=loss, epsilon=epsilon, label_clip=label_clip, rng=rng)
     return init_score_from_stats(s, n, loss=loss, label_clip=label_clip)
-
-
-def own_args(scope: dict) -> dict:
-    """A constructor's ``locals()`` without ``self`` (the parameters to pass on)."""
-    return {k: v for k, v in scope.items() if k not in ("self", "__class__")}
 
 
 def like(X: Any, values: np.ndarray) -> Any:

@@ -21,11 +21,11 @@ from ...accounting import as_generator, child_seed
 from ...accounting.rdp import rdp_to_epsilon
 from ..drift import DPDriftSignal
 from ..encoding import EncodedRows, RecordEncoder
-from ..param_table import documented
+from ..param_table import documented, own_args
 from ..params import PrivateState, ShortRepr, warn_small_stream
 from ..schema import require_schema, river_check_schema
 from .hist_splits import split_report
-from .scores import RawScoreClassifier, RawScoreRegressor, own_args
+from .scores import RawScoreClassifier, RawScoreRegressor
 from .sgbdt_engine import SGBDTConfig, SGBDTEngine
 from .sgbdt_grid import grid_report
 from .sgbdt_multi import SGBDTMultiEngine

@@ -1,64 +1,15 @@
 """DPGDF, the differentially private greedy decision forest of Xin et al. (2019), on windows.
 
-A closed window's labeled records are dealt into ``n_trees`` (``τ``) disjoint parts; each part
-grows one greedy tree with the full ``epsilon`` (parallel composition, the paper's Theorem 1):
+:class:`GreedyForestClassifier`: each closed window's labeled records are dealt into
+``n_trees`` disjoint parts, each growing one complete greedy tree with the full ``epsilon``
+(parallel composition): every level picks its nodes' attributes by the exponential mechanism
+on a count-weighted Gini utility (:func:`gini_utilities`, sensitivity
+:data:`GINI_SENSITIVITY`, monotonic), the leaves release their labels by
+report-one-sided-noisy-argmax, all through public buckets, on the window framework of
+:mod:`~dpstream.models.windows.window_forest`.
 
-* **Attributes.** Every schema attribute splits multiway, usefully once per path (the paper's
-  ``A ← A − T.attr``; a bucket may pick one a path already used, which then splits nothing):
-  a categorical attribute into its declared values, a numeric one into ``n_bins`` equal-width
-  bins of its *public* domain (never quantiles of the data). Missing
-  values take the last branch.
-* **Splits, level by level.** A tree has ``levels = min(max_depth − 1, attributes)`` levels of
-  splits. At each level every node picks its attribute with the exponential mechanism, spending
-  ``epsilon / (2 · levels)`` (the paper's ``ε / (2(d − 1))``); the nodes of a level hold disjoint
-  records, so a level costs that once. The utility is the *count-weighted* Gini impurity,
-  negated: ``u(a) = −Σ_v (n_v − Σ_c n_{v,c}² / n_v)`` over the branches ``v`` of ``a`` (the
-  paper's Gini index without dividing by the node's size, which would make the sensitivity
-  depend on private data). **Sensitivity** (Friedman and Schuster, "Data mining with
-  differential privacy", KDD 2010, §4.2, who give 2 for this form): adding one record of class
-  ``c'`` changes one branch's term from ``n − S/n`` (``S = Σ_c n_c²``) to
-  ``n + 1 − (S + 2 n_{c'} + 1)/(n + 1)``, a difference ``1 − (n(2n_{c'} + 1) − S)/(n(n + 1))``.
-  Since ``n_{c'}²≤ S ≤ n²``, the subtracted fraction lies in ``(−1, 1]``, so every
-  utility *drops* by an amount in ``[0, 2)`` (an empty branch: by 0). Hence ``Δu = 2`` and the
-  utilities are **monotonic** (all move the same way between neighbours), so the mechanism
-  samples ``∝ exp(ε_level · u / Δu)`` and is ``ε_level``-DP (McSherry and Talwar 2007).
-  ``tests/test_greedy_forest.py`` checks both facts on random counts.
-* **Leaves** release their label with ``epsilon / 2`` by report-one-sided-noisy-argmax on the
-  class counts (``Δ = 1``, monotonic). The paper's smooth-sensitivity exponential mechanism is
-  **not** used: it is not proven DP (Fletcher & Islam's addendum).
-* **Stopping.** The paper stops at ``|D| ≤ 10`` or a pure node: both read the data. Here every
-  tree is **complete** — every node splits until ``levels`` — so the shape is public. A node no
-  training record reached selects its attribute uniformly and its leaves a uniformly random
-  label: exactly what the exponential mechanism and report-noisy-argmax output on zero counts.
-* **Buckets.** Each level releases through a public number of buckets per tree
-  (``node_buckets`` per node a level may hold, :func:`level_buckets`,
-  :func:`~dpstream.models.windows.buckets.bucket_keys`):
-  a node's key maps pseudo-randomly to one, the nodes of a bucket pool their utilities (an
-  attribute a path already used leaves a node whole, so it gains nothing) and split alike, and
-  **every** bucket is released, so neither the model nor a window on the model topic tells
-  which nodes hold records. Each record lies in one bucket per level: the costs are as above.
-
-Prediction is the majority vote of the kept trees' leaf labels, each window's trees weighted by
-its labeled records (:meth:`~dpstream.models.windows.window_forest.WindowForestBase.window_weights`;
-``predict_proba_one``: vote shares). Unlabeled records are counted and not used;
-``public=True`` records are protected like the rest.
-
-Examples
---------
->>> from dpstream.stream import load_adult
->>> X, y, schema = load_adult("train")
->>> model = GreedyForestClassifier(schema=schema, epsilon=1.0, n_trees=25, max_depth=5,
-...                                min_tree_records=1500, seed=0)
->>> model.learn_many(X[:10_000], y[:10_000])
->>> report = model.privacy_report()
->>> report["epsilon"], report["trees"], report["levels"]   # >= 1,500 records per tree
-(1.0, 6, 4)
->>> report["epsilon_per_split_level"], report["epsilon_leaf"]
-(0.125, 0.5)
->>> model.predict_one(X[20_000]) in (False, True)
-True
->>> gini_utilities(np.array([[[5, 0], [0, 5]], [[3, 2], [2, 3]]])).tolist()  # (attr, value, class)
-[-0.0, -4.8]
+The mechanisms, the sensitivity derivation and what is replaced from the paper:
+docs/greedy_forest.md#the-forest-in-detail.
 """
 
 from __future__ import annotations
@@ -68,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...accounting import ExponentialMechanism, ReportNoisyMax, noise
-from ..params import check_integer
+from ..param_table import Param, documented, own_args
 from ..schema import river_check_schema
 from . import random_trees
 from .buckets import BucketTable, bucket_count, bucket_counts, bucket_index, bucket_keys
@@ -82,7 +33,7 @@ from .random_trees import (
     root_keys,
     uniform_label,
 )
-from .window_forest import UNLABELED, WindowForestBase
+from .window_forest import UNLABELED, WindowForestBase, window_params
 
 __all__ = ["GreedyForestClassifier", "gini_utilities", "GINI_SENSITIVITY"]
 
@@ -96,7 +47,13 @@ GINI_SENSITIVITY = 2.0
 
 def gini_utilities(counts: np.ndarray) -> np.ndarray:
     """``−Σ_v (n_v − Σ_c n_{v,c}² / n_v)`` over the last-but-one axis of class counts
-    ``(..., branches, classes)`` (an empty branch contributes 0)."""
+    ``(..., branches, classes)`` (an empty branch contributes 0); sensitivity
+    :data:`GINI_SENSITIVITY`, monotonic (docs/greedy_forest.md#the-forest-in-detail).
+
+    >>> counts = np.array([[[5, 0], [0, 5]], [[3, 2], [2, 3]]])   # (attribute, value, class)
+    >>> gini_utilities(counts).tolist()
+    [-0.0, -4.8]
+    """
     counts = np.asarray(counts, dtype=np.float64)
     n = counts.sum(axis=-1)
     sq = (counts * counts).sum(axis=-1)
@@ -104,56 +61,45 @@ def gini_utilities(counts: np.ndarray) -> np.ndarray:
     return -impurity.sum(axis=-1)
 
 
+#: the greedy forest's parameters, in its signature's order
+_PARAMS = window_params(
+    "epsilon n_trees window_size max_windows max_depth n_bins window_seconds warmup drift "
+    "drift_share drift_window min_tree_records node_buckets seed on_out_of_domain on_unknown "
+    "window_decay grid_share",
+    Param("max_depth", 3, "The paper's ``d``: a tree has ``d − 1`` levels of splits (at most "
+          "one per attribute) and a level of leaves.", "integer", lo=1),
+    Param("n_bins", 16, "Equal-width bins of a numeric attribute's public domain.", "integer",
+          lo=2),
+    Param("node_buckets", 4, "Public buckets per node a level may hold, through which every "
+          "level releases its attributes and the leaves their labels, all of them released.",
+          "integer", lo=1),
+    warmup=125, min_tree_records=500)
+
+
+@documented
 class GreedyForestClassifier(WindowForestBase):
     """DP greedy decision forest (Xin et al., 2019, sound leaf mechanism, complete trees) on
     windows.
 
-    Parameters
-    ----------
-    schema
-        Public schema (a :class:`~dpstream.models.Schema` or its dict); categorical target.
-    epsilon
-        Budget of every (window, tree) part; by parallel composition the stream's epsilon.
-    n_trees
-        Trees ``τ`` per window, each on its own disjoint part.
-    window_size
-        Records per window (``None``: only ``window_seconds`` closes windows).
-    max_windows
-        Windows whose trees are kept (``None``: all).
-    window_decay
-        Each kept window's vote weight times this per window of age (1: alike; see
-        :meth:`~dpstream.models.windows.window_forest.WindowForestBase.window_weights`).
-    grid_share
-        Share of the first labeled window's tree budget spent on the DP feature grid
-        (:mod:`~dpstream.models.grid`: a released quantile map of each numeric feature;
-        later windows split where the records are). Off by default here: on Elec2 the
-        grid cost this forest 0.2 points (3 seeds; docs/drift.md, "The DP feature grid").
-    max_depth
-        The paper's ``d``: a tree has ``d − 1`` levels of splits (at most one per attribute) and
-        a level of leaves.
-    n_bins
-        Equal-width bins of a numeric attribute's public domain.
-    window_seconds
-        Close a window once a record arrives this long after its first one.
-    warmup, drift, drift_share, drift_window, min_tree_records
-        The window policy of :class:`~dpstream.models.windows.window_forest.WindowForestBase`:
-        warm-up windows, the DP drift signal, and trees of at least ``min_tree_records``
-        records (default 1,500: a window of ``n`` labeled records trains
-        ``min(n_trees, n // 1500)`` trees, at least one; ``None``: always ``n_trees``, the
-        paper's rule).
-    node_buckets
-        Buckets per node a level may hold (:meth:`level_buckets`, a power of two,
-        :func:`~dpstream.models.windows.buckets.bucket_count`): every level releases its
-        attributes, and the leaves their labels, through pseudo-random buckets, all of them
-        released, so that neither the model nor a window on the model topic shows which
-        nodes hold records. Nodes that share a bucket pool their utilities and counts.
-    seed
-        Random seed (tests and benchmarks; leave ``None`` in production).
-    on_out_of_domain, on_unknown
-        The input policy (:mod:`~dpstream.models.encoding`): ``"clip"`` and ``"ignore"`` by
-        default; ``"error"`` raises on an out-of-domain value or an undeclared feature.
+    {parameters}
+
+    Examples
+    --------
+    >>> from dpstream.stream import load_adult
+    >>> X, y, schema = load_adult("train")
+    >>> model = GreedyForestClassifier(schema=schema, epsilon=1.0, n_trees=25, max_depth=5,
+    ...                                min_tree_records=1500, seed=0)
+    >>> model.learn_many(X[:10_000], y[:10_000])
+    >>> report = model.privacy_report()
+    >>> report["epsilon"], report["trees"], report["levels"]   # >= 1,500 records per tree
+    (1.0, 6, 4)
+    >>> report["epsilon_per_split_level"], report["epsilon_leaf"]
+    (0.125, 0.5)
+    >>> model.predict_one(X[20_000]) in (False, True)
+    True
     """
 
+    PARAMETERS = _PARAMS
     grid_raw_trees = False   # implicit trees: rows are scored through the grid
 
     def __init__(self, schema: Any = None, epsilon: float = 1.0, n_trees: int = 2,
@@ -164,14 +110,7 @@ class GreedyForestClassifier(WindowForestBase):
                  node_buckets: int = 4, seed: int | None = None,
                  on_out_of_domain: str = "clip", on_unknown: str = "ignore",
                  window_decay: float = 1.0, grid_share: float = 0.0):
-        self.max_depth = max_depth
-        self.node_buckets = node_buckets
-        self.n_bins = n_bins
-        super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
-                         window_seconds, warmup, drift, drift_share, drift_window,
-                         min_tree_records,
-                         on_out_of_domain=on_out_of_domain, on_unknown=on_unknown,
-                         window_decay=window_decay, grid_share=grid_share)
+        super().__init__(**own_args(locals()))
         enc = self._encoder
         self._numeric = enc.numeric_columns()
         self._groups = [np.array(g, dtype=np.intp) for g in enc.categorical_columns()]
@@ -180,16 +119,6 @@ class GreedyForestClassifier(WindowForestBase):
         self.levels = min(max_depth - 1, self._fan.size)
         self._secret = int(noise.choose(self._rng, 2**63))
         self._next_tree = 0
-
-    def _check_params(self) -> None:
-        super()._check_params()
-        check_integer("max_depth", self.max_depth, 1)
-        check_integer("n_bins", self.n_bins, 2)
-        check_integer("node_buckets", self.node_buckets, 1)
-
-    def __setstate__(self, state: dict) -> None:
-        state.setdefault("node_buckets", 4)   # a checkpoint from before buckets
-        super().__setstate__(state)
 
     @property
     def epsilon_split(self) -> float:

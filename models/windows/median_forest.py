@@ -1,81 +1,14 @@
 """The median-split private ensembles of Huang, Lei & Kabán (2023) on tumbling windows.
 
-Each tree is grown top-down: at every internal node a split attribute is drawn uniformly among
-the attributes that can still split (public information), and the split point is the median of
-the node's values — a private median (:class:`~dpstream.accounting.PrivateMedian`: exponential
-mechanism over uniform candidates in the node's PUBLIC interval, the schema domain narrowed by
-the split path; the paper's ``[min V, max V]`` would leak the extremes) when features are
-private, the exact median when they are public. Categorical attributes choose a category by the
-paper's count utility and split "== category". The split budget is spread over the depths
-geometrically, ``epsilon_i = C * epsilon_s * (3/2)**i``; nodes of one depth hold disjoint
-records, so they compose in parallel. Leaves release their class counts with Laplace noise; a
-prediction averages the leaves' (clipped, normalised) class distributions over every kept tree
-(see :mod:`~dpstream.models.windows.window_forest` for why not the paper's raw sum).
+:class:`MedianForestClassifier` runs the paper's SPE, SSPE-1, SSPE-2 and PTE (chosen by
+``privacy``, ``transductive`` and each window's labeled share) on the window framework of
+:mod:`~dpstream.models.windows.window_forest`. :func:`grow_median_tree` grows one complete
+median-split tree (private medians over public intervals, exact ones when features are
+public); :func:`grow_median_tree_reference` is its numpy reference.
 
-Four algorithms, chosen by ``privacy`` / ``transductive`` and the window's labeled share:
-
-* **SPE** (Alg. 2; ``privacy="features_and_labels"``, a window with fewer unlabeled than labeled
-  records): part ``i`` (its labeled and unlabeled records) grows tree ``i`` with
-  ``epsilon_s = split_share * epsilon``; its labeled records fill the leaves with the rest.
-* **SSPE-1** (Alg. 3, setting I; ``privacy="features_and_labels"``, a window with at least as
-  many unlabeled as labeled records): tree ``i`` is grown from the unlabeled part ``D_i`` with
-  the full epsilon and labelled from ``S_i`` with the full epsilon (disjoint records).
-* **SSPE-2** (Alg. 3, setting II; ``privacy="labels_only"``): features are public, so every tree
-  is grown from all the window's features with exact medians (``S' ∪ D``); labels are private
-  and ``S_i`` fills tree ``i``'s leaves with epsilon.
-* **PTE** (Alg. 4; ``privacy="labels_only", transductive=True``): SSPE-2 trees (ensemble 1)
-  pseudo-label the window's unlabeled records; ``n_trees_second`` more trees (ensemble 2, exact
-  medians) are filled with those pseudo-labels. Pseudo-labels are post-processing of ensemble 1
-  and public features, so ensemble 2 costs nothing. Three sound departures, measured on Adult
-  (20% labels, ε = 2, 5 seeds): its counts are exact (the paper adds ``Lap(1/epsilon)``, which
-  protects nothing here); each record adds ensemble 1's class *distribution* rather than its
-  argmax (80.7% vs 80.3% with the paper's disjoint parts); and, labels being free, every tree of
-  ensemble 2 is filled with all of ``D`` at the depth ``|D|`` supports rather than a tenth of it
-  (81.0%).
-
-**Stream extensions (ours, sound; off in the benchmark's paper rows).** Drawing split
-attributes uniformly wastes most splits when few attributes matter: on river's Agrawal
-functions, a depth-5 path tests the one attribute that decides function 0 with probability
-0.45. By default a share (``relevance_share``, 0.2) of each labeled record's budget goes to a
-DP release of per-attribute (bin, class) histograms (each record in one attribute's
-histogram; Laplace, sensitivity 1), and nodes draw attributes with probabilities from the
-information gain of the histograms accumulated since the last drift (post-processing; a
-floor keeps every attribute in play). Small warm-up windows train ``len // 250`` trees
-rather than ten starved ones (``min_tree_records``), and SPE spends 30% of a tree's budget on
-its splits rather than half. Measured in ``docs/median_forest.md``.
-
-Which records carry a label, like arrival counts, is the stream's public shape. A window
-without any labeled record trains nothing and spends nothing.
-
-**Departure (sound).** The paper stops splitting a node with at most 10 records: a
-data-dependent shape leaks when features are private. Trees here are complete, of public depth
-``ceil(log2(n / leaf_size))`` (0 when ``n <= leaf_size``) — where ``n`` is the number of labeled
-records per tree, the records that fill the leaves (PTE's second ensemble: all pseudo-labeled
-records) — the depth at which median splits leave between ``leaf_size / 2`` and
-``leaf_size`` records per leaf, capped by the number of features (the paper's default depth)
-and by ``max_depth``. Nothing about the shape is read from private data.
-
-Examples
---------
->>> from dpstream.stream import load_adult
->>> X, y, schema = load_adult("train")
->>> model = MedianForestClassifier(schema=schema, epsilon=2.0, window_size=10_000, seed=0)
->>> for xi, yi in zip(X[:20_000], y[:20_000]):
-...     model.learn_one(xi, yi)
->>> model.privacy_report()["windows_closed"], model.privacy_report()["epsilon"]
-(7, 2.0)
->>> model.predict_one(X[20_000]) in (False, True)
-True
-
-Semi-supervised: ``learn_one(x, None)`` adds an unlabeled record to the window.
-
->>> ssl = MedianForestClassifier(schema=schema, privacy="labels_only", transductive=True,
-...                              window_size=5_000, n_trees=10, warmup=None, seed=0)
->>> for i, (xi, yi) in enumerate(zip(X[:5_000], y[:5_000])):
-...     ssl.learn_one(xi, yi if i % 5 == 0 else None)
->>> report = ssl.privacy_report()
->>> report["windows"][-1]["algorithm"], report["trees"], report["protects"]  # 10 + 10 trees
-('PTE', 20, 'labels')
+The algorithms, why they are DP, the departures from the paper (complete trees of public
+depth, averaged leaf distributions, PTE's exact soft pseudo-labels) and the stream extensions
+with their measurements: docs/median_forest.md#the-median-split-trees-in-detail.
 """
 
 from __future__ import annotations
@@ -86,10 +19,16 @@ from typing import Any
 import numpy as np
 
 from ...accounting import LaplaceMechanism, PrivateMedian, noise
-from ..params import check_integer, check_real
+from ..param_table import Param, documented, own_args
 from ..schema import river_check_schema
 from . import window_kernels as _wk  # with ``_wk`` set to None (a test): the numpy scoring
-from .window_forest import UNLABELED, WindowForestBase, WindowTree, pack_trees
+from .window_forest import (
+    UNLABELED,
+    WindowForestBase,
+    WindowTree,
+    pack_trees,
+    window_params,
+)
 
 __all__ = ["MedianForestClassifier", "grow_median_tree", "grow_median_tree_reference"]
 
@@ -242,76 +181,61 @@ def _row_categories(X: np.ndarray, categorical: list) -> np.ndarray:
     return out
 
 
+#: the median forest's parameters, in its signature's order
+_PARAMS = window_params(
+    "epsilon n_trees window_size max_windows privacy transductive n_trees_second split_share "
+    "max_depth leaf_size n_candidates window_seconds warmup drift drift_share drift_window "
+    "attributes relevance_share min_tree_records relevance_floor seed on_out_of_domain "
+    "on_unknown window_decay grid_share grid_refresh",
+    Param("privacy", "features_and_labels", "``'features_and_labels'`` (SPE / SSPE-1: both "
+          "private) or ``'labels_only'`` (SSPE-2 / PTE: features public, labels private).",
+          "choice", options=PRIVACY_SETTINGS),
+    Param("transductive", False, "With ``privacy='labels_only'``: PTE (Alg. 4), a second, "
+          "pseudo-labeled ensemble.", "bool"),
+    Param("n_trees_second", None, "PTE's second ensemble size; ``None``: ``n_trees``.",
+          "integer", lo=1, none_ok=True),
+    Param("split_share", 0.3, "SPE's share of epsilon for the splits; the rest labels the "
+          "leaves (the paper: 0.5).", "real", lo=0, hi=1, lo_open=True, hi_open=True),
+    Param("max_depth", None, "Upper bound on the public tree depth; ``None``: the number of "
+          "features.", "integer", lo=0, none_ok=True),
+    Param("leaf_size", 5, "Records per leaf the public depth aims at (the paper's minimum node "
+          "size, 10).", "integer", lo=1),
+    Param("n_candidates", 256, "Uniform candidates of each private median.", "integer", lo=1),
+    epsilon=2.0, window_size=2_000, max_windows=25, warmup=125, min_tree_records=250,
+    window_decay=0.9, grid_share=0.2, grid_refresh=5)
+
+
+@documented
 class MedianForestClassifier(WindowForestBase):
     """Median-split private forests (Huang et al. (2023): SPE, SSPE-1, SSPE-2, PTE) on tumbling
     windows.
 
-    Parameters
-    ----------
-    schema
-        The public schema (domains and classes); nothing is read from the data.
-    epsilon
-        Budget of every tree (parallel composition makes it the stream's guarantee).
-    n_trees
-        Trees per window (the window's records are dealt disjointly among them).
-    window_size
-        Records (labeled or not) per tumbling window; ``None`` with ``window_seconds``.
-    max_windows
-        Windows whose trees are kept (older ones retire); ``None``: all.
-    window_decay
-        Each kept window's vote weight is multiplied by this to the power of its age in
-        windows (0 for the newest; public counts, so post-processing): with the default
-        small windows (2,000 records, two trees each, 25 kept) a drifting stream follows its
-        recent windows and a stationary one still votes with all 50 trees
-        (``docs/median_forest.md``, "Windows for drifting streams"). 1: every window alike.
-    grid_share
-        Share of the first labeled window's tree budget spent on the DP feature grid
-        (:mod:`~dpstream.models.grid`: a released quantile map of each numeric feature;
-        later windows split where the records are). ``0`` turns it off.
-    grid_refresh
-        Windows between grid releases: every ``grid_refresh``-th window after a release
-        spends ``grid_share`` of its budget on a fresh grid from its own records, so the
-        map follows a drifting stream (each tree keeps the thresholds it was grown with, in
-        raw units). ``None``: the first grid stays.
-    privacy
-        ``"features_and_labels"`` (SPE / SSPE-1: features and labels private) or
-        ``"labels_only"`` (SSPE-2 / PTE: features are public, labels private).
-    transductive
-        With ``privacy="labels_only"``: PTE (Alg. 4), a second, pseudo-labeled ensemble.
-    n_trees_second
-        PTE's second ensemble size; ``None``: ``n_trees``.
-    split_share
-        SPE's share of epsilon for the splits (epsilon_s); the rest labels the leaves. The
-        paper's even split is 0.5; 0.3 scored better on streams (``docs/median_forest.md``).
-    max_depth
-        Upper bound on the (public) tree depth; ``None``: the number of features.
-    leaf_size
-        Records per leaf the public depth aims at (the paper's minimum node size, 10).
-    n_candidates
-        Uniform candidates of each private median.
-    window_seconds
-        Also close a window when a record arrives this long after its first one.
-    warmup, drift, drift_share, drift_window, min_tree_records
-        The window policy of :class:`~dpstream.models.windows.window_forest.WindowForestBase`:
-        warm-up windows, the DP drift signal, and fewer, fuller trees in small windows.
-    attributes
-        How a node draws its split attribute: ``"uniform"`` (the paper) or ``"relevance"``
-        (default): with probabilities from a DP attribute-relevance release
-        (:class:`~dpstream.models.windows.relevance.AttributeRelevance`) accumulated over the
-        windows of the current concept.
-    relevance_share
-        With ``attributes="relevance"``: the share of each labeled record's tree budget
-        spent on the relevance release.
-    relevance_floor
-        Share of the attribute draw kept uniform (``floor`` of
-        :class:`~dpstream.models.windows.relevance.AttributeRelevance`): every attribute keeps at
-        least ``relevance_floor / F``.
-    seed
-        ``None`` for OS entropy; an int for tests and benchmarks.
-    on_out_of_domain, on_unknown
-        The input policy (:mod:`~dpstream.models.encoding`): ``"clip"`` and ``"ignore"`` by
-        default; ``"error"`` raises on an out-of-domain value or an undeclared feature.
+    {parameters}
+
+    Examples
+    --------
+    >>> from dpstream.stream import load_adult
+    >>> X, y, schema = load_adult("train")
+    >>> model = MedianForestClassifier(schema=schema, epsilon=2.0, window_size=10_000, seed=0)
+    >>> for xi, yi in zip(X[:20_000], y[:20_000]):
+    ...     model.learn_one(xi, yi)
+    >>> model.privacy_report()["windows_closed"], model.privacy_report()["epsilon"]
+    (7, 2.0)
+    >>> model.predict_one(X[20_000]) in (False, True)
+    True
+
+    Semi-supervised: ``learn_one(x, None)`` adds an unlabeled record to the window.
+
+    >>> ssl = MedianForestClassifier(schema=schema, privacy="labels_only", transductive=True,
+    ...                              window_size=5_000, n_trees=10, warmup=None, seed=0)
+    >>> for i, (xi, yi) in enumerate(zip(X[:5_000], y[:5_000])):
+    ...     ssl.learn_one(xi, yi if i % 5 == 0 else None)
+    >>> report = ssl.privacy_report()
+    >>> report["windows"][-1]["algorithm"], report["trees"], report["protects"]  # 10 + 10 trees
+    ('PTE', 20, 'labels')
     """
+
+    PARAMETERS = _PARAMS
 
     def __init__(self, schema: Any = None, epsilon: float = 2.0, n_trees: int = 2,
                  window_size: int | None = 2_000, max_windows: int | None = 25,
@@ -326,35 +250,14 @@ class MedianForestClassifier(WindowForestBase):
                  on_out_of_domain: str = "clip", on_unknown: str = "ignore",
                  window_decay: float = 0.9, grid_share: float = 0.2,
                  grid_refresh: int | None = 5):
-        self.attributes = attributes
-        self.relevance_share = relevance_share
-        self.relevance_floor = relevance_floor
-        self.privacy = privacy
-        self.transductive = transductive
-        self.n_trees_second = n_trees_second
-        self.split_share = split_share
-        self.max_depth = max_depth
-        self.leaf_size = leaf_size
-        self.n_candidates = n_candidates
-        if privacy not in PRIVACY_SETTINGS:
-            raise ValueError(f"privacy must be one of {PRIVACY_SETTINGS}, got {privacy!r}")
-        if not isinstance(transductive, bool):
-            raise ValueError(f"transductive must be a bool, got {transductive!r}")
-        if transductive and privacy != "labels_only":
+        super().__init__(**own_args(locals()))
+        self._setup_relevance()
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        if self.transductive and self.privacy != "labels_only":
             raise ValueError("transductive (PTE) needs privacy='labels_only': its "
                              "pseudo-labeled records' features are released")
-        check_real("split_share", split_share, 0, 1)
-        check_integer("max_depth", max_depth, 0, none_ok=True)
-        check_integer("n_trees_second", n_trees_second, 1, none_ok=True)
-        check_integer("leaf_size", leaf_size, 1)
-        check_integer("n_candidates", n_candidates, 1)
-        super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
-                         window_seconds, warmup, drift, drift_share, drift_window,
-                         min_tree_records,
-                         on_out_of_domain=on_out_of_domain, on_unknown=on_unknown,
-                         window_decay=window_decay, grid_share=grid_share,
-                         grid_refresh=grid_refresh)
-        self._setup_relevance()
 
     # ------------------------------------------------------------ the trees
     def depth_for(self, n_per_tree: int) -> int:

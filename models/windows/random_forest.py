@@ -1,68 +1,13 @@
-"""Fletcher and Islam's differentially private random decision forest (Fletcher & Islam, 2017) on
-windows.
+"""Fletcher and Islam's differentially private random decision forest (2017) on windows.
 
-Each tree is a random decision tree drawn without data
-(:mod:`~dpstream.models.windows.random_trees`: a uniformly random attribute per node; a numeric one
-splits uniformly inside the node's current interval, a categorical one into all its values, once per
-path). Depth follows the paper's Theorem 2: with ``s`` numeric attributes, the expected number of
-them left untested on a path of ``t`` tests is ``s((s-1)/s)^t``; Table 4 of the paper lists, for
-every dataset, one more than the smallest ``t`` that brings it below ``s/2`` (``s = 5`` -> 5, 10 ->
-8, 15 -> 12, 20 -> 15; Equation 16 read literally gives one less on every row — we follow the depths
-the paper's experiments used), plus ``r/2`` for ``r`` categorical attributes (Adult: 6 + 8 -> 9).
+:class:`RandomDecisionForestClassifier`: random trees drawn without data, of the paper's
+Theorem-2 depth (:func:`theorem2_depth`), whose leaves release their majority label by
+report-one-sided-noisy-argmax (:func:`release_leaf_labels`, the paper's addendum) through
+public buckets, on the window framework of :mod:`~dpstream.models.windows.window_forest`;
+numeric split points fall inside a DP range of each attribute.
 
-A closed window's labeled records are dealt into ``n_trees`` disjoint parts; tree ``i``'s leaves
-each report their majority label from part ``i`` by **report-one-sided-noisy-argmax** with
-utility = class count, ``Δu = 1``, monotonic: exponential noise of scale ``1/epsilon`` on each
-count, report the argmax (:class:`~dpstream.accounting.ReportNoisyMax`; the paper's August 2021
-addendum). Leaves of one tree hold disjoint records and trees hold disjoint parts, so the window
-— and, windows being disjoint, the stream — is ``epsilon``-DP. The original paper's exponential
-mechanism with smooth sensitivity ``e^{-j epsilon}`` is **not** offered: applying smooth
-sensitivity inside the exponential mechanism is not proven private (the addendum). The leaves
-report through public buckets (``leaf_buckets`` per record of a tree,
-:func:`~dpstream.models.windows.buckets.bucket_keys`), every bucket released: an empty one reports
-a uniformly random label — what the mechanism gives on zero counts — and the released table
-never tells which leaves hold records.
-Prediction is the majority vote of the kept trees, each window's trees weighted by its labeled
-records (:meth:`~dpstream.models.windows.window_forest.WindowForestBase.window_weights`: the small
-warm-up windows do not outvote the full ones; ``predict_proba_one``: vote shares).
-
-**Where the numeric split points fall (a departure that fixes a leak).** Alg. 2 draws a split
-point "within the current domain" of the attribute; the paper's experiments (and Fan et al.'s
-random trees) take that domain from the data's min and max — a private quantity the thresholds
-would release without noise. Drawn over the schema's public domain instead, they miss the data
-wherever the domain is wider than the data: on SynthF (domain ±11.5, 99% of the values within
-±3.8) most records of most trees shared one leaf, and the forest scored 79-80% at every epsilon
-from 0.1 to 5 against the paper's "over 85%" at epsilon 1 (its Fig. 9). Each window therefore
-spends ``range_share`` (5%) of its budget on an ``epsilon``-DP range per numeric attribute
-(:func:`~dpstream.models.windows.random_trees.private_ranges`, shared with RDT: the window's
-labeled records dealt one attribute each, a Laplace histogram of ``range_bins`` bins of the public
-domain, the span of the bins that clearly hold records) and its trees — the same keyed trees —
-split inside it; the leaves get the other 95%. A record is in one attribute's part of the range
-and one leaf of one tree: sequential composition, ``epsilon_range + epsilon_leaves =
-epsilon_trees`` exactly (:func:`~dpstream.models.windows.window_forest.split_exact`), charged once
-per (window, tree). A window too small for the range to find the data (each attribute's part
-under eight times the noisy count a bin needs: :meth:`RandomDecisionForestClassifier.ranged`,
-a function of public counts) spends nothing on it and keeps the public domain.
-``range_share=0`` restores split points over the whole public domain.
-
-Unlabeled records are counted and not used (the paper is supervised); ``public=True`` records are
-protected like the rest.
-
-Examples
---------
->>> from dpstream.stream import load_adult
->>> X, y, schema = load_adult("train")
->>> model = RandomDecisionForestClassifier(schema=schema, epsilon=1.0, window_size=20_000,
-...                                        seed=0)
->>> for xi, yi in zip(X[:20_000], y[:20_000]):
-...     model.learn_one(xi, yi)
->>> report = model.privacy_report()       # warm-up windows 1k .. 8k; the newest 2 vote
->>> report["epsilon"], report["trees"], report["depth"]   # 4k: 80 trees of 50 records, 8k: 100
-(1.0, 180, 9)
->>> model.predict_one(X[25_000]) in (False, True)
-True
->>> theorem2_depth(5, 0), theorem2_depth(20, 0), theorem2_depth(0, 22)
-(5, 15, 11)
+The mechanism, why it is DP, the private range and the measurements behind it:
+docs/random_forest.md#the-forest-in-detail.
 """
 
 from __future__ import annotations
@@ -73,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ...accounting import ReportNoisyMax, noise
-from ..params import check_integer, check_real
+from ..param_table import Param, documented, own_args
 from ..schema import river_check_schema
 from . import random_trees
 from .buckets import BucketTable, bucket_count, bucket_counts, bucket_keys
@@ -87,7 +32,7 @@ from .random_trees import (
     uniform_label,
 )
 from .relevance import slot_counts
-from .window_forest import UNLABELED, WindowForestBase, split_exact
+from .window_forest import UNLABELED, WindowForestBase, split_exact, window_params
 
 __all__ = ["RandomDecisionForestClassifier", "release_leaf_labels", "theorem2_depth"]
 
@@ -125,6 +70,8 @@ def theorem2_depth(s: int, r: int) -> int:
     [4, 5, 8, 12, 12, 15]
     >>> theorem2_depth(6, 8), theorem2_depth(0, 16), theorem2_depth(0, 8)
     (9, 8, 4)
+    >>> theorem2_depth(5, 0), theorem2_depth(20, 0), theorem2_depth(0, 22)
+    (5, 15, 11)
     """
     s, r = int(s), int(r)
     if s < 0 or r < 0:
@@ -138,75 +85,42 @@ def theorem2_depth(s: int, r: int) -> int:
     return depth + r // 2
 
 
+#: the random decision forest's parameters, in its signature's order
+_PARAMS = window_params(
+    "epsilon n_trees window_size max_windows max_depth range_share range_bins window_seconds "
+    "warmup drift drift_share drift_window min_tree_records attributes relevance_share "
+    "relevance_floor leaf_buckets seed on_out_of_domain on_unknown window_decay grid_share",
+    Param("max_depth", None, "Overrides the Theorem-2 depth.", "integer", lo=0, none_ok=True),
+    Param("leaf_buckets", 8, "Public buckets per training record of a tree through which the "
+          "leaves release their labels, every bucket released "
+          "(docs/random_forest.md#trees-that-are-never-built).", "integer", lo=1),
+    n_trees=100, window_size=20_000, max_windows=2, range_share=0.2, range_bins=24,
+    min_tree_records=50, relevance_floor=0.1, grid_share=0.2)
+
+
+@documented
 class RandomDecisionForestClassifier(WindowForestBase):
     """DP random decision forest (Fletcher & Islam 2017, with its addendum's leaf mechanism) on
     windows.
 
-    Parameters
-    ----------
-    schema
-        Public schema (a :class:`~dpstream.models.Schema` or its dict); categorical target.
-    epsilon
-        Budget of every (window, tree) part; by parallel composition the stream's epsilon.
-    n_trees
-        Trees per window (the paper recommends 100).
-    window_size
-        Records per window (``None``: only ``window_seconds`` closes windows).
-    max_windows
-        Windows whose trees are kept (``None``: all).
-    window_decay
-        Each kept window's vote weight times this per window of age (1: alike; see
-        :meth:`~dpstream.models.windows.window_forest.WindowForestBase.window_weights`).
-    grid_share
-        Share of the first labeled window's tree budget spent on the DP feature grid
-        (:mod:`~dpstream.models.grid`: a released quantile map of each numeric feature;
-        later windows split where the records are). ``0`` turns it off.
-    max_depth
-        Overrides the Theorem-2 depth.
-    range_share
-        Share of a window's budget spent on the private range of the numeric attributes
-        (:func:`~dpstream.models.windows.random_trees.private_ranges`); the window's trees draw
-        their numeric split points inside it. ``0``: split points over the public domain, no budget
-        spent on it. Default 0.2 (was 0.05): on top of the feature grid, the range of each
-        window follows a drifting stream (Elec2 at epsilon 1: 0.686 at 0.0, 0.726 at 0.2).
-    range_bins
-        Equal-width bins of a numeric attribute's public domain that the private range is
-        made of (24: SynthF gains the most for the least loss on SynthG; docs/random_forest.md).
-    attributes
-        ``"relevance"`` (default): the window's trees draw split attributes with
-        probabilities from a DP attribute-relevance release
-        (:class:`~dpstream.models.windows.relevance.AttributeRelevance`, ``relevance_share`` of the
-        budget; through attribute slots, :meth:`ImplicitRandomTrees.with_slots`);
-        ``"uniform"``: the paper's uniform draw.
-    relevance_share
-        Share of each labeled record's tree budget spent on the relevance release.
-    relevance_floor
-        Share of the attribute draw kept uniform (``floor`` of
-        :class:`~dpstream.models.windows.relevance.AttributeRelevance`): every attribute keeps at
-        least ``relevance_floor / F`` (0.1 here, 0.3 in the median forest and RDT: a random
-        tree's only data-driven choice is its attributes, and with 0.3 the attributes that
-        carry the class were drawn too rarely — docs/random_forest.md).
-    window_seconds
-        Close a window once a record arrives this long after its first one.
-    warmup, drift, drift_share, drift_window, min_tree_records
-        The window policy of :class:`~dpstream.models.windows.window_forest.WindowForestBase`:
-        warm-up windows, the DP drift signal, and (``min_tree_records``) fewer trees of at
-        least that many records in small windows (default 50: the 1k warm-up window trains
-        20 trees of 50 records, not 100 of 10 — docs/random_forest.md).
-    leaf_buckets
-        Buckets per training record of a tree (rounded up to a power of two,
-        :func:`~dpstream.models.windows.buckets.bucket_count`): the leaves release their labels
-        through this many pseudo-random buckets, every bucket released, so that the model —
-        and a window on the model topic — never shows which leaves hold records. Two
-        occupied leaves share a bucket with probability at most ``1 / leaf_buckets``.
-    seed
-        Random seed (tests and benchmarks; leave ``None`` in production — whoever knows the
-        seed can replay the noise).
-    on_out_of_domain, on_unknown
-        The input policy (:mod:`~dpstream.models.encoding`): ``"clip"`` and ``"ignore"`` by
-        default; ``"error"`` raises on an out-of-domain value or an undeclared feature.
+    {parameters}
+
+    Examples
+    --------
+    >>> from dpstream.stream import load_adult
+    >>> X, y, schema = load_adult("train")
+    >>> model = RandomDecisionForestClassifier(schema=schema, epsilon=1.0, window_size=20_000,
+    ...                                        seed=0)
+    >>> for xi, yi in zip(X[:20_000], y[:20_000]):
+    ...     model.learn_one(xi, yi)
+    >>> report = model.privacy_report()       # warm-up windows 1k .. 8k; the newest 2 vote
+    >>> report["epsilon"], report["trees"], report["depth"]   # 4k: 80 trees of 50 records, 8k: 100
+    (1.0, 180, 9)
+    >>> model.predict_one(X[25_000]) in (False, True)
+    True
     """
 
+    PARAMETERS = _PARAMS
     grid_raw_trees = False   # implicit trees: rows are scored through the grid
 
     def __init__(self, schema: Any = None, epsilon: float = 1.0, n_trees: int = 100,
@@ -220,18 +134,7 @@ class RandomDecisionForestClassifier(WindowForestBase):
                  seed: int | None = None,
                  on_out_of_domain: str = "clip", on_unknown: str = "ignore",
                  window_decay: float = 1.0, grid_share: float = 0.2):
-        self.max_depth = max_depth
-        self.leaf_buckets = leaf_buckets
-        self.relevance_floor = relevance_floor
-        self.attributes = attributes
-        self.relevance_share = relevance_share
-        self.range_share = range_share
-        self.range_bins = range_bins
-        super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
-                         window_seconds, warmup, drift, drift_share, drift_window,
-                         min_tree_records,
-                         on_out_of_domain=on_out_of_domain, on_unknown=on_unknown,
-                         window_decay=window_decay, grid_share=grid_share)
+        super().__init__(**own_args(locals()))
         enc = self._encoder
         depth = theorem2_depth(len(enc.numeric_columns()), len(enc.categorical_columns()))
         self.depth = depth if max_depth is None else max_depth
@@ -240,13 +143,6 @@ class RandomDecisionForestClassifier(WindowForestBase):
         self._next_tree = 0
         self._window_labeled = 0     # labeled records of the window being trained (public)
         self._setup_relevance()
-
-    def _check_params(self) -> None:
-        super()._check_params()
-        check_integer("max_depth", self.max_depth, 0, none_ok=True)
-        check_real("range_share", self.range_share, 0, 1, lo_open=False)
-        check_integer("range_bins", self.range_bins, 1)
-        check_integer("leaf_buckets", self.leaf_buckets, 1)
 
     # ------------------------------------------------------------- accounting
     def ranged(self, n_labeled: int) -> bool:
@@ -469,11 +365,10 @@ class RandomDecisionForestClassifier(WindowForestBase):
         return self._serving[5]
 
     def __setstate__(self, state: dict) -> None:
-        # a checkpoint from before private ranges: its windows split over the public domain
-        state.setdefault("range_share", 0.0)
-        state.setdefault("range_bins", 16)
+        # parameters from after a checkpoint come from the table (a checkpoint from before
+        # private ranges: range_share 0, its windows split over the public domain; from
+        # before buckets: its windows keep leaf keys)
         state.setdefault("_window_labeled", 0)
-        state.setdefault("leaf_buckets", 8)   # its windows without buckets keep leaf keys
         super().__setstate__(state)
 
     # ------------------------------------------------------------- report

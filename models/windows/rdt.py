@@ -1,88 +1,15 @@
-"""Jagannathan et al.'s DP random decision trees (RDT) and the semi-supervised RDT# (Jagannathan et
-al., 2013).
+"""Jagannathan et al.'s DP random decision trees (RDT) and the semi-supervised RDT# (2013).
 
-**RDT** (the paper's reference [13]): random decision trees drawn before any data is seen
-(:mod:`~dpstream.models.windows.random_trees`: a uniformly random attribute per node; a numeric one
-splits uniformly inside the node's public interval and may be picked again below, a categorical
-one splits into all its values once per path), of height
-``h = min(floor(k / 2), floor(log_b n) + 1)`` for ``k`` attributes whose average number of
-values is ``b`` (a numeric attribute counts 2: its splits are binary) and ``n`` labeled records.
-Every leaf releases its class counts with Laplace noise. By default the ``n_trees`` trees
-(``p``) each see every labeled record of the window, with ``epsilon / p`` each (sequential
-composition: one record changes one count by one in each tree); ``disjoint=True`` deals the
-records into ``p`` disjoint parts instead, each tree spending the full ``epsilon`` on its own
-(parallel composition). ``n`` is the window's labeled count (per part when disjoint): which
-records carry a label is the stream's public shape in dpstream, so no budget is spent on it.
+:class:`RDTClassifier`: random trees drawn before any data is seen, of a public height
+(:func:`rdt_height`, :func:`signal_height`), whose leaves release Laplace-noised class counts
+(:func:`release_counts`) through public buckets; with records sent as ``public=True``, RDT#
+routes private records to centers drawn among the public ones (:class:`CenterTable`,
+:func:`pick_centers`) and adds a secondary, pseudo-labeled ensemble. Windows come from
+:mod:`~dpstream.models.windows.window_forest`; numeric split points fall inside a DP range of
+each attribute (:func:`split_epsilon` charges it with the trees).
 
-**RDT#** (the paper's Figures 3-5) runs when the window holds records sent with ``public=True``
-(the paper's non-private data ``D_npriv``). Their features — never their labels — shape each tree:
-a leaf holding ``|D|`` of the window's ``N`` public records gets ``ceil(n_cells * |D| / N)``
-centers drawn at random among them (``n_cells = 10`` over all leaves; a leaf with public data thus
-has at least one). A private labeled record updates the class counts of the nearest center of
-its leaf (numeric attributes scaled by their public range, squared; categorical ones count 1 when
-they differ) — or of the leaf itself when no public record reached it — and every count gets
-``Laplace(p / epsilon)`` noise (Theorem 3 of the paper). The ``p`` primary trees then pseudo-label
-every public record (Figure 4: the sum of the trees' noisy counts, argmax), and a secondary
-ensemble of ``secondary_trees`` (``t = 200``) new random trees is filled with the pseudo-labels
-only: post-processing of the primary release and of public data, so it costs nothing. Without
-public records RDT# is RDT, as the paper says; public records that carry a label are counted
-with the private ones (conservative), and their features still serve as centers.
-
-**Where the split points fall (our departure, and the bug it fixes).** Fan et al.'s random
-trees, which [13] and the benchmarks of Huang et al. (2023) use, draw a numeric split point
-uniformly in the attribute's range *in the data* — a private quantity. Drawn instead in the
-schema's public domain, the split points miss the data wherever that domain is wider than the
-data: on Huang et al.'s syn5d (domain ±8.7, data within ±2.6 for 98% of values) a height-2 tree
-left all 2,700 records in one leaf in 3 of 5 trees, so RDT scored 57.5% at every ε from 0.05
-to 10 (syn10d 67.7%, syn15d 60.5%), against the paper's 79.8 / 78.6 / 80.2%. Each window now
-spends ``range_share`` (10%) of its budget on an ``epsilon``-DP range per numeric attribute
-(:func:`~dpstream.models.windows.random_trees.private_ranges`, shared with the random decision
-forest: the records dealt into one part per attribute, a Laplace histogram of
-``range_bins`` bins of the public domain, the span of the bins that clearly hold records), and
-its trees — the same keyed trees — draw their numeric split points inside it. The ledger charges
-the window's trees and range together, exactly (:func:`split_epsilon`). ``range_share=0``
-restores split points over the whole public domain.
-
-**Height.** ``height_rule="paper"`` is the rule above (the benchmark rows of the papers use it:
-``stream/bench/protocols.py`` ``BATCH_DEFAULTS``). The default, ``"signal"``, is the paper's
-height or, if larger, :func:`signal_height`: the largest height whose ``b ** h`` leaves still
-hold, on average, ``leaf_signal`` times a count's Laplace noise scale — a function of the public
-window size and budget. On numeric streams the paper's ``floor(k / 2)`` (a diversity argument
-for attributes used once per path, while numeric ones may be split again) leaves Agrawal's 9
-attributes 4 levels: the trees cannot cut ``age`` near its thresholds.
-
-Every leaf of the complete trees — also those no record reached — releases noisy counts through
-its bucket (:func:`~dpstream.models.windows.buckets.bucket_keys`): each tree has ``min(n, 4 b^h)``
-public buckets per ``leaf_buckets`` and every bucket gets fresh Laplace noise, so the complete
-release exists without materialising millions of empty leaves and without telling which leaves
-hold records. Prediction: each tree
-routes the record to a cell (the nearest center of its leaf, or the leaf); an ensemble's class
-distribution is the average of its trees' cell distributions (noisy counts clipped at 0 and
-normalised; ``combine="sum"`` sums the raw counts instead, the paper's Figure 4); the prediction
-averages the primary ensemble's and the secondary ensemble's distributions over every kept
-window, and takes the largest. Both are post-processing. Measured on Adult (ε = 1, 90/10
-splits), averaging lifts RDT from 77.9% to 81.5% — big leaves of a random tree are nearly
-uninformative and outvote the rest in a raw sum — and pooling the 200 secondary trees with
-the 5 primary ones in one sum, as Figure 5's union would, lets pseudo-labels drown the private
-evidence (docs/rdt.md).
-
-Examples
---------
->>> from dpstream.stream import load_adult
->>> X, y, schema = load_adult("train")
->>> rdt = RDTClassifier(schema=schema, epsilon=1.0, window_size=10_000, seed=0)
->>> rdt.learn_many(X[:10_000], y[:10_000])
->>> report = rdt.privacy_report()
->>> report["epsilon"], report["trees"], report["windows"][0]["height"]
-(1.0, 5, 5)
->>> sharp = RDTClassifier(schema=schema, epsilon=1.0, secondary_trees=20, seed=0)
->>> labels = [yi if i % 5 == 0 else None for i, yi in enumerate(y[:10_000])]
->>> sharp.learn_many(X[:10_000], labels, public=[v is None for v in labels])
->>> w = sharp.privacy_report()["windows"][0]
->>> w["algorithm"], w["labeled"], w["public"], w["primary_trees"], w["secondary_trees"]
-('RDT#', 10000, 8000, 5, 20)
->>> rdt_height(14, 8.0, 2000)
-4
+The mechanisms, why they are DP, the departures from the papers and their measurements:
+docs/rdt.md#the-trees-in-detail.
 """
 
 from __future__ import annotations
@@ -95,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ...accounting import LaplaceMechanism, noise
-from ..params import check_integer, check_real
+from ..param_table import Param, documented, own_args
 from ..schema import river_check_schema
 from . import random_trees
 from .buckets import BucketTable, bucket_count, bucket_counts, bucket_keys
@@ -109,7 +36,7 @@ from .random_trees import (
     root_keys,
 )
 from .relevance import slot_counts
-from .window_forest import UNLABELED, WindowForestBase, leaf_proba
+from .window_forest import UNLABELED, WindowForestBase, leaf_proba, window_params
 
 __all__ = ["RDTClassifier", "CenterTable", "pick_centers", "release_counts", "rdt_height",
            "private_ranges", "signal_height", "split_epsilon"]
@@ -127,6 +54,8 @@ def rdt_height(k: int, b: float, n: int) -> int:
 
     >>> rdt_height(14, 8.1, 20_000), rdt_height(14, 8.1, 5_000), rdt_height(4, 2.0, 10**6)
     (5, 5, 2)
+    >>> rdt_height(14, 8.0, 2000)
+    4
     """
     if k < 1 or n < 1 or b <= 1:
         raise ValueError(f"need k >= 1 attributes, n >= 1 records and b > 1, got {k}, {n}, {b}")
@@ -287,78 +216,66 @@ class RDTTree(KeyedTree):
     buckets: int = 0
 
 
+#: RDT's parameters, in its signature's order
+_PARAMS = window_params(
+    "epsilon n_trees window_size max_windows disjoint secondary_trees n_cells combine max_depth "
+    "range_share range_bins height_rule leaf_signal window_seconds warmup drift drift_share "
+    "drift_window attributes relevance_share relevance_floor leaf_buckets seed "
+    "on_out_of_domain on_unknown window_decay grid_share",
+    Param("epsilon", 1.0, "Budget of every window (windows are disjoint: the stream's "
+          "epsilon).", "real", lo=0, lo_open=True),
+    Param("n_trees", 5, "Primary trees ``p`` per window (the paper uses 5); each sees every "
+          "labeled record with ``epsilon / n_trees`` unless ``disjoint``.", "integer", lo=1),
+    Param("disjoint", False, "Deal the labeled records into ``n_trees`` disjoint parts, full "
+          "``epsilon`` per tree, instead.", "bool"),
+    Param("secondary_trees", 200, "RDT#'s secondary ensemble ``t`` (used only in windows with "
+          "public records).", "integer", lo=0),
+    Param("n_cells", 10, "RDT#'s ``N_CELLS``: centers over all leaves of a tree, at least one "
+          "per leaf with public data.", "integer", lo=1),
+    Param("combine", "average", "How an ensemble's trees are combined: ``'average'`` of each "
+          "tree's class distribution in the record's cell, or ``'sum'`` of the raw counts (the "
+          "paper's Figure 4); both post-processing.", "choice", options=COMBINE),
+    Param("max_depth", None, "Overrides the height ``min(floor(k/2), floor(log_b n) + 1)``.",
+          "integer", lo=1, none_ok=True),
+    Param("height_rule", "signal", "``'paper'``: the paper's height; ``'signal'``: the paper's "
+          "or, if larger, :func:`signal_height` (a function of public counts).", "choice",
+          options=HEIGHT_RULES),
+    Param("leaf_signal", 2.0, "With ``height_rule='signal'``: how many Laplace noise scales of "
+          "a count a leaf holds on average.", "real", lo=0, lo_open=True),
+    Param("leaf_buckets", 4, "Public buckets per leaf that may hold records, whose counts are "
+          "all released, so that no release shows which leaves hold records.", "integer",
+          lo=1),
+    window_size=20_000, max_windows=2, relevance_share=0.35, grid_share=0.2)
+
+
+@documented
 class RDTClassifier(WindowForestBase):
     """DP random decision trees (RDT, [13]) and, with public records, RDT# (Jagannathan et al.,
     2013).
 
-    Parameters
-    ----------
-    schema
-        Public schema (a :class:`~dpstream.models.Schema` or its dict); categorical target.
-    epsilon
-        Budget of every window (windows are disjoint: the stream's epsilon).
-    n_trees
-        Primary trees ``p`` per window (the paper uses 5).
-    window_size
-        Records per window, public ones included (``None``: only ``window_seconds``).
-    max_windows
-        Windows whose trees are kept (``None``: all).
-    window_decay
-        Each kept window's vote weight times this per window of age (1: alike; see
-        :meth:`~dpstream.models.windows.window_forest.WindowForestBase.window_weights`).
-    grid_share
-        Share of the first labeled window's tree budget spent on the DP feature grid
-        (:mod:`~dpstream.models.grid`: a released quantile map of each numeric feature;
-        later windows split where the records are). ``0`` turns it off.
-    disjoint
-        Deal the labeled records into ``n_trees`` disjoint parts, full ``epsilon`` per tree,
-        instead of every tree seeing every record with ``epsilon / n_trees``.
-    secondary_trees
-        RDT#'s secondary ensemble ``t`` (used only in windows with public records).
-    n_cells
-        RDT#'s ``N_CELLS``: centers over all leaves of a tree, at least one per leaf with public
-        data.
-    combine
-        How an ensemble's trees are combined: ``"average"`` (default) averages each tree's
-        class distribution in the cell the record reaches (noisy counts clipped at 0 and
-        normalised); ``"sum"`` sums the raw counts (the paper's Figure 4). Both are
-        post-processing; averaging measured better (docs/rdt.md).
-    max_depth
-        Overrides the height ``min(floor(k/2), floor(log_b n) + 1)``.
-    range_share
-        Share of a window's budget spent on the private range of the numeric attributes
-        (:func:`private_ranges`); the trees draw their numeric split points inside it. ``0``:
-        the split points range over the public domain, with no budget spent on it.
-    range_bins
-        Equal-width bins of a numeric attribute's public domain that the private range
-        is made of.
-    window_seconds
-        Close a window once a record arrives this long after its first one.
-    warmup, drift, drift_share, drift_window
-        The window policy of :class:`~dpstream.models.windows.window_forest.WindowForestBase`:
-        warm-up windows and the DP drift signal.
-    attributes
-        ``"relevance"`` (default): windows without public records draw split attributes
-        with probabilities from a DP attribute-relevance release
-        (:class:`~dpstream.models.windows.relevance.AttributeRelevance`, through attribute slots:
-        :meth:`~dpstream.models.windows.random_trees.ImplicitRandomTrees.with_slots`);
-        ``"uniform"``: the paper's uniform draw.
-    relevance_share
-        Share of the window's tree budget spent on the relevance release (0.35).
-    relevance_floor
-        Share of the attribute draw kept uniform (``floor`` of
-        :class:`~dpstream.models.windows.relevance.AttributeRelevance`): every attribute keeps at
-        least ``relevance_floor / F``.
-    leaf_buckets
-        Buckets (:func:`~dpstream.models.windows.buckets.bucket_count`) per leaf that may hold
-        records, ``min(n, 4 b^h)``: every bucket's counts are released, so that no release
-        shows which leaves hold records.
-    seed
-        Random seed (tests and benchmarks; leave ``None`` in production).
-    on_out_of_domain, on_unknown
-        The input policy (:mod:`~dpstream.models.encoding`): ``"clip"`` and ``"ignore"`` by
-        default; ``"error"`` raises on an out-of-domain value or an undeclared feature.
+    {parameters}
+
+    Examples
+    --------
+    >>> from dpstream.stream import load_adult
+    >>> X, y, schema = load_adult("train")
+    >>> rdt = RDTClassifier(schema=schema, epsilon=1.0, window_size=10_000, seed=0)
+    >>> rdt.learn_many(X[:10_000], y[:10_000])
+    >>> report = rdt.privacy_report()
+    >>> report["epsilon"], report["trees"], report["windows"][0]["height"]
+    (1.0, 5, 5)
+
+    RDT#: records sent with ``public=True`` lend their features to the trees' centers.
+
+    >>> sharp = RDTClassifier(schema=schema, epsilon=1.0, secondary_trees=20, seed=0)
+    >>> labels = [yi if i % 5 == 0 else None for i, yi in enumerate(y[:10_000])]
+    >>> sharp.learn_many(X[:10_000], labels, public=[v is None for v in labels])
+    >>> w = sharp.privacy_report()["windows"][0]
+    >>> w["algorithm"], w["labeled"], w["public"], w["primary_trees"], w["secondary_trees"]
+    ('RDT#', 10000, 8000, 5, 20)
     """
+
+    PARAMETERS = _PARAMS
 
     #: windows stay whole in a multi-process ensemble: every window fills the same fixed trees
     share_scales = False
@@ -377,23 +294,7 @@ class RDTClassifier(WindowForestBase):
                  leaf_buckets: int = 4, seed: int | None = None,
                  on_out_of_domain: str = "clip", on_unknown: str = "ignore",
                  window_decay: float = 1.0, grid_share: float = 0.2):
-        self.disjoint = disjoint
-        self.leaf_buckets = leaf_buckets
-        self.attributes = attributes
-        self.relevance_share = relevance_share
-        self.relevance_floor = relevance_floor
-        self.combine = combine
-        self.secondary_trees = secondary_trees
-        self.n_cells = n_cells
-        self.max_depth = max_depth
-        self.range_share = range_share
-        self.range_bins = range_bins
-        self.height_rule = height_rule
-        self.leaf_signal = leaf_signal
-        super().__init__(schema, epsilon, n_trees, window_size, max_windows, seed,
-                         window_seconds, warmup, drift, drift_share, drift_window,
-                         on_out_of_domain=on_out_of_domain, on_unknown=on_unknown,
-                         window_decay=window_decay, grid_share=grid_share)
+        super().__init__(**own_args(locals()))
         enc = self._encoder
         self._trees = ImplicitRandomTrees(enc, depth=1, secret=int(noise.choose(self._rng, 2**63)))
         s, r = self._trees.s, self._trees.r
@@ -404,23 +305,6 @@ class RDTClassifier(WindowForestBase):
         self._b = (2 * s + sum(len(g) for g in enc.categorical_columns())) / max(1, s + r)
         self._next_tree = 0
         self._setup_relevance()
-
-    def _check_params(self) -> None:
-        super()._check_params()
-        if not isinstance(self.disjoint, bool):
-            raise ValueError(f"disjoint must be True or False, got {self.disjoint!r}")
-        check_integer("secondary_trees", self.secondary_trees, 0)
-        check_integer("n_cells", self.n_cells, 1)
-        check_integer("max_depth", self.max_depth, 1, none_ok=True)
-        check_real("range_share", self.range_share, 0, 1, lo_open=False)
-        check_integer("range_bins", self.range_bins, 1)
-        if self.height_rule not in HEIGHT_RULES:
-            raise ValueError(f"height_rule must be one of {HEIGHT_RULES}, got "
-                             f"{self.height_rule!r}")
-        check_real("leaf_signal", self.leaf_signal, 0)
-        check_integer("leaf_buckets", self.leaf_buckets, 1)
-        if self.combine not in COMBINE:
-            raise ValueError(f"combine must be one of {COMBINE}, got {self.combine!r}")
 
     def height(self, n: int, epsilon: float | None = None) -> int:
         """The trees' height for ``n`` labeled records per tree (public) whose counts get
@@ -715,10 +599,6 @@ class RDTClassifier(WindowForestBase):
                     for group in plan]
             self._serving = (*self._serving, rows)
         return self._serving[4]
-
-    def __setstate__(self, state: dict) -> None:
-        state.setdefault("leaf_buckets", 4)   # a checkpoint from before buckets
-        super().__setstate__(state)
 
     # ------------------------------------------------------------- report
     def privacy_report(self) -> dict:

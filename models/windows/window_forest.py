@@ -1,77 +1,16 @@
 """Window forests: tumbling disjoint windows under parallel composition (shared base).
 
-A stream is cut into tumbling windows: a window closes when it holds ``window_size`` messages,
-or — with ``window_seconds`` — when a record arrives ``window_seconds`` or more after the
-window's first one (whichever comes first). Message counts (offsets) and arrival times are the
-stream's public shape, as everywhere in dpstream; whether a message was valid, new or labeled,
-its features and its label are the private content: a message the forest does not learn takes
-its place in the window as a blank (:meth:`WindowForestBase.advance`). When a window closes,
-its records are dealt at random into ``n_trees``
-disjoint parts — the dealing looks at nothing but the arrival order — and each part feeds one
-tree whose mechanisms together spend the full ``epsilon``. Every record sits in exactly one
-window and one tree's part, so by parallel composition the whole stream is ``epsilon``-DP
-however many windows close. The ledger records one partition per (window, tree); its parallel
-maximum is the guarantee. The ensemble keeps the trees of the newest ``max_windows`` windows;
-retiring older trees is post-processing.
+:class:`WindowForestBase` cuts a stream into tumbling windows (by size or time, with warm-up
+windows and a DP drift signal), deals each closed window's records into disjoint parts, one
+per tree, and keeps the trees of the newest windows; subclasses implement
+:meth:`WindowForestBase._train_window`. A consumer-group member reads a share of the stream
+(:meth:`WindowForestBase.set_share`) and may hold a closed window until the other members'
+releases arrive. :data:`WINDOW_PARAMS` holds the parameters the forests share;
+:func:`window_params` builds each forest's table from it.
 
-A window that has not closed yet is held in memory (and in a checkpoint, with the model) and is
-never trained twice or dropped. Unlabeled records (``learn_one(x, None)``) join the window too;
-what a subclass does with them is its own (the median forest builds tree structure from them);
-a window without any labeled record trains nothing and spends nothing.
-
-Trees are complete binary trees in heap layout with, per leaf, a row of (noisy) class counts. A
-prediction averages, over every kept tree, the class distribution of the leaf the record reaches
-(its noisy counts clipped at 0 and normalised: :func:`leaf_proba`) and takes the largest. The
-seed (Section 4, step 5) sums the raw counts instead; both are post-processing, and on Adult
-(ε = 2, 20 random 90/10 splits, ``benchmarks/median_forest_ablation.py``) averaging
-distributions scores 82.6% against 81.3% for raw sums and 81.8% for one vote per tree — big
-leaves no longer outvote the rest. All kept trees live in one
-:class:`~dpstream.models.forest.Forest` so that scoring a batch — or one record — is a handful
-of array operations, with a table of counts indexed by the node each row reaches.
-
-Subclasses implement :meth:`WindowForestBase._train_window`.
-
-**A member's share.** A consumer-group member (:mod:`dpstream.stream.members`) reads a share of
-the stream (:meth:`WindowForestBase.set_share`): its window sizes and tree counts scale with it.
-
-**Held windows.** A member releases the relevance histograms of the attributes its partitions
-own, and the other members release the others'
-(:func:`~dpstream.models.windows.relevance.owned_attributes`). Trees grown at the very moment a
-window closes draw split attributes from the group's evidence *as far as it has arrived* — and the
-other members' releases for the same stretch of the stream arrive later, the later the further
-the members are apart. Measured in process (``benchmarks/members_sim.py``, river's Agrawal,
-three members): relevance evidence 1,500 records of the stream late costs 3 pp of accuracy,
-trees that late 0.7 pp. So a member *holds* each closed window (``model.hold = True``):
-
-1. at the close the window's relevance release is drawn and charged, with the window's
-   ledger partitions, and the member publishes it at once;
-2. the trees grow (:meth:`WindowForestBase.grow_held`) when the member decides that the other
-   members' releases for the same stretch have arrived, and at the latest when the next window
-   closes, when the drift signal fires, or when the member hands its partitions off.
-
-At most one window is held. Its index is the next one (``windows_closed``); it is not in the
-ensemble until it grows. Privacy is unchanged: the release and the trees read the same records
-with the same epsilons as a window trained at its close; only the order of the mechanisms
-differs, and the attribute probabilities the trees draw with are post-processing of the
-released evidence, now including more of it.
-
-Examples
---------
->>> from dpstream.models import MedianForestClassifier
->>> schema = {"features": {"a": {"type": "numeric", "min": 0, "max": 1}},
-...           "target": {"type": "binary", "values": [False, True]}}
->>> model = MedianForestClassifier(schema=schema, n_trees=2, window_size=100, warmup=None,
-...                                drift=False, seed=0)
->>> model.hold = True
->>> for i in range(100):
-...     model.learn_one({"a": (i % 10) / 10}, i % 10 >= 5)
->>> model.held["index"], model.windows_closed, model._relevance.releases
-(0, 0, 1)
->>> model.grow_held(), model.windows_closed, model.held
-(True, 1, None)
->>> model.set_share(0.5)
->>> model.share, model._tree_cap()
-(0.5, 1)
+Why every record is epsilon-DP however many windows close, how predictions combine the trees,
+drift generations, shares and held windows:
+docs/window_forests.md#windows-and-parallel-composition.
 """
 
 from __future__ import annotations
@@ -87,10 +26,11 @@ from river import base
 
 from ...accounting import BudgetLedger, as_generator, child_seed, noise
 from ..drift import DPDriftSignal
-from ..encoding import RecordEncoder, check_input_policy, is_frame
+from ..encoding import RecordEncoder, is_frame
 from ..forest import Forest
 from ..grid import FeatureGrid
-from ..params import PrivateState, ShortRepr, check_integer, check_real, warn_small_stream
+from ..param_table import INPUT_POLICY, SCHEMA_DOC, Param, ParamTable, seed_param
+from ..params import PrivateState, ShortRepr, check_real, warn_small_stream
 from ..schema import require_schema
 from .relevance import AttributeRelevance, owned_attributes
 from .window_hold import HeldWindowMixin
@@ -105,6 +45,64 @@ __all__ = ["WindowForestBase", "WindowTree", "UNLABELED", "BLANK", "ATTRIBUTE_RU
 
 #: how a forest's nodes draw split attributes: from a DP relevance release, or uniformly
 ATTRIBUTE_RULES = ("relevance", "uniform")
+
+#: the rows the window forests share; each forest takes its own order and defaults
+#: (:func:`window_params`). ``legacy``: what a checkpoint from before the row restores with
+WINDOW_PARAMS = ParamTable([
+    Param("epsilon", 1.0, "Budget of every (window, tree) part; every record lies in one, so by "
+          "parallel composition it is the stream's epsilon.", "real", lo=0, lo_open=True),
+    Param("n_trees", 2, "Trees per window, each on its own disjoint part of the window's "
+          "records.", "integer", lo=1),
+    Param("window_size", 2_000, "Records (labeled or not) per tumbling window, at least "
+          "``n_trees``; ``None`` only with ``window_seconds``.", "integer", lo=1, none_ok=True),
+    Param("max_windows", 10, "Windows whose trees are kept (older ones retire); ``None``: all.",
+          "integer", lo=1, none_ok=True),
+    seed_param(),
+    Param("window_seconds", None, "Also close a window once a record arrives this many seconds "
+          "after its first one.", "real", lo=0, lo_open=True, none_ok=True),
+    Param("warmup", 250, "The k-th window of a drift generation closes at ``min(window_size, "
+          "warmup * 2**k)`` records (at least ``n_trees``); ``None``: no warm-up.", "integer",
+          lo=1, none_ok=True, legacy=None),
+    Param("drift", True, "Watch a DP drift signal; a detected change starts a new generation "
+          "whose first trained window retires the older ones.", "bool", legacy=False),
+    Param("drift_share", 0.05, "With ``drift``: share of each record's epsilon spent on the "
+          "drift signal.", "real", lo=0, hi=1, lo_open=True, hi_open=True, legacy=0.0),
+    Param("drift_window", None, "With ``drift``: records per released window of the drift "
+          "signal; ``None``: ``max(200, ceil(30 / epsilon_drift))``.", "integer", lo=1,
+          none_ok=True),
+    Param("min_tree_records", None, "A window trains at most as many trees as give each this "
+          "many labeled records (at least one); ``None``: always ``n_trees``.", "integer",
+          lo=1, none_ok=True, legacy=None),
+    Param("attributes", "relevance", "How a node draws its split attribute: ``'uniform'`` (the "
+          "paper) or ``'relevance'``, from a DP attribute-relevance release accumulated over "
+          "the current concept's windows.", "choice", options=ATTRIBUTE_RULES, legacy="uniform"),
+    Param("relevance_share", 0.2, "Share of each labeled record's tree budget spent on the "
+          "relevance release.", "real", lo=0, hi=1, lo_open=True, hi_open=True, legacy=0.0),
+    Param("relevance_floor", 0.3, "Share of the attribute draw kept uniform: every attribute "
+          "keeps ``relevance_floor / F``.", "real", lo=0, hi=1, hi_open=True, legacy=0.3),
+    Param("range_share", 0.1, "Share of a window's budget spent on a DP range of each numeric "
+          "attribute, inside which the trees draw their split points; ``0``: the public "
+          "domain.", "real", lo=0, hi=1, hi_open=True, legacy=0.0),
+    Param("range_bins", 16, "Equal-width bins of a numeric attribute's public domain that the "
+          "private range is made of.", "integer", lo=1, legacy=16),
+    *INPUT_POLICY,
+    Param("window_decay", 1.0, "Each kept window's vote weight is multiplied by this per window "
+          "of age (public counts: post-processing); ``1``: every window alike.", "real", lo=0,
+          hi=1, lo_open=True, legacy=1.0),
+    Param("grid_share", 0.0, "Share of the first labeled window's tree budget spent on the DP "
+          "feature grid (a released quantile map of each numeric feature); ``0``: no grid.",
+          "real", lo=0, hi=1, hi_open=True, legacy=0.0),
+    Param("grid_refresh", None, "Windows between grid releases (each window's own records); "
+          "``None``: the first grid stays.", "integer", lo=1, none_ok=True, legacy=None),
+], schema_doc=SCHEMA_DOC)
+
+
+def window_params(names: str, *own: Param, **defaults: Any) -> ParamTable:
+    """A forest's table: the rows ``names`` (space-separated, signature order) taken from
+    ``own`` or else :data:`WINDOW_PARAMS`, with the forest's ``defaults``."""
+    rows = {**{p.name: p for p in WINDOW_PARAMS}, **{p.name: p for p in own}}
+    return ParamTable([rows[n] for n in names.split()],
+                      schema_doc=SCHEMA_DOC).with_defaults(**defaults)
 
 
 @dataclass
@@ -128,34 +126,44 @@ class _Window:
 class WindowForestBase(PrivateState, HeldWindowMixin, ShortRepr, base.Classifier):
     """Classifier over tumbling windows; subclasses turn one closed window into trees.
 
-    The window policy, shared by every subclass:
+    Every record lies in exactly one window and one tree's part: pure ``epsilon``-DP per
+    record for the whole stream by parallel composition (with ``drift``, ``epsilon_trees =
+    epsilon - epsilon_drift`` on the trees). The window policy every subclass shares —
+    warm-up windows, drift generations, window weights, a member's share and held windows —
+    is in docs/window_forests.md#warm-up-drift-generations-and-window-weights.
 
-    * **Warm-up.** With ``warmup`` (default 1000) the k-th window of a generation closes at
-      ``min(window_size, warmup * 2**k)`` records (1000, 2000, 4000, ...): a first model exists
-      after a thousand records instead of a whole ``window_size``. Window sizes are a function
-      of arrival counts, so public; every window is still a disjoint set of records.
-    * **Drift.** With ``drift`` (default) each labeled record's prequential 0/1 error (the
-      model's prediction before it learns the record) enters one window of ``drift_window``
-      records (default ``max(200, ceil(30 / epsilon_drift))``) whose sum is released with
-      Laplace noise (:class:`~dpstream.models.drift.DPDriftSignal`, ``epsilon_drift =
-      drift_share * epsilon`` per record); a Page-Hinkley test on the noisy rates detects a
-      rise. A detected change closes the open window (its records are trained once, as
-      always), restarts the warm-up, and once the first window of the new generation has
-      trees every older window retires (post-processing). The trees spend ``epsilon_trees =
-      epsilon - epsilon_drift`` per record; the report's ``epsilon`` is their sum.
-    * **Input policy** (``on_out_of_domain``, ``on_unknown``): as every estimator's, see
-      :class:`~dpstream.models.encoding.RecordEncoder`.
+    Examples
+    --------
+    A consumer-group member holds a closed window until it grows its trees, and reads a
+    share of the stream:
+
+    >>> from dpstream.models import MedianForestClassifier
+    >>> schema = {"features": {"a": {"type": "numeric", "min": 0, "max": 1}},
+    ...           "target": {"type": "binary", "values": [False, True]}}
+    >>> model = MedianForestClassifier(schema=schema, n_trees=2, window_size=100, warmup=None,
+    ...                                drift=False, seed=0)
+    >>> model.hold = True
+    >>> for i in range(100):
+    ...     model.learn_one({"a": (i % 10) / 10}, i % 10 >= 5)
+    >>> model.held["index"], model.windows_closed, model._relevance.releases
+    (0, 0, 1)
+    >>> model.grow_held(), model.windows_closed, model.held
+    (True, 1, None)
+    >>> model.set_share(0.5)
+    >>> model.share, model._tree_cap()
+    (0.5, 1)
     """
 
     #: the runner hands unlabeled records (``y`` null) to the model
     learns_unlabeled = True
-    # models pickled before these existed take the defaults
-    on_out_of_domain = "clip"
-    on_unknown = "ignore"
-    window_decay = 1.0
+    #: the subclass's parameters (:func:`window_params`)
+    PARAMETERS: ParamTable
     _batch_trained = False
-    grid_share = 0.0        # (checkpoints from before the feature grid: none is released)
-    grid_refresh: int | None = None   # (and from before its refresh: released once)
+    # the rows' legacy values, for a state that lacks them without passing through
+    # __setstate__ (a member from before the parameter: window_exchange.window_config)
+    window_decay = 1.0
+    grid_share = 0.0
+    grid_refresh: int | None = None   # (a forest without the parameter: released once)
     _grid: FeatureGrid | None = None
     _grid_charge = 0.0
     _window_messages = 0    # messages of the window being trained (blanks included)
@@ -183,39 +191,20 @@ class WindowForestBase(PrivateState, HeldWindowMixin, ShortRepr, base.Classifier
 
         return export_file(self, path)
 
-    def __init__(self, schema: Any, epsilon: float, n_trees: int, window_size: int | None,
-                 max_windows: int | None, seed: int | None,
-                 window_seconds: float | None = None, warmup: int | None = 1000,
-                 drift: bool = True, drift_share: float = 0.05,
-                 drift_window: int | None = None, min_tree_records: int | None = None, *,
-                 on_out_of_domain: str = "clip", on_unknown: str = "ignore",
-                 window_decay: float = 1.0, grid_share: float = 0.0,
-                 grid_refresh: int | None = None):
+    def __init__(self, schema: Any, **params: Any):
+        """``params``: every parameter of the subclass's :attr:`PARAMETERS` (a forest without
+        ``min_tree_records`` or ``grid_refresh`` has ``None``)."""
         self.schema = require_schema(schema, type(self).__name__)
-        self.on_out_of_domain, self.on_unknown = check_input_policy(on_out_of_domain,
-                                                                    on_unknown)
-        self.epsilon = epsilon
-        self.n_trees = n_trees
-        self.window_size = window_size
-        self.max_windows = max_windows
-        self.seed = seed
-        self.window_seconds = window_seconds
-        self.warmup = warmup
-        self.drift = drift
-        self.drift_share = drift_share
-        self.drift_window = drift_window
-        self.min_tree_records = min_tree_records
-        self.window_decay = window_decay
-        self.grid_share = grid_share
-        self.grid_refresh = grid_refresh
+        for name, value in {"min_tree_records": None, "grid_refresh": None, **params}.items():
+            setattr(self, name, value)
         self._window_trees: int | None = None   # trees of the window being trained
-        self._encoder = RecordEncoder(schema, on_out_of_domain=on_out_of_domain,
-                                      on_unknown=on_unknown)
+        self._check_params()
+        self._encoder = RecordEncoder(schema, on_out_of_domain=self.on_out_of_domain,
+                                      on_unknown=self.on_unknown)
         if self._encoder.classes is None:
             raise ValueError("a window forest classifies: the schema needs target classes")
-        self._check_params()
-        self._rng = as_generator(seed)
-        self._ledger = BudgetLedger(total_epsilon=float(epsilon))
+        self._rng = as_generator(self.seed)
+        self._ledger = BudgetLedger(total_epsilon=float(self.epsilon))
         self._buffer_X: list[list[float]] = []
         self._buffer_y: list[int] = []           # class index, or UNLABELED
         self._buffer_public: list[bool] = []     # public=True: a record that needs no privacy
@@ -236,44 +225,31 @@ class WindowForestBase(PrivateState, HeldWindowMixin, ShortRepr, base.Classifier
         self._buffer_fed = False     # a record of the open window fed the drift signal
         self._training_epsilon: float | None = None
         self._drift: DPDriftSignal | None = None
-        if drift:
+        if self.drift:
             eps_drift = self.epsilon_drift    # exactly what the ledger charges
             self._drift = DPDriftSignal(
-                eps_drift, drift_window if drift_window is not None
+                eps_drift, self.drift_window if self.drift_window is not None
                 else max(200, math.ceil(30.0 / eps_drift)),
-                detector="page-hinkley", seed=child_seed(seed, 0))
+                detector="page-hinkley", seed=child_seed(self.seed, 0))
 
     # --------------------------------------------------------------- params
     def _check_params(self) -> None:
-        check_real("epsilon", self.epsilon, 0)
-        check_integer("n_trees", self.n_trees, 1)
-        if self.window_seconds is not None:
-            check_real("window_seconds", self.window_seconds, 0)
+        """The table's checks (``drift_share`` and ``drift_window`` only with ``drift``), then
+        the checks that read several parameters."""
+        self.PARAMETERS.check(self, skip=() if self.drift else ("drift_share", "drift_window"))
         if self.window_size is None:
             if self.window_seconds is None:
                 raise ValueError("window_size may be None only with window_seconds set")
-        elif check_integer("window_size", self.window_size, 1) < self.n_trees:
+        elif self.window_size < self.n_trees:
             raise ValueError(f"window_size ({self.window_size}) must be >= n_trees "
                              f"({self.n_trees}): each tree needs its own records")
-        check_integer("max_windows", self.max_windows, 1, none_ok=True)
-        check_integer("seed", self.seed, 0, none_ok=True)
-        check_integer("warmup", self.warmup, 1, none_ok=True)
-        check_integer("min_tree_records", self.min_tree_records, 1, none_ok=True)
-        check_real("window_decay", self.window_decay, 0, 1, hi_open=False)
-        check_real("grid_share", self.grid_share, 0, 1, lo_open=False)
-        if check_integer("grid_refresh", self.grid_refresh, 1, none_ok=True) is not None \
-                and not self.grid_raw_trees:
+        if self.grid_refresh is not None and not self.grid_raw_trees:
             raise ValueError(f"grid_refresh needs trees kept in raw units; "
                              f"{type(self).__name__} scores every window through one grid")
         if self.warmup is not None and self.window_size is not None \
                 and self.warmup < self.n_trees:
             raise ValueError(f"warmup ({self.warmup}) must be >= n_trees ({self.n_trees}): "
                              "each tree of the first window needs its own records")
-        if not isinstance(self.drift, (bool, np.bool_)):
-            raise ValueError(f"drift must be True or False, got {self.drift!r}")
-        if self.drift:
-            check_real("drift_share", self.drift_share, 0, 1)
-            check_integer("drift_window", self.drift_window, 1, none_ok=True)
 
     @property
     def epsilon_drift(self) -> float:
@@ -764,16 +740,17 @@ class WindowForestBase(PrivateState, HeldWindowMixin, ShortRepr, base.Classifier
         if "_buffer_public" not in state:     # a checkpoint from before public flags were kept
             state["_buffer_public"] = [False] * len(state["_buffer_y"])
         if "drift" not in state:   # from before warm-up and drift: the old fixed windows
-            state.update(warmup=None, drift=False, drift_share=0.0, drift_window=None,
-                         _drift=None, generation=0, generation_windows=0,
+            state.update(_drift=None, generation=0, generation_windows=0,
                          windows_retired_by_drift=0)
         # older checkpoints: no drift signal (nothing fed), no small windows' tree counts
+        # (min_tree_records: also where it is not a parameter)
         for name, default in (("_buffer_fed", False), ("_training_epsilon", None),
                               ("min_tree_records", None), ("_window_trees", None)):
             state.setdefault(name, default)
         if "attributes" not in state and "_relevance" not in state:
-            # from before relevance: the papers' uniform attributes
-            state.update(attributes="uniform", relevance_share=0.0, _relevance=None)
+            state["_relevance"] = None   # from before relevance: the papers' uniform attributes
+        # a parameter from after the checkpoint: the table's value (its row's ``legacy``)
+        self.PARAMETERS.fill(state)
         if isinstance(state.get("_buffer_X"), np.ndarray):   # (older checkpoints: lists)
             state["_buffer_X"] = rows_from_state(state["_buffer_X"], len(state["_buffer_y"]))
         self.__dict__.update(state)
@@ -919,18 +896,12 @@ class WindowForestBase(PrivateState, HeldWindowMixin, ShortRepr, base.Classifier
 
     # ------------------------------------------------ attribute-relevance evidence
     def _setup_relevance(self) -> None:
-        """Check ``attributes`` / ``relevance_share`` (set by a subclass that offers them)
-        and create the accumulated relevance evidence
-        (:class:`~dpstream.models.windows.relevance.AttributeRelevance`)."""
-        if self.attributes not in ATTRIBUTE_RULES:
-            raise ValueError(f"attributes must be one of {ATTRIBUTE_RULES}, "
-                             f"got {self.attributes!r}")
-        check_real("relevance_share", self.relevance_share, 0, 1)
-        floor = getattr(self, "relevance_floor", 0.3)
-        check_real("relevance_floor", floor, 0, 1, lo_open=False)
+        """Create the accumulated relevance evidence
+        (:class:`~dpstream.models.windows.relevance.AttributeRelevance`) of a subclass that
+        offers ``attributes`` (its table checked them with the other parameters)."""
         enc = self._encoder
         self._relevance = AttributeRelevance(enc.numeric_columns(), enc.categorical_columns(),
-                                             len(enc.classes), floor=floor) \
+                                             len(enc.classes), floor=self.relevance_floor) \
             if self.attributes == "relevance" else None
 
     def _release_relevance(self, X: np.ndarray, y: np.ndarray, epsilon: float) -> None:
