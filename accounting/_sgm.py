@@ -20,8 +20,6 @@ from functools import lru_cache
 import numpy as np
 from scipy import special
 
-__all__ = ["log_a"]
-
 _LOG_HALF = math.log(0.5)
 _LOG_2 = math.log(2.0)
 _SQRT2 = math.sqrt(2)

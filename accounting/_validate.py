@@ -13,21 +13,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = [
-    "ParameterError",
-    "as_generator",
-    "check_integer",
-    "child_seed",
-    "run_seed",
-    "check_epsilon",
-    "check_delta",
-    "check_sample_rate",
-    "check_positive",
-    "check_nonnegative",
-    "check_finite_array",
-    "check_orders",
-]
-
 
 def _as_real(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -166,8 +166,8 @@ def kafka(records: int, models: list[str], delay: int = 1000, partitions: int = 
     topic (module docstring)."""
     from kafka import KafkaProducer
 
+    from dpstream.connectors._partitioning import key_partition
     from dpstream.connectors.local_broker import LocalBroker
-    from dpstream.connectors.partitioning import key_partition
 
     X, y, schema = load_adult("train")
     out = []

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .partitioning import key_partition
+from ._partitioning import key_partition
 from .records import SinkError, SourceError, SourceRecord
 
 __all__ = ["KafkaSource", "KafkaSink", "KafkaDeadLetterSink", "GroupSource", "DeadLetterSend",
@@ -722,7 +722,7 @@ class KafkaSink:
     checkpoint, so no checkpoint moves past a message that was not delivered.
 
     A keyed message goes to the partition Kafka's default partitioner would choose, computed
-    here with a compiled murmur2 (:mod:`~dpstream.connectors.partitioning`; kafka-python's
+    here with a compiled murmur2 (:mod:`~dpstream.connectors._partitioning`; kafka-python's
     pure-Python one cost about 8 µs a message); the topic's partitions are looked up again at
     every :meth:`flush`.
     """

@@ -43,8 +43,8 @@ MOVED_MODULES: dict[str, str] = {
         "sgbdt_engine": "boosting.sgbdt_engine", "sgbdt_stream": "boosting.sgbdt_stream",
         "sgbdt_party": "boosting.sgbdt_party", "dpboost": "boosting.dpboost",
         "hist_splits": "boosting.hist_splits", "random_splits": "boosting.random_splits",
-        "split_draw": "boosting.draw_kernels", "round_kernels": "boosting.round_kernels",
-        "block_sums": "boosting.block_sums", "init_score": "boosting.scores",
+        "split_draw": "boosting._draw_kernels", "round_kernels": "boosting.round_kernels",
+        "block_sums": "boosting._block_sums", "init_score": "boosting.scores",
         "raw_score": "boosting.scores",
         "window_forest": "windows.window_forest", "window_share": "windows.window_forest",
         "window_hold": "windows.window_forest", "window_stream": "windows.window_stream",
@@ -53,7 +53,11 @@ MOVED_MODULES: dict[str, str] = {
         "random_trees": "windows.random_trees", "buckets": "windows.buckets",
         "median_forest": "windows.median_forest", "random_forest": "windows.random_forest",
         "rdt": "windows.rdt", "rdt_parts": "windows.rdt", "greedy_forest": "windows.greedy_forest",
-        "window_kernels": "windows.window_kernels", "trie_kernels": "windows.trie_kernels",
+        "window_kernels": "windows.window_kernels", "trie_kernels": "windows._trie_kernels",
+        # single-driver modules made private (their old public names)
+        "boosting.block_sums": "boosting._block_sums",
+        "boosting.draw_kernels": "boosting._draw_kernels",
+        "windows.trie_kernels": "windows._trie_kernels",
     }.items()}
 #: attributes a class's state loses in a checkpoint, and how they are rebuilt on load
 #: (river's Page-Hinkley test keeps its test as a bound method chosen by ``mode``)

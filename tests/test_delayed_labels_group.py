@@ -20,8 +20,8 @@ import pytest
 from delayed_stream import delayed_stream, oracle
 
 from dpstream.connectors import CheckpointStore
+from dpstream.connectors._partitioning import key_partition
 from dpstream.connectors.local_broker import LocalBroker
-from dpstream.connectors.partitioning import key_partition
 from dpstream.stream import ADULT_SCHEMA
 from dpstream.stream.labels import held_count
 

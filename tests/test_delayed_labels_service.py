@@ -182,7 +182,7 @@ def test_serve_with_a_label_topic_killed_three_times_learns_every_labeled_record
     """Records on one topic, labels on another (co-partitioned: two partitions each, keyed by
     record id), each label sent once its record is in a checkpoint; serve killed -9 three
     times: every label joins its record once."""
-    from dpstream.connectors.partitioning import key_partition
+    from dpstream.connectors._partitioning import key_partition
 
     records, labels = _split(delayed_stream(3000, seed=6))
     records = [m for m in records if m.startswith(b'{"id"')]     # (no malformed here)
@@ -254,7 +254,7 @@ def test_serve_draining_a_backlog_of_two_topics_meets_every_label_with_its_recor
     service reads a backlog, where the label topic's consumer could run ahead of the records'
     one; every label still comes after its record (stream.labels.LabelPacer), so the counters
     are those of the interleaved stream's oracle: no label lost as unknown."""
-    from dpstream.connectors.partitioning import key_partition
+    from dpstream.connectors._partitioning import key_partition
 
     messages = [m for m in delayed_stream(4000, seed=7, full_labels=0, bad=0)
                 if m.startswith(b'{"id"')]

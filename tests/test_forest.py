@@ -258,7 +258,7 @@ def test_compiled_tree_draw_replays_the_python_draw(depth, weight, only, small, 
 
 
 def test_compiled_weight_sum_is_pythons_sum():
-    from dpstream.models.boosting.draw_kernels import PY_SUM_COMPENSATED, py_sum
+    from dpstream.models.boosting._draw_kernels import PY_SUM_COMPENSATED, py_sum
 
     rng = np.random.default_rng(0)
     for _ in range(2000):

@@ -288,3 +288,31 @@ def test_the_device_scripts_are_valid_shell():
         script = root / "benchmarks" / name
         out = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
         assert out.returncode == 0, (name, out.stderr)
+
+
+def test_all_declares_what_is_meant_to_be_imported():
+    """A module that serves one driver is private (``_name.py``) and declares no ``__all__``;
+    every other module declares one, naming only what it defines or imports."""
+    bad = []
+    for path in _all_modules():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        decl = [n for n in tree.body if isinstance(n, ast.Assign)
+                and any(getattr(t, "id", "") == "__all__" for t in n.targets)]
+        private = path.name.startswith("_") and not path.name.startswith("__")
+        where = path.relative_to(ROOT)
+        if private and decl:
+            bad.append(f"{where}: a private module with __all__")
+        elif not private and path.name not in ("__init__.py", "__main__.py") and not decl:
+            bad.append(f"{where}: no __all__")
+        for node in decl:
+            names = ast.literal_eval(node.value)
+            defined = {n.name for n in tree.body if isinstance(
+                n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+            defined |= {t.id for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                        for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                        for t in ast.walk(target) if isinstance(t, ast.Name)}
+            defined |= {(a.asname or a.name).split(".")[0] for n in ast.walk(tree)
+                        if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+            bad += [f"{where}: __all__ names {name!r}, which it does not define"
+                    for name in names if name not in defined]
+    assert not bad, bad

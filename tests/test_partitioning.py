@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as reference
 
-from dpstream.connectors.partitioning import key_partition, murmur2
+from dpstream.connectors._partitioning import key_partition, murmur2
 from dpstream.connectors.records import sink_key
 
 

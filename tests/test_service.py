@@ -19,9 +19,9 @@ import pytest
 from schedule import sgbdt_rounds
 
 from dpstream.connectors import CheckpointStore
+from dpstream.connectors._partitioning import key_partition
 from dpstream.connectors.local_broker import LocalBroker as Broker
 from dpstream.connectors.local_broker import free_port
-from dpstream.connectors.partitioning import key_partition
 from dpstream.stream import ADULT_SCHEMA, load_adult
 
 pytestmark = pytest.mark.kafka

@@ -16,11 +16,11 @@ from dpstream.models import (
 )
 from dpstream.models.encoding import RecordEncoder
 from dpstream.models.windows import (
+    _trie_kernels,
     greedy_forest,
     median_forest,
     random_forest,
     random_trees,
-    trie_kernels,
     window_kernels,
 )
 
@@ -146,7 +146,7 @@ def test_hash_slots_find_every_key_and_only_them():
 ], ids=["random-forest", "greedy-forest"])
 def test_batch_tries_equal_row_walks(monkeypatch, cls, module, params):
     """A batch is scored tree by tree through a trie of the nodes it reaches
-    (trie_kernels.trie_scores): the same scores, bit for bit, as walking each row alone and
+    (_trie_kernels.trie_scores): the same scores, bit for bit, as walking each row alone and
     as the numpy walks, over a few thousand rows, in chunks and with node tables that grow."""
     X, y = _records(MIXED, 3000, seed=11)
     test, _ = _records(MIXED, 3000, seed=12)
@@ -157,20 +157,20 @@ def test_batch_tries_equal_row_walks(monkeypatch, cls, module, params):
     assert Xe.shape[0] >= module._BATCH
     batch = model._scores(Xe)
     calls = []
-    real = trie_kernels.trie_scores
+    real = _trie_kernels.trie_scores
 
     def small(*args, **kwargs):   # the same trees in chunks of 700 rows, tables from 64 nodes
         calls.append(1)
         return real(*args, **kwargs, chunk=700, capacity=64)
 
-    monkeypatch.setattr(trie_kernels, "trie_scores", small)
+    monkeypatch.setattr(_trie_kernels, "trie_scores", small)
     assert np.array_equal(model._scores(Xe), batch) and calls
 
     def threaded(*args, **kwargs):   # the trees shared by three threads: the same sums
         calls.append(3)
         return real(*args, **kwargs, threads=3)
 
-    monkeypatch.setattr(trie_kernels, "trie_scores", threaded)
+    monkeypatch.setattr(_trie_kernels, "trie_scores", threaded)
     np.testing.assert_allclose(model._scores(Xe), batch, rtol=1e-12, atol=0)
     assert calls[-1] == 3
     monkeypatch.setattr(module, "_BATCH", 10**9)           # every row walked alone
@@ -245,7 +245,7 @@ def test_window_weights_scale_each_windows_votes(monkeypatch, cls, module, param
 
 
 def test_rdt_rows_split_among_threads_score_bit_for_bit(monkeypatch):
-    """Large RDT batches split their rows among threads (trie_kernels.rows_in_threads; the
+    """Large RDT batches split their rows among threads (_trie_kernels.rows_in_threads; the
     compiled kernel releases the GIL): every row is scored alone, so the scores are the same,
     bit for bit, as on one thread."""
     X, y = _records(MIXED, 2000, seed=15)
@@ -260,7 +260,7 @@ def test_rdt_rows_split_among_threads_score_bit_for_bit(monkeypatch):
         used.append(rows)
         return 3
 
-    monkeypatch.setattr(trie_kernels, "threads_for", three)
+    monkeypatch.setattr(_trie_kernels, "threads_for", three)
     assert np.array_equal(model._scores(Xe), one) and used
     assert one.sum() > 0
 

@@ -19,7 +19,7 @@ from ..forest import complete_depth, complete_tree_layout, route_block, route_co
 
 # compiled draw (numba); with ``draw_splits`` set to None (a test) _draw_python below gives
 # the same trees
-from .draw_kernels import PY_SUM_COMPENSATED, draw_splits
+from ._draw_kernels import PY_SUM_COMPENSATED, draw_splits
 
 __all__ = ["RandomTree", "feature_order", "pick_weighted", "random_complete_tree",
            "route_tree"]

@@ -25,7 +25,7 @@ from ...accounting import IndividualRenyiFilter, RoundCostTable, calibrate_sgbdt
 from ..encoding import RecordEncoder
 from ..forest import Forest, complete_tree_layout
 from ..forest_kernels import sum_one, sum_one_parts
-from .block_sums import BlockSums
+from ._block_sums import BlockSums
 from .hist_splits import category_codes, grow_tree, histogram_sigma
 from .random_splits import random_complete_tree, route_tree
 from .round_kernels import (

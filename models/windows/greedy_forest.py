@@ -38,7 +38,7 @@ from .window_forest import UNLABELED, WindowForestBase, window_params
 __all__ = ["GreedyForestClassifier", "gini_utilities", "GINI_SENSITIVITY"]
 
 #: rows from which a batch is scored tree by tree through a trie of the nodes it reaches
-#: (:func:`~dpstream.models.windows.trie_kernels.trie_scores`); fewer walk each row alone
+#: (:func:`~dpstream.models.windows._trie_kernels.trie_scores`); fewer walk each row alone
 _BATCH = 256
 
 #: sensitivity of the count-weighted Gini utility (Friedman and Schuster 2010; derived above)

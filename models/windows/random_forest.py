@@ -38,7 +38,7 @@ __all__ = ["RandomDecisionForestClassifier", "release_leaf_labels", "theorem2_de
 
 _NTH = random_trees._wk.nth_table() if random_trees._wk is not None else None
 #: rows from which a batch is scored tree by tree through a trie of the nodes it reaches
-#: (:func:`~dpstream.models.windows.trie_kernels.trie_scores`); fewer walk each row alone
+#: (:func:`~dpstream.models.windows._trie_kernels.trie_scores`); fewer walk each row alone
 _BATCH = 256
 
 #: the name checkpoints written before trees were shared with the other keyed forests use

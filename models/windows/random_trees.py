@@ -24,7 +24,7 @@ from ..encoding import RecordEncoder
 
 # compiled walks (numba); with ``_wk`` set to None (a test) the numpy walks below give the
 # same keys. The forests reach the batch tries as ``random_trees._tk``.
-from . import trie_kernels as _tk  # noqa: F401
+from . import _trie_kernels as _tk  # noqa: F401
 from . import window_kernels as _wk
 
 __all__ = ["ImplicitRandomTrees", "KeyedTree", "LeafTable", "child_keys", "keyed_rank",

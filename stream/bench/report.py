@@ -3,7 +3,7 @@
 :func:`render_markdown` writes the page (``reports/suite-PROFILE/benchmarks.md`` by default,
 the project's own ``docs/benchmarks.md`` with ``dpstream suite --render-docs``; :mod:`.commands`
 picks the path): per table the paper rows and the ε grid beside the baselines, with a plot of
-the metric against ε; then the stream, speed, drift (:mod:`.drift_report`), young-stream
+the metric against ε; then the stream, speed, drift (:mod:`._drift_report`), young-stream
 (:mod:`.young_streams`) and delayed-label (:mod:`.delayed`) sections. A cell that could not
 run here shows as ``skipped`` with the pip line that fills it in.
 
@@ -19,8 +19,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
+from ._drift_report import drift_section
 from .delayed import delayed_section
-from .drift_report import drift_section
 from .scale_report import scale_out_section
 from .suite import PAPER, PAPER_NONPRIVATE, RELEASED, summarize, variant_label
 from .young_streams import young_section

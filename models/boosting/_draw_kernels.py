@@ -13,8 +13,6 @@ import sys
 import numpy as np
 from numba import njit
 
-__all__ = ["PY_SUM_COMPENSATED", "draw_splits", "py_sum"]
-
 #: Python's ``sum`` of floats adds Neumaier's compensation from 3.12 on.
 PY_SUM_COMPENSATED = sys.version_info >= (3, 12)
 

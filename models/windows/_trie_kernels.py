@@ -32,8 +32,6 @@ from .window_kernels import (
     _rank,
 )
 
-__all__ = ["trie_scores"]
-
 # A batch of rows meets each tree's shallow nodes over and over: the per-pair walks above
 # recompute their keys and splits (two splitmix64 rounds a level) for every row. The batch
 # kernels below walk one tree at a time over all the rows, level by level, and materialise

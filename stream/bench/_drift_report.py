@@ -13,8 +13,6 @@ from pathlib import Path
 
 from .suite import variant_label
 
-__all__ = ["DRIFT_ORDER", "drift_section", "plot_drift"]
-
 #: column order of the table (other variants follow)
 DRIFT_ORDER = ("sgbdt adaptive", "sgbdt faithful", "median-forest", "greedy-forest", "rdt",
                "random-forest", "hoeffding-tree", "arf")

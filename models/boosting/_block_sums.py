@@ -14,8 +14,6 @@ import numpy as np
 
 from .round_kernels import move_rows
 
-__all__ = ["BlockSums"]
-
 
 class BlockSums:
     """The block sums of a pool whose rows live in ``[:n]`` of arrays with spare capacity.

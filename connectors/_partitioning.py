@@ -19,8 +19,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["murmur2", "key_partition"]
-
 _MASK = 0xFFFFFFFF
 _M = 0x5BD1E995
 
