@@ -3,20 +3,6 @@
 defaults of checkpoints written before a parameter existed and the class docstring's
 Parameters section all read; tests/test_param_tables.py compares every estimator's signature
 and docstring with its table (docs/architecture.md#parameters).
-
->>> table = ParamTable([Param("n_trees", 100, "Trees per window.", "integer", lo=1),
-...                     Param("rate", 0.5, "Shrinkage.", "real", lo=0, hi=1, lo_open=True)])
->>> print(table.doc_section())
-Parameters
-----------
-n_trees : int, default 100
-    Trees per window.
-rate : float, default 0.5
-    Shrinkage.
->>> table["rate"].check(1.5)
-Traceback (most recent call last):
-...
-ValueError: rate must be <= 1, got 1.5
 """
 
 from __future__ import annotations
@@ -116,6 +102,22 @@ class ParamTable:
     adds the missing ones to an old checkpoint's state; ``doc_section()`` writes the
     numpydoc Parameters section; ``with_defaults(**kw)`` gives a sibling's table (a
     classifier's and a regressor's defaults differ); ``+`` appends another table's rows.
+
+    Examples
+    --------
+    >>> table = ParamTable([Param("n_trees", 100, "Trees per window.", "integer", lo=1),
+    ...                     Param("rate", 0.5, "Shrinkage.", "real", lo=0, hi=1, lo_open=True)])
+    >>> print(table.doc_section())
+    Parameters
+    ----------
+    n_trees : int, default 100
+        Trees per window.
+    rate : float, default 0.5
+        Shrinkage.
+    >>> table["rate"].check(1.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: rate must be <= 1, got 1.5
     """
 
     def __init__(self, params: Iterable[Param], *, schema_doc: str | None = None):

@@ -1,26 +1,11 @@
-"""Hyper-parameters shared by the estimators: the checks (a bad value is a ``ValueError``
-naming it), the short repr every estimator shows, and the small-stream rule of thumb.
+"""Hyper-parameters shared by the estimators: the numeric checks (a bad value is a
+``ValueError`` naming it; integers: :func:`dpstream.accounting.check_integer`), the short repr
+every estimator shows, the guard against private state leaving in a pickle, and the
+small-stream rule of thumb (docs/privacy.md#small-streams). Each estimator's parameters are
+declared in its table (:mod:`dpstream.models.param_table`, docs/architecture.md#parameters).
 
->>> check_integer("n_trees", 10, 1)
-10
->>> check_integer("max_depth", None, 0, none_ok=True) is None
-True
->>> check_real("split_share", 1.0, 0, 1)
-Traceback (most recent call last):
-...
-ValueError: split_share must be < 1, got 1.0
->>> check_integer("n_trees", True, 1)
-Traceback (most recent call last):
-...
-dpstream.accounting.ParameterError: n_trees must be an integer >= 1, got True
->>> check_small_delta(0.5)
-Traceback (most recent call last):
-...
-ValueError: delta=0.5 is too large: ...
->>> check_small_delta(0.5, allow_large=True), check_small_delta(1e-6)
-(0.5, 1e-06)
->>> records_needed(1.0), records_needed(0.1)
-(5000, 50000)
+>>> check_integer("n_trees", 10, 1), records_needed(1.0), records_needed(0.1)
+(10, 5000, 50000)
 """
 
 from __future__ import annotations
@@ -56,7 +41,13 @@ SMALL_STREAM_SCALE = 5_000
 
 def check_real(name: str, value: Any, lo: float | None = None, hi: float | None = None, *,
                lo_open: bool = True, hi_open: bool = True) -> float:
-    """A finite number within the bounds given (open by default; bools rejected)."""
+    """A finite number within the bounds given (open by default; bools rejected).
+
+    >>> check_real("split_share", 1.0, 0, 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: split_share must be < 1, got 1.0
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
             or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")

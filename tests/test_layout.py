@@ -1,4 +1,4 @@
-"""The layout shows the architecture (DESIGN.md §2, docs/architecture.md).
+"""The layout shows the architecture (docs/architecture.md).
 
 Data flows one way: connectors -> stream -> models -> accounting, with the benchmark suite and
 distributed mode above the record flow they use, and the command line on top. Every import of a

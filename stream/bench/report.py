@@ -570,7 +570,7 @@ _HOW = """## How this page is made
 * **Results**: one JSON line per cell as it finishes, in `benchmarks/results/PROFILE.jsonl`
   for the project's page (`--render-docs`) and in `reports/suite-PROFILE/PROFILE.jsonl` beside
   the page and its `img/` for a run of your own (`--docs PATH`: beside that page; `--results
-  PATH`: there): DESIGN.md §6's bench fields (model, dataset, epsilon, delta, metric, mean,
+  PATH`: there): the bench result fields (model, dataset, epsilon, delta, metric, mean,
   std, repeats, folds, seconds, rows_per_s), plus params, protocol, labeled_fraction, kind,
   peak_rss_mib, wall_s, profile, date and machine. A rerun skips every cell already there
   (resume after an interruption, or fill in the cells skipped for a missing package: they
