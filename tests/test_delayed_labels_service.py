@@ -206,11 +206,15 @@ def test_serve_with_a_label_topic_killed_three_times_learns_every_labeled_record
                                      linger_ms=5)
             offsets = [0, 0]
             where = {}
-            for m, i in zip(records, rid, strict=True):    # keyed: partition of the id
+            for n, (m, i) in enumerate(zip(records, rid, strict=True)):   # keyed by the id
+                while n - _seen(ck) >= 500:   # never far ahead: every kill lands mid-stream
+                    time.sleep(0.05)
                 p = key_partition(str(i).encode(), 2)
                 where[i] = (p, offsets[p])
                 offsets[p] += 1
                 producer.send("records", m, key=str(i).encode(), partition=p)
+                if n % 50 == 49:
+                    producer.flush()
             producer.flush()
             for m in labels:                                # once the record is saved
                 i = json.loads(m)["id"]
@@ -227,7 +231,7 @@ def test_serve_with_a_label_topic_killed_three_times_learns_every_labeled_record
                "--epsilon", "1.0", "--checkpoint-dir", str(ck), "--metrics-port", "0",
                "--seed", "0", "--checkpoint-interval", "0.3", "--set", "round_size=200"]
         total = len(records) + len(labels)
-        for pause in (1.0, 0.5, 1.5):
+        for pause in (0.5, 0.2, 0.6):
             base = _seen(ck)
             with open(log, "ab") as out:
                 proc = subprocess.Popen(cmd, stdout=out, stderr=out)

@@ -52,4 +52,4 @@ def test_serve_warms_up_by_default_and_a_failure_only_costs_the_log_line(caplog)
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="dpstream.service"):
         _warm_up(bad, ADULT_SCHEMA, member=False)
-    assert "warm-up skipped (ValueError" in caplog.text
+    assert "warm-up skipped (ParameterError: n_trees" in caplog.text
