@@ -64,13 +64,11 @@ class Param:
         if self.kind == "real":
             return check_real(self.name, value, self.lo, self.hi,
                               lo_open=self.lo_open, hi_open=self.hi_open)
-        if self.kind == "integer":
-            lo = -(2 ** 62) if self.lo is None else int(math.ceil(self.lo + self.lo_open))
-            out = check_integer(self.name, value, lo, none_ok=self.none_ok)
-            if self.hi is not None and (out >= self.hi if self.hi_open else out > self.hi):
-                raise ValueError(f"{self.name} must be {'<' if self.hi_open else '<='} "
-                                 f"{self.hi:g}, got {value!r}")
-            return out
+        if self.kind == "integer":   # (open bounds as the closed integer bounds inside them)
+            return check_integer(
+                self.name, value, None if self.lo is None else math.ceil(self.lo + self.lo_open),
+                hi=None if self.hi is None else math.floor(self.hi - self.hi_open),
+                none_ok=self.none_ok)
         if self.kind == "bool":
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"{self.name} must be True or False, got {value!r}")
